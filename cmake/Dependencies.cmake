@@ -1,0 +1,16 @@
+# Every dependency comes from a Debian package; cmake/install_deps.sh installs them.
+find_package(dnnl 2.6 REQUIRED CONFIG)
+find_package(spdlog REQUIRED CONFIG)
+find_package(OpenMP REQUIRED)
+find_package(Threads REQUIRED)
+
+if(QFUSE_BUILD_TESTS)
+  find_package(GTest REQUIRED CONFIG)
+endif()
+if(QFUSE_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED CONFIG)
+endif()
+if(QFUSE_BUILD_ONNX)
+  find_package(ONNX REQUIRED CONFIG)
+  find_package(Protobuf REQUIRED)
+endif()
