@@ -1,5 +1,16 @@
 # Every dependency comes from a Debian package; cmake/install_deps.sh installs them.
-find_package(dnnl 2.6 REQUIRED CONFIG)
+# Debian's dnnl-config.cmake insists on OpenCL headers even for CPU use, so the
+# library and header are located directly.
+find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp REQUIRED)
+find_library(DNNL_LIBRARY dnnl REQUIRED)
+file(STRINGS "${DNNL_INCLUDE_DIR}/oneapi/dnnl/dnnl_version.h" _dnnl_major REGEX "define DNNL_VERSION_MAJOR")
+if(NOT _dnnl_major MATCHES "DNNL_VERSION_MAJOR 2")
+  message(FATAL_ERROR "qfuse needs oneDNN 2.x (libdnnl-dev), found: ${_dnnl_major}")
+endif()
+add_library(DNNL::dnnl UNKNOWN IMPORTED)
+set_target_properties(DNNL::dnnl PROPERTIES
+  IMPORTED_LOCATION "${DNNL_LIBRARY}"
+  INTERFACE_INCLUDE_DIRECTORIES "${DNNL_INCLUDE_DIR}")
 find_package(spdlog REQUIRED CONFIG)
 find_package(OpenMP REQUIRED)
 find_package(Threads REQUIRED)

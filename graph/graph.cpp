@@ -1,0 +1,160 @@
+#include "graph/graph.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "qfuse/error.hpp"
+
+namespace qfuse::graph {
+
+ValueId Graph::add_value(std::string name, Shape shape, ElementType type) {
+  ValueId id{static_cast<std::uint32_t>(values_.size())};
+  values_.push_back(Value{std::move(name), std::move(shape), type, nullptr, NodeId{}});
+  return id;
+}
+
+ValueId Graph::add_input(std::string name, Shape shape, ElementType type) {
+  ValueId id = add_value(std::move(name), std::move(shape), type);
+  inputs_.push_back(id);
+  return id;
+}
+
+ValueId Graph::add_constant(std::string name, Tensor data) {
+  ValueId id = add_value(std::move(name), data.shape(), data.type());
+  values_[id.index].constant = std::make_shared<const Tensor>(std::move(data));
+  return id;
+}
+
+void Graph::mark_output(ValueId value) {
+  if (!value.valid() || value.index >= values_.size()) {
+    throw GraphError("mark_output: value id out of range");
+  }
+  outputs_.push_back(value);
+}
+
+NodeId Graph::add_node(OpKind kind, std::string name, std::vector<ValueId> inputs,
+                       Attributes attrs, std::size_t num_outputs) {
+  NodeId id{static_cast<std::uint32_t>(nodes_.size())};
+  for (ValueId in : inputs) {
+    if (!in.valid() || in.index >= values_.size()) {
+      throw GraphError("add " + std::string(to_string(kind)) + " node '" + name +
+                       "': input value id out of range");
+    }
+  }
+  Node node{name, kind, std::move(inputs), {}, std::move(attrs), false};
+  for (std::size_t i = 0; i < num_outputs; ++i) {
+    std::string out_name = num_outputs == 1 ? name : name + ":" + std::to_string(i);
+    ValueId out = add_value(std::move(out_name));
+    values_[out.index].producer = id;
+    node.outputs.push_back(out);
+  }
+  nodes_.push_back(std::move(node));
+  return id;
+}
+
+void Graph::erase_node(NodeId id) {
+  Node& n = nodes_.at(id.index);
+  n.erased = true;
+  for (ValueId out : n.outputs) values_[out.index].producer = NodeId{};
+}
+
+void Graph::replace_all_uses(ValueId from, ValueId to) {
+  for (Node& n : nodes_) {
+    if (n.erased) continue;
+    std::replace(n.inputs.begin(), n.inputs.end(), from, to);
+  }
+  std::replace(outputs_.begin(), outputs_.end(), from, to);
+}
+
+std::size_t Graph::live_node_count() const {
+  return static_cast<std::size_t>(
+      std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return !n.erased; }));
+}
+
+std::vector<NodeId> Graph::consumers(ValueId value) const {
+  std::vector<NodeId> result;
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (!n.erased && std::find(n.inputs.begin(), n.inputs.end(), value) != n.inputs.end()) {
+      result.push_back(NodeId{i});
+    }
+  }
+  return result;
+}
+
+bool Graph::is_graph_output(ValueId value) const {
+  return std::find(outputs_.begin(), outputs_.end(), value) != outputs_.end();
+}
+
+std::optional<ValueId> Graph::find_value(const std::string& name) const {
+  for (std::uint32_t i = 0; i < values_.size(); ++i) {
+    if (values_[i].name == name) return ValueId{i};
+  }
+  return std::nullopt;
+}
+
+std::vector<NodeId> Graph::topological_order() const {
+  // Kahn's algorithm over live nodes; ties keep insertion order.
+  std::vector<int> pending(nodes_.size(), 0);
+  std::vector<std::vector<std::uint32_t>> users(values_.size());
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (n.erased) continue;
+    for (ValueId in : n.inputs) {
+      NodeId p = values_[in.index].producer;
+      if (p.valid() && !nodes_[p.index].erased) {
+        ++pending[i];
+        users[in.index].push_back(i);
+      }
+    }
+  }
+  std::vector<NodeId> order;
+  std::vector<std::uint32_t> ready;
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].erased && pending[i] == 0) ready.push_back(i);
+  }
+  std::size_t head = 0;
+  while (head < ready.size()) {
+    std::uint32_t i = ready[head++];
+    order.push_back(NodeId{i});
+    for (ValueId out : nodes_[i].outputs) {
+      for (std::uint32_t u : users[out.index]) {
+        if (--pending[u] == 0) ready.push_back(u);
+      }
+    }
+  }
+  if (order.size() != live_node_count()) {
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      if (!nodes_[i].erased && pending[i] > 0) {
+        throw GraphError("validate " + std::string(to_string(nodes_[i].kind)) + " node '" +
+                         nodes_[i].name + "': the graph has a cycle through this node");
+      }
+    }
+  }
+  return order;
+}
+
+std::string to_text(const Graph& graph) {
+  std::ostringstream os;
+  for (ValueId in : graph.inputs()) {
+    const Value& v = graph.value(in);
+    os << "input " << v.name << ": " << to_string(v.type) << to_string(v.shape) << '\n';
+  }
+  for (NodeId id : graph.topological_order()) {
+    const Node& n = graph.node(id);
+    os << n.name << " = " << to_string(n.kind) << '(';
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      os << (i ? ", " : "") << graph.value(n.inputs[i]).name;
+    }
+    os << ") ->";
+    for (ValueId out : n.outputs) {
+      const Value& v = graph.value(out);
+      os << ' ' << to_string(v.type) << to_string(v.shape);
+    }
+    os << '\n';
+  }
+  for (ValueId out : graph.outputs()) os << "output " << graph.value(out).name << '\n';
+  return os.str();
+}
+
+}  // namespace qfuse::graph

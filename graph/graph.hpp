@@ -1,0 +1,116 @@
+#pragma once
+// The qfuse graph IR: values (static shape, element type, optional constant
+// data) and nodes (an operator, typed attributes, input and output values).
+// Nodes and values are owned by the Graph and refer to each other by typed
+// integer ids. Erased nodes stay as tombstones so ids never move.
+
+#include <compare>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/ops.hpp"
+#include "qfuse/tensor.hpp"
+
+namespace qfuse::graph {
+
+template <class Tag>
+struct Id {
+  static constexpr std::uint32_t kInvalid = std::numeric_limits<std::uint32_t>::max();
+  std::uint32_t index = kInvalid;
+
+  bool valid() const { return index != kInvalid; }
+  auto operator<=>(const Id&) const = default;
+};
+
+using ValueId = Id<struct ValueTag>;
+using NodeId = Id<struct NodeTag>;
+
+struct Value {
+  std::string name;
+  Shape shape;
+  ElementType type = ElementType::f32;
+  // Constant data, shared between copies of a graph; null for activations.
+  std::shared_ptr<const Tensor> constant;
+  NodeId producer;  // invalid for graph inputs and constants
+
+  bool is_constant() const { return constant != nullptr; }
+};
+
+struct Node {
+  std::string name;
+  OpKind kind = OpKind::Relu;
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+  Attributes attrs;
+  bool erased = false;
+
+  template <class A>
+  const A& attr() const {
+    return std::get<A>(attrs);
+  }
+};
+
+class Graph {
+ public:
+  // Values.
+  ValueId add_input(std::string name, Shape shape, ElementType type = ElementType::f32);
+  ValueId add_constant(std::string name, Tensor data);
+  ValueId add_value(std::string name, Shape shape = {}, ElementType type = ElementType::f32);
+  void mark_output(ValueId value);
+
+  // Adds a node producing fresh output values named after it; shapes are left
+  // empty until infer_shapes (or the Builder) fills them.
+  NodeId add_node(OpKind kind, std::string name, std::vector<ValueId> inputs,
+                  Attributes attrs = NoAttrs{}, std::size_t num_outputs = 1);
+  // Marks a node erased; its outputs lose their producer.
+  void erase_node(NodeId node);
+  // Points every use of `from` (node inputs and graph outputs) at `to`.
+  void replace_all_uses(ValueId from, ValueId to);
+
+  const Value& value(ValueId id) const { return values_.at(id.index); }
+  Value& value(ValueId id) { return values_.at(id.index); }
+  const Node& node(NodeId id) const { return nodes_.at(id.index); }
+  Node& node(NodeId id) { return nodes_.at(id.index); }
+
+  std::size_t value_count() const { return values_.size(); }
+  std::size_t node_capacity() const { return nodes_.size(); }
+  std::size_t live_node_count() const;
+
+  const std::vector<ValueId>& inputs() const { return inputs_; }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+
+  // Live nodes whose inputs include `value`, in id order.
+  std::vector<NodeId> consumers(ValueId value) const;
+  bool is_graph_output(ValueId value) const;
+  std::optional<ValueId> find_value(const std::string& name) const;
+
+  // Live nodes in an order where every producer precedes its consumers.
+  // Throws GraphError on a cycle.
+  std::vector<NodeId> topological_order() const;
+
+ private:
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> inputs_;
+  std::vector<ValueId> outputs_;
+};
+
+// Fills the shape and type of every node's outputs, in topological order,
+// checking each node on the way. Throws GraphError naming the first bad node.
+void infer_shapes(Graph& graph);
+
+// Infers and checks one node whose inputs already have shapes.
+void infer_node(Graph& graph, NodeId node);
+
+// Checks the wiring (ids in range, every used value defined, no cycle, outputs
+// present) and that every stored shape agrees with inference.
+void verify(const Graph& graph);
+
+// One line per node: "name = Op(inputs) -> shapes".
+std::string to_text(const Graph& graph);
+
+}  // namespace qfuse::graph

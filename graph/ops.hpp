@@ -1,0 +1,195 @@
+#pragma once
+// The operators of the qfuse IR and their typed attributes.
+//
+// Layout conventions (those of ONNX):
+//   activations   N, C, spatial...            (1D, 2D or 3D spatial)
+//   conv weights  OC, IC/groups, k...
+//   deconv weights IC, OC/groups, k...
+//   fully-connected weights  OC, IC           y = x * W^T + b
+// Dilations count like ONNX: 1 means dense.
+
+#include <cstdint>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "qfuse/tensor.hpp"
+
+namespace qfuse::graph {
+
+enum class OpKind : std::uint8_t {
+  Convolution,
+  Deconvolution,
+  FullyConnected,
+  MatMul,
+  FakeQuantize,
+  Multiply,
+  Add,
+  Subtract,
+  Divide,
+  Minimum,
+  Maximum,
+  Round,
+  Clamp,
+  Relu,
+  LeakyRelu,
+  PRelu,
+  Sigmoid,
+  Tanh,
+  Elu,
+  Gelu,
+  HSwish,
+  HSigmoid,
+  Exp,
+  Abs,
+  Sqrt,
+  Convert,
+  BatchNormalization,
+  MaxPool,
+  AvgPool,
+  Reshape,
+  Flatten,
+  Transpose,
+  Concat,
+  Resize,
+};
+
+using qfuse::to_string;
+std::string_view to_string(OpKind kind);
+bool is_elementwise_binary(OpKind kind);
+bool is_elementwise_unary(OpKind kind);
+
+using Ints = std::vector<std::int64_t>;
+
+struct NoAttrs {
+  bool operator==(const NoAttrs&) const = default;
+};
+
+// Convolution: inputs x, w[, b].
+struct ConvAttrs {
+  Ints strides;     // per spatial dim
+  Ints dilations;   // per spatial dim, 1 = dense
+  Ints pads_begin;  // per spatial dim
+  Ints pads_end;    // per spatial dim
+  std::int64_t groups = 1;
+  bool operator==(const ConvAttrs&) const = default;
+};
+
+// Deconvolution (transposed convolution): inputs x, w[, b].
+// out = (in - 1) * stride + (k - 1) * dilation + 1 - pad_begin - pad_end + output_padding
+struct DeconvAttrs {
+  Ints strides;
+  Ints dilations;
+  Ints pads_begin;
+  Ints pads_end;
+  Ints output_padding;
+  std::int64_t groups = 1;
+  bool operator==(const DeconvAttrs&) const = default;
+};
+
+// MatMul: inputs a, b; ranks >= 2, batch dims broadcast like numpy.
+struct MatMulAttrs {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  bool operator==(const MatMulAttrs&) const = default;
+};
+
+// FakeQuantize: inputs x, input_low, input_high, output_low, output_high.
+struct FakeQuantizeAttrs {
+  std::int64_t levels = 256;
+  bool operator==(const FakeQuantizeAttrs&) const = default;
+};
+
+// Clamp: min(max(x, lo), hi).
+struct ClampAttrs {
+  float lo = 0.0f;
+  float hi = 0.0f;
+  bool operator==(const ClampAttrs&) const = default;
+};
+
+// LeakyRelu (x >= 0 ? x : alpha * x) and Elu (x >= 0 ? x : alpha * (exp(x) - 1)).
+struct AlphaAttrs {
+  float alpha = 0.0f;
+  bool operator==(const AlphaAttrs&) const = default;
+};
+
+enum class GeluApproximation : std::uint8_t { erf, tanh };
+struct GeluAttrs {
+  GeluApproximation approximation = GeluApproximation::erf;
+  bool operator==(const GeluAttrs&) const = default;
+};
+
+// Convert: to an integer type rounds half to even and saturates.
+struct ConvertAttrs {
+  ElementType to = ElementType::f32;
+  bool operator==(const ConvertAttrs&) const = default;
+};
+
+// BatchNormalization (inference): inputs x, gamma, beta, mean, variance (each [C]).
+struct BatchNormAttrs {
+  float epsilon = 1e-5f;
+  bool operator==(const BatchNormAttrs&) const = default;
+};
+
+// MaxPool / AvgPool. Padded cells never win a max; AvgPool divides by the
+// number of real cells when exclude_pad, by the kernel size otherwise.
+struct PoolAttrs {
+  Ints kernel;
+  Ints strides;
+  Ints pads_begin;
+  Ints pads_end;
+  Ints dilations;  // MaxPool only; 1 = dense
+  bool exclude_pad = true;
+  bool operator==(const PoolAttrs&) const = default;
+};
+
+// Reshape to a fully specified shape (the frontend resolves 0 and -1).
+struct ReshapeAttrs {
+  Shape shape;
+  bool operator==(const ReshapeAttrs&) const = default;
+};
+
+// Flatten: [d0..d(axis-1)] x [d(axis)..] -> 2D.
+struct FlattenAttrs {
+  std::int64_t axis = 1;
+  bool operator==(const FlattenAttrs&) const = default;
+};
+
+struct TransposeAttrs {
+  Ints perm;
+  bool operator==(const TransposeAttrs&) const = default;
+};
+
+struct ConcatAttrs {
+  std::int64_t axis = 1;
+  bool operator==(const ConcatAttrs&) const = default;
+};
+
+enum class ResizeMode : std::uint8_t { nearest, linear };
+// How an output coordinate maps back to an input coordinate (ONNX names).
+enum class CoordinateTransform : std::uint8_t {
+  half_pixel,
+  pytorch_half_pixel,
+  align_corners,
+  asymmetric,
+  tf_half_pixel_for_nn,
+};
+enum class NearestMode : std::uint8_t { round_prefer_floor, round_prefer_ceil, floor, ceil };
+
+// Resize to `sizes`; `scales` (out/in unless given explicitly) drive the
+// coordinate transform, per dimension.
+struct ResizeAttrs {
+  ResizeMode mode = ResizeMode::nearest;
+  CoordinateTransform transform = CoordinateTransform::half_pixel;
+  NearestMode nearest_mode = NearestMode::round_prefer_floor;
+  Shape sizes;
+  std::vector<float> scales;  // empty: out / in per dim
+  bool operator==(const ResizeAttrs&) const = default;
+};
+
+using Attributes =
+    std::variant<NoAttrs, ConvAttrs, DeconvAttrs, MatMulAttrs, FakeQuantizeAttrs, ClampAttrs,
+                 AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
+                 FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs>;
+
+}  // namespace qfuse::graph

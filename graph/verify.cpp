@@ -1,0 +1,505 @@
+// Shape inference and validation. Each operator has one checker that
+// validates its inputs and attributes and returns its output shape and type;
+// every error names the node, the operator and the problem.
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include "graph/graph.hpp"
+#include "qfuse/error.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+struct OutputSpec {
+  Shape shape;
+  ElementType type;
+};
+
+std::string ints_to_string(const Ints& v) { return to_string(Shape(v.begin(), v.end())); }
+
+class NodeChecker {
+ public:
+  NodeChecker(Graph& graph, Node& node) : graph_(graph), node_(node) {}
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw GraphError("validate " + std::string(to_string(node_.kind)) + " node '" + node_.name +
+                     "': " + problem);
+  }
+
+  void expect(bool condition, const std::string& problem) const {
+    if (!condition) fail(problem);
+  }
+
+  void expect_inputs(std::size_t lo, std::size_t hi) const {
+    const std::size_t n = node_.inputs.size();
+    if (n < lo || n > hi) {
+      std::ostringstream os;
+      os << "wrong number of inputs (expected ";
+      if (lo == hi) {
+        os << lo;
+      } else {
+        os << lo << " to " << hi;
+      }
+      os << ", got " << n << ')';
+      fail(os.str());
+    }
+  }
+
+  const Value& in(std::size_t i) const { return graph_.value(node_.inputs[i]); }
+  const Shape& shape(std::size_t i) const { return in(i).shape; }
+  std::size_t rank(std::size_t i) const { return shape(i).size(); }
+
+  void expect_type(std::size_t i, ElementType type) const {
+    if (in(i).type != type) {
+      fail("input " + std::to_string(i) + " '" + in(i).name + "' has type " +
+           std::string(to_string(in(i).type)) + " (expected " + std::string(to_string(type)) + ")");
+    }
+  }
+
+  void expect_rank(std::size_t i, std::size_t lo, std::size_t hi) const {
+    if (rank(i) < lo || rank(i) > hi) {
+      fail("input " + std::to_string(i) + " '" + in(i).name + "' has rank " +
+           std::to_string(rank(i)) + " (expected " + std::to_string(lo) +
+           (lo == hi ? "" : " to " + std::to_string(hi)) + ")");
+    }
+  }
+
+  // Fills an empty per-spatial-dim attribute with `fill`, then checks its length.
+  void spatial_attr(Ints& v, std::size_t spatial, std::int64_t fill, const char* what,
+                    std::int64_t min_value) const {
+    if (v.empty()) v.assign(spatial, fill);
+    if (v.size() != spatial) {
+      fail(std::string(what) + " has " + std::to_string(v.size()) + " values (expected " +
+           std::to_string(spatial) + ", one per spatial dimension)");
+    }
+    for (auto x : v) {
+      if (x < min_value) {
+        fail(std::string(what) + " " + ints_to_string(v) + " has a value below " +
+             std::to_string(min_value));
+      }
+    }
+  }
+
+  Graph& graph_;
+  Node& node_;
+};
+
+// Numpy broadcasting of two shapes; nullopt when incompatible.
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  const std::size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (std::size_t i = 0; i < r; ++i) {
+    const std::int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const std::int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = std::max(da, db);
+  }
+  return out;
+}
+
+// `from` broadcasts to exactly `to` (unidirectional).
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  auto b = broadcast_shapes(from, to);
+  return b && *b == to;
+}
+
+OutputSpec check_conv(NodeChecker& c, ConvAttrs& a) {
+  c.expect_inputs(2, 3);
+  c.expect_rank(0, 3, 5);
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
+  const std::size_t spatial = x.size() - 2;
+  c.expect(w.size() == x.size(), "weights " + to_string(w) + " must have the rank of the input " +
+                                     to_string(x) + " (expected OC, IC/groups, k...)");
+  c.expect(a.groups >= 1, "groups must be >= 1 (got " + std::to_string(a.groups) + ")");
+  c.spatial_attr(a.strides, spatial, 1, "strides", 1);
+  c.spatial_attr(a.dilations, spatial, 1, "dilations", 1);
+  c.spatial_attr(a.pads_begin, spatial, 0, "pads_begin", 0);
+  c.spatial_attr(a.pads_end, spatial, 0, "pads_end", 0);
+  c.expect(x[1] == w[1] * a.groups,
+           "input channels do not match the weights (expected " + std::to_string(w[1] * a.groups) +
+               " = weights dim 1 * groups, got " + std::to_string(x[1]) + ")");
+  c.expect(w[0] % a.groups == 0, "output channels " + std::to_string(w[0]) +
+                                     " are not divisible by groups " + std::to_string(a.groups));
+  if (c.node_.inputs.size() == 3) {
+    c.expect(c.shape(2) == Shape{w[0]}, "bias shape " + to_string(c.shape(2)) + " (expected [" +
+                                            std::to_string(w[0]) + "])");
+  }
+  for (std::size_t i = 0; i < c.node_.inputs.size(); ++i) c.expect_type(i, ElementType::f32);
+  Shape out{x[0], w[0]};
+  for (std::size_t i = 0; i < spatial; ++i) {
+    const std::int64_t extent = (w[i + 2] - 1) * a.dilations[i] + 1;
+    const std::int64_t padded = x[i + 2] + a.pads_begin[i] + a.pads_end[i];
+    c.expect(padded >= extent, "kernel extent " + std::to_string(extent) +
+                                   " exceeds the padded input " + std::to_string(padded) +
+                                   " in spatial dim " + std::to_string(i));
+    out.push_back((padded - extent) / a.strides[i] + 1);
+  }
+  return {out, ElementType::f32};
+}
+
+OutputSpec check_deconv(NodeChecker& c, DeconvAttrs& a) {
+  c.expect_inputs(2, 3);
+  c.expect_rank(0, 3, 5);
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
+  const std::size_t spatial = x.size() - 2;
+  c.expect(w.size() == x.size(), "weights " + to_string(w) + " must have the rank of the input " +
+                                     to_string(x) + " (expected IC, OC/groups, k...)");
+  c.expect(a.groups >= 1, "groups must be >= 1 (got " + std::to_string(a.groups) + ")");
+  c.spatial_attr(a.strides, spatial, 1, "strides", 1);
+  c.spatial_attr(a.dilations, spatial, 1, "dilations", 1);
+  c.spatial_attr(a.pads_begin, spatial, 0, "pads_begin", 0);
+  c.spatial_attr(a.pads_end, spatial, 0, "pads_end", 0);
+  c.spatial_attr(a.output_padding, spatial, 0, "output_padding", 0);
+  c.expect(x[1] == w[0], "input channels do not match the weights (expected " +
+                             std::to_string(w[0]) + " = weights dim 0, got " +
+                             std::to_string(x[1]) + ")");
+  c.expect(w[0] % a.groups == 0, "input channels " + std::to_string(w[0]) +
+                                     " are not divisible by groups " + std::to_string(a.groups));
+  const std::int64_t oc = w[1] * a.groups;
+  if (c.node_.inputs.size() == 3) {
+    c.expect(c.shape(2) == Shape{oc},
+             "bias shape " + to_string(c.shape(2)) + " (expected [" + std::to_string(oc) + "])");
+  }
+  for (std::size_t i = 0; i < c.node_.inputs.size(); ++i) c.expect_type(i, ElementType::f32);
+  Shape out{x[0], oc};
+  for (std::size_t i = 0; i < spatial; ++i) {
+    c.expect(a.output_padding[i] < std::max(a.strides[i], a.dilations[i]),
+             "output_padding " + ints_to_string(a.output_padding) +
+                 " must be smaller than the stride or the dilation");
+    const std::int64_t o = (x[i + 2] - 1) * a.strides[i] + (w[i + 2] - 1) * a.dilations[i] + 1 -
+                           a.pads_begin[i] - a.pads_end[i] + a.output_padding[i];
+    c.expect(o >= 1, "output spatial dim " + std::to_string(i) + " would be " + std::to_string(o));
+    out.push_back(o);
+  }
+  return {out, ElementType::f32};
+}
+
+OutputSpec check_fully_connected(NodeChecker& c) {
+  c.expect_inputs(2, 3);
+  c.expect_rank(0, 2, 8);
+  c.expect_rank(1, 2, 2);
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
+  c.expect(x.back() == w[1], "input features do not match the weights (expected " +
+                                 std::to_string(w[1]) + ", got " + std::to_string(x.back()) + ")");
+  if (c.node_.inputs.size() == 3) {
+    c.expect(c.shape(2) == Shape{w[0]}, "bias shape " + to_string(c.shape(2)) + " (expected [" +
+                                            std::to_string(w[0]) + "])");
+  }
+  for (std::size_t i = 0; i < c.node_.inputs.size(); ++i) c.expect_type(i, ElementType::f32);
+  Shape out = x;
+  out.back() = w[0];
+  return {out, ElementType::f32};
+}
+
+OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
+  c.expect_inputs(2, 2);
+  c.expect_rank(0, 2, 8);
+  c.expect_rank(1, 2, 8);
+  c.expect_type(0, ElementType::f32);
+  c.expect_type(1, ElementType::f32);
+  Shape x = c.shape(0);
+  Shape y = c.shape(1);
+  if (a.transpose_a) std::swap(x[x.size() - 1], x[x.size() - 2]);
+  if (a.transpose_b) std::swap(y[y.size() - 1], y[y.size() - 2]);
+  const std::int64_t m = x[x.size() - 2], k = x.back(), k2 = y[y.size() - 2], n = y.back();
+  c.expect(k == k2, "inner dimensions differ (expected " + std::to_string(k) + ", got " +
+                        std::to_string(k2) + ")");
+  auto batch = broadcast_shapes(Shape(x.begin(), x.end() - 2), Shape(y.begin(), y.end() - 2));
+  c.expect(batch.has_value(), "batch dimensions of " + to_string(c.shape(0)) + " and " +
+                                  to_string(c.shape(1)) + " do not broadcast");
+  Shape out = *batch;
+  out.push_back(m);
+  out.push_back(n);
+  return {out, ElementType::f32};
+}
+
+OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
+  c.expect_inputs(5, 5);
+  c.expect(a.levels >= 2 && a.levels <= 65536,
+           "levels must be in [2, 65536] (got " + std::to_string(a.levels) + ")");
+  const Shape& x = c.shape(0);
+  static const char* kNames[] = {"x", "input_low", "input_high", "output_low", "output_high"};
+  for (std::size_t i = 0; i < 5; ++i) {
+    c.expect_type(i, ElementType::f32);
+    if (i > 0) {
+      c.expect(broadcasts_to(c.shape(i), x), std::string(kNames[i]) + " shape " +
+                                                 to_string(c.shape(i)) +
+                                                 " does not broadcast to the input " + to_string(x));
+    }
+  }
+  return {x, ElementType::f32};
+}
+
+OutputSpec check_binary(NodeChecker& c) {
+  c.expect_inputs(2, 2);
+  c.expect_type(0, ElementType::f32);
+  c.expect_type(1, ElementType::f32);
+  auto out = broadcast_shapes(c.shape(0), c.shape(1));
+  c.expect(out.has_value(), "shapes " + to_string(c.shape(0)) + " and " + to_string(c.shape(1)) +
+                                " do not broadcast");
+  return {*out, ElementType::f32};
+}
+
+OutputSpec check_unary(NodeChecker& c) {
+  c.expect_inputs(1, 1);
+  c.expect_type(0, ElementType::f32);
+  return {c.shape(0), ElementType::f32};
+}
+
+OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
+  c.expect_inputs(1, 1);
+  c.expect_type(0, ElementType::f32);
+  c.expect_rank(0, 3, 5);
+  const Shape& x = c.shape(0);
+  const std::size_t spatial = x.size() - 2;
+  c.expect(a.kernel.size() == spatial, "kernel " + ints_to_string(a.kernel) + " has " +
+                                           std::to_string(a.kernel.size()) +
+                                           " values (expected " + std::to_string(spatial) + ")");
+  c.spatial_attr(a.kernel, spatial, 1, "kernel", 1);
+  c.spatial_attr(a.strides, spatial, 1, "strides", 1);
+  c.spatial_attr(a.pads_begin, spatial, 0, "pads_begin", 0);
+  c.spatial_attr(a.pads_end, spatial, 0, "pads_end", 0);
+  c.spatial_attr(a.dilations, spatial, 1, "dilations", 1);
+  if (!is_max) {
+    c.expect(std::all_of(a.dilations.begin(), a.dilations.end(), [](auto d) { return d == 1; }),
+             "dilations " + ints_to_string(a.dilations) + " are not supported by AvgPool");
+  }
+  Shape out{x[0], x[1]};
+  for (std::size_t i = 0; i < spatial; ++i) {
+    const std::int64_t extent = (a.kernel[i] - 1) * a.dilations[i] + 1;
+    c.expect(a.pads_begin[i] < extent && a.pads_end[i] < extent,
+             "padding must be smaller than the kernel extent in spatial dim " + std::to_string(i));
+    const std::int64_t padded = x[i + 2] + a.pads_begin[i] + a.pads_end[i];
+    c.expect(padded >= extent, "kernel extent " + std::to_string(extent) +
+                                   " exceeds the padded input " + std::to_string(padded));
+    out.push_back((padded - extent) / a.strides[i] + 1);
+  }
+  return {out, ElementType::f32};
+}
+
+std::int64_t normalize_axis(NodeChecker& c, std::int64_t axis, std::int64_t rank,
+                            bool inclusive_end) {
+  const std::int64_t hi = inclusive_end ? rank : rank - 1;
+  if (axis < 0) axis += rank;
+  c.expect(axis >= 0 && axis <= hi, "axis out of range (expected -" + std::to_string(rank) +
+                                        " to " + std::to_string(hi) + ")");
+  return axis;
+}
+
+OutputSpec check_node(NodeChecker& c) {
+  Node& n = c.node_;
+  switch (n.kind) {
+    case OpKind::Convolution: return check_conv(c, std::get<ConvAttrs>(n.attrs));
+    case OpKind::Deconvolution: return check_deconv(c, std::get<DeconvAttrs>(n.attrs));
+    case OpKind::FullyConnected: return check_fully_connected(c);
+    case OpKind::MatMul: return check_matmul(c, std::get<MatMulAttrs>(n.attrs));
+    case OpKind::FakeQuantize:
+      return check_fake_quantize(c, std::get<FakeQuantizeAttrs>(n.attrs));
+    case OpKind::Multiply:
+    case OpKind::Add:
+    case OpKind::Subtract:
+    case OpKind::Divide:
+    case OpKind::Minimum:
+    case OpKind::Maximum: return check_binary(c);
+    case OpKind::Clamp: {
+      const auto& a = std::get<ClampAttrs>(n.attrs);
+      c.expect(a.lo <= a.hi, "lo " + std::to_string(a.lo) + " exceeds hi " + std::to_string(a.hi));
+      return check_unary(c);
+    }
+    case OpKind::Round:
+    case OpKind::Relu:
+    case OpKind::LeakyRelu:
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Elu:
+    case OpKind::Gelu:
+    case OpKind::HSwish:
+    case OpKind::HSigmoid:
+    case OpKind::Exp:
+    case OpKind::Abs:
+    case OpKind::Sqrt: return check_unary(c);
+    case OpKind::PRelu: {
+      c.expect_inputs(2, 2);
+      c.expect_type(0, ElementType::f32);
+      c.expect_type(1, ElementType::f32);
+      c.expect(broadcasts_to(c.shape(1), c.shape(0)),
+               "slope shape " + to_string(c.shape(1)) + " does not broadcast to the input " +
+                   to_string(c.shape(0)));
+      return {c.shape(0), ElementType::f32};
+    }
+    case OpKind::Convert:
+      c.expect_inputs(1, 1);
+      return {c.shape(0), std::get<ConvertAttrs>(n.attrs).to};
+    case OpKind::BatchNormalization: {
+      c.expect_inputs(5, 5);
+      c.expect_rank(0, 2, 5);
+      const Shape channel{c.shape(0)[1]};
+      for (std::size_t i = 0; i < 5; ++i) c.expect_type(i, ElementType::f32);
+      for (std::size_t i = 1; i < 5; ++i) {
+        c.expect(c.shape(i) == channel, "parameter " + std::to_string(i) + " has shape " +
+                                            to_string(c.shape(i)) + " (expected " +
+                                            to_string(channel) + ")");
+      }
+      c.expect(std::get<BatchNormAttrs>(n.attrs).epsilon >= 0.0f, "epsilon must be >= 0");
+      return {c.shape(0), ElementType::f32};
+    }
+    case OpKind::MaxPool: return check_pool(c, std::get<PoolAttrs>(n.attrs), true);
+    case OpKind::AvgPool: return check_pool(c, std::get<PoolAttrs>(n.attrs), false);
+    case OpKind::Reshape: {
+      c.expect_inputs(1, 1);
+      const Shape& target = std::get<ReshapeAttrs>(n.attrs).shape;
+      c.expect(std::all_of(target.begin(), target.end(), [](auto d) { return d >= 1; }),
+               "target shape " + to_string(target) + " has a dimension < 1");
+      c.expect(element_count(target) == element_count(c.shape(0)),
+               "target shape " + to_string(target) + " has " +
+                   std::to_string(element_count(target)) + " elements (expected " +
+                   std::to_string(element_count(c.shape(0))) + ")");
+      return {target, c.in(0).type};
+    }
+    case OpKind::Flatten: {
+      c.expect_inputs(1, 1);
+      auto& a = std::get<FlattenAttrs>(n.attrs);
+      const Shape& x = c.shape(0);
+      a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(x.size()), true);
+      const auto split = x.begin() + a.axis;
+      const std::int64_t outer = std::accumulate(x.begin(), split, std::int64_t{1},
+                                                 std::multiplies<>());
+      const std::int64_t inner = std::accumulate(split, x.end(), std::int64_t{1},
+                                                 std::multiplies<>());
+      return {{outer, inner}, c.in(0).type};
+    }
+    case OpKind::Transpose: {
+      c.expect_inputs(1, 1);
+      auto& a = std::get<TransposeAttrs>(n.attrs);
+      const Shape& x = c.shape(0);
+      if (a.perm.empty()) {
+        for (std::size_t i = x.size(); i-- > 0;) a.perm.push_back(static_cast<std::int64_t>(i));
+      }
+      Ints sorted = a.perm;
+      std::sort(sorted.begin(), sorted.end());
+      Ints identity(x.size());
+      std::iota(identity.begin(), identity.end(), 0);
+      c.expect(sorted == identity, "perm " + ints_to_string(a.perm) +
+                                       " is not a permutation of the input's " +
+                                       std::to_string(x.size()) + " axes");
+      Shape out;
+      for (auto p : a.perm) out.push_back(x[static_cast<std::size_t>(p)]);
+      return {out, c.in(0).type};
+    }
+    case OpKind::Concat: {
+      c.expect(!n.inputs.empty(), "needs at least one input");
+      auto& a = std::get<ConcatAttrs>(n.attrs);
+      const Shape& first = c.shape(0);
+      a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(first.size()), false);
+      Shape out = first;
+      for (std::size_t i = 1; i < n.inputs.size(); ++i) {
+        Shape s = c.shape(i);
+        c.expect(s.size() == first.size() && c.in(i).type == c.in(0).type,
+                 "input " + std::to_string(i) + " " + to_string(s) +
+                     " differs in rank or type from input 0 " + to_string(first));
+        out[static_cast<std::size_t>(a.axis)] += s[static_cast<std::size_t>(a.axis)];
+        s[static_cast<std::size_t>(a.axis)] = first[static_cast<std::size_t>(a.axis)];
+        c.expect(s == first, "input " + std::to_string(i) + " " + to_string(c.shape(i)) +
+                                 " differs from input 0 " + to_string(first) +
+                                 " outside the concat axis");
+      }
+      return {out, c.in(0).type};
+    }
+    case OpKind::Resize: {
+      c.expect_inputs(1, 1);
+      c.expect_type(0, ElementType::f32);
+      auto& a = std::get<ResizeAttrs>(n.attrs);
+      const Shape& x = c.shape(0);
+      c.expect(a.sizes.size() == x.size(), "sizes " + to_string(a.sizes) +
+                                               " must have the input's rank " +
+                                               std::to_string(x.size()));
+      c.expect(std::all_of(a.sizes.begin(), a.sizes.end(), [](auto d) { return d >= 1; }),
+               "sizes " + to_string(a.sizes) + " has a dimension < 1");
+      c.expect(a.scales.empty() || a.scales.size() == x.size(),
+               "scales has " + std::to_string(a.scales.size()) + " values (expected 0 or " +
+                   std::to_string(x.size()) + ")");
+      c.expect(std::all_of(a.scales.begin(), a.scales.end(), [](float s) { return s > 0.0f; }),
+               "scales must be > 0");
+      return {a.sizes, ElementType::f32};
+    }
+  }
+  c.fail("unknown operator");
+}
+
+}  // namespace
+
+void infer_node(Graph& graph, NodeId id) {
+  Node& node = graph.node(id);
+  NodeChecker checker(graph, node);
+  for (ValueId in : node.inputs) {
+    const Value& v = graph.value(in);
+    for (auto d : v.shape) {
+      checker.expect(d >= 1, "input '" + v.name + "' has an unbound or empty shape " +
+                                 to_string(v.shape));
+    }
+  }
+  checker.expect(node.outputs.size() == 1, "expected 1 output, got " +
+                                               std::to_string(node.outputs.size()));
+  OutputSpec spec = check_node(checker);
+  Value& out = graph.value(node.outputs[0]);
+  out.shape = std::move(spec.shape);
+  out.type = spec.type;
+}
+
+void infer_shapes(Graph& graph) {
+  for (NodeId id : graph.topological_order()) infer_node(graph, id);
+}
+
+void verify(const Graph& graph) {
+  auto fail = [](const std::string& msg) { throw GraphError("validate graph: " + msg); };
+  if (graph.outputs().empty()) fail("the graph has no outputs");
+  for (ValueId in : graph.inputs()) {
+    const Value& v = graph.value(in);
+    if (v.producer.valid()) fail("input '" + v.name + "' is produced by a node");
+    for (auto d : v.shape) {
+      if (d < 1) fail("input '" + v.name + "' has unbound shape " + to_string(v.shape));
+    }
+  }
+  for (std::size_t i = 0; i < graph.node_capacity(); ++i) {
+    const Node& n = graph.node(NodeId{static_cast<std::uint32_t>(i)});
+    if (n.erased) continue;
+    for (ValueId in : n.inputs) {
+      const Value& v = graph.value(in);
+      const bool is_input =
+          std::find(graph.inputs().begin(), graph.inputs().end(), in) != graph.inputs().end();
+      if (!v.is_constant() && !is_input && !v.producer.valid()) {
+        throw GraphError("validate " + std::string(to_string(n.kind)) + " node '" + n.name +
+                         "': input '" + v.name + "' is not produced by any node");
+      }
+    }
+  }
+  for (ValueId out : graph.outputs()) {
+    const Value& v = graph.value(out);
+    const bool is_input =
+        std::find(graph.inputs().begin(), graph.inputs().end(), out) != graph.inputs().end();
+    if (!v.producer.valid() && !v.is_constant() && !is_input) {
+      fail("output '" + v.name + "' is not produced by any node");
+    }
+  }
+  // Re-run inference on a copy and compare with what is stored.
+  Graph copy = graph;
+  for (NodeId id : copy.topological_order()) {
+    infer_node(copy, id);
+    const Node& n = graph.node(id);
+    const Value& stored = graph.value(n.outputs[0]);
+    const Value& inferred = copy.value(n.outputs[0]);
+    if (stored.shape != inferred.shape || stored.type != inferred.type) {
+      throw GraphError("validate " + std::string(to_string(n.kind)) + " node '" + n.name +
+                       "': stored output " + std::string(to_string(stored.type)) +
+                       to_string(stored.shape) + " disagrees with inference (expected " +
+                       std::string(to_string(inferred.type)) + to_string(inferred.shape) + ")");
+    }
+  }
+}
+
+}  // namespace qfuse::graph

@@ -1,0 +1,49 @@
+#include "plugin/dnnl_utils.hpp"
+
+namespace qfuse::plugin {
+
+dnnl::memory::data_type to_dnnl(ElementType type) {
+  switch (type) {
+    case ElementType::f32: return dnnl::memory::data_type::f32;
+    case ElementType::s8: return dnnl::memory::data_type::s8;
+    case ElementType::u8: return dnnl::memory::data_type::u8;
+    case ElementType::s32: return dnnl::memory::data_type::s32;
+  }
+  return dnnl::memory::data_type::undef;
+}
+
+dnnl::memory::dims plain_strides(const dnnl::memory::dims& dims) {
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (std::size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  return strides;
+}
+
+dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, ElementType type) {
+  return dnnl::memory::desc(dims, to_dnnl(type), plain_strides(dims));
+}
+
+dnnl::memory::desc permuted_desc(const Shape& stored, const std::vector<int>& perm,
+                                 ElementType type) {
+  const dnnl::memory::dims stored_dims(stored.begin(), stored.end());
+  const dnnl::memory::dims stored_strides = plain_strides(stored_dims);
+  dnnl::memory::dims dims(perm.size()), strides(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    dims[i] = stored_dims[static_cast<std::size_t>(perm[i])];
+    strides[i] = stored_strides[static_cast<std::size_t>(perm[i])];
+  }
+  return dnnl::memory::desc(dims, to_dnnl(type), strides);
+}
+
+dnnl::memory::dims to_dnnl_dilations(const graph::Ints& dilations) {
+  dnnl::memory::dims d;
+  for (auto x : dilations) d.push_back(x - 1);
+  return d;
+}
+
+Shape pad_rank(const Shape& shape, std::size_t rank) {
+  Shape out(rank - shape.size(), 1);
+  out.insert(out.end(), shape.begin(), shape.end());
+  return out;
+}
+
+}  // namespace qfuse::plugin

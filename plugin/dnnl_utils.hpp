@@ -1,0 +1,29 @@
+#pragma once
+// Internal helpers between qfuse types and oneDNN memory descriptors.
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "graph/graph.hpp"
+
+namespace qfuse::plugin {
+
+dnnl::memory::data_type to_dnnl(ElementType type);
+
+// Dense row-major strides of `dims`.
+dnnl::memory::dims plain_strides(const dnnl::memory::dims& dims);
+
+// Descriptor of a dense C-ordered tensor (Shape and memory::dims are the same type).
+dnnl::memory::desc plain_desc(const Shape& shape, ElementType type);
+
+// Descriptor viewing a dense tensor of shape `stored` through dims
+// `dims[i] = stored[perm[i]]` (strides permuted accordingly).
+dnnl::memory::desc permuted_desc(const Shape& stored, const std::vector<int>& perm,
+                                 ElementType type);
+
+// oneDNN counts dilation from 0 (dense); qfuse and ONNX from 1.
+dnnl::memory::dims to_dnnl_dilations(const graph::Ints& dilations);
+
+// Shape right-aligned to `rank` by prepending ones.
+Shape pad_rank(const Shape& shape, std::size_t rank);
+
+}  // namespace qfuse::plugin

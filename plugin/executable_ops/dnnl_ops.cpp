@@ -1,0 +1,362 @@
+// Unfused nodes that run as single f32 oneDNN primitives on plain layouts.
+// Each builder only describes the primitive and which graph value feeds which
+// oneDNN argument; DnnlOp does the rest.
+
+#include <unordered_map>
+
+#include "plugin/dnnl_utils.hpp"
+#include "plugin/executable_ops/ops.hpp"
+
+namespace qfuse::plugin {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::prop_kind;
+using graph::Node;
+using graph::OpKind;
+using graph::ValueId;
+
+struct Binding {
+  int arg;
+  ValueId value;
+  memory::desc md;
+};
+
+class DnnlOp final : public ExecutableOp {
+ public:
+  DnnlOp(const Node& node, const dnnl::engine& engine, const dnnl::primitive_desc_base& pd,
+         dnnl::primitive primitive, std::vector<Binding> bindings)
+      : ExecutableOp(node),
+        engine_(engine),
+        primitive_(std::move(primitive)),
+        bindings_(std::move(bindings)),
+        scratchpad_md_(pd.scratchpad_desc()),
+        implementation_(pd.impl_info_str()) {}
+
+  void execute(ExecContext& ctx) const override {
+    std::unordered_map<int, memory> args;
+    for (const Binding& b : bindings_) {
+      // oneDNN takes non-const handles; inputs are only read.
+      void* data = const_cast<void*>(ctx.in(b.value).raw_data());
+      args.emplace(b.arg, memory(b.md, engine_, data));
+    }
+    if (scratchpad_md_.get_size() > 0) {
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, ctx.scratchpad()));
+    }
+    primitive_.execute(ctx.stream(), args);
+    ctx.stream().wait();
+  }
+
+  std::string implementation() const override { return implementation_; }
+  std::size_t scratchpad_size() const override { return scratchpad_md_.get_size(); }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::primitive primitive_;
+  std::vector<Binding> bindings_;
+  memory::desc scratchpad_md_;
+  std::string implementation_;
+};
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+std::unique_ptr<ExecutableOp> make_op(const Node& node, const dnnl::engine& engine,
+                                      const dnnl::primitive_desc_base& pd,
+                                      std::vector<Binding> bindings) {
+  return std::make_unique<DnnlOp>(node, engine, pd, dnnl::primitive(pd.get()),
+                                  std::move(bindings));
+}
+
+memory::dims to_dims(const graph::Ints& v) { return memory::dims(v.begin(), v.end()); }
+
+struct Operands {
+  const graph::Graph& graph;
+  const Node& node;
+  const graph::Value& in(std::size_t i) const { return graph.value(node.inputs[i]); }
+  const graph::Value& out() const { return graph.value(node.outputs[0]); }
+  memory::desc in_md(std::size_t i) const { return plain_desc(in(i).shape, in(i).type); }
+  memory::desc out_md() const { return plain_desc(out().shape, out().type); }
+  bool has(std::size_t i) const { return node.inputs.size() > i; }
+};
+
+std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::engine& engine) {
+  const auto& a = o.node.attr<graph::ConvAttrs>();
+  const Shape& w = o.in(1).shape;
+  memory::desc w_md = o.in_md(1);
+  if (a.groups > 1) {
+    // [OC, IC/g, k...] is [g, OC/g, IC/g, k...] in the same memory.
+    Shape grouped{a.groups, w[0] / a.groups};
+    grouped.insert(grouped.end(), w.begin() + 1, w.end());
+    w_md = plain_desc(grouped, ElementType::f32);
+  }
+  const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();
+  dnnl::convolution_forward::desc desc(
+      prop_kind::forward_inference, algorithm::convolution_direct, o.in_md(0), w_md, b_md,
+      o.out_md(), to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
+      to_dims(a.pads_end));
+  dnnl::convolution_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  std::vector<Binding> bindings{{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
+                                {DNNL_ARG_WEIGHTS, o.node.inputs[1], w_md},
+                                {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}};
+  if (o.has(2)) bindings.push_back({DNNL_ARG_BIAS, o.node.inputs[2], b_md});
+  return make_op(o.node, engine, pd, std::move(bindings));
+}
+
+std::unique_ptr<ExecutableOp> make_deconvolution(const Operands& o, const dnnl::engine& engine) {
+  const auto& a = o.node.attr<graph::DeconvAttrs>();
+  const Shape& w = o.in(1).shape;
+  // Stored weights are [IC, OC/g, k...] = [g, IC/g, OC/g, k...]; oneDNN wants
+  // [(g,) OC/g, IC/g, k...]: the same memory with the two channel axes swapped.
+  memory::desc w_md;
+  std::vector<int> perm;
+  if (a.groups > 1) {
+    Shape stored{a.groups, w[0] / a.groups, w[1]};
+    stored.insert(stored.end(), w.begin() + 2, w.end());
+    perm = {0, 2, 1};
+    for (std::size_t i = 3; i < stored.size(); ++i) perm.push_back(static_cast<int>(i));
+    w_md = permuted_desc(stored, perm, ElementType::f32);
+  } else {
+    perm = {1, 0};
+    for (std::size_t i = 2; i < w.size(); ++i) perm.push_back(static_cast<int>(i));
+    w_md = permuted_desc(w, perm, ElementType::f32);
+  }
+  // oneDNN derives the output size from the destination; output padding is
+  // extra rows at the end, i.e. a smaller right padding.
+  memory::dims pads_end;
+  for (std::size_t i = 0; i < a.pads_end.size(); ++i) {
+    pads_end.push_back(a.pads_end[i] - a.output_padding[i]);
+  }
+  const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();
+  dnnl::deconvolution_forward::desc desc(
+      prop_kind::forward_inference, algorithm::deconvolution_direct, o.in_md(0), w_md, b_md,
+      o.out_md(), to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
+      pads_end);
+  dnnl::deconvolution_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  std::vector<Binding> bindings{{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
+                                {DNNL_ARG_WEIGHTS, o.node.inputs[1], w_md},
+                                {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}};
+  if (o.has(2)) bindings.push_back({DNNL_ARG_BIAS, o.node.inputs[2], b_md});
+  return make_op(o.node, engine, pd, std::move(bindings));
+}
+
+std::unique_ptr<ExecutableOp> make_fully_connected(const Operands& o,
+                                                   const dnnl::engine& engine) {
+  // Leading dims of x flatten into the batch.
+  const Shape& x = o.in(0).shape;
+  const std::int64_t k = x.back();
+  const std::int64_t n = element_count(x) / k;
+  const std::int64_t oc = o.in(1).shape[0];
+  const memory::desc x_md = plain_desc(memory::dims{n, k}, ElementType::f32);
+  const memory::desc y_md = plain_desc(memory::dims{n, oc}, ElementType::f32);
+  const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();
+  dnnl::inner_product_forward::desc desc(prop_kind::forward_inference, x_md, o.in_md(1), b_md,
+                                         y_md);
+  dnnl::inner_product_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  std::vector<Binding> bindings{{DNNL_ARG_SRC, o.node.inputs[0], x_md},
+                                {DNNL_ARG_WEIGHTS, o.node.inputs[1], o.in_md(1)},
+                                {DNNL_ARG_DST, o.node.outputs[0], y_md}};
+  if (o.has(2)) bindings.push_back({DNNL_ARG_BIAS, o.node.inputs[2], b_md});
+  return make_op(o.node, engine, pd, std::move(bindings));
+}
+
+// A [..., R, C] operand of rank `rank`, optionally read transposed.
+memory::desc matmul_operand(const Shape& shape, std::size_t rank, bool transpose) {
+  const Shape padded = pad_rank(shape, rank);
+  std::vector<int> perm(rank);
+  for (std::size_t i = 0; i < rank; ++i) perm[i] = static_cast<int>(i);
+  if (transpose) std::swap(perm[rank - 1], perm[rank - 2]);
+  return permuted_desc(padded, perm, ElementType::f32);
+}
+
+std::unique_ptr<ExecutableOp> make_matmul(const Operands& o, const dnnl::engine& engine) {
+  const auto& a = o.node.attr<graph::MatMulAttrs>();
+  const std::size_t rank = o.out().shape.size();
+  const memory::desc a_md = matmul_operand(o.in(0).shape, rank, a.transpose_a);
+  const memory::desc b_md = matmul_operand(o.in(1).shape, rank, a.transpose_b);
+  dnnl::matmul::desc desc(a_md, b_md, o.out_md());
+  dnnl::matmul::primitive_desc pd(desc, user_scratchpad(), engine);
+  return make_op(o.node, engine, pd,
+                 {{DNNL_ARG_SRC, o.node.inputs[0], a_md},
+                  {DNNL_ARG_WEIGHTS, o.node.inputs[1], b_md},
+                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+}
+
+std::unique_ptr<ExecutableOp> make_eltwise(const Operands& o, const dnnl::engine& engine,
+                                           algorithm alg, float alpha, float beta) {
+  dnnl::eltwise_forward::desc desc(prop_kind::forward_inference, alg, o.in_md(0), alpha, beta);
+  dnnl::eltwise_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  return make_op(o.node, engine, pd,
+                 {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
+                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+}
+
+algorithm binary_algorithm(OpKind kind) {
+  switch (kind) {
+    case OpKind::Add: return algorithm::binary_add;
+    case OpKind::Subtract: return algorithm::binary_sub;
+    case OpKind::Multiply: return algorithm::binary_mul;
+    case OpKind::Divide: return algorithm::binary_div;
+    case OpKind::Minimum: return algorithm::binary_min;
+    case OpKind::Maximum: return algorithm::binary_max;
+    default: return algorithm::undef;
+  }
+}
+
+bool is_commutative(OpKind kind) {
+  return kind == OpKind::Add || kind == OpKind::Multiply || kind == OpKind::Minimum ||
+         kind == OpKind::Maximum;
+}
+
+std::unique_ptr<ExecutableOp> make_binary(const Operands& o, const dnnl::engine& engine) {
+  // oneDNN broadcasts only its second source; the first must have the
+  // destination's shape. Commutative ops may swap; the rest use the loop.
+  const Shape& out = o.out().shape;
+  const std::size_t rank = out.size();
+  std::size_t first = 0;
+  if (pad_rank(o.in(0).shape, rank) != out) {
+    if (!is_commutative(o.node.kind) || pad_rank(o.in(1).shape, rank) != out) {
+      return make_broadcast_binary(o.graph, o.node);
+    }
+    first = 1;
+  }
+  const std::size_t second = 1 - first;
+  const memory::desc src0 = plain_desc(pad_rank(o.in(first).shape, rank), ElementType::f32);
+  const memory::desc src1 = plain_desc(pad_rank(o.in(second).shape, rank), ElementType::f32);
+  dnnl::binary::desc desc(binary_algorithm(o.node.kind), src0, src1, o.out_md());
+  dnnl::binary::primitive_desc pd(desc, user_scratchpad(), engine);
+  return make_op(o.node, engine, pd,
+                 {{DNNL_ARG_SRC_0, o.node.inputs[first], src0},
+                  {DNNL_ARG_SRC_1, o.node.inputs[second], src1},
+                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+}
+
+std::unique_ptr<ExecutableOp> make_prelu(const Operands& o, const dnnl::engine& engine) {
+  const memory::desc slope =
+      plain_desc(pad_rank(o.in(1).shape, o.in(0).shape.size()), ElementType::f32);
+  dnnl::prelu_forward::desc desc(prop_kind::forward_inference, o.in_md(0), slope);
+  dnnl::prelu_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  return make_op(o.node, engine, pd,
+                 {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
+                  {DNNL_ARG_WEIGHTS, o.node.inputs[1], slope},
+                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+}
+
+std::unique_ptr<ExecutableOp> make_batch_norm(const Operands& o, const dnnl::engine& engine) {
+  const auto& a = o.node.attr<graph::BatchNormAttrs>();
+  const auto flags = dnnl::normalization_flags::use_global_stats |
+                     dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  dnnl::batch_normalization_forward::desc desc(prop_kind::forward_inference, o.in_md(0),
+                                               a.epsilon, flags);
+  dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  return make_op(o.node, engine, pd,
+                 {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
+                  {DNNL_ARG_SCALE, o.node.inputs[1], o.in_md(1)},
+                  {DNNL_ARG_SHIFT, o.node.inputs[2], o.in_md(2)},
+                  {DNNL_ARG_MEAN, o.node.inputs[3], o.in_md(3)},
+                  {DNNL_ARG_VARIANCE, o.node.inputs[4], o.in_md(4)},
+                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+}
+
+std::unique_ptr<ExecutableOp> make_pool(const Operands& o, const dnnl::engine& engine) {
+  const auto& a = o.node.attr<graph::PoolAttrs>();
+  algorithm alg = algorithm::pooling_max;
+  if (o.node.kind == OpKind::AvgPool) {
+    alg = a.exclude_pad ? algorithm::pooling_avg_exclude_padding
+                        : algorithm::pooling_avg_include_padding;
+  }
+  dnnl::pooling_v2_forward::desc desc(prop_kind::forward_inference, alg, o.in_md(0), o.out_md(),
+                                      to_dims(a.strides), to_dims(a.kernel),
+                                      to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
+                                      to_dims(a.pads_end));
+  dnnl::pooling_v2_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  return make_op(o.node, engine, pd,
+                 {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
+                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+}
+
+std::unique_ptr<ExecutableOp> make_reorder(const Operands& o, const dnnl::engine& engine,
+                                           const memory::desc& src_md) {
+  dnnl::reorder::primitive_desc pd(engine, src_md, engine, o.out_md(), user_scratchpad());
+  return make_op(o.node, engine, pd,
+                 {{DNNL_ARG_FROM, o.node.inputs[0], src_md},
+                  {DNNL_ARG_TO, o.node.outputs[0], o.out_md()}});
+}
+
+std::unique_ptr<ExecutableOp> make_transpose(const Operands& o, const dnnl::engine& engine) {
+  const auto& perm = o.node.attr<graph::TransposeAttrs>().perm;
+  return make_reorder(o, engine,
+                      permuted_desc(o.in(0).shape, std::vector<int>(perm.begin(), perm.end()),
+                                    o.in(0).type));
+}
+
+std::unique_ptr<ExecutableOp> make_concat(const Operands& o, const dnnl::engine& engine) {
+  const auto axis = static_cast<int>(o.node.attr<graph::ConcatAttrs>().axis);
+  std::vector<memory::desc> srcs;
+  std::vector<Binding> bindings;
+  for (std::size_t i = 0; i < o.node.inputs.size(); ++i) {
+    srcs.push_back(o.in_md(i));
+    bindings.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), o.node.inputs[i], srcs[i]});
+  }
+  bindings.push_back({DNNL_ARG_DST, o.node.outputs[0], o.out_md()});
+  dnnl::concat::primitive_desc pd(o.out_md(), axis, srcs, engine, user_scratchpad());
+  return make_op(o.node, engine, pd, std::move(bindings));
+}
+
+}  // namespace
+
+std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const graph::Node& node,
+                                           const dnnl::engine& engine) {
+  const Operands o{graph, node};
+  switch (node.kind) {
+    case OpKind::Convolution: return make_convolution(o, engine);
+    case OpKind::Deconvolution: return make_deconvolution(o, engine);
+    case OpKind::FullyConnected: return make_fully_connected(o, engine);
+    case OpKind::MatMul: return make_matmul(o, engine);
+    case OpKind::Multiply:
+    case OpKind::Add:
+    case OpKind::Subtract:
+    case OpKind::Divide:
+    case OpKind::Minimum:
+    case OpKind::Maximum: return make_binary(o, engine);
+    case OpKind::Relu: return make_eltwise(o, engine, algorithm::eltwise_relu, 0.0f, 0.0f);
+    case OpKind::LeakyRelu:
+      return make_eltwise(o, engine, algorithm::eltwise_relu,
+                          node.attr<graph::AlphaAttrs>().alpha, 0.0f);
+    case OpKind::Elu:
+      return make_eltwise(o, engine, algorithm::eltwise_elu, node.attr<graph::AlphaAttrs>().alpha,
+                          0.0f);
+    case OpKind::Sigmoid: return make_eltwise(o, engine, algorithm::eltwise_logistic, 0.0f, 0.0f);
+    case OpKind::Tanh: return make_eltwise(o, engine, algorithm::eltwise_tanh, 0.0f, 0.0f);
+    case OpKind::Gelu:
+      return make_eltwise(o, engine,
+                          node.attr<graph::GeluAttrs>().approximation ==
+                                  graph::GeluApproximation::erf
+                              ? algorithm::eltwise_gelu_erf
+                              : algorithm::eltwise_gelu_tanh,
+                          0.0f, 0.0f);
+    case OpKind::HSwish: return make_eltwise(o, engine, algorithm::eltwise_hardswish, 0.0f, 0.0f);
+    case OpKind::Exp: return make_eltwise(o, engine, algorithm::eltwise_exp, 0.0f, 0.0f);
+    case OpKind::Abs: return make_eltwise(o, engine, algorithm::eltwise_abs, 0.0f, 0.0f);
+    case OpKind::Sqrt: return make_eltwise(o, engine, algorithm::eltwise_sqrt, 0.0f, 0.0f);
+    case OpKind::Round: return make_eltwise(o, engine, algorithm::eltwise_round, 0.0f, 0.0f);
+    case OpKind::Clamp: {
+      const auto& a = node.attr<graph::ClampAttrs>();
+      return make_eltwise(o, engine, algorithm::eltwise_clip_v2, a.lo, a.hi);
+    }
+    case OpKind::PRelu: return make_prelu(o, engine);
+    case OpKind::BatchNormalization: return make_batch_norm(o, engine);
+    case OpKind::MaxPool:
+    case OpKind::AvgPool: return make_pool(o, engine);
+    case OpKind::Transpose: return make_transpose(o, engine);
+    case OpKind::Concat: return make_concat(o, engine);
+    case OpKind::Convert: return make_reorder(o, engine, o.in_md(0));
+    default: return nullptr;
+  }
+}
+
+}  // namespace qfuse::plugin

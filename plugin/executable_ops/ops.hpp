@@ -1,0 +1,22 @@
+#pragma once
+// Internal: builders of executable nodes.
+
+#include "plugin/execution.hpp"
+
+namespace qfuse::plugin {
+
+// A single f32 oneDNN primitive for the node, or null when oneDNN has no
+// primitive for this operator.
+std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const graph::Node& node,
+                                           const dnnl::engine& engine);
+
+// qfuse's own loops: FakeQuantize, Resize, HSigmoid, Reshape, Flatten; null
+// for anything else.
+std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
+                                                const graph::Node& node);
+
+// Elementwise binary with numpy broadcasting on both sides.
+std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
+                                                    const graph::Node& node);
+
+}  // namespace qfuse::plugin

@@ -1,0 +1,289 @@
+// Unfused nodes that oneDNN 2.6 has no primitive for (or none with the exact
+// semantics qfuse promises), run as plain loops.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "plugin/dnnl_utils.hpp"
+#include "plugin/executable_ops/ops.hpp"
+
+namespace qfuse::plugin {
+namespace {
+
+using graph::Node;
+using graph::OpKind;
+
+// Element strides of a dense tensor, with 0 for broadcast (size-1) dims of a
+// shape right-aligned to `rank`.
+std::vector<std::int64_t> broadcast_strides(const Shape& shape, std::size_t rank) {
+  const Shape padded = pad_rank(shape, rank);
+  std::vector<std::int64_t> strides(rank, 0);
+  std::int64_t s = 1;
+  for (std::size_t i = rank; i-- > 0;) {
+    strides[i] = padded[i] == 1 ? 0 : s;
+    s *= padded[i];
+  }
+  return strides;
+}
+
+// Calls f(out_index, offsets...) over a dense output with broadcast inputs.
+template <class F>
+void for_each_broadcast(const Shape& out, const std::vector<std::vector<std::int64_t>>& strides,
+                        F&& f) {
+  const std::size_t rank = out.size();
+  const std::int64_t total = element_count(out);
+  std::vector<std::int64_t> index(rank, 0);
+  std::vector<std::int64_t> offsets(strides.size(), 0);
+  for (std::int64_t i = 0; i < total; ++i) {
+    f(i, offsets);
+    for (std::size_t d = rank; d-- > 0;) {
+      ++index[d];
+      for (std::size_t k = 0; k < strides.size(); ++k) offsets[k] += strides[k][d];
+      if (index[d] < out[d]) break;
+      for (std::size_t k = 0; k < strides.size(); ++k) offsets[k] -= strides[k][d] * out[d];
+      index[d] = 0;
+    }
+  }
+}
+
+class BroadcastBinaryOp final : public ExecutableOp {
+ public:
+  BroadcastBinaryOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
+    out_shape_ = g.value(node.outputs[0]).shape;
+    strides_ = {broadcast_strides(g.value(node.inputs[0]).shape, out_shape_.size()),
+                broadcast_strides(g.value(node.inputs[1]).shape, out_shape_.size())};
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const float* a = ctx.in(node().inputs[0]).data<float>().data();
+    const float* b = ctx.in(node().inputs[1]).data<float>().data();
+    float* y = ctx.out(node().outputs[0]).data<float>().data();
+    const OpKind kind = node().kind;
+    for_each_broadcast(out_shape_, strides_, [&](std::int64_t i, const auto& off) {
+      const float x0 = a[off[0]], x1 = b[off[1]];
+      float r = 0.0f;
+      switch (kind) {
+        case OpKind::Add: r = x0 + x1; break;
+        case OpKind::Subtract: r = x0 - x1; break;
+        case OpKind::Multiply: r = x0 * x1; break;
+        case OpKind::Divide: r = x0 / x1; break;
+        case OpKind::Minimum: r = std::min(x0, x1); break;
+        case OpKind::Maximum: r = std::max(x0, x1); break;
+        default: break;
+      }
+      y[i] = r;
+    });
+  }
+
+ private:
+  Shape out_shape_;
+  std::vector<std::vector<std::int64_t>> strides_;
+};
+
+// FakeQuantize by its definition, in double:
+//   x <= min(il, ih) -> ol;  x > max(il, ih) -> oh;
+//   else q = round_half_to_even((x - il) * (L - 1) / (ih - il)),
+//        y = q * (oh - ol) / (L - 1) + ol.
+// Multiplying before dividing keeps values that sit exactly on a tie exact.
+class FakeQuantizeOp final : public ExecutableOp {
+ public:
+  FakeQuantizeOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
+    out_shape_ = g.value(node.outputs[0]).shape;
+    for (std::size_t i = 0; i < 5; ++i) {
+      strides_.push_back(broadcast_strides(g.value(node.inputs[i]).shape, out_shape_.size()));
+    }
+    levels_ = static_cast<double>(node.attr<graph::FakeQuantizeAttrs>().levels);
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const float* in[5];
+    for (std::size_t i = 0; i < 5; ++i) in[i] = ctx.in(node().inputs[i]).data<float>().data();
+    float* y = ctx.out(node().outputs[0]).data<float>().data();
+    const double steps = levels_ - 1.0;
+    for_each_broadcast(out_shape_, strides_, [&](std::int64_t i, const auto& off) {
+      const double x = in[0][off[0]];
+      const double il = in[1][off[1]], ih = in[2][off[2]];
+      const double ol = in[3][off[3]], oh = in[4][off[4]];
+      double r;
+      if (x <= std::min(il, ih)) {
+        r = ol;
+      } else if (x > std::max(il, ih)) {
+        r = oh;
+      } else {
+        const double q = std::nearbyint((x - il) * steps / (ih - il));
+        r = q * (oh - ol) / steps + ol;
+      }
+      y[i] = static_cast<float>(r);
+    });
+  }
+
+ private:
+  Shape out_shape_;
+  std::vector<std::vector<std::int64_t>> strides_;
+  double levels_ = 256.0;
+};
+
+// HSigmoid(x) = min(max(x + 3, 0), 6) / 6; oneDNN 2.6 has no such eltwise.
+class HSigmoidOp final : public ExecutableOp {
+ public:
+  using ExecutableOp::ExecutableOp;
+  void execute(ExecContext& ctx) const override {
+    auto x = ctx.in(node().inputs[0]).data<float>();
+    auto y = ctx.out(node().outputs[0]).data<float>();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      y[i] = std::min(std::max(x[i] + 3.0f, 0.0f), 6.0f) / 6.0f;
+    }
+  }
+};
+
+// Reshape and Flatten keep the bytes; only the shape changes.
+class CopyOp final : public ExecutableOp {
+ public:
+  using ExecutableOp::ExecutableOp;
+  void execute(ExecContext& ctx) const override {
+    const Tensor& x = ctx.in(node().inputs[0]);
+    std::memcpy(ctx.out(node().outputs[0]).raw_data(), x.raw_data(), x.byte_size());
+  }
+};
+
+// Resize with ONNX's coordinate transforms. Nearest gathers once; linear
+// interpolates one axis at a time (multilinear is separable).
+class ResizeOp final : public ExecutableOp {
+ public:
+  ResizeOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
+    in_shape_ = g.value(node.inputs[0]).shape;
+    attrs_ = node.attr<graph::ResizeAttrs>();
+  }
+
+  void execute(ExecContext& ctx) const override {
+    std::vector<float> cur(ctx.in(node().inputs[0]).data<float>().begin(),
+                           ctx.in(node().inputs[0]).data<float>().end());
+    Shape shape = in_shape_;
+    if (attrs_.mode == graph::ResizeMode::nearest) {
+      cur = resize_nearest(cur);
+    } else {
+      for (std::size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] == attrs_.sizes[d] && scale(d) == 1.0f) continue;
+        cur = resize_linear_axis(cur, shape, d);
+        shape[d] = attrs_.sizes[d];
+      }
+    }
+    auto y = ctx.out(node().outputs[0]).data<float>();
+    std::copy(cur.begin(), cur.end(), y.begin());
+  }
+
+ private:
+  float scale(std::size_t d) const {
+    return attrs_.scales.empty()
+               ? static_cast<float>(attrs_.sizes[d]) / static_cast<float>(in_shape_[d])
+               : attrs_.scales[d];
+  }
+
+  // Input coordinate of output coordinate `x` along axis d (ONNX Resize).
+  double source_coordinate(std::size_t d, std::int64_t x) const {
+    const double s = scale(d);
+    const double in = static_cast<double>(in_shape_[d]);
+    const double out = static_cast<double>(attrs_.sizes[d]);
+    const double xd = static_cast<double>(x);
+    switch (attrs_.transform) {
+      case graph::CoordinateTransform::half_pixel: return (xd + 0.5) / s - 0.5;
+      case graph::CoordinateTransform::pytorch_half_pixel:
+        return out > 1 ? (xd + 0.5) / s - 0.5 : 0.0;
+      case graph::CoordinateTransform::align_corners:
+        return out == 1 ? 0.0 : xd * (in - 1) / (out - 1);
+      case graph::CoordinateTransform::asymmetric: return xd / s;
+      case graph::CoordinateTransform::tf_half_pixel_for_nn: return (xd + 0.5) / s;
+    }
+    return 0.0;
+  }
+
+  std::int64_t nearest_index(std::size_t d, std::int64_t x) const {
+    const double c = source_coordinate(d, x);
+    double i = 0.0;
+    switch (attrs_.nearest_mode) {
+      case graph::NearestMode::round_prefer_floor:
+        i = (c - std::floor(c) == 0.5) ? std::floor(c) : std::round(c);
+        break;
+      case graph::NearestMode::round_prefer_ceil:
+        i = (c - std::floor(c) == 0.5) ? std::ceil(c) : std::round(c);
+        break;
+      case graph::NearestMode::floor: i = std::floor(c); break;
+      case graph::NearestMode::ceil: i = std::ceil(c); break;
+    }
+    return std::clamp(static_cast<std::int64_t>(i), std::int64_t{0}, in_shape_[d] - 1);
+  }
+
+  std::vector<float> resize_nearest(const std::vector<float>& x) const {
+    const std::size_t rank = in_shape_.size();
+    std::vector<std::vector<std::int64_t>> offset(rank);
+    std::int64_t stride = 1;
+    for (std::size_t d = rank; d-- > 0;) {
+      for (std::int64_t o = 0; o < attrs_.sizes[d]; ++o) {
+        offset[d].push_back(nearest_index(d, o) * stride);
+      }
+      stride *= in_shape_[d];
+    }
+    std::vector<float> y(static_cast<std::size_t>(element_count(attrs_.sizes)));
+    std::vector<std::int64_t> index(rank, 0);
+    for (float& v : y) {
+      std::int64_t src = 0;
+      for (std::size_t d = 0; d < rank; ++d) src += offset[d][static_cast<std::size_t>(index[d])];
+      v = x[static_cast<std::size_t>(src)];
+      for (std::size_t d = rank; d-- > 0;) {
+        if (++index[d] < attrs_.sizes[d]) break;
+        index[d] = 0;
+      }
+    }
+    return y;
+  }
+
+  std::vector<float> resize_linear_axis(const std::vector<float>& x, const Shape& shape,
+                                        std::size_t d) const {
+    const std::int64_t in = shape[d];
+    const std::int64_t out = attrs_.sizes[d];
+    std::int64_t outer = 1, inner = 1;
+    for (std::size_t i = 0; i < d; ++i) outer *= shape[i];
+    for (std::size_t i = d + 1; i < shape.size(); ++i) inner *= shape[i];
+    std::vector<float> y(static_cast<std::size_t>(outer * out * inner));
+    for (std::int64_t o = 0; o < out; ++o) {
+      const double c = std::clamp(source_coordinate(d, o), 0.0, static_cast<double>(in - 1));
+      const auto i0 = static_cast<std::int64_t>(std::floor(c));
+      const std::int64_t i1 = std::min(i0 + 1, in - 1);
+      const double w1 = c - static_cast<double>(i0);
+      for (std::int64_t a = 0; a < outer; ++a) {
+        const float* p0 = &x[static_cast<std::size_t>((a * in + i0) * inner)];
+        const float* p1 = &x[static_cast<std::size_t>((a * in + i1) * inner)];
+        float* q = &y[static_cast<std::size_t>((a * out + o) * inner)];
+        for (std::int64_t b = 0; b < inner; ++b) {
+          q[b] = static_cast<float>((1.0 - w1) * p0[b] + w1 * p1[b]);
+        }
+      }
+    }
+    return y;
+  }
+
+  Shape in_shape_;
+  graph::ResizeAttrs attrs_;
+};
+
+}  // namespace
+
+std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
+                                                    const graph::Node& node) {
+  return std::make_unique<BroadcastBinaryOp>(graph, node);
+}
+
+std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
+                                                const graph::Node& node) {
+  switch (node.kind) {
+    case OpKind::FakeQuantize: return std::make_unique<FakeQuantizeOp>(graph, node);
+    case OpKind::HSigmoid: return std::make_unique<HSigmoidOp>(node);
+    case OpKind::Reshape:
+    case OpKind::Flatten: return std::make_unique<CopyOp>(node);
+    case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node);
+    default: return nullptr;
+  }
+}
+
+}  // namespace qfuse::plugin

@@ -1,0 +1,76 @@
+#pragma once
+// Internal: the execution plan a CompiledModel holds and the per-request
+// context its operations run in.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "graph/graph.hpp"
+#include "qfuse/qfuse.hpp"
+
+namespace qfuse::plugin {
+
+// Buffers of one inference request, indexed by ValueId; constants are read
+// from the graph.
+class ExecContext {
+ public:
+  ExecContext(const graph::Graph& graph, std::vector<Tensor>& buffers, dnnl::stream& stream,
+              void* scratchpad)
+      : graph_(graph), buffers_(buffers), stream_(stream), scratchpad_(scratchpad) {}
+
+  const Tensor& in(graph::ValueId id) const {
+    const graph::Value& v = graph_.value(id);
+    return v.is_constant() ? *v.constant : buffers_[id.index];
+  }
+  Tensor& out(graph::ValueId id) { return buffers_[id.index]; }
+  dnnl::stream& stream() { return stream_; }
+  void* scratchpad() { return scratchpad_; }
+
+ private:
+  const graph::Graph& graph_;
+  std::vector<Tensor>& buffers_;
+  dnnl::stream& stream_;
+  void* scratchpad_;
+};
+
+// One compiled node. Immutable after creation, so one instance serves every
+// request concurrently; per-request state lives in ExecContext.
+class ExecutableOp {
+ public:
+  explicit ExecutableOp(const graph::Node& node) : node_(node) {}
+  virtual ~ExecutableOp() = default;
+  ExecutableOp(const ExecutableOp&) = delete;
+  ExecutableOp& operator=(const ExecutableOp&) = delete;
+
+  virtual void execute(ExecContext& ctx) const = 0;
+  // oneDNN's implementation name, or "reference" for qfuse's own loops.
+  virtual std::string implementation() const { return "reference"; }
+  virtual std::size_t scratchpad_size() const { return 0; }
+
+  const graph::Node& node() const { return node_; }
+
+ private:
+  graph::Node node_;
+};
+
+// Creates the unfused executable for one node. Throws CompileError naming the
+// node when oneDNN refuses it.
+std::unique_ptr<ExecutableOp> make_unfused_op(const graph::Graph& graph, const graph::Node& node,
+                                              const dnnl::engine& engine);
+
+}  // namespace qfuse::plugin
+
+namespace qfuse {
+
+struct CompiledModel::Impl {
+  graph::Graph graph;
+  CompileOptions options;
+  dnnl::engine engine;
+  std::vector<std::unique_ptr<plugin::ExecutableOp>> ops;
+  std::size_t scratchpad_size = 0;
+};
+
+}  // namespace qfuse

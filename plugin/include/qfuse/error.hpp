@@ -1,0 +1,46 @@
+#pragma once
+// The exceptions qfuse throws at its public boundary. Every message follows one
+// template: "<action> <Op> node '<name>': <problem> (expected X, got Y)".
+
+#include <stdexcept>
+#include <string>
+
+namespace qfuse {
+
+// Base of everything qfuse throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A graph is malformed: bad shapes, types, attributes or wiring.
+class GraphError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A model uses an operator, attribute or type that qfuse does not implement.
+class UnsupportedError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Building the execution plan failed (for example oneDNN refused a primitive).
+class CompileError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Running an inference failed: missing or mismatched inputs, or a oneDNN error.
+class InferenceError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Reading or writing a file failed.
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace qfuse

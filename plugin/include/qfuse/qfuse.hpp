@@ -1,0 +1,100 @@
+#pragma once
+// qfuse public API: compile a graph into an immutable model, then run it
+// through inference requests (one per host thread).
+//
+//   qfuse::graph::Graph g = ...;                 // built with graph::Builder or a frontend
+//   qfuse::CompiledModel model = qfuse::compile(g, {.fuse = false});
+//   qfuse::InferRequest request = model.create_infer_request();
+//   request.set_input("x", x);
+//   request.infer();
+//   const qfuse::Tensor& y = request.output("y");
+//
+// Rounding: every rounding step (Round, FakeQuantize, conversion to an integer
+// type) rounds half to even, as ONNX QuantizeLinear and oneDNN do.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "qfuse/error.hpp"
+#include "qfuse/tensor.hpp"
+
+namespace qfuse {
+
+struct CompileOptions {
+  // Fuse quantized layers into int8 primitives. Off: every node runs alone in
+  // f32 (the reference). The fused path is not available yet, so compiling
+  // with fuse = true runs the reference path and logs that it did.
+  bool fuse = false;
+  // Numerics-changing rewrite: drop the round inside FQ -> Sum -> FQ blocks.
+  bool allow_residual_round_drop = false;
+};
+
+struct LayerInfo {
+  std::string node;            // node name
+  std::string op;              // operator
+  std::string implementation;  // oneDNN implementation, or "reference"
+};
+
+class InferRequest;
+
+class CompiledModel {
+ public:
+  CompiledModel();
+  ~CompiledModel();
+  CompiledModel(const CompiledModel&);
+  CompiledModel& operator=(const CompiledModel&);
+  CompiledModel(CompiledModel&&) noexcept;
+  CompiledModel& operator=(CompiledModel&&) noexcept;
+
+  InferRequest create_infer_request() const;
+
+  const graph::Graph& graph() const;
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
+  // One entry per executed node, in execution order.
+  std::vector<LayerInfo> layers() const;
+
+  struct Impl;
+
+ private:
+  friend CompiledModel compile(const graph::Graph&, const CompileOptions&);
+  explicit CompiledModel(std::shared_ptr<const Impl> impl);
+  std::shared_ptr<const Impl> impl_;
+};
+
+// Validates, (optionally) fuses and compiles a graph. Throws GraphError for a
+// malformed graph and CompileError when a primitive cannot be created.
+CompiledModel compile(const graph::Graph& graph, const CompileOptions& options = {});
+
+// Owns the buffers and stream of one inference; use one per host thread.
+class InferRequest {
+ public:
+  ~InferRequest();
+  InferRequest(InferRequest&&) noexcept;
+  InferRequest& operator=(InferRequest&&) noexcept;
+
+  // Copies `tensor` into the input buffer; shape and type must match.
+  void set_input(const std::string& name, const Tensor& tensor);
+  // The input buffer itself, to be filled in place.
+  Tensor& input(const std::string& name);
+  const Tensor& output(const std::string& name) const;
+  // OpenMP threads used by this request's primitives; 0 = the runtime default.
+  void set_threads(int threads);
+
+  void infer();
+
+  struct Impl;
+
+ private:
+  friend class CompiledModel;
+  explicit InferRequest(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Sets spdlog's level from QFUSE_LOG_LEVEL (trace, debug, info, warn, error,
+// off) once; compile() calls it.
+void init_logging();
+
+}  // namespace qfuse

@@ -1,0 +1,107 @@
+#pragma once
+// Element types, shapes and the owning Tensor used for constants, inputs and outputs.
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+namespace qfuse {
+
+enum class ElementType : std::uint8_t { f32, s8, u8, s32 };
+
+std::string_view to_string(ElementType type);
+std::size_t element_size(ElementType type);
+
+template <class T>
+constexpr ElementType element_type_of() {
+  if constexpr (std::is_same_v<T, float>) {
+    return ElementType::f32;
+  } else if constexpr (std::is_same_v<T, std::int8_t>) {
+    return ElementType::s8;
+  } else if constexpr (std::is_same_v<T, std::uint8_t>) {
+    return ElementType::u8;
+  } else {
+    static_assert(std::is_same_v<T, std::int32_t>, "unsupported element type");
+    return ElementType::s32;
+  }
+}
+
+// Dimensions, outermost first. Every dimension is static and > 0 once bound.
+using Shape = std::vector<std::int64_t>;
+
+std::int64_t element_count(const Shape& shape);
+std::string to_string(const Shape& shape);
+
+// A dense, C-ordered tensor that owns its elements.
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(ElementType type, Shape shape);  // zero-filled
+
+  template <class T>
+  static Tensor from_vector(Shape shape, std::vector<T> values);
+
+  ElementType type() const { return type_; }
+  const Shape& shape() const { return shape_; }
+  std::int64_t size() const { return element_count(shape_); }
+  std::size_t byte_size() const { return static_cast<std::size_t>(size()) * element_size(type_); }
+
+  template <class T>
+  std::span<T> data();
+  template <class T>
+  std::span<const T> data() const;
+
+  void* raw_data();
+  const void* raw_data() const;
+
+  // Same elements, new shape of equal element count.
+  Tensor reshaped(Shape shape) const;
+
+  // Element i as float, whatever the element type.
+  float as_float(std::int64_t i) const;
+
+ private:
+  using Storage = std::variant<std::vector<float>, std::vector<std::int8_t>,
+                               std::vector<std::uint8_t>, std::vector<std::int32_t>>;
+  ElementType type_ = ElementType::f32;
+  Shape shape_;
+  Storage storage_;
+};
+
+template <class T>
+Tensor Tensor::from_vector(Shape shape, std::vector<T> values) {
+  Tensor t;
+  t.type_ = element_type_of<T>();
+  t.shape_ = std::move(shape);
+  if (static_cast<std::int64_t>(values.size()) != t.size()) {
+    throw std::invalid_argument("Tensor::from_vector: " + std::to_string(values.size()) +
+                                " values for shape " + to_string(t.shape_));
+  }
+  t.storage_ = std::move(values);
+  return t;
+}
+
+template <class T>
+std::span<T> Tensor::data() {
+  auto* v = std::get_if<std::vector<T>>(&storage_);
+  if (v == nullptr) {
+    throw std::logic_error("Tensor::data: element type is " + std::string(to_string(type_)));
+  }
+  return {v->data(), v->size()};
+}
+
+template <class T>
+std::span<const T> Tensor::data() const {
+  const auto* v = std::get_if<std::vector<T>>(&storage_);
+  if (v == nullptr) {
+    throw std::logic_error("Tensor::data: element type is " + std::string(to_string(type_)));
+  }
+  return {v->data(), v->size()};
+}
+
+}  // namespace qfuse
