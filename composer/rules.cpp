@@ -1,0 +1,660 @@
+#include "composer/rules.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "composer/fake_quantize_formula.hpp"
+#include "composer/quant_math.hpp"
+
+namespace qfuse::composer {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Helpers on per-tensor / per-channel vectors (size 1 or channels).
+
+bool is_per_tensor(const std::vector<float>& v) { return v.size() == 1; }
+
+float at(const std::vector<float>& v, std::size_t c) { return v.size() == 1 ? v.front() : v[c]; }
+
+template <typename F>
+std::vector<float> combine(const std::vector<float>& a, const std::vector<float>& b, F f) {
+  const std::size_t width = std::max(a.size(), b.size());
+  std::vector<float> out(width);
+  for (std::size_t c = 0; c < width; ++c) {
+    out[c] = f(at(a, c), at(b, c));
+  }
+  return out;
+}
+
+template <typename F>
+bool all_of(const std::vector<float>& v, F f) {
+  return std::all_of(v.begin(), v.end(), f);
+}
+
+bool all_equal(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [&](float x) { return x == v.front(); });
+}
+
+bool all_finite(const std::vector<float>& v) {
+  return all_of(v, [](float x) { return std::isfinite(x); });
+}
+
+std::vector<float> broadcast(const std::vector<float>& v, int channels) {
+  return is_per_tensor(v) ? std::vector<float>(static_cast<std::size_t>(channels), v.front()) : v;
+}
+
+std::string text(const std::vector<float>& v) {
+  if (is_per_tensor(v)) {
+    return fmt::format("{}", v.front());
+  }
+  return fmt::format("[{}, {}, ... x{}]", v[0], v[1], v.size());
+}
+
+template <typename T>
+T* item_at(Work& work, std::size_t i) {
+  return i < work.items.size() ? std::get_if<T>(&work.items[i]) : nullptr;
+}
+
+void replace(Work& work, std::size_t i, std::size_t count, std::vector<Item> replacement) {
+  const auto first = work.items.begin() + static_cast<std::ptrdiff_t>(i);
+  work.items.erase(first, first + static_cast<std::ptrdiff_t>(count));
+  work.items.insert(work.items.begin() + static_cast<std::ptrdiff_t>(i),
+                    std::make_move_iterator(replacement.begin()),
+                    std::make_move_iterator(replacement.end()));
+}
+
+bool is_integer_store(DataType type) { return type == DataType::s8 || type == DataType::u8; }
+
+float type_min(DataType type) { return type == DataType::s8 ? -128.0F : 0.0F; }
+float type_max(DataType type) { return type == DataType::s8 ? 127.0F : 255.0F; }
+
+// ---------------------------------------------------------------------------
+// Normalising rules: input steps that are special cases of basic steps.
+
+// FQ(x) == round(clip(x, il, ih) * (1/Si) + Zi) * So + ol   (needs il < ih; checked before the rules run)
+std::optional<std::string> fake_quantize_is_crop_affine_round_affine(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    if (const auto* fq = item_at<FakeQuantize>(work, i)) {
+      const int levels = fq->levels;
+      FakeQuantizeAffine a = decompose_fake_quantize(*fq);
+      std::string detail =
+          fmt::format("levels {}: crop [{}, {}], x * {} + {}, round, x * {} + {}", levels,
+                      text(a.crop_low), text(a.crop_high), text(a.input_scale),
+                      text(a.input_shift), text(a.output_scale), text(a.output_shift));
+      replace(work, i, 1,
+              {Clip{std::move(a.crop_low), std::move(a.crop_high)}, Scale{std::move(a.input_scale)},
+               Shift{std::move(a.input_shift)}, Round{}, Scale{std::move(a.output_scale)},
+               Shift{std::move(a.output_shift)}});
+      return detail;
+    }
+  }
+  return std::nullopt;
+}
+
+// linear(x; alpha, beta) == x * alpha + beta
+std::optional<std::string> linear_is_scale_then_shift(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    const auto* e = item_at<Eltwise>(work, i);
+    if (e != nullptr && e->alg == EltwiseAlg::linear) {
+      const float alpha = e->alpha;
+      const float beta = e->beta;
+      replace(work, i, 1, {Scale{{alpha}}, Shift{{beta}}});
+      return fmt::format("linear({}, {}) at {}", alpha, beta, i);
+    }
+  }
+  return std::nullopt;
+}
+
+// eltwise clip(x; alpha, beta) == min(max(x, alpha), beta)
+std::optional<std::string> eltwise_clip_is_clip(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    const auto* e = item_at<Eltwise>(work, i);
+    if (e != nullptr && e->alg == EltwiseAlg::clip) {
+      const float lo = e->alpha;
+      const float hi = e->beta;
+      replace(work, i, 1, {Clip{{lo}, {hi}}});
+      return fmt::format("clip({}, {}) at {}", lo, hi, i);
+    }
+  }
+  return std::nullopt;
+}
+
+// eltwise round(x) == Round(x), both half to even
+std::optional<std::string> eltwise_round_is_round(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    const auto* e = item_at<Eltwise>(work, i);
+    if (e != nullptr && e->alg == EltwiseAlg::round) {
+      replace(work, i, 1, {Round{}});
+      return fmt::format("at {}", i);
+    }
+  }
+  return std::nullopt;
+}
+
+// hsigmoid(x) == min(max(x + 3, 0), 6) / 6 == clip(x * (1/6) + 1/2, 0, 1)   (no hsigmoid post-op in oneDNN 2.6)
+std::optional<std::string> hsigmoid_is_clipped_affine(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    const auto* e = item_at<Eltwise>(work, i);
+    if (e != nullptr && e->alg == EltwiseAlg::hsigmoid) {
+      replace(work, i, 1, {Scale{{1.0F / 6.0F}}, Shift{{0.5F}}, Clip{{0.0F}, {1.0F}}});
+      return fmt::format("at {}", i);
+    }
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// Simplifying rules.
+
+// v[c] == v[0] for every c  =>  the per-channel vector v is the per-tensor value v[0]
+std::optional<std::string> uniform_channels_are_per_tensor(Work& work) {
+  const auto collapse = [](std::vector<float>& v) {
+    if (v.size() > 1 && all_equal(v)) {
+      v.resize(1);
+      return true;
+    }
+    return false;
+  };
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    if (auto* s = item_at<Scale>(work, i); s != nullptr && collapse(s->values)) {
+      return fmt::format("scale {} at {}", s->values.front(), i);
+    }
+    if (auto* b = item_at<Shift>(work, i); b != nullptr && collapse(b->values)) {
+      return fmt::format("shift {} at {}", b->values.front(), i);
+    }
+    if (auto* c = item_at<Clip>(work, i)) {
+      const bool lo = collapse(c->lo);
+      const bool hi = collapse(c->hi);
+      if (lo || hi) {
+        return fmt::format("clip [{}, {}] at {}", text(c->lo), text(c->hi), i);
+      }
+    }
+  }
+  if (work.output_scales.size() > 1 && all_equal(work.output_scales)) {
+    work.output_scales.resize(1);
+    return fmt::format("output scales {}", work.output_scales.front());
+  }
+  return std::nullopt;
+}
+
+// x * 1 == x
+std::optional<std::string> multiply_by_one_is_identity(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    const auto* s = item_at<Scale>(work, i);
+    if (s != nullptr && all_of(s->values, [](float v) { return v == 1.0F; })) {
+      work.items.erase(work.items.begin() + static_cast<std::ptrdiff_t>(i));
+      return fmt::format("at {}", i);
+    }
+  }
+  return std::nullopt;
+}
+
+// x + 0 == x
+std::optional<std::string> add_of_zero_is_identity(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    const auto* b = item_at<Shift>(work, i);
+    if (b != nullptr && all_of(b->values, [](float v) { return v == 0.0F; })) {
+      work.items.erase(work.items.begin() + static_cast<std::ptrdiff_t>(i));
+      return fmt::format("at {}", i);
+    }
+  }
+  return std::nullopt;
+}
+
+// saturate_T(clip(x, lo, hi)) == saturate_T(x)  iff the clip is the last step, T is s8/u8, lo <= min(T) and hi >= max(T)
+std::optional<std::string> saturation_covers_final_clip(Work& work) {
+  if (!is_integer_store(work.dst_type) || work.dst_zero_point || work.items.empty()) {
+    return std::nullopt;
+  }
+  const auto* c = item_at<Clip>(work, work.items.size() - 1);
+  if (c == nullptr) {
+    return std::nullopt;
+  }
+  const float lo = type_min(work.dst_type);
+  const float hi = type_max(work.dst_type);
+  if (!all_of(c->lo, [&](float v) { return v <= lo; }) ||
+      !all_of(c->hi, [&](float v) { return v >= hi; })) {
+    return std::nullopt;
+  }
+  std::string detail = fmt::format("clip [{}, {}] covers {} [{}, {}]", text(c->lo), text(c->hi),
+                                   to_string(work.dst_type), lo, hi);
+  work.items.pop_back();
+  return detail;
+}
+
+// saturate_T(round(x)) == saturate_T(x)  iff the round is the last step and T is s8/u8 (the store rounds half to even too)
+std::optional<std::string> saturation_rounds_final_round(Work& work) {
+  if (!is_integer_store(work.dst_type) || work.dst_zero_point || work.items.empty() ||
+      item_at<Round>(work, work.items.size() - 1) == nullptr) {
+    return std::nullopt;
+  }
+  work.items.pop_back();
+  return fmt::format("before the {} store", to_string(work.dst_type));
+}
+
+// round(x) ~= x (off by at most half a quantum)  iff allow_residual_round_drop and the round sits in a residual block (round -> sum -> round)
+std::optional<std::string> residual_round_is_dropped(Work& work) {
+  if (!work.allow_residual_round_drop) {
+    return std::nullopt;
+  }
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    if (item_at<Round>(work, i) == nullptr) {
+      continue;
+    }
+    for (std::size_t j = i + 1; j < work.items.size(); ++j) {
+      if (item_at<Sum>(work, j) == nullptr) {
+        continue;
+      }
+      for (std::size_t k = j + 1; k < work.items.size(); ++k) {
+        if (item_at<Round>(work, k) != nullptr) {
+          work.items.erase(work.items.begin() + static_cast<std::ptrdiff_t>(i));
+          return fmt::format("round at {} before the sum at {}", i, j);
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// (x * a) * b == x * (a * b)
+std::optional<std::string> adjacent_scales_fold(Work& work) {
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    auto* a = item_at<Scale>(work, i);
+    const auto* b = item_at<Scale>(work, i + 1);
+    if (a != nullptr && b != nullptr) {
+      std::string detail = fmt::format("{} * {} at {}", text(a->values), text(b->values), i);
+      a->values = combine(a->values, b->values, [](float x, float y) { return x * y; });
+      work.items.erase(work.items.begin() + static_cast<std::ptrdiff_t>(i + 1));
+      return detail;
+    }
+  }
+  return std::nullopt;
+}
+
+// (x + a) + b == x + (a + b)
+std::optional<std::string> adjacent_shifts_fold(Work& work) {
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    auto* a = item_at<Shift>(work, i);
+    const auto* b = item_at<Shift>(work, i + 1);
+    if (a != nullptr && b != nullptr) {
+      std::string detail = fmt::format("{} + {} at {}", text(a->values), text(b->values), i);
+      a->values = combine(a->values, b->values, [](float x, float y) { return x + y; });
+      work.items.erase(work.items.begin() + static_cast<std::ptrdiff_t>(i + 1));
+      return detail;
+    }
+  }
+  return std::nullopt;
+}
+
+// (x + b) * s == x * s + b * s  iff it does not turn a per-tensor shift per-channel, unless the scale then folds (the shift is first or follows a scale)
+std::optional<std::string> scale_moves_before_shift(Work& work) {
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    const auto* b = item_at<Shift>(work, i);
+    const auto* s = item_at<Scale>(work, i + 1);
+    if (b == nullptr || s == nullptr) {
+      continue;
+    }
+    const bool keeps_shape = is_per_tensor(s->values) || !is_per_tensor(b->values);
+    const bool scale_folds = i == 0 || item_at<Scale>(work, i - 1) != nullptr;
+    if (!keeps_shape && !scale_folds) {
+      continue;
+    }
+    std::string detail = fmt::format("(x + {}) * {} at {}", text(b->values), text(s->values), i);
+    Shift moved{combine(b->values, s->values, [](float x, float y) { return x * y; })};
+    Scale scale = *s;
+    replace(work, i, 2, {std::move(scale), std::move(moved)});
+    return detail;
+  }
+  return std::nullopt;
+}
+
+// round(x) + c == round(x + c)  iff every c is an even integer (with ties to even, an odd c moves a tie by one)
+std::optional<std::string> even_shift_moves_before_round(Work& work) {
+  constexpr float kExactIntegerLimit = 16777216.0F;  // 2^24: beyond, f32 has no odd integers
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    const auto* b = item_at<Shift>(work, i + 1);
+    if (item_at<Round>(work, i) == nullptr || b == nullptr) {
+      continue;
+    }
+    const bool even = all_of(b->values, [&](float v) {
+      return std::fabs(v) < kExactIntegerLimit && is_integer(static_cast<double>(v) / 2.0);
+    });
+    if (!even) {
+      continue;
+    }
+    std::string detail = fmt::format("shift {} at {}", text(b->values), i + 1);
+    Shift moved = *b;
+    replace(work, i, 2, {std::move(moved), Round{}});
+    return detail;
+  }
+  return std::nullopt;
+}
+
+// clip(x, lo, hi) * s == clip(x * s, min(lo*s, hi*s), max(lo*s, hi*s)) and clip(x, lo, hi) + b == clip(x + b, lo + b, hi + b)  iff a per-tensor clip stays per tensor
+std::optional<std::string> affine_moves_before_clip(Work& work) {
+  // Exact in f32 too: x -> fl(x * s) and x -> fl(x + b) are monotone.
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    const auto* c = item_at<Clip>(work, i);
+    if (c == nullptr) {
+      continue;
+    }
+    const bool clip_per_tensor = is_per_tensor(c->lo) && is_per_tensor(c->hi);
+    Clip moved_clip;
+    Item moved_step;
+    std::string detail;
+    if (const auto* s = item_at<Scale>(work, i + 1)) {
+      if (clip_per_tensor && !is_per_tensor(s->values)) {
+        continue;
+      }
+      const auto a = combine(c->lo, s->values, [](float x, float y) { return x * y; });
+      const auto b = combine(c->hi, s->values, [](float x, float y) { return x * y; });
+      moved_clip.lo = combine(a, b, [](float x, float y) { return std::min(x, y); });
+      moved_clip.hi = combine(a, b, [](float x, float y) { return std::max(x, y); });
+      moved_step = *s;
+      detail = fmt::format("scale {} at {}", text(s->values), i + 1);
+    } else if (const auto* sh = item_at<Shift>(work, i + 1)) {
+      if (clip_per_tensor && !is_per_tensor(sh->values)) {
+        continue;
+      }
+      moved_clip.lo = combine(c->lo, sh->values, [](float x, float y) { return x + y; });
+      moved_clip.hi = combine(c->hi, sh->values, [](float x, float y) { return x + y; });
+      moved_step = *sh;
+      detail = fmt::format("shift {} at {}", text(sh->values), i + 1);
+    } else {
+      continue;
+    }
+    if (!all_finite(moved_clip.lo) || !all_finite(moved_clip.hi)) {
+      continue;
+    }
+    replace(work, i, 2, {std::move(moved_step), std::move(moved_clip)});
+    return detail;
+  }
+  return std::nullopt;
+}
+
+// round(clip(x, lo, hi)) == clip(round(x), round(lo), round(hi))   (round is monotone)
+std::optional<std::string> clip_moves_after_round(Work& work) {
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    const auto* c = item_at<Clip>(work, i);
+    if (c == nullptr || item_at<Round>(work, i + 1) == nullptr) {
+      continue;
+    }
+    const auto rounded = [](const std::vector<float>& v) {
+      std::vector<float> out(v.size());
+      std::transform(v.begin(), v.end(), out.begin(),
+                     [](float x) { return round_half_to_even(x); });
+      return out;
+    };
+    Clip moved{rounded(c->lo), rounded(c->hi)};
+    std::string detail =
+        fmt::format("clip [{}, {}] at {} -> [{}, {}]", text(c->lo), text(c->hi), i,
+                    text(moved.lo), text(moved.hi));
+    replace(work, i, 2, {Round{}, std::move(moved)});
+    return detail;
+  }
+  return std::nullopt;
+}
+
+// relu(x) * s == relu(x * s)  iff every s >= 0 (leaky relu too: alpha*x*s == alpha*(x*s))
+std::optional<std::string> scale_moves_before_relu(Work& work) {
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    const auto* e = item_at<Eltwise>(work, i);
+    const auto* s = item_at<Scale>(work, i + 1);
+    if (e == nullptr || e->alg != EltwiseAlg::relu || s == nullptr ||
+        !all_of(s->values, [](float v) { return v >= 0.0F; })) {
+      continue;
+    }
+    std::string detail = fmt::format("scale {} at {}", text(s->values), i + 1);
+    Scale moved = *s;
+    Eltwise relu = *e;
+    replace(work, i, 2, {std::move(moved), relu});
+    return detail;
+  }
+  return std::nullopt;
+}
+
+// (x + k * r) * s == x * s + (k * s) * r  iff s is per tensor (the sum has one scale)
+std::optional<std::string> scale_moves_before_sum(Work& work) {
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    const auto* sum = item_at<Sum>(work, i);
+    const auto* s = item_at<Scale>(work, i + 1);
+    if (sum == nullptr || s == nullptr || !is_per_tensor(s->values)) {
+      continue;
+    }
+    const float factor = s->values.front();
+    Sum scaled = *sum;
+    scaled.scale *= factor;
+    std::string detail = fmt::format("scale {} at {}, sum scale {} -> {}", factor, i + 1,
+                                     sum->scale, scaled.scale);
+    replace(work, i, 2, {Scale{{factor}}, scaled});
+    return detail;
+  }
+  return std::nullopt;
+}
+
+// acc * s: oneDNN applies output scales to the accumulator before any post-op, so the first multiply is (or joins) them
+std::optional<std::string> leading_scale_is_output_scale(Work& work) {
+  const auto* s = item_at<Scale>(work, 0);
+  if (s == nullptr) {
+    return std::nullopt;
+  }
+  work.output_scales = work.output_scales.empty()
+                           ? s->values
+                           : combine(work.output_scales, s->values,
+                                     [](float x, float y) { return x * y; });
+  std::string detail = fmt::format("output scales {}", text(work.output_scales));
+  work.items.erase(work.items.begin());
+  return detail;
+}
+
+// saturate_T(x + z) == saturate_T(x) with destination zero point z  iff the shift is the last step, per tensor, an integer and T is s8/u8
+std::optional<std::string> final_integer_shift_is_dst_zero_point(Work& work) {
+  if (!is_integer_store(work.dst_type) || work.dst_zero_point || work.items.empty()) {
+    return std::nullopt;
+  }
+  const auto* b = item_at<Shift>(work, work.items.size() - 1);
+  // Beyond 2^24 the zero point could not be added exactly in f32; far less
+  // than that already saturates every output.
+  constexpr float kLimit = 16777216.0F;
+  if (b == nullptr || !is_per_tensor(b->values) || !is_integer(b->values.front()) ||
+      std::fabs(b->values.front()) >= kLimit) {
+    return std::nullopt;
+  }
+  work.dst_zero_point = static_cast<std::int32_t>(b->values.front());
+  work.items.pop_back();
+  return fmt::format("zero point {}", *work.dst_zero_point);
+}
+
+// (e * f(x)) * s == (e * s) * f(x)  iff s is per tensor (an eltwise post-op has one scale)
+std::optional<std::string> scale_folds_into_eltwise_post_op(Work& work) {
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    auto* e = item_at<EltwisePostOp>(work, i);
+    const auto* s = item_at<Scale>(work, i + 1);
+    if (e == nullptr || s == nullptr || !is_per_tensor(s->values)) {
+      continue;
+    }
+    std::string detail = fmt::format("scale {} into {} at {}", s->values.front(),
+                                     to_string(e->alg), i);
+    e->scale *= s->values.front();
+    work.items.erase(work.items.begin() + static_cast<std::ptrdiff_t>(i + 1));
+    return detail;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// Lowering rules: a step that nothing can fold any more becomes a post-op.
+
+// eltwise step f == eltwise post-op 1 * f(x; alpha, beta)
+std::optional<std::string> eltwise_is_post_op(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    if (const auto* e = item_at<Eltwise>(work, i)) {
+      const EltwisePostOp op{e->alg, 1.0F, e->alpha, e->beta};
+      work.items[i] = op;
+      return fmt::format("{} at {}", to_string(op.alg), i);
+    }
+  }
+  return std::nullopt;
+}
+
+// Round == eltwise_round (half to even)
+std::optional<std::string> round_is_eltwise_round(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    if (item_at<Round>(work, i) != nullptr) {
+      work.items[i] = EltwisePostOp{EltwiseAlg::round, 1.0F, 0.0F, 0.0F};
+      return fmt::format("at {}", i);
+    }
+  }
+  return std::nullopt;
+}
+
+// per-tensor clip(x, lo, hi) == eltwise_clip(x; lo, hi)
+std::optional<std::string> per_tensor_clip_is_eltwise_clip(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    const auto* c = item_at<Clip>(work, i);
+    if (c != nullptr && is_per_tensor(c->lo) && is_per_tensor(c->hi)) {
+      const EltwisePostOp op{EltwiseAlg::clip, 1.0F, c->lo.front(), c->hi.front()};
+      work.items[i] = op;
+      return fmt::format("[{}, {}] at {}", op.alpha, op.beta, i);
+    }
+  }
+  return std::nullopt;
+}
+
+// per-channel clip(x, lo, hi) == min(max(x, lo), hi) == binary_min(binary_max(x, lo), hi)
+std::optional<std::string> per_channel_clip_is_binary_max_min(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    const auto* c = item_at<Clip>(work, i);
+    if (c == nullptr) {
+      continue;
+    }
+    std::string detail = fmt::format("[{}, {}] at {}", text(c->lo), text(c->hi), i);
+    BinaryPostOp max_op{BinaryAlg::max, Broadcast::per_channel,
+                        ConstantTensor{broadcast(c->lo, work.channels)}};
+    BinaryPostOp min_op{BinaryAlg::min, Broadcast::per_channel,
+                        ConstantTensor{broadcast(c->hi, work.channels)}};
+    replace(work, i, 1, {std::move(max_op), std::move(min_op)});
+    return detail;
+  }
+  return std::nullopt;
+}
+
+// per-tensor x * a + b == eltwise_linear(x; alpha = a, beta = b)
+std::optional<std::string> per_tensor_affine_is_eltwise_linear(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    float alpha = 1.0F;
+    float beta = 0.0F;
+    std::size_t count = 0;
+    if (const auto* s = item_at<Scale>(work, i); s != nullptr && is_per_tensor(s->values)) {
+      alpha = s->values.front();
+      count = 1;
+    }
+    if (const auto* b = item_at<Shift>(work, i + count); b != nullptr && is_per_tensor(b->values)) {
+      beta = b->values.front();
+      ++count;
+    }
+    if (count == 0) {
+      continue;
+    }
+    replace(work, i, count, {EltwisePostOp{EltwiseAlg::linear, 1.0F, alpha, beta}});
+    return fmt::format("linear({}, {}) at {}", alpha, beta, i);
+  }
+  return std::nullopt;
+}
+
+// per-channel x * s == binary_mul(x, s[c])
+std::optional<std::string> per_channel_scale_is_binary_mul(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    const auto* s = item_at<Scale>(work, i);
+    if (s != nullptr && !is_per_tensor(s->values)) {
+      std::string detail = fmt::format("{} at {}", text(s->values), i);
+      work.items[i] = BinaryPostOp{BinaryAlg::mul, Broadcast::per_channel, ConstantTensor{s->values}};
+      return detail;
+    }
+  }
+  return std::nullopt;
+}
+
+// per-channel x + b == binary_add(x, b[c])
+std::optional<std::string> per_channel_shift_is_binary_add(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    const auto* b = item_at<Shift>(work, i);
+    if (b != nullptr && !is_per_tensor(b->values)) {
+      std::string detail = fmt::format("{} at {}", text(b->values), i);
+      work.items[i] = BinaryPostOp{BinaryAlg::add, Broadcast::per_channel, ConstantTensor{b->values}};
+      return detail;
+    }
+  }
+  return std::nullopt;
+}
+
+// x + k * r == sum post-op (k, residual data type)
+std::optional<std::string> sum_is_sum_post_op(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    if (const auto* s = item_at<Sum>(work, i)) {
+      const SumPostOp op{s->input, s->scale, s->data_type};
+      work.items[i] = op;
+      return fmt::format("scale {} at {}", op.scale, i);
+    }
+  }
+  return std::nullopt;
+}
+
+// alg(x, t) == binary post-op alg with the external tensor t
+std::optional<std::string> binary_is_binary_post_op(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    if (const auto* b = item_at<Binary>(work, i)) {
+      const BinaryPostOp op{b->alg, b->broadcast, ExternalTensor{b->input, b->data_type}};
+      work.items[i] = op;
+      return fmt::format("{} with input {} at {}", to_string(op.alg), b->input, i);
+    }
+  }
+  return std::nullopt;
+}
+
+constexpr std::array kRules{
+    Rule{"fake_quantize_is_crop_affine_round_affine", fake_quantize_is_crop_affine_round_affine},
+    Rule{"linear_is_scale_then_shift", linear_is_scale_then_shift},
+    Rule{"eltwise_clip_is_clip", eltwise_clip_is_clip},
+    Rule{"eltwise_round_is_round", eltwise_round_is_round},
+    Rule{"hsigmoid_is_clipped_affine", hsigmoid_is_clipped_affine},
+    Rule{"uniform_channels_are_per_tensor", uniform_channels_are_per_tensor},
+    Rule{"multiply_by_one_is_identity", multiply_by_one_is_identity},
+    Rule{"add_of_zero_is_identity", add_of_zero_is_identity},
+    Rule{"saturation_covers_final_clip", saturation_covers_final_clip},
+    Rule{"saturation_rounds_final_round", saturation_rounds_final_round},
+    Rule{"residual_round_is_dropped", residual_round_is_dropped},
+    Rule{"adjacent_scales_fold", adjacent_scales_fold},
+    Rule{"adjacent_shifts_fold", adjacent_shifts_fold},
+    Rule{"scale_moves_before_shift", scale_moves_before_shift},
+    Rule{"even_shift_moves_before_round", even_shift_moves_before_round},
+    Rule{"affine_moves_before_clip", affine_moves_before_clip},
+    Rule{"clip_moves_after_round", clip_moves_after_round},
+    Rule{"scale_moves_before_relu", scale_moves_before_relu},
+    Rule{"scale_moves_before_sum", scale_moves_before_sum},
+    Rule{"leading_scale_is_output_scale", leading_scale_is_output_scale},
+    Rule{"final_integer_shift_is_dst_zero_point", final_integer_shift_is_dst_zero_point},
+    Rule{"scale_folds_into_eltwise_post_op", scale_folds_into_eltwise_post_op},
+    Rule{"eltwise_is_post_op", eltwise_is_post_op},
+    Rule{"round_is_eltwise_round", round_is_eltwise_round},
+    Rule{"per_tensor_clip_is_eltwise_clip", per_tensor_clip_is_eltwise_clip},
+    Rule{"per_channel_clip_is_binary_max_min", per_channel_clip_is_binary_max_min},
+    Rule{"per_tensor_affine_is_eltwise_linear", per_tensor_affine_is_eltwise_linear},
+    Rule{"per_channel_scale_is_binary_mul", per_channel_scale_is_binary_mul},
+    Rule{"per_channel_shift_is_binary_add", per_channel_shift_is_binary_add},
+    Rule{"sum_is_sum_post_op", sum_is_sum_post_op},
+    Rule{"binary_is_binary_post_op", binary_is_binary_post_op},
+};
+
+}  // namespace
+
+std::span<const Rule> rule_table() { return kRules; }
+
+}  // namespace qfuse::composer

@@ -1,0 +1,169 @@
+#include "composer/to_dnnl.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace qfuse::composer {
+namespace {
+
+// Bit 1 selects dimension 1, the output channel of conv / inner product /
+// deconvolution destinations.
+constexpr int kPerChannelMask = 1 << 1;
+
+dnnl::memory::desc dense_desc(const dnnl::memory::dims& dims, dnnl::memory::data_type type) {
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (std::size_t i = dims.size(); i-- > 1;) {
+    strides[i - 1] = strides[i] * dims[i];
+  }
+  return dnnl::memory::desc(dims, type, strides);
+}
+
+dnnl::memory::desc binary_desc(const BinaryPostOp& op, const dnnl::memory::dims& dst_dims) {
+  if (op.broadcast == Broadcast::per_channel) {
+    dnnl::memory::dims dims{1};
+    for (std::size_t i = 1; i < dst_dims.size(); ++i) {
+      dims.push_back(i == 1 ? dst_dims[i] : 1);
+    }
+    const auto* external = std::get_if<ExternalTensor>(&op.tensor);
+    return dense_desc(dims, external != nullptr ? to_dnnl(external->data_type)
+                                                : dnnl::memory::data_type::f32);
+  }
+  const auto* external = std::get_if<ExternalTensor>(&op.tensor);
+  return dense_desc(dst_dims, external != nullptr ? to_dnnl(external->data_type)
+                                                  : dnnl::memory::data_type::f32);
+}
+
+void require_channel_dim(const dnnl::memory::dims& dst_dims, int channels) {
+  if (dst_dims.size() < 2 || dst_dims[1] != channels) {
+    throw std::invalid_argument(
+        "make_primitive_attr: destination dims must be {N, C, ...} with C = " +
+        std::to_string(channels));
+  }
+}
+
+}  // namespace
+
+dnnl::memory::data_type to_dnnl(DataType type) {
+  switch (type) {
+    case DataType::f32: return dnnl::memory::data_type::f32;
+    case DataType::s8: return dnnl::memory::data_type::s8;
+    case DataType::u8: return dnnl::memory::data_type::u8;
+  }
+  throw std::invalid_argument("to_dnnl: unknown data type");
+}
+
+dnnl::algorithm to_dnnl(EltwiseAlg alg) {
+  using dnnl::algorithm;
+  switch (alg) {
+    case EltwiseAlg::relu: return algorithm::eltwise_relu;
+    case EltwiseAlg::tanh: return algorithm::eltwise_tanh;
+    case EltwiseAlg::elu: return algorithm::eltwise_elu;
+    case EltwiseAlg::square: return algorithm::eltwise_square;
+    case EltwiseAlg::abs: return algorithm::eltwise_abs;
+    case EltwiseAlg::sqrt: return algorithm::eltwise_sqrt;
+    case EltwiseAlg::linear: return algorithm::eltwise_linear;
+    case EltwiseAlg::clip: return algorithm::eltwise_clip;
+    case EltwiseAlg::logistic: return algorithm::eltwise_logistic;
+    case EltwiseAlg::exp: return algorithm::eltwise_exp;
+    case EltwiseAlg::gelu_tanh: return algorithm::eltwise_gelu_tanh;
+    case EltwiseAlg::gelu_erf: return algorithm::eltwise_gelu_erf;
+    case EltwiseAlg::log: return algorithm::eltwise_log;
+    case EltwiseAlg::swish: return algorithm::eltwise_swish;
+    case EltwiseAlg::hardswish: return algorithm::eltwise_hardswish;
+    case EltwiseAlg::round: return algorithm::eltwise_round;
+    case EltwiseAlg::mish: return algorithm::eltwise_mish;
+    case EltwiseAlg::hsigmoid: break;  // compose() rewrites it; 2.6 has no such post-op
+  }
+  throw std::invalid_argument("to_dnnl: no oneDNN 2.6 eltwise for " + to_string(alg));
+}
+
+dnnl::algorithm to_dnnl(BinaryAlg alg) {
+  using dnnl::algorithm;
+  switch (alg) {
+    case BinaryAlg::add: return algorithm::binary_add;
+    case BinaryAlg::sub: return algorithm::binary_sub;
+    case BinaryAlg::mul: return algorithm::binary_mul;
+    case BinaryAlg::min: return algorithm::binary_min;
+    case BinaryAlg::max: return algorithm::binary_max;
+  }
+  throw std::invalid_argument("to_dnnl: unknown binary algorithm");
+}
+
+dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
+                                         const dnnl::memory::dims& dst_dims) {
+  require_channel_dim(dst_dims, plan.channels);
+  dnnl::primitive_attr attr;
+  if (!plan.output_scales.empty()) {
+    attr.set_output_scales(plan.output_scales_mask == ScalesMask::per_channel ? kPerChannelMask : 0,
+                           plan.output_scales);
+  }
+  if (plan.dst_zero_point) {
+    attr.set_zero_points(DNNL_ARG_DST, 0, {*plan.dst_zero_point});
+  }
+  dnnl::post_ops ops;
+  for (const PostOp& op : plan.post_ops) {
+    if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
+      ops.append_eltwise(e->scale, to_dnnl(e->alg), e->alpha, e->beta);
+    } else if (const auto* b = std::get_if<BinaryPostOp>(&op)) {
+      ops.append_binary(to_dnnl(b->alg), binary_desc(*b, dst_dims));
+    } else {
+      const auto& s = std::get<SumPostOp>(op);
+      // Same type as the destination: leave it implicit, which every
+      // implementation accepts; otherwise reinterpret (same size, checked by
+      // compose()).
+      if (s.data_type == plan.dst_type) {
+        ops.append_sum(s.scale);
+      } else {
+        ops.append_sum(s.scale, to_dnnl(s.data_type));
+      }
+    }
+  }
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+std::vector<BinaryPostOpArg> binary_post_op_args(const PostOpsPlan& plan,
+                                                 const dnnl::memory::dims& dst_dims) {
+  require_channel_dim(dst_dims, plan.channels);
+  std::vector<BinaryPostOpArg> args;
+  for (std::size_t i = 0; i < plan.post_ops.size(); ++i) {
+    const auto* b = std::get_if<BinaryPostOp>(&plan.post_ops[i]);
+    if (b == nullptr) {
+      continue;
+    }
+    BinaryPostOpArg arg;
+    arg.post_op_index = static_cast<int>(i);
+    arg.arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1;
+    arg.desc = binary_desc(*b, dst_dims);
+    if (const auto* external = std::get_if<ExternalTensor>(&b->tensor)) {
+      arg.external_input = external->input;
+    } else {
+      arg.constant_values = std::get<ConstantTensor>(b->tensor).values;
+    }
+    args.push_back(std::move(arg));
+  }
+  return args;
+}
+
+std::unordered_map<int, dnnl::memory> make_constant_post_op_memory(
+    const std::vector<BinaryPostOpArg>& args, const dnnl::engine& engine) {
+  std::unordered_map<int, dnnl::memory> memories;
+  for (const BinaryPostOpArg& arg : args) {
+    if (arg.external_input) {
+      continue;
+    }
+    dnnl::memory memory(arg.desc, engine);
+    if (arg.desc.get_size() != arg.constant_values.size() * sizeof(float)) {
+      throw std::invalid_argument("make_constant_post_op_memory: tensor size mismatch");
+    }
+    std::memcpy(memory.get_data_handle(), arg.constant_values.data(), arg.desc.get_size());
+    memories.emplace(arg.arg, std::move(memory));
+  }
+  return memories;
+}
+
+}  // namespace qfuse::composer

@@ -1,0 +1,47 @@
+// The one place that speaks oneDNN 2.x attributes: turns a PostOpsPlan into a
+// dnnl::primitive_attr and lists the memory arguments its binary post-ops
+// read. A oneDNN 3.x backend (per-argument scales) replaces this file only.
+#pragma once
+
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "composer/post_ops_plan.hpp"
+
+namespace qfuse::composer {
+
+dnnl::memory::data_type to_dnnl(DataType type);
+dnnl::algorithm to_dnnl(EltwiseAlg alg);
+dnnl::algorithm to_dnnl(BinaryAlg alg);
+
+// Output scales (mask 0, or 1 << 1 for per output channel), destination zero
+// point and post-ops. `dst_dims` is the destination shape {N, C, spatial...};
+// binary post-ops need it for their tensor descriptors.
+// Throws dnnl::error if oneDNN rejects an attribute (the caller then runs
+// the chain unfused).
+dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
+                                         const dnnl::memory::dims& dst_dims);
+
+// The tensor binary post-op number `post_op_index` reads, passed at execution
+// as argument `arg` (DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1).
+// Constant tensors (owned by the plan) carry their values; external ones name
+// the chain's input the caller must bind.
+struct BinaryPostOpArg {
+  int arg = 0;
+  int post_op_index = 0;
+  dnnl::memory::desc desc;
+  std::optional<int> external_input;
+  std::vector<float> constant_values;
+};
+
+std::vector<BinaryPostOpArg> binary_post_op_args(const PostOpsPlan& plan,
+                                                 const dnnl::memory::dims& dst_dims);
+
+// Memory objects holding the constant binary tensors, keyed by argument.
+std::unordered_map<int, dnnl::memory> make_constant_post_op_memory(
+    const std::vector<BinaryPostOpArg>& args, const dnnl::engine& engine);
+
+}  // namespace qfuse::composer
