@@ -5,7 +5,7 @@ function(qfuse_target_options target)
   target_compile_features(${target} PUBLIC cxx_std_20)
   target_compile_options(${target} PRIVATE
     -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
-    -Wcast-align -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough
+    -Wcast-align -Woverloaded-virtual -Wimplicit-fallthrough
     -Wformat=2)
   if(QFUSE_WERROR)
     target_compile_options(${target} PRIVATE -Werror)

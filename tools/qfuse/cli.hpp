@@ -1,0 +1,59 @@
+#pragma once
+// The `qfuse` command-line tool: argument parsing shared by the subcommands.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+
+namespace qfuse::cli {
+
+// A usage error: printed with the subcommand's usage, exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct OptionSpec {
+  std::string name;  // "--inputs"
+  bool takes_value;
+  std::string help;
+};
+
+class Args {
+ public:
+  // Throws UsageError for unknown options, missing values or too many
+  // positional arguments.
+  Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs,
+       std::size_t max_positional);
+
+  bool flag(const std::string& name) const { return options_.count(name) > 0; }
+  std::optional<std::string> value(const std::string& name) const;
+  int int_value(const std::string& name, int fallback) const;
+  double double_value(const std::string& name, double fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> options_;
+  std::vector<std::string> positional_;
+};
+
+struct Command {
+  std::string name;
+  std::string synopsis;
+  std::string summary;
+  std::vector<OptionSpec> options;
+  std::size_t max_positional;
+  int (*run)(const Args&);
+};
+
+// MODEL: an .onnx file or the name of a bundled model ("default").
+graph::Graph load_model(const std::string& model);
+
+int run_command(const Args& args);
+int bench_command(const Args& args);
+int dump_command(const Args& args);
+
+}  // namespace qfuse::cli

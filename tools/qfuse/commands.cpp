@@ -1,0 +1,215 @@
+// The subcommands run, bench and dump.
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <thread>
+
+#include "qfuse/qfuse.hpp"
+#include "tools/common/models.hpp"
+#include "tools/common/npy.hpp"
+#include "tools/qfuse/cli.hpp"
+
+namespace qfuse::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+std::string model_argument(const Args& args) {
+  return args.positional().empty() ? "default" : args.positional()[0];
+}
+
+CompileOptions compile_options(const Args& args) {
+  CompileOptions options;
+  options.fuse = !args.flag("--unfused");
+  return options;
+}
+
+// Inputs from <dir>/<name>.npy, or deterministic random ones.
+void fill_inputs(const CompiledModel& model, InferRequest& request,
+                 const std::optional<std::string>& dir) {
+  const graph::Graph& g = model.graph();
+  if (!dir) {
+    const std::vector<Tensor> inputs = tools::random_inputs(g, 0);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      request.set_input(g.value(g.inputs()[i]).name, inputs[i]);
+    }
+    return;
+  }
+  for (const std::string& name : model.input_names()) {
+    const fs::path path = fs::path(*dir) / (name + ".npy");
+    if (!fs::exists(path)) {
+      throw IoError("read inputs: no file " + path.string() + " for input '" + name + "'");
+    }
+    request.set_input(name, tools::read_npy(path));
+  }
+}
+
+void print_tensor_summary(const std::string& name, const Tensor& t) {
+  double lo = 0.0, hi = 0.0, sum = 0.0;
+  for (std::int64_t i = 0; i < t.size(); ++i) {
+    const double v = t.as_float(i);
+    lo = i == 0 ? v : std::min(lo, v);
+    hi = i == 0 ? v : std::max(hi, v);
+    sum += v;
+  }
+  std::cout << "output " << name << ": " << to_string(t.type()) << to_string(t.shape())
+            << std::setprecision(6) << "  min " << lo << "  max " << hi << "  mean "
+            << (t.size() ? sum / static_cast<double>(t.size()) : 0.0) << "\n  values:";
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(t.size(), 10); ++i) {
+    std::cout << ' ' << t.as_float(i);
+  }
+  std::cout << (t.size() > 10 ? " ..." : "") << '\n';
+}
+
+}  // namespace
+
+graph::Graph load_model(const std::string& model) {
+  if (model.size() > 5 && model.ends_with(".onnx")) {
+    throw UnsupportedError("load " + model +
+                           ": this build has no ONNX frontend yet (use a bundled model: default)");
+  }
+  const auto names = tools::bundled_model_names();
+  if (std::find(names.begin(), names.end(), model) != names.end()) {
+    return tools::make_bundled_model(model);
+  }
+  throw UsageError("MODEL '" + model + "' is neither an .onnx file nor a bundled model (default)");
+}
+
+int run_command(const Args& args) {
+  const std::string model_name = model_argument(args);
+  const int repeat = args.int_value("--repeat", 10);
+  const int threads = args.int_value("--threads", 0);
+  graph::Graph g = load_model(model_name);
+
+  const auto t0 = Clock::now();
+  const CompiledModel model = compile(g, compile_options(args));
+  const double compile_ms = ms_since(t0);
+  InferRequest request = model.create_infer_request();
+  request.set_threads(threads);
+  fill_inputs(model, request, args.value("--inputs"));
+
+  const auto t1 = Clock::now();
+  request.infer();
+  const double first_ms = ms_since(t1);
+  std::vector<double> times;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t = Clock::now();
+    request.infer();
+    times.push_back(ms_since(t));
+  }
+
+  std::cout << "model " << model_name << ": " << model.layers().size() << " layers, "
+            << (args.flag("--unfused") ? "unfused" : "fused") << " mode requested\n";
+  for (const std::string& name : model.output_names()) {
+    print_tensor_summary(name, request.output(name));
+  }
+  std::cout << std::fixed << std::setprecision(3) << "time: compile " << compile_ms
+            << " ms, first inference " << first_ms << " ms";
+  if (!times.empty()) std::cout << ", median of " << times.size() << " " << median(times) << " ms";
+  std::cout << '\n';
+
+  if (auto dir = args.value("--outputs")) {
+    fs::create_directories(*dir);
+    for (const std::string& name : model.output_names()) {
+      tools::write_npy(fs::path(*dir) / (name + ".npy"), request.output(name));
+    }
+    std::cout << "wrote " << model.output_names().size() << " output(s) to " << *dir << '\n';
+  }
+  return 0;
+}
+
+int bench_command(const Args& args) {
+  const std::string model_name = model_argument(args);
+  const int requests = std::max(1, args.int_value("--requests", 1));
+  const int total_threads = args.int_value("--threads", omp_get_max_threads());
+  const double seconds = args.double_value("--time", 3.0);
+  // Each request runs its own OpenMP team; split the cores between them so
+  // parallel requests do not oversubscribe.
+  const int per_request = std::max(1, total_threads / requests);
+
+  const CompiledModel model = compile(load_model(model_name), compile_options(args));
+  std::vector<InferRequest> pool;
+  for (int r = 0; r < requests; ++r) {
+    pool.push_back(model.create_infer_request());
+    pool.back().set_threads(per_request);
+    fill_inputs(model, pool.back(), std::nullopt);
+    pool.back().infer();  // warm-up
+  }
+
+  std::vector<std::vector<double>> latencies(static_cast<std::size_t>(requests));
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> workers;
+  for (int r = 0; r < requests; ++r) {
+    workers.emplace_back([&, r] {
+      omp_set_num_threads(per_request);
+      while (Clock::now() < deadline) {
+        const auto t = Clock::now();
+        pool[static_cast<std::size_t>(r)].infer();
+        latencies[static_cast<std::size_t>(r)].push_back(ms_since(t));
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  const double elapsed_s = ms_since(start) / 1000.0;
+
+  std::vector<double> all;
+  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  const double throughput = static_cast<double>(all.size()) / elapsed_s;
+  std::cout << std::fixed << std::setprecision(3) << "model " << model_name << " ("
+            << (args.flag("--unfused") ? "unfused" : "fused") << "), " << requests
+            << " request(s) x " << per_request << " thread(s), " << all.size()
+            << " inferences in " << elapsed_s << " s\n"
+            << "latency ms: median " << median(all) << "  p90 " << percentile(all, 0.9)
+            << "  min " << percentile(all, 0.0) << "\nthroughput: " << throughput
+            << " inferences/s\n";
+  if (auto path = args.value("--json")) {
+    std::ofstream out(*path);
+    if (!out) throw IoError("write " + *path + ": cannot create the file");
+    out << std::fixed << std::setprecision(4) << "{\"model\": \"" << model_name
+        << "\", \"mode\": \"" << (args.flag("--unfused") ? "unfused" : "fused")
+        << "\", \"requests\": " << requests << ", \"threads_per_request\": " << per_request
+        << ", \"inferences\": " << all.size() << ", \"seconds\": " << elapsed_s
+        << ", \"latency_ms_median\": " << median(all)
+        << ", \"latency_ms_p90\": " << percentile(all, 0.9)
+        << ", \"throughput_per_s\": " << throughput << "}\n";
+  }
+  return 0;
+}
+
+int dump_command(const Args& args) {
+  const CompiledModel model = compile(load_model(model_argument(args)), compile_options(args));
+  std::cout << graph::to_text(model.graph()) << "\nlayers:\n";
+  for (const LayerInfo& l : model.layers()) {
+    std::cout << "  " << l.node << " [" << l.op << "] " << l.implementation << '\n';
+  }
+  return 0;
+}
+
+}  // namespace qfuse::cli

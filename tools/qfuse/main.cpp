@@ -1,0 +1,91 @@
+// qfuse: run, benchmark and inspect models from the command line.
+
+#include <iostream>
+
+#include "qfuse/error.hpp"
+#include "tools/qfuse/cli.hpp"
+
+namespace qfuse::cli {
+namespace {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> kCommands = {
+      {"run",
+       "qfuse run [MODEL] [--inputs DIR] [--outputs DIR] [--unfused] [--threads N] [--repeat N]",
+       "run a model once (plus --repeat timed runs) and print its outputs and timing",
+       {{"--inputs", true, "directory of <input>.npy files (default: deterministic random)"},
+        {"--outputs", true, "directory to write <output>.npy files to"},
+        {"--unfused", false, "run every node alone in f32 (the reference)"},
+        {"--threads", true, "OpenMP threads (default: all cores)"},
+        {"--repeat", true, "timed runs after the first (default 10)"}},
+       1,
+       run_command},
+      {"bench",
+       "qfuse bench [MODEL] [--unfused] [--threads N] [--requests R] [--time S] [--json F]",
+       "measure latency (median) and throughput with R parallel requests",
+       {{"--unfused", false, "benchmark the unfused reference path"},
+        {"--threads", true, "threads in total (default: all cores), split across requests"},
+        {"--requests", true, "parallel inference requests (default 1)"},
+        {"--time", true, "seconds to run (default 3)"},
+        {"--json", true, "write the results as JSON to this file"}},
+       1,
+       bench_command},
+      {"dump",
+       "qfuse dump [MODEL] [--unfused]",
+       "print the compiled graph, one line per layer with its implementation",
+       {{"--unfused", false, "show the unfused graph"}},
+       1,
+       dump_command},
+  };
+  return kCommands;
+}
+
+void print_usage(std::ostream& os) {
+  os << "usage: qfuse <command> [args]\n\n"
+        "MODEL is an .onnx file or a bundled model name (default: 'default').\n\ncommands:\n";
+  for (const Command& c : commands()) os << "  " << c.name << "\t" << c.summary << '\n';
+}
+
+void print_command_usage(std::ostream& os, const Command& c) {
+  os << "usage: " << c.synopsis << "\n\n" << c.summary << "\n";
+  for (const OptionSpec& o : c.options) os << "  " << o.name << "\t" << o.help << '\n';
+}
+
+}  // namespace
+}  // namespace qfuse::cli
+
+int main(int argc, char** argv) {
+  using namespace qfuse::cli;
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    print_usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string name = argv[1];
+  const Command* command = nullptr;
+  for (const Command& c : commands()) {
+    if (c.name == name) command = &c;
+  }
+  if (command == nullptr) {
+    std::cerr << "qfuse: unknown command '" << name << "'\n\n";
+    print_usage(std::cerr);
+    return 2;
+  }
+  const std::vector<std::string> rest(argv + 2, argv + argc);
+  for (const std::string& a : rest) {
+    if (a == "--help" || a == "-h") {
+      print_command_usage(std::cout, *command);
+      return 0;
+    }
+  }
+  try {
+    const Args args(rest, command->options, command->max_positional);
+    return command->run(args);
+  } catch (const UsageError& e) {
+    std::cerr << "qfuse " << name << ": " << e.what() << "\n\n";
+    print_command_usage(std::cerr, *command);
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "qfuse " << name << ": error: " << e.what() << '\n';
+    return 1;
+  }
+}
