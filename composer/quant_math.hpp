@@ -79,8 +79,9 @@ constexpr QuantizedMultiplier quantize_multiplier(double real) {
   return {static_cast<std::int32_t>(q), shift};
 }
 
-// gemmlowp's SaturatingRoundingDoublingHighMul: round(a * b / 2^31), ties away
-// from zero; the one overflowing input pair (INT32_MIN, INT32_MIN) saturates.
+// gemmlowp's SaturatingRoundingDoublingHighMul: round(a * b / 2^31) with ties
+// towards +infinity (its nudge is asymmetric: 1.5 -> 2, -1.5 -> -1); the one
+// overflowing input pair (INT32_MIN, INT32_MIN) saturates.
 constexpr std::int32_t saturating_rounding_doubling_high_mul(std::int32_t a, std::int32_t b) {
   if (a == b && a == std::numeric_limits<std::int32_t>::min()) {
     return std::numeric_limits<std::int32_t>::max();
@@ -101,18 +102,20 @@ constexpr std::int32_t rounding_divide_by_pot(std::int32_t x, int exponent) {
 }
 
 // x * real for the real that `qm` encodes, in integers only (gemmlowp /
-// TFLite scheme): both roundings go half away from zero, so results may differ
-// by one from a half-to-even float evaluation exactly at ties.
+// TFLite scheme). It rounds twice (high multiply, then shift), so it may be
+// one off from round_half_to_even(x * real) near ties; it is meant for integer
+// requantization paths, not for reproducing the f32 composer results.
+// Precondition: x * 2^shift fits in int32 when shift > 0 (as in TFLite).
 constexpr std::int32_t multiply_by_quantized_multiplier(std::int32_t x, QuantizedMultiplier qm) {
   assert(qm.shift <= 30);
   const int left_shift = qm.shift > 0 ? qm.shift : 0;
   const int right_shift = qm.shift > 0 ? 0 : -qm.shift;
   const std::int64_t shifted = static_cast<std::int64_t>(x) * (std::int64_t{1} << left_shift);
-  const auto saturated = static_cast<std::int32_t>(
-      shifted > std::numeric_limits<std::int32_t>::max()   ? std::numeric_limits<std::int32_t>::max()
-      : shifted < std::numeric_limits<std::int32_t>::min() ? std::numeric_limits<std::int32_t>::min()
-                                                           : shifted);
-  return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(saturated, qm.multiplier), right_shift);
+  assert(shifted >= std::numeric_limits<std::int32_t>::min() &&
+         shifted <= std::numeric_limits<std::int32_t>::max());
+  return rounding_divide_by_pot(
+      saturating_rounding_doubling_high_mul(static_cast<std::int32_t>(shifted), qm.multiplier),
+      right_shift);
 }
 
 }  // namespace qfuse::composer

@@ -239,7 +239,7 @@ std::optional<std::string> saturation_rounds_final_round(Work& work) {
   return fmt::format("before the {} store", to_string(work.dst_type));
 }
 
-// round(x) ~= x (off by at most half a quantum)  iff allow_residual_round_drop and the round sits in a residual block (round -> sum -> round)
+// round(x) ~= x (off by at most half a quantum)  iff allow_residual_round_drop and the round feeds a residual sum (FQ -> sum -> FQ)
 std::optional<std::string> residual_round_is_dropped(Work& work) {
   if (!work.allow_residual_round_drop) {
     return std::nullopt;
@@ -248,15 +248,12 @@ std::optional<std::string> residual_round_is_dropped(Work& work) {
     if (item_at<Round>(work, i) == nullptr) {
       continue;
     }
+    // The round of the second FQ may already be gone (the s8/u8 store does
+    // it), so a following sum is what marks the residual block.
     for (std::size_t j = i + 1; j < work.items.size(); ++j) {
-      if (item_at<Sum>(work, j) == nullptr) {
-        continue;
-      }
-      for (std::size_t k = j + 1; k < work.items.size(); ++k) {
-        if (item_at<Round>(work, k) != nullptr) {
-          work.items.erase(work.items.begin() + static_cast<std::ptrdiff_t>(i));
-          return fmt::format("round at {} before the sum at {}", i, j);
-        }
+      if (item_at<Sum>(work, j) != nullptr) {
+        work.items.erase(work.items.begin() + static_cast<std::ptrdiff_t>(i));
+        return fmt::format("round at {} before the sum at {}", i, j);
       }
     }
   }
