@@ -9,6 +9,8 @@
 namespace qfuse::test {
 namespace {
 
+using test::PrintTo;
+
 using graph::ConvAttrs;
 using graph::DeconvAttrs;
 

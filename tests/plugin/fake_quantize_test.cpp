@@ -1,1 +1,205 @@
-#include <gtest/gtest.h>
+// FakeQuantize against the definition in DESIGN.md ("Semantics to honour"):
+//   x <= min(il, ih) -> ol;  x > max(il, ih) -> oh;
+//   else round((x - il) / (ih - il) * (L - 1)) / (L - 1) * (oh - ol) + ol,
+// rounding half to even. The reference evaluates it in long double; results
+// must match exactly (bit for bit after conversion to float).
+
+#include "test_util.hpp"
+
+namespace qfuse::test {
+namespace {
+
+using test::PrintTo;
+
+double fake_quantize_reference(double x, double il, double ih, double ol, double oh,
+                               std::int64_t levels) {
+  if (x <= std::min(il, ih)) return ol;
+  if (x > std::max(il, ih)) return oh;
+  const long double steps = static_cast<long double>(levels - 1);
+  const long double t = (static_cast<long double>(x) - il) / (static_cast<long double>(ih) - il);
+  const long double q = std::nearbyint(t * steps);  // default rounding mode: half to even
+  return static_cast<double>(q / steps * (static_cast<long double>(oh) - ol) + ol);
+}
+
+// x: [N, C, H, W] (or any rank); ranges broadcast per numpy.
+std::vector<double> fake_quantize_expected(const Tensor& x, const Tensor& il, const Tensor& ih,
+                                           const Tensor& ol, const Tensor& oh,
+                                           std::int64_t levels) {
+  std::vector<double> e;
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    const auto pos = unravel(x.shape(), i);
+    auto at = [&](const Tensor& t) {
+      return static_cast<double>(t.data<float>()[idx(broadcast_offset(t.shape(), pos))]);
+    };
+    // The output is f32: the exact value rounded once to float.
+    const double r = fake_quantize_reference(static_cast<double>(x.data<float>()[idx(i)]), at(il),
+                                             at(ih), at(ol), at(oh), levels);
+    e.push_back(static_cast<double>(static_cast<float>(r)));
+  }
+  return e;
+}
+
+Tensor run_fake_quantize(const Tensor& x, const Tensor& il, const Tensor& ih, const Tensor& ol,
+                         const Tensor& oh, std::int64_t levels) {
+  return run_op(OpKind::FakeQuantize,
+                {input(x), constant(il), constant(ih), constant(ol), constant(oh)},
+                graph::FakeQuantizeAttrs{levels});
+}
+
+Tensor scalar(float v) { return filled({1}, {v}); }
+
+// Self-check of the reference on hand-computed values, so that the
+// comparisons below rest on something checked by hand.
+TEST(FakeQuantizeReference, HandComputedValues) {
+  // L = 256 over [0, 255]: identity on integers, ties to even.
+  EXPECT_EQ(fake_quantize_reference(2.5, 0, 255, 0, 255, 256), 2.0);
+  EXPECT_EQ(fake_quantize_reference(3.5, 0, 255, 0, 255, 256), 4.0);
+  EXPECT_EQ(fake_quantize_reference(-1.0, 0, 255, 0, 255, 256), 0.0);
+  EXPECT_EQ(fake_quantize_reference(300.0, 0, 255, 0, 255, 256), 255.0);
+  // L = 2 over [0, 1] to [-1, 1]: the single threshold 0.5 is a tie -> 0 -> -1.
+  EXPECT_EQ(fake_quantize_reference(0.5, 0, 1, -1, 1, 2), -1.0);
+  EXPECT_EQ(fake_quantize_reference(0.75, 0, 1, -1, 1, 2), 1.0);
+}
+
+struct FqCase {
+  std::string name;
+  Shape x;
+  Shape range_shape;
+  std::int64_t levels;
+};
+
+class FakeQuantizeRandomTest : public ::testing::TestWithParam<FqCase> {};
+
+// Random inputs spanning beyond the ranges; random per-channel ranges
+// (some inverted when the case name says so).
+TEST_P(FakeQuantizeRandomTest, MatchesDefinitionExactly) {
+  const FqCase& c = GetParam();
+  std::mt19937 rng(2024);
+  const Tensor x = random_tensor(c.x, rng, -3.0f, 3.0f);
+  const std::int64_t n = element_count(c.range_shape);
+  std::uniform_real_distribution<float> low(-2.0f, -0.1f), high(0.1f, 2.0f);
+  std::vector<float> il(idx(n)), ih(idx(n)), ol(idx(n)), oh(idx(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    il[idx(i)] = low(rng);
+    ih[idx(i)] = high(rng);
+    ol[idx(i)] = low(rng);
+    oh[idx(i)] = high(rng);
+    if (c.name.find("inverted") != std::string::npos && i % 2 == 0) {
+      std::swap(il[idx(i)], ih[idx(i)]);
+    }
+  }
+  const Tensor til = filled(c.range_shape, il), tih = filled(c.range_shape, ih);
+  const Tensor tol = filled(c.range_shape, ol), toh = filled(c.range_shape, oh);
+  const Tensor y = run_fake_quantize(x, til, tih, tol, toh, c.levels);
+  ASSERT_EQ(y.shape(), c.x);
+  EXPECT_TRUE(all_equal(y, fake_quantize_expected(x, til, tih, tol, toh, c.levels)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ranges, FakeQuantizeRandomTest,
+    ::testing::Values(FqCase{"per_tensor_L256", {2, 3, 4, 5}, {1}, 256},
+                      FqCase{"per_tensor_L255", {1, 4, 6, 6}, {1}, 255},
+                      FqCase{"per_tensor_L16", {1, 3, 5, 5}, {1}, 16},
+                      FqCase{"per_tensor_L2", {1, 3, 5, 5}, {1}, 2},
+                      FqCase{"per_channel_L256", {2, 4, 3, 3}, {1, 4, 1, 1}, 256},
+                      FqCase{"per_channel_3d_range_L255", {2, 4, 3, 3}, {4, 1, 1}, 255},
+                      FqCase{"per_channel_L16", {1, 6, 2, 7}, {1, 6, 1, 1}, 16},
+                      FqCase{"per_channel_inverted_L256", {1, 4, 5, 5}, {1, 4, 1, 1}, 256},
+                      FqCase{"per_tensor_inverted_L16", {1, 2, 5, 5}, {1}, 16},
+                      FqCase{"per_weight_channel_L255", {8, 3, 3, 3}, {8, 1, 1, 1}, 255},
+                      FqCase{"full_shape_ranges_L256", {1, 2, 3, 4}, {1, 2, 3, 4}, 256},
+                      FqCase{"rank2_per_column_L256", {5, 6}, {6}, 256}),
+    CaseName{});
+
+// Ties: with il = 0, ih = L - 1 the quantization step is 1 and x = k + 0.5 is an
+// exact tie, which must round to the even neighbour. Output range [-1, 1] scaled
+// by L - 1 keeps the dequantized value distinguishable.
+struct TieCase {
+  std::string name;
+  std::int64_t levels;
+};
+
+class FakeQuantizeTieTest : public ::testing::TestWithParam<TieCase> {};
+
+TEST_P(FakeQuantizeTieTest, TiesRoundHalfToEven) {
+  const std::int64_t levels = GetParam().levels;
+  const auto top = static_cast<float>(levels - 1);
+  std::vector<float> xs;
+  std::vector<double> expected_q;
+  for (float k = 0.0f; k + 1.0f <= top; k += 1.0f) {
+    xs.push_back(k + 0.5f);
+    const double even = std::fmod(k, 2.0f) == 0.0f ? k : k + 1.0;
+    expected_q.push_back(even);
+  }
+  // Range bounds and values just inside them.
+  xs.insert(xs.end(), {0.0f, top, -0.5f, top + 0.5f, std::nextafter(top, 0.0f)});
+  expected_q.insert(expected_q.end(), {0.0, top, 0.0, top, top});
+  const auto n = static_cast<std::int64_t>(xs.size());
+  const Tensor x = filled({1, n}, xs);
+  // Output range [0, 2 * (L - 1)]: y = 2 q, exact in float.
+  const Tensor y = run_fake_quantize(x, scalar(0.0f), scalar(top), scalar(0.0f),
+                                     scalar(2.0f * top), levels);
+  std::vector<double> expected;
+  for (double q : expected_q) expected.push_back(2.0 * q);
+  EXPECT_TRUE(all_equal(y, expected));
+  // And the reference agrees with the hand-derived values.
+  std::vector<double> ref;
+  for (float v : xs) ref.push_back(fake_quantize_reference(v, 0.0, top, 0.0, 2.0 * top, levels));
+  EXPECT_EQ(ref, expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, FakeQuantizeTieTest,
+                         ::testing::Values(TieCase{"L2", 2}, TieCase{"L16", 16},
+                                           TieCase{"L255", 255}, TieCase{"L256", 256}),
+                         CaseName{});
+
+// Exactly on the bounds: x == il gives ol (x <= min), x == ih gives oh via the
+// formula (q = L - 1), values below/above saturate.
+TEST(FakeQuantize, ValuesOnRangeBounds) {
+  const Tensor x = filled({1, 6}, {-1.0f, 1.0f, -1.5f, 1.5f, -0.999f, 0.999f});
+  const Tensor y = run_fake_quantize(x, scalar(-1.0f), scalar(1.0f), scalar(-4.0f),
+                                     scalar(4.0f), 256);
+  EXPECT_EQ(y.data<float>()[0], -4.0f);
+  EXPECT_EQ(y.data<float>()[1], 4.0f);
+  EXPECT_EQ(y.data<float>()[2], -4.0f);
+  EXPECT_EQ(y.data<float>()[3], 4.0f);
+  const Tensor il = scalar(-1.0f), ih = scalar(1.0f), ol = scalar(-4.0f), oh = scalar(4.0f);
+  EXPECT_TRUE(all_equal(y, fake_quantize_expected(x, il, ih, ol, oh, 256)));
+}
+
+// Inverted input range il > ih: x <= min(il, ih) = ih gives ol (not oh, as the
+// formula alone would), x > max = il gives oh, and inside the range the formula
+// with a negative denominator maps x == il to ol and values near ih to oh.
+TEST(FakeQuantize, InvertedInputRange) {
+  // il = 15, ih = 0, L = 16: step -1. q = round((x - 15) / -15 * 15) = 15 - x.
+  const Tensor x = filled({1, 8}, {0.0f, -1.0f, 15.0f, 16.0f, 14.0f, 1.0f, 7.5f, 8.5f});
+  const Tensor y = run_fake_quantize(x, scalar(15.0f), scalar(0.0f), scalar(0.0f),
+                                     scalar(15.0f), 16);
+  // q: x=0 -> ol=0; x=-1 -> 0; x=15 -> 0; x=16 -> oh=15; x=14 -> 1; x=1 -> 14;
+  // x=7.5 -> round(7.5) = 8; x=8.5 -> round(6.5) = 6.
+  EXPECT_TRUE(all_equal(y, {0, 0, 0, 15, 1, 14, 8, 6}));
+}
+
+// Inverted per-channel ranges mixed with normal ones.
+TEST(FakeQuantize, PerChannelMixedDirections) {
+  const Tensor x = filled({1, 2, 1, 4}, {0.0f, 1.0f, 2.5f, 3.0f, 0.0f, 1.0f, 2.5f, 3.0f});
+  const Tensor il = filled({1, 2, 1, 1}, {0.0f, 3.0f});
+  const Tensor ih = filled({1, 2, 1, 1}, {3.0f, 0.0f});
+  const Tensor ol = filled({1, 2, 1, 1}, {0.0f, 0.0f});
+  const Tensor oh = filled({1, 2, 1, 1}, {3.0f, 3.0f});
+  const Tensor y = run_fake_quantize(x, il, ih, ol, oh, 4);
+  // Channel 0: q = round(x): 0, 1, 2 (tie to even), 3.
+  // Channel 1: x=0 <= min -> 0; q = round(3 - x): 2, round(0.5) = 0, 0.
+  EXPECT_TRUE(all_equal(y, {0, 1, 2, 3, 0, 2, 0, 0}));
+}
+
+// Output range inverted too (ol > oh) is plain arithmetic.
+TEST(FakeQuantize, InvertedOutputRange) {
+  const Tensor x = filled({4}, {-1.0f, 0.0f, 1.0f, 2.0f});
+  const Tensor y =
+      run_fake_quantize(x, scalar(0.0f), scalar(2.0f), scalar(1.0f), scalar(-1.0f), 3);
+  EXPECT_TRUE(all_equal(y, {1, 1, 0, -1}));
+}
+
+}  // namespace
+}  // namespace qfuse::test

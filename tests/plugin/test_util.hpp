@@ -110,6 +110,7 @@ inline ::testing::AssertionResult all_equal(const Tensor& got, const std::vector
                                          << expected.size() << ")";
   }
   std::ostringstream os;
+  os.precision(10);
   std::int64_t bad = 0;
   for (std::int64_t i = 0; i < got.size(); ++i) {
     const double g = static_cast<double>(got.as_float(i));
@@ -184,6 +185,14 @@ struct CaseName {
     return param_info.param.name;
   }
 };
+
+// Prints parameter structs by their `name` in test listings and failures
+// (bring into a file's unnamed namespace with `using test::PrintTo;`).
+template <class T>
+  requires requires(const T& t) { std::string(t.name); }
+void PrintTo(const T& value, std::ostream* os) {
+  *os << value.name;
+}
 
 // Row-major strides of a shape.
 inline std::vector<std::int64_t> strides_of(const Shape& shape) {
