@@ -122,6 +122,22 @@ std::optional<std::string> collect_post_ops(const Work& work, PostOpsPlan& plan)
       return fmt::format("no oneDNN 2.6 post-op expresses the remaining step {}", i);
     }
   }
+  // See repeated_eltwise_is_binary: what it could not rewrite must not reach
+  // oneDNN 2.6, which would compute it with the wrong parameters.
+  for (std::size_t j = 0; j < plan.post_ops.size(); ++j) {
+    const auto* later = std::get_if<EltwisePostOp>(&plan.post_ops[j]);
+    for (std::size_t i = 0; later != nullptr && i < j; ++i) {
+      const auto* earlier = std::get_if<EltwisePostOp>(&plan.post_ops[i]);
+      if (earlier != nullptr && earlier->alg == later->alg &&
+          (earlier->scale != later->scale || earlier->alpha != later->alpha ||
+           earlier->beta != later->beta)) {
+        return fmt::format(
+            "post-ops {} and {} are both {} with different parameters; oneDNN 2.6 int8 kernels "
+            "apply the first one's to both",
+            i, j, to_string(later->alg));
+      }
+    }
+  }
   return std::nullopt;
 }
 
@@ -147,6 +163,7 @@ ComposeResult compose(const PostOpChain& chain, const ComposeOptions& options) {
   work.channels = chain.channels;
   work.dst_type = chain.dst_type;
   work.allow_residual_round_drop = options.allow_residual_round_drop;
+  work.anchor = chain.anchor;
   work.items.reserve(chain.steps.size());
   for (const Step& step : chain.steps) {
     work.items.push_back(to_item(step));

@@ -106,10 +106,15 @@ struct FakeQuantize {
 
 using Step = std::variant<Scale, Shift, Round, Clip, Eltwise, Sum, Binary, FakeQuantize>;
 
+// The primitive whose accumulator the chain follows; oneDNN 2.6 accepts
+// different attributes for each (no destination zero point for inner product).
+enum class AnchorKind { convolution, inner_product, deconvolution };
+
 struct PostOpChain {
   int channels = 1;  // output channels of the anchor primitive
   DataType dst_type = DataType::f32;
   std::vector<Step> steps;
+  AnchorKind anchor = AnchorKind::convolution;
 };
 
 // Appends FakeQuantize(il, ih, ol, oh, levels) to `chain`; the ranges are per

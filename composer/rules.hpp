@@ -31,6 +31,7 @@ struct Work {
   int channels = 1;
   DataType dst_type = DataType::f32;
   bool allow_residual_round_drop = false;
+  AnchorKind anchor = AnchorKind::convolution;
   std::vector<float> output_scales;  // empty: none yet
   std::optional<std::int32_t> dst_zero_point;
   std::vector<Item> items;

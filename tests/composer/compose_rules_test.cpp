@@ -302,6 +302,34 @@ TEST(ComposeRules, FinalIntegerShiftIsDstZeroPoint) {
   EXPECT_TRUE(plan.post_ops.empty());
 }
 
+TEST(ComposeRules, DstZeroPointNotUsedForInnerProduct) {
+  // oneDNN 2.6 refuses a destination zero point on int8 inner products.
+  PostOpChain chain = make_chain(4, DataType::u8, {Scale{{0.5F}}, Round{}, Shift{{3.0F}}});
+  chain.anchor = AnchorKind::inner_product;
+  const PostOpsPlan plan = fuse(chain);
+  EXPECT_FALSE(plan.dst_zero_point.has_value());
+  EXPECT_EQ(describe(plan.post_ops), "eltwise_round; eltwise_linear(1, 3)");
+}
+
+TEST(ComposeRules, RepeatedLinearIsBinary) {
+  // oneDNN 2.6 int8 inner products would run the second linear as the first.
+  const PostOpsPlan plan = fuse(make_chain(
+      2, DataType::f32, {Eltwise{EltwiseAlg::tanh}, Shift{{1.0F}}, Round{}, Shift{{3.0F}}}));
+  EXPECT_TRUE(applied(plan, "repeated_eltwise_is_binary"));
+  EXPECT_EQ(describe(plan.post_ops),
+            "eltwise_tanh; eltwise_linear(1, 1); eltwise_round; binary_add(per_channel, [3, 3])");
+}
+
+TEST(ComposeRules, RepeatedClipIsBinary) {
+  const PostOpsPlan plan = fuse(make_chain(
+      2, DataType::f32,
+      {Clip{{0.0F}, {100.0F}}, Eltwise{EltwiseAlg::tanh}, Clip{{0.0F}, {0.5F}}}));
+  EXPECT_TRUE(applied(plan, "repeated_eltwise_is_binary"));
+  EXPECT_EQ(describe(plan.post_ops),
+            "eltwise_clip(0, 100); eltwise_tanh; binary_max(per_channel, [0, 0]); "
+            "binary_min(per_channel, [0.5, 0.5])");
+}
+
 TEST(ComposeRules, ScaleFoldsIntoEltwisePostOp) {
   const PostOpsPlan plan = fuse(
       make_chain(4, DataType::f32, {Scale{{0.01F}}, Eltwise{EltwiseAlg::tanh}, Scale{{100.0F}}}));
@@ -423,6 +451,13 @@ TEST(ComposeCannotFuse, WrongChannelCount) {
 TEST(ComposeCannotFuse, NonFiniteScale) {
   expect_cannot_fuse(make_chain(1, DataType::f32, {Scale{{std::numeric_limits<float>::infinity()}}}),
                      "not finite");
+}
+
+TEST(ComposeCannotFuse, RepeatedLeakyReluWithOtherAlpha) {
+  expect_cannot_fuse(make_chain(4, DataType::f32,
+                                {Eltwise{EltwiseAlg::relu, 0.1F, 0.0F}, Shift{{-100.0F}},
+                                 Eltwise{EltwiseAlg::relu, 0.5F, 0.0F}}),
+                     "both relu with different parameters");
 }
 
 TEST(ComposeCannotFuse, EmptyClipRange) {
