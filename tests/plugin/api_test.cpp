@@ -1,1 +1,160 @@
-#include <gtest/gtest.h>
+// The public API around inference: input checks and concurrent requests on
+// one compiled model.
+
+#include <thread>
+
+#include <gmock/gmock.h>
+
+#include "test_util.hpp"
+
+namespace qfuse::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// x[4, 32] -> FullyConnected(w[16, 32], b) -> Relu -> Multiply(scale[16]) -> y
+struct SmallModel {
+  graph::Graph g;
+  Tensor w, b, scale;
+  std::string output;
+
+  SmallModel() {
+    std::mt19937 rng(51);
+    w = random_tensor({16, 32}, rng);
+    b = random_tensor({16}, rng);
+    scale = random_tensor({16}, rng, 0.5f, 2.0f);
+    graph::Builder builder(g);
+    const auto x = builder.input("x", {4, 32});
+    const auto fc = builder.fully_connected(x, builder.constant("w", w), builder.constant("b", b));
+    const auto y = builder.multiply(builder.relu(fc), builder.constant("scale", scale));
+    builder.output(y);
+    output = g.value(y).name;
+  }
+
+  // Naive expectation and tolerance for input x.
+  std::pair<std::vector<double>, std::vector<double>> expected(const Tensor& x) const {
+    std::vector<double> e, tol;
+    for (std::int64_t r = 0; r < 4; ++r) {
+      for (std::int64_t o = 0; o < 16; ++o) {
+        double acc = b.data<float>()[idx(o)];
+        double mag = std::fabs(acc);
+        for (std::int64_t k = 0; k < 32; ++k) {
+          const double t = static_cast<double>(x.data<float>()[idx(r * 32 + k)]) *
+                           static_cast<double>(w.data<float>()[idx(o * 32 + k)]);
+          acc += t;
+          mag += std::fabs(t);
+        }
+        const double s = scale.data<float>()[idx(o)];
+        e.push_back(std::max(acc, 0.0) * s);
+        tol.push_back((1e-5 * mag + 1e-6) * s);
+      }
+    }
+    return {e, tol};
+  }
+};
+
+TEST(InferRequest, SetInputWithWrongShapeNamesTheInput) {
+  SmallModel m;
+  const CompiledModel model = compile(m.g);
+  InferRequest request = model.create_infer_request();
+  try {
+    request.set_input("x", Tensor(ElementType::f32, {4, 31}));
+    FAIL() << "expected InferenceError";
+  } catch (const InferenceError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'x'"));
+    EXPECT_THAT(e.what(), HasSubstr("[4,31]"));
+    EXPECT_THAT(e.what(), HasSubstr("[4,32]"));
+  }
+}
+
+TEST(InferRequest, SetInputWithWrongTypeNamesTheInput) {
+  SmallModel m;
+  const CompiledModel model = compile(m.g);
+  InferRequest request = model.create_infer_request();
+  try {
+    request.set_input("x", Tensor(ElementType::s8, {4, 32}));
+    FAIL() << "expected InferenceError";
+  } catch (const InferenceError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'x'"));
+    EXPECT_THAT(e.what(), HasSubstr("s8"));
+  }
+}
+
+TEST(InferRequest, UnknownInputNameThrows) {
+  SmallModel m;
+  const CompiledModel model = compile(m.g);
+  InferRequest request = model.create_infer_request();
+  try {
+    request.set_input("nope", Tensor(ElementType::f32, {4, 32}));
+    FAIL() << "expected InferenceError";
+  } catch (const InferenceError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'nope'"));
+    EXPECT_THAT(e.what(), HasSubstr("x"));
+  }
+  EXPECT_THROW(request.output("nope"), InferenceError);
+}
+
+TEST(InferRequest, ModelReportsNamesAndLayers) {
+  SmallModel m;
+  const CompiledModel model = compile(m.g);
+  EXPECT_EQ(model.input_names(), std::vector<std::string>{"x"});
+  EXPECT_EQ(model.output_names(), std::vector<std::string>{m.output});
+  EXPECT_EQ(model.layers().size(), 3u);
+}
+
+// One compiled model, two requests on two threads with different inputs,
+// many rounds: each must see exactly its own result every time.
+TEST(InferRequest, TwoThreadsShareOneCompiledModel) {
+  SmallModel m;
+  const CompiledModel model = compile(m.g);
+  std::mt19937 rng(52);
+  const Tensor x0 = random_tensor({4, 32}, rng);
+  const Tensor x1 = random_tensor({4, 32}, rng, -3.0f, 3.0f);
+  const auto e0 = m.expected(x0);
+  const auto e1 = m.expected(x1);
+  std::vector<Tensor> results[2];
+  auto worker = [&](int which) {
+    InferRequest request = model.create_infer_request();
+    request.set_threads(1);
+    const Tensor& x = which == 0 ? x0 : x1;
+    for (int round = 0; round < 50; ++round) {
+      request.set_input("x", x);
+      request.infer();
+      results[which].push_back(request.output(m.output));
+    }
+  };
+  std::thread t0(worker, 0);
+  std::thread t1(worker, 1);
+  t0.join();
+  t1.join();
+  ASSERT_EQ(results[0].size(), 50u);
+  ASSERT_EQ(results[1].size(), 50u);
+  for (int round = 0; round < 50; ++round) {
+    EXPECT_TRUE(all_close(results[0][idx(round)], e0.first, e0.second)) << "round " << round;
+    EXPECT_TRUE(all_close(results[1][idx(round)], e1.first, e1.second)) << "round " << round;
+  }
+}
+
+// The model stays usable after the graph it was compiled from is gone, and a
+// copy of the model shares the plan.
+TEST(CompiledModel, OutlivesItsSourceGraphAndCopies) {
+  std::mt19937 rng(53);
+  const Tensor x = random_tensor({4, 32}, rng);
+  std::pair<std::vector<double>, std::vector<double>> e;
+  std::string out;
+  CompiledModel copy;
+  {
+    SmallModel m;
+    e = m.expected(x);
+    out = m.output;
+    const CompiledModel model = compile(m.g);
+    copy = model;
+  }
+  InferRequest request = copy.create_infer_request();
+  request.set_input("x", x);
+  request.infer();
+  EXPECT_TRUE(all_close(request.output(out), e.first, e.second));
+}
+
+}  // namespace
+}  // namespace qfuse::test
