@@ -38,6 +38,10 @@ std::string_view to_string(OpKind kind) {
     case OpKind::Transpose: return "Transpose";
     case OpKind::Concat: return "Concat";
     case OpKind::Resize: return "Resize";
+    case OpKind::QuantizedConvolution: return "QuantizedConvolution";
+    case OpKind::QuantizedDeconvolution: return "QuantizedDeconvolution";
+    case OpKind::QuantizedFullyConnected: return "QuantizedFullyConnected";
+    case OpKind::QuantizedMatMul: return "QuantizedMatMul";
   }
   return "?";
 }
@@ -69,6 +73,16 @@ bool is_elementwise_unary(OpKind kind) {
     case OpKind::Exp:
     case OpKind::Abs:
     case OpKind::Sqrt: return true;
+    default: return false;
+  }
+}
+
+bool is_quantized_layer(OpKind kind) {
+  switch (kind) {
+    case OpKind::QuantizedConvolution:
+    case OpKind::QuantizedDeconvolution:
+    case OpKind::QuantizedFullyConnected:
+    case OpKind::QuantizedMatMul: return true;
     default: return false;
   }
 }

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "composer/post_op_chain.hpp"
 #include "qfuse/tensor.hpp"
 
 namespace qfuse::graph {
@@ -52,12 +53,18 @@ enum class OpKind : std::uint8_t {
   Transpose,
   Concat,
   Resize,
+  // Fused int8 layers, made by the fusion passes (see QuantizedLayerAttrs).
+  QuantizedConvolution,
+  QuantizedDeconvolution,
+  QuantizedFullyConnected,
+  QuantizedMatMul,
 };
 
 using qfuse::to_string;
 std::string_view to_string(OpKind kind);
 bool is_elementwise_binary(OpKind kind);
 bool is_elementwise_unary(OpKind kind);
+bool is_quantized_layer(OpKind kind);
 
 using Ints = std::vector<std::int64_t>;
 
@@ -187,9 +194,26 @@ struct ResizeAttrs {
   bool operator==(const ResizeAttrs&) const = default;
 };
 
+// A convolution / deconvolution / fully-connected / matmul running on int8
+// data as one primitive. Inputs: x (u8 or s8), w (s8 constant, same layout as
+// the f32 op), [bias (f32 constant, in accumulator units)], then the external
+// tensors the chain's Sum and Binary steps read (chain input k is node input
+// (has_bias ? 3 : 2) + k). Output, per element of output channel c:
+//   acc = sum(w * (x - src_zero_point)) + bias[c]        (exact int32 + f32)
+//   y   = chain(acc), stored as dst_type (s8/u8 saturate, rounding half to even)
+struct QuantizedLayerAttrs {
+  std::variant<ConvAttrs, DeconvAttrs, MatMulAttrs, NoAttrs> geometry;
+  std::int32_t src_zero_point = 0;
+  bool has_bias = false;
+  composer::PostOpChain chain;
+  ElementType dst_type = ElementType::f32;
+
+  std::size_t first_external_input() const { return has_bias ? 3 : 2; }
+};
+
 using Attributes =
     std::variant<NoAttrs, ConvAttrs, DeconvAttrs, MatMulAttrs, FakeQuantizeAttrs, ClampAttrs,
                  AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
-                 FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs>;
+                 FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, QuantizedLayerAttrs>;
 
 }  // namespace qfuse::graph

@@ -82,8 +82,16 @@ class NodeChecker {
     }
   }
 
+  // Element types of a layer's inputs: all f32, or for a quantized layer
+  // (checked separately by check_quantized) nothing here.
+  void expect_layer_types() const {
+    if (quantized_) return;
+    for (std::size_t i = 0; i < node_.inputs.size(); ++i) expect_type(i, ElementType::f32);
+  }
+
   Graph& graph_;
   Node& node_;
+  bool quantized_ = false;
 };
 
 // Numpy broadcasting of two shapes; nullopt when incompatible.
@@ -127,7 +135,7 @@ OutputSpec check_conv(NodeChecker& c, ConvAttrs& a) {
     c.expect(c.shape(2) == Shape{w[0]}, "bias shape " + to_string(c.shape(2)) + " (expected [" +
                                             std::to_string(w[0]) + "])");
   }
-  for (std::size_t i = 0; i < c.node_.inputs.size(); ++i) c.expect_type(i, ElementType::f32);
+  c.expect_layer_types();
   Shape out{x[0], w[0]};
   for (std::size_t i = 0; i < spatial; ++i) {
     const std::int64_t extent = (w[i + 2] - 1) * a.dilations[i] + 1;
@@ -164,7 +172,7 @@ OutputSpec check_deconv(NodeChecker& c, DeconvAttrs& a) {
     c.expect(c.shape(2) == Shape{oc},
              "bias shape " + to_string(c.shape(2)) + " (expected [" + std::to_string(oc) + "])");
   }
-  for (std::size_t i = 0; i < c.node_.inputs.size(); ++i) c.expect_type(i, ElementType::f32);
+  c.expect_layer_types();
   Shape out{x[0], oc};
   for (std::size_t i = 0; i < spatial; ++i) {
     c.expect(a.output_padding[i] < std::max(a.strides[i], a.dilations[i]),
@@ -190,7 +198,7 @@ OutputSpec check_fully_connected(NodeChecker& c) {
     c.expect(c.shape(2) == Shape{w[0]}, "bias shape " + to_string(c.shape(2)) + " (expected [" +
                                             std::to_string(w[0]) + "])");
   }
-  for (std::size_t i = 0; i < c.node_.inputs.size(); ++i) c.expect_type(i, ElementType::f32);
+  c.expect_layer_types();
   Shape out = x;
   out.back() = w[0];
   return {out, ElementType::f32};
@@ -200,8 +208,7 @@ OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
   c.expect_inputs(2, 2);
   c.expect_rank(0, 2, 8);
   c.expect_rank(1, 2, 8);
-  c.expect_type(0, ElementType::f32);
-  c.expect_type(1, ElementType::f32);
+  c.expect_layer_types();
   Shape x = c.shape(0);
   Shape y = c.shape(1);
   if (a.transpose_a) std::swap(x[x.size() - 1], x[x.size() - 2]);
@@ -289,6 +296,52 @@ std::int64_t normalize_axis(NodeChecker& c, std::int64_t axis, std::int64_t rank
   c.expect(axis >= 0 && axis <= hi, "axis out of range (expected -" + std::to_string(rank) +
                                         " to " + std::to_string(hi) + ")");
   return axis;
+}
+
+OutputSpec check_node(NodeChecker& c);
+
+// A quantized layer: its own input types and chain, then the geometry of the
+// f32 op it replaces, checked on a view holding x, w[, bias].
+OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
+  const std::size_t base = a.first_external_input();
+  c.expect(c.node_.inputs.size() >= base,
+           "wrong number of inputs (expected at least " + std::to_string(base) + ", got " +
+               std::to_string(c.node_.inputs.size()) + ")");
+  c.expect(c.in(0).type == ElementType::u8 || c.in(0).type == ElementType::s8,
+           "input 0 '" + c.in(0).name + "' has type " + std::string(to_string(c.in(0).type)) +
+               " (expected u8 or s8)");
+  c.expect_type(1, ElementType::s8);
+  c.expect(c.in(1).is_constant(), "weights '" + c.in(1).name + "' must be constant");
+  if (a.has_bias) c.expect_type(2, ElementType::f32);
+  c.expect(a.dst_type != ElementType::s32, "destination type s32 is not supported");
+  const int externals = static_cast<int>(c.node_.inputs.size() - base);
+  for (const composer::Step& step : a.chain.steps) {
+    int input = -1;
+    if (const auto* sum = std::get_if<composer::Sum>(&step)) input = sum->input;
+    if (const auto* bin = std::get_if<composer::Binary>(&step)) input = bin->input;
+    c.expect(input < externals, "post-op chain reads external input " + std::to_string(input) +
+                                    " but the node has " + std::to_string(externals));
+  }
+  Node view = c.node_;
+  view.inputs.resize(base);
+  view.attrs = std::visit([](const auto& g) -> Attributes { return g; }, a.geometry);
+  switch (c.node_.kind) {
+    case OpKind::QuantizedConvolution: view.kind = OpKind::Convolution; break;
+    case OpKind::QuantizedDeconvolution: view.kind = OpKind::Deconvolution; break;
+    case OpKind::QuantizedFullyConnected: view.kind = OpKind::FullyConnected; break;
+    default: view.kind = OpKind::MatMul; break;
+  }
+  NodeChecker inner(c.graph_, view);
+  inner.quantized_ = true;
+  OutputSpec spec = check_node(inner);
+  // Output channels: dim 1 of a convolution, the last dim of a matrix product.
+  const bool spatial = view.kind == OpKind::Convolution || view.kind == OpKind::Deconvolution;
+  const std::int64_t channels = spatial ? spec.shape[1] : spec.shape.back();
+  c.expect(a.chain.channels == channels, "post-op chain has " + std::to_string(a.chain.channels) +
+                                             " channels (expected " + std::to_string(channels) +
+                                             ")");
+  spec.type = a.dst_type;
+  return spec;
 }
 
 OutputSpec check_node(NodeChecker& c) {
@@ -410,6 +463,11 @@ OutputSpec check_node(NodeChecker& c) {
       }
       return {out, c.in(0).type};
     }
+    case OpKind::QuantizedConvolution:
+    case OpKind::QuantizedDeconvolution:
+    case OpKind::QuantizedFullyConnected:
+    case OpKind::QuantizedMatMul:
+      return check_quantized(c, std::get<QuantizedLayerAttrs>(n.attrs));
     case OpKind::Resize: {
       c.expect_inputs(1, 1);
       c.expect_type(0, ElementType::f32);

@@ -6,7 +6,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "graph/pass_manager.hpp"
 #include "plugin/executable_ops/ops.hpp"
+#include "plugin/executable_ops/quantized_layer.hpp"
 #include "plugin/execution.hpp"
 
 namespace qfuse {
@@ -62,10 +64,44 @@ std::vector<LayerInfo> CompiledModel::layers() const {
   std::vector<LayerInfo> layers;
   for (const auto& op : impl_->ops) {
     layers.push_back({op->node().name, std::string(graph::to_string(op->node().kind)),
-                      op->implementation()});
+                      op->implementation(), op->post_ops()});
   }
   return layers;
 }
+
+const std::vector<std::string>& CompiledModel::fusion_log() const { return impl_->fusion_log; }
+
+namespace {
+
+bool is_spatial_quantized(graph::OpKind kind) {
+  return kind == graph::OpKind::QuantizedConvolution ||
+         kind == graph::OpKind::QuantizedDeconvolution;
+}
+
+// u8/s8 activations that only travel between int8 convolutions (and the
+// reorders that quantize or dequantize them) are stored channels last, the
+// layout oneDNN's int8 convolutions want; everything else stays plain.
+std::vector<plugin::Layout> plan_layouts(const graph::Graph& g) {
+  std::vector<plugin::Layout> layouts(g.value_count(), plugin::Layout::plain);
+  for (std::uint32_t i = 0; i < g.value_count(); ++i) {
+    const graph::ValueId id{i};
+    const graph::Value& v = g.value(id);
+    if (v.shape.size() < 3 || v.shape.size() > 5) continue;
+    if (v.type != ElementType::u8 && v.type != ElementType::s8) continue;
+    if (!v.producer.valid() || g.is_graph_output(id)) continue;
+    const graph::OpKind p = g.node(v.producer).kind;
+    if (!is_spatial_quantized(p) && p != graph::OpKind::Convert) continue;
+    bool ok = true;
+    for (graph::NodeId c : g.consumers(id)) {
+      const graph::Node& n = g.node(c);
+      ok = ok && (n.kind == graph::OpKind::Convert || is_spatial_quantized(n.kind));
+    }
+    if (ok) layouts[i] = plugin::Layout::channels_last;
+  }
+  return layouts;
+}
+
+}  // namespace
 
 CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) {
   init_logging();
@@ -74,24 +110,58 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   impl->options = options;
   graph::infer_shapes(impl->graph);
   graph::verify(impl->graph);
-  if (options.fuse) {
-    spdlog::info("compile: the fused int8 path is not available; running every node unfused");
-  }
   try {
     impl->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
   } catch (const dnnl::error& e) {
     throw CompileError(std::string("compile: cannot create the oneDNN CPU engine (") + e.what() +
                        ")");
   }
+  if (options.fuse) {
+    const dnnl::engine& engine = impl->engine;
+    graph::PassContext ctx(
+        graph::PassOptions{options.allow_residual_round_drop, false},
+        [&engine, &options](const graph::Graph& g, const graph::Node& n, const Shape& shape) {
+          return plugin::check_quantized_layer(g, n, shape, engine, options);
+        });
+    graph::run_fusion_passes(impl->graph, ctx);
+    impl->fusion_log = ctx.lines();
+    graph::verify(impl->graph);
+  }
+  const std::vector<plugin::Layout> layouts = plan_layouts(impl->graph);
+  const auto layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
   for (graph::NodeId id : impl->graph.topological_order()) {
     const graph::Node& node = impl->graph.node(id);
-    auto op = plugin::make_unfused_op(impl->graph, node, impl->engine);
-    spdlog::debug("compile: {} {} -> {}", node.name, graph::to_string(node.kind),
-                  op->implementation());
+    std::unique_ptr<plugin::ExecutableOp> op;
+    try {
+      if (graph::is_quantized_layer(node.kind)) {
+        op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of);
+      } else if (node.kind == graph::OpKind::Convert &&
+                 (layout_of(node.inputs[0]) != plugin::Layout::plain ||
+                  layout_of(node.outputs[0]) != plugin::Layout::plain)) {
+        const graph::Value& in = impl->graph.value(node.inputs[0]);
+        const graph::Value& out = impl->graph.value(node.outputs[0]);
+        op = plugin::make_convert(node, impl->engine,
+                                  plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
+                                  plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
+      } else {
+        op = plugin::make_unfused_op(impl->graph, node, impl->engine);
+      }
+    } catch (const dnnl::error& e) {
+      throw CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
+                         node.name + "': oneDNN refused the primitive (" + e.what() + ")");
+    }
+    if (op->post_ops().empty()) {
+      spdlog::debug("compile: {} [{}] {}", node.name, graph::to_string(node.kind),
+                    op->implementation());
+    } else {
+      spdlog::info("compile: {} [{}] {} | {}", node.name, graph::to_string(node.kind),
+                   op->implementation(), op->post_ops());
+    }
     impl->scratchpad_size = std::max(impl->scratchpad_size, op->scratchpad_size());
     impl->ops.push_back(std::move(op));
   }
-  spdlog::info("compile: {} nodes, unfused", impl->ops.size());
+  spdlog::info("compile: {} executable nodes ({})", impl->ops.size(),
+               options.fuse ? "fused" : "unfused");
   return CompiledModel(std::move(impl));
 }
 

@@ -49,6 +49,8 @@ class ExecutableOp {
   // oneDNN's implementation name, or "reference" for qfuse's own loops.
   virtual std::string implementation() const { return "reference"; }
   virtual std::size_t scratchpad_size() const { return 0; }
+  // The fused post-op list, for logs and dumps; empty for unfused nodes.
+  virtual std::string post_ops() const { return {}; }
 
   const graph::Node& node() const { return node_; }
 
@@ -70,6 +72,7 @@ struct CompiledModel::Impl {
   CompileOptions options;
   dnnl::engine engine;
   std::vector<std::unique_ptr<plugin::ExecutableOp>> ops;
+  std::vector<std::string> fusion_log;
   std::size_t scratchpad_size = 0;
 };
 

@@ -309,6 +309,14 @@ std::unique_ptr<ExecutableOp> make_concat(const Operands& o, const dnnl::engine&
 
 }  // namespace
 
+std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,
+                                           const dnnl::memory::desc& src,
+                                           const dnnl::memory::desc& dst) {
+  dnnl::reorder::primitive_desc pd(engine, src, engine, dst, user_scratchpad());
+  return make_op(node, engine, pd,
+                 {{DNNL_ARG_FROM, node.inputs[0], src}, {DNNL_ARG_TO, node.outputs[0], dst}});
+}
+
 std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const graph::Node& node,
                                            const dnnl::engine& engine) {
   const Operands o{graph, node};

@@ -15,6 +15,11 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
 std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
                                                 const graph::Node& node);
 
+// Convert as a oneDNN reorder between the given layouts.
+std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,
+                                           const dnnl::memory::desc& src,
+                                           const dnnl::memory::desc& dst);
+
 // Elementwise binary with numpy broadcasting on both sides.
 std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
                                                     const graph::Node& node);

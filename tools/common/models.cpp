@@ -123,7 +123,7 @@ graph::Graph make_default_model() {
   DefaultModel calib_model(calib, ranges, true);
   calib_model.build();
   for (const auto& [name, probe] : calib_model.probes_) calib.mark_output(probe);
-  CompiledModel compiled = compile(calib, CompileOptions{});
+  CompiledModel compiled = compile(calib, CompileOptions{.fuse = false});
   InferRequest request = compiled.create_infer_request();
   const std::vector<Tensor> inputs = random_inputs(calib, 7);
   request.set_input("image", inputs[0]);

@@ -23,10 +23,9 @@
 namespace qfuse {
 
 struct CompileOptions {
-  // Fuse quantized layers into int8 primitives. Off: every node runs alone in
-  // f32 (the reference). The fused path is not available yet, so compiling
-  // with fuse = true runs the reference path and logs that it did.
-  bool fuse = false;
+  // Fuse quantized layers into int8 primitives (see graph/passes/passes.hpp).
+  // Off: every node runs alone in f32 by its definition (the reference).
+  bool fuse = true;
   // Numerics-changing rewrite: drop the round inside FQ -> Sum -> FQ blocks.
   bool allow_residual_round_drop = false;
 };
@@ -35,6 +34,7 @@ struct LayerInfo {
   std::string node;            // node name
   std::string op;              // operator
   std::string implementation;  // oneDNN implementation, or "reference"
+  std::string post_ops;        // fused layers: output scales and post-op list
 };
 
 class InferRequest;
@@ -55,6 +55,8 @@ class CompiledModel {
   std::vector<std::string> output_names() const;
   // One entry per executed node, in execution order.
   std::vector<LayerInfo> layers() const;
+  // One line per rewrite the fusion passes made.
+  const std::vector<std::string>& fusion_log() const;
 
   struct Impl;
 

@@ -1,0 +1,243 @@
+#include "graph/onnx/proto_utils.hpp"
+
+#include <cstring>
+
+#include "graph/onnx/importer.hpp"
+
+namespace qfuse::onnx {
+
+std::string onnx_type_name(int type) {
+  static const char* kNames[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",
+                                 "INT16",     "INT32",  "INT64",     "STRING",     "BOOL",
+                                 "FLOAT16",   "DOUBLE", "UINT32",    "UINT64",     "COMPLEX64",
+                                 "COMPLEX128", "BFLOAT16"};
+  if (type >= 0 && type <= 16) return kNames[type];
+  return "type " + std::to_string(type);
+}
+
+namespace detail {
+
+bool is_integer_type(int type) {
+  switch (type) {
+    case kUint8:
+    case kInt8:
+    case kUint16:
+    case kInt16:
+    case kInt32:
+    case kInt64:
+    case kBool:
+    case kUint32:
+    case kUint64: return true;
+    default: return false;
+  }
+}
+
+std::optional<ElementType> to_element_type(int type) {
+  switch (type) {
+    case kFloat: return ElementType::f32;
+    case kUint8: return ElementType::u8;
+    case kInt8: return ElementType::s8;
+    case kInt32: return ElementType::s32;
+    default: return std::nullopt;
+  }
+}
+
+int to_onnx_type(ElementType type) {
+  switch (type) {
+    case ElementType::f32: return kFloat;
+    case ElementType::u8: return kUint8;
+    case ElementType::s8: return kInt8;
+    case ElementType::s32: return kInt32;
+  }
+  return kUndefined;
+}
+
+namespace {
+
+template <class T>
+void append_raw(const std::string& raw, std::vector<double>& out) {
+  const std::size_t n = raw.size() / sizeof(T);
+  out.reserve(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    T v;
+    std::memcpy(&v, raw.data() + k * sizeof(T), sizeof(T));
+    out.push_back(static_cast<double>(v));
+  }
+}
+
+std::size_t raw_element_size(int type) {
+  switch (type) {
+    case kFloat:
+    case kInt32:
+    case kUint32: return 4;
+    case kUint8:
+    case kInt8:
+    case kBool: return 1;
+    case kUint16:
+    case kInt16: return 2;
+    case kInt64:
+    case kUint64:
+    case kDouble: return 8;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what) {
+  Literal lit;
+  lit.type = t.data_type();
+  for (auto d : t.dims()) lit.shape.push_back(d);
+  if (t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL) {
+    throw UnsupportedError("import " + what + ": tensors with external data are not supported");
+  }
+  const std::size_t esize = raw_element_size(lit.type);
+  if (esize == 0) {
+    throw UnsupportedError("import " + what + ": element type " + onnx_type_name(lit.type) +
+                           " is not supported");
+  }
+  if (t.has_raw_data()) {
+    const std::string& raw = t.raw_data();
+    if (raw.size() % esize != 0) {
+      throw GraphError("import " + what + ": raw_data of " + std::to_string(raw.size()) +
+                       " bytes is not a whole number of " + onnx_type_name(lit.type) + " elements");
+    }
+    switch (lit.type) {
+      case kFloat: append_raw<float>(raw, lit.values); break;
+      case kUint8: append_raw<std::uint8_t>(raw, lit.values); break;
+      case kInt8: append_raw<std::int8_t>(raw, lit.values); break;
+      case kBool: append_raw<std::uint8_t>(raw, lit.values); break;
+      case kUint16: append_raw<std::uint16_t>(raw, lit.values); break;
+      case kInt16: append_raw<std::int16_t>(raw, lit.values); break;
+      case kInt32: append_raw<std::int32_t>(raw, lit.values); break;
+      case kUint32: append_raw<std::uint32_t>(raw, lit.values); break;
+      case kInt64: append_raw<std::int64_t>(raw, lit.values); break;
+      case kUint64: append_raw<std::uint64_t>(raw, lit.values); break;
+      case kDouble: append_raw<double>(raw, lit.values); break;
+      default: break;
+    }
+  } else {
+    switch (lit.type) {
+      case kFloat:
+        for (float v : t.float_data()) lit.values.push_back(static_cast<double>(v));
+        break;
+      case kDouble:
+        for (double v : t.double_data()) lit.values.push_back(v);
+        break;
+      case kInt64:
+        for (auto v : t.int64_data()) lit.values.push_back(static_cast<double>(v));
+        break;
+      case kUint32:
+      case kUint64:
+        for (auto v : t.uint64_data()) lit.values.push_back(static_cast<double>(v));
+        break;
+      default:
+        for (auto v : t.int32_data()) lit.values.push_back(static_cast<double>(v));
+        break;
+    }
+  }
+  if (static_cast<std::int64_t>(lit.values.size()) != element_count(lit.shape)) {
+    throw GraphError("import " + what + ": " + std::to_string(lit.values.size()) +
+                     " values for shape " + to_string(lit.shape) + " (expected " +
+                     std::to_string(element_count(lit.shape)) + ")");
+  }
+  return lit;
+}
+
+Tensor to_tensor(const Literal& lit, const std::string& what) {
+  auto type = to_element_type(lit.type);
+  if (!type) {
+    throw UnsupportedError("import " + what + ": element type " + onnx_type_name(lit.type) +
+                           " is not supported (qfuse tensors are FLOAT, UINT8, INT8, INT32)");
+  }
+  Tensor t(*type, lit.shape);
+  for (std::size_t i = 0; i < lit.values.size(); ++i) {
+    const double v = lit.values[i];
+    switch (*type) {
+      case ElementType::f32: t.data<float>()[i] = static_cast<float>(v); break;
+      case ElementType::u8: t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(v); break;
+      case ElementType::s8: t.data<std::int8_t>()[i] = static_cast<std::int8_t>(v); break;
+      case ElementType::s32: t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v); break;
+    }
+  }
+  return t;
+}
+
+Literal from_tensor(const Tensor& tensor) {
+  Literal lit;
+  lit.type = to_onnx_type(tensor.type());
+  lit.shape = tensor.shape();
+  lit.values.resize(static_cast<std::size_t>(tensor.size()));
+  for (std::int64_t i = 0; i < tensor.size(); ++i) {
+    lit.values[static_cast<std::size_t>(i)] = static_cast<double>(tensor.as_float(i));
+  }
+  if (tensor.type() == ElementType::s32) {
+    // as_float would round integers beyond 2^24.
+    auto d = tensor.data<std::int32_t>();
+    for (std::size_t i = 0; i < d.size(); ++i) lit.values[i] = static_cast<double>(d[i]);
+  }
+  return lit;
+}
+
+AttrReader::AttrReader(const ::onnx::NodeProto& node, std::string label)
+    : label_(std::move(label)) {
+  for (const auto& a : node.attribute()) attrs_[a.name()] = &a;
+}
+
+const ::onnx::AttributeProto& AttrReader::get(const std::string& name, int type) {
+  used_.insert(name);
+  const ::onnx::AttributeProto& a = *attrs_.at(name);
+  if (a.type() != type && a.type() != ::onnx::AttributeProto_AttributeType_UNDEFINED) {
+    throw GraphError("import " + label_ + ": attribute '" + name + "' has type " +
+                     std::to_string(a.type()) + " (expected " + std::to_string(type) + ")");
+  }
+  return a;
+}
+
+std::int64_t AttrReader::i(const std::string& name, std::int64_t fallback) {
+  if (!has(name)) return fallback;
+  return get(name, ::onnx::AttributeProto_AttributeType_INT).i();
+}
+
+float AttrReader::f(const std::string& name, float fallback) {
+  if (!has(name)) return fallback;
+  return get(name, ::onnx::AttributeProto_AttributeType_FLOAT).f();
+}
+
+std::string AttrReader::s(const std::string& name, const std::string& fallback) {
+  if (!has(name)) return fallback;
+  return get(name, ::onnx::AttributeProto_AttributeType_STRING).s();
+}
+
+std::vector<std::int64_t> AttrReader::ints(const std::string& name,
+                                           std::vector<std::int64_t> fallback) {
+  if (!has(name)) return fallback;
+  const auto& a = get(name, ::onnx::AttributeProto_AttributeType_INTS);
+  return {a.ints().begin(), a.ints().end()};
+}
+
+std::vector<float> AttrReader::floats(const std::string& name) {
+  if (!has(name)) return {};
+  const auto& a = get(name, ::onnx::AttributeProto_AttributeType_FLOATS);
+  return {a.floats().begin(), a.floats().end()};
+}
+
+const ::onnx::TensorProto* AttrReader::tensor(const std::string& name) {
+  if (!has(name)) return nullptr;
+  return &get(name, ::onnx::AttributeProto_AttributeType_TENSOR).t();
+}
+
+void AttrReader::check_all_used() const {
+  for (const auto& [name, a] : attrs_) {
+    if (used_.count(name) == 0) {
+      throw UnsupportedError("import " + label_ + ": unsupported attribute '" + name + "'");
+    }
+  }
+}
+
+void AttrReader::unsupported_value(const std::string& name, const std::string& problem) const {
+  throw UnsupportedError("import " + label_ + ": unsupported attribute '" + name + "' " + problem);
+}
+
+}  // namespace detail
+}  // namespace qfuse::onnx

@@ -1,0 +1,81 @@
+#include "graph/pass_manager.hpp"
+
+#include <array>
+
+#include <spdlog/spdlog.h>
+
+#include "composer/composer.hpp"
+#include "graph/passes/passes.hpp"
+#include "qfuse/error.hpp"
+
+namespace qfuse::graph {
+
+PassContext::PassContext(PassOptions options, LayerOracle oracle)
+    : options_(options), oracle_(std::move(oracle)) {}
+
+std::optional<std::string> PassContext::check_layer(const Graph& g, const Node& node,
+                                                    const Shape& output_shape) const {
+  if (oracle_) return oracle_(g, node, output_shape);
+  composer::ComposeOptions options;
+  options.allow_residual_round_drop = options_.allow_residual_round_drop;
+  const auto result = composer::compose(node.attr<QuantizedLayerAttrs>().chain, options);
+  if (!result.fused()) return result.reason;
+  return std::nullopt;
+}
+
+void PassContext::log(std::string_view pass, const std::string& message) {
+  ++rewrites_;
+  lines_.push_back(std::string(pass) + ": " + message);
+  spdlog::info("{}: {}", pass, message);
+}
+
+void PassContext::reject(std::string_view pass, const std::string& message) {
+  spdlog::debug("{}: {}", pass, message);
+}
+
+std::span<const PassEntry> fusion_pipeline() {
+  static constexpr std::array<PassEntry, 8> kPipeline{{
+      {"fold_batch_norm", fold_batch_norm},
+      {"fold_into_fake_quantize_ranges", fold_into_fake_quantize_ranges},
+      {"quantize_weights", quantize_weights},
+      {"split_fake_quantize", split_fake_quantize},
+      {"eliminate_dead_nodes", eliminate_dead_nodes},
+      {"fuse_dequantize_into_layer", fuse_dequantize_into_layer},
+      {"fuse_post_op_chain", fuse_post_op_chain},
+      {"eliminate_dead_nodes", eliminate_dead_nodes},
+  }};
+  return kPipeline;
+}
+
+bool run_passes(Graph& graph, PassContext& ctx, std::span<const PassEntry> passes) {
+#ifndef NDEBUG
+  const bool verify_each = true;
+#else
+  const bool verify_each = ctx.options().verify_each_pass;
+#endif
+  bool changed_any = false;
+  for (int round = 0; round < 8; ++round) {
+    bool changed_round = false;
+    for (const PassEntry& pass : passes) {
+      for (int i = 0; i < 64 && pass.run(graph, ctx); ++i) {
+        changed_round = true;
+        if (verify_each) {
+          try {
+            verify(graph);
+          } catch (const GraphError& e) {
+            throw GraphError("after pass " + std::string(pass.name) + ": " + e.what());
+          }
+        }
+      }
+    }
+    changed_any |= changed_round;
+    if (!changed_round) break;
+  }
+  return changed_any;
+}
+
+bool run_fusion_passes(Graph& graph, PassContext& ctx) {
+  return run_passes(graph, ctx, fusion_pipeline());
+}
+
+}  // namespace qfuse::graph

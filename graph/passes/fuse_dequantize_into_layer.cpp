@@ -1,0 +1,155 @@
+// fuse_dequantize_into_layer
+//
+//   xq (u8|s8) -> Convert(f32) [-> Subtract(Zx)] -> Multiply(Sx) --+
+//   wq (s8)    -> Convert(f32) -> Multiply(Sw[oc]) ------------------ layer(+b) -> y
+//     ==>  QuantizedLayer(xq, wq, b / (Sx * Sw[oc]); src zero point Zx,
+//                         chain: Scale(Sx * Sw[oc]))
+//
+// conv(Sx * (xq - Zx), Sw[oc] * wq) + b = Sx * Sw[oc] * (conv(xq - Zx, wq) + b / (Sx * Sw[oc])).
+// The bias moves into accumulator units (oneDNN 2.x adds it before the output
+// scales); when some Sx * Sw[oc] is 0 it stays a Shift after the Scale instead.
+// Preconditions: Sx and Zx per tensor, Zx an integer in the storage type's
+// range; Sw per tensor or per output channel; b constant; the backend accepts
+// the candidate (LayerOracle).
+
+#include <cmath>
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "fuse_dequantize_into_layer";
+using namespace pattern;
+
+struct Dequantized {
+  ValueId quantized;
+  std::vector<float> scale;
+  float zero_point = 0.0f;
+};
+
+// Matches q -> Convert(f32) [-> Subtract(z)] -> Multiply(s) ending at `v`;
+// `axis` is where s (and z) may vary.
+std::optional<Dequantized> match_dequantize(const Graph& g, ValueId v, std::size_t axis) {
+  const Node* mul = producer_of(g, v, OpKind::Multiply);
+  if (mul == nullptr) return std::nullopt;
+  const Shape& shape = g.value(v).shape;
+  auto scale = channel_vector(g, mul->inputs[1], shape, axis);
+  if (!scale) return std::nullopt;
+  Dequantized d;
+  d.scale = *scale;
+  ValueId cur = mul->inputs[0];
+  if (const Node* sub = producer_of(g, cur, OpKind::Subtract)) {
+    auto zero = channel_vector(g, sub->inputs[1], shape, axis);
+    if (!zero || zero->size() != 1) return std::nullopt;
+    d.zero_point = (*zero)[0];
+    cur = sub->inputs[0];
+  }
+  const Node* convert = producer_of(g, cur, OpKind::Convert);
+  if (convert == nullptr || convert->attr<ConvertAttrs>().to != ElementType::f32) {
+    return std::nullopt;
+  }
+  d.quantized = convert->inputs[0];
+  const ElementType t = g.value(d.quantized).type;
+  if (t != ElementType::u8 && t != ElementType::s8) return std::nullopt;
+  return d;
+}
+
+OpKind quantized_kind(OpKind kind) {
+  switch (kind) {
+    case OpKind::Convolution: return OpKind::QuantizedConvolution;
+    case OpKind::Deconvolution: return OpKind::QuantizedDeconvolution;
+    case OpKind::FullyConnected: return OpKind::QuantizedFullyConnected;
+    default: return OpKind::QuantizedMatMul;
+  }
+}
+
+}  // namespace
+
+bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
+  for (NodeId id : g.topological_order()) {
+    const Node& layer = g.node(id);
+    if (!is_layer(layer.kind)) continue;
+    const int w_axis = weights_channel_axis(layer);
+    if (w_axis < 0) continue;
+    const Shape x_shape = g.value(layer.inputs[0]).shape;
+    auto x = match_dequantize(g, layer.inputs[0], x_shape.size() > 1 ? 1 : 0);
+    auto w = match_dequantize(g, layer.inputs[1], static_cast<std::size_t>(w_axis));
+    if (!x || !w) continue;
+    if (x->scale.size() != 1) {
+      ctx.reject(kPass, "'" + layer.name + "': input scale is per channel (it cannot become an output scale)");
+      continue;
+    }
+    const ElementType xt = g.value(x->quantized).type;
+    const float zp = x->zero_point;
+    const bool zp_ok = is_integer(zp, 1e-4) &&
+                       (xt == ElementType::u8 ? zp >= 0.0f && zp <= 255.0f
+                                              : zp >= -128.0f && zp <= 127.0f);
+    if (!zp_ok || !g.value(w->quantized).is_constant() ||
+        g.value(w->quantized).type != ElementType::s8 || w->zero_point != 0.0f) {
+      ctx.reject(kPass, "'" + layer.name + "': zero points do not allow an int8 layer");
+      continue;
+    }
+    const Shape out_shape = g.value(layer.outputs[0]).shape;
+    const bool spatial = layer.kind == OpKind::Convolution || layer.kind == OpKind::Deconvolution;
+    const auto channels = static_cast<std::size_t>(spatial ? out_shape[1] : out_shape.back());
+    std::vector<float> scale = expand(w->scale, channels);
+    for (float& s : scale) s *= x->scale[0];
+
+    QuantizedLayerAttrs attrs;
+    if (const auto* a = std::get_if<ConvAttrs>(&layer.attrs)) attrs.geometry = *a;
+    if (const auto* a = std::get_if<DeconvAttrs>(&layer.attrs)) attrs.geometry = *a;
+    if (const auto* a = std::get_if<MatMulAttrs>(&layer.attrs)) attrs.geometry = *a;
+    if (layer.kind == OpKind::FullyConnected) attrs.geometry = NoAttrs{};
+    attrs.src_zero_point = static_cast<std::int32_t>(std::lround(zp));
+    attrs.chain.channels = static_cast<int>(channels);
+    attrs.chain.dst_type = composer::DataType::f32;
+    attrs.chain.anchor = layer.kind == OpKind::Convolution     ? composer::AnchorKind::convolution
+                         : layer.kind == OpKind::Deconvolution ? composer::AnchorKind::deconvolution
+                                                               : composer::AnchorKind::inner_product;
+    attrs.chain.steps.push_back(composer::Scale{all_equal(scale) ? std::vector<float>{scale[0]} : scale});
+
+    std::vector<ValueId> inputs{x->quantized, w->quantized};
+    std::optional<std::vector<float>> bias;
+    if (layer.inputs.size() == 3) {
+      bias = constant_f32(g, layer.inputs[2]);
+      if (!bias) {
+        ctx.reject(kPass, "'" + layer.name + "': bias is not constant");
+        continue;
+      }
+    }
+    if (bias) {
+      const bool divisible = std::all_of(scale.begin(), scale.end(), [](float s) { return s != 0.0f; });
+      if (divisible) {
+        std::vector<float> acc(bias->size());
+        for (std::size_t c = 0; c < acc.size(); ++c) acc[c] = (*bias)[c] / scale[c];
+        attrs.has_bias = true;
+        inputs.push_back(g.add_constant(
+            layer.name + ".bias.acc",
+            Tensor::from_vector<float>({static_cast<std::int64_t>(acc.size())}, acc)));
+      } else {
+        attrs.chain.steps.push_back(composer::Shift{*bias});
+      }
+    }
+    Node candidate{layer.name, quantized_kind(layer.kind), inputs, {}, attrs, false};
+    if (auto reason = ctx.check_layer(g, candidate, out_shape)) {
+      ctx.reject(kPass, "'" + layer.name + "': backend refuses the int8 layer: " + *reason);
+      continue;
+    }
+    const std::string name = layer.name;
+    const ValueId old_out = layer.outputs[0];
+    const NodeId q = g.add_node(candidate.kind, name, inputs, attrs);
+    infer_node(g, q);
+    replace_value(g, old_out, g.node(q).outputs[0]);
+    g.erase_node(id);
+    ctx.log(kPass, name + " -> " + std::string(to_string(candidate.kind)) + " (" +
+                       std::string(to_string(xt)) + " x s8" +
+                       (attrs.src_zero_point ? ", src zero point " + std::to_string(attrs.src_zero_point) : "") +
+                       (attrs.has_bias ? ", bias" : "") + ")");
+    return true;
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph

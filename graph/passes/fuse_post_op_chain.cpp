@@ -1,0 +1,258 @@
+// fuse_post_op_chain
+//
+//   QuantizedLayer -> a -> b -> ... -> FQ(0..L-1) -> Convert(u8)
+//     ==>  QuantizedLayer[chain: ..., a, b, ..., FakeQuantize; dst u8]
+//
+// Walks the single-consumer chain after a quantized layer and turns each node
+// into composer steps:
+//   Multiply / Add / Subtract / Divide by a per-tensor or per-channel constant
+//     -> Scale / Shift (x - c = x + (-c); x / c = x * (1/c); c - x = -x + c)
+//   Clamp -> Clip;  Round -> Round;  Relu, LeakyRelu, Elu, Sigmoid, Tanh, Gelu,
+//     HSwish, HSigmoid, Exp, Abs, Sqrt -> Eltwise
+//   FakeQuantize with constant ranges -> FakeQuantize
+//   Add of another tensor of the same shape (a residual):
+//     dequantized int8 r = (rq - Zr) * Sr -> Sum(rq, Sr) [+ Shift(-Sr * Zr)]
+//     any other f32 tensor               -> Binary(add, full tensor)
+//   Convert(u8|s8) right after a FakeQuantize whose levels are the integers of
+//     that type -> the destination type (the chain ends there)
+// Every prefix is offered to the backend (LayerOracle); the longest one it
+// accepts is fused, so a chain is never cut into something that would not run.
+
+#include <cmath>
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "fuse_post_op_chain";
+using namespace pattern;
+namespace cp = composer;
+
+struct Absorbed {
+  NodeId node;
+  std::vector<cp::Step> steps;
+  std::vector<ValueId> externals;  // new external inputs these steps read
+  std::optional<ElementType> dst_type;
+};
+
+std::optional<cp::Eltwise> eltwise_of(const Node& n) {
+  switch (n.kind) {
+    case OpKind::Relu: return cp::Eltwise{cp::EltwiseAlg::relu, 0.0f, 0.0f};
+    case OpKind::LeakyRelu: return cp::Eltwise{cp::EltwiseAlg::relu, n.attr<AlphaAttrs>().alpha, 0.0f};
+    case OpKind::Elu: return cp::Eltwise{cp::EltwiseAlg::elu, n.attr<AlphaAttrs>().alpha, 0.0f};
+    case OpKind::Sigmoid: return cp::Eltwise{cp::EltwiseAlg::logistic, 0.0f, 0.0f};
+    case OpKind::Tanh: return cp::Eltwise{cp::EltwiseAlg::tanh, 0.0f, 0.0f};
+    case OpKind::Gelu:
+      return cp::Eltwise{n.attr<GeluAttrs>().approximation == GeluApproximation::erf
+                             ? cp::EltwiseAlg::gelu_erf
+                             : cp::EltwiseAlg::gelu_tanh,
+                         0.0f, 0.0f};
+    case OpKind::HSwish: return cp::Eltwise{cp::EltwiseAlg::hardswish, 0.0f, 0.0f};
+    case OpKind::HSigmoid: return cp::Eltwise{cp::EltwiseAlg::hsigmoid, 0.0f, 0.0f};
+    case OpKind::Exp: return cp::Eltwise{cp::EltwiseAlg::exp, 0.0f, 0.0f};
+    case OpKind::Abs: return cp::Eltwise{cp::EltwiseAlg::abs, 0.0f, 0.0f};
+    case OpKind::Sqrt: return cp::Eltwise{cp::EltwiseAlg::sqrt, 0.0f, 0.0f};
+    default: return std::nullopt;
+  }
+}
+
+cp::DataType to_composer(ElementType t) {
+  switch (t) {
+    case ElementType::s8: return cp::DataType::s8;
+    case ElementType::u8: return cp::DataType::u8;
+    default: return cp::DataType::f32;
+  }
+}
+
+// Steps for node `n` reading the running value `cur` (shape `shape`, output
+// channels on `axis`), or nullopt when `n` cannot join the chain.
+std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Shape& shape,
+                               std::size_t axis, int next_external,
+                               const std::vector<cp::Step>& so_far) {
+  const Node& n = g.node(id);
+  if (n.outputs.size() != 1 || g.value(n.outputs[0]).shape != shape) return std::nullopt;
+  Absorbed a{id, {}, {}, std::nullopt};
+  if (auto e = eltwise_of(n)) {
+    a.steps.push_back(*e);
+    return a;
+  }
+  switch (n.kind) {
+    case OpKind::Round: a.steps.push_back(cp::Round{}); return a;
+    case OpKind::Clamp:
+      a.steps.push_back(cp::Clip{{n.attr<ClampAttrs>().lo}, {n.attr<ClampAttrs>().hi}});
+      return a;
+    case OpKind::FakeQuantize: {
+      std::vector<std::vector<float>> r;
+      for (std::size_t i = 1; i < 5; ++i) {
+        auto v = channel_vector(g, n.inputs[i], shape, axis);
+        if (!v) return std::nullopt;
+        r.push_back(*v);
+      }
+      cp::FakeQuantize fq{r[0], r[1], r[2], r[3],
+                          static_cast<int>(n.attr<FakeQuantizeAttrs>().levels)};
+      a.steps.push_back(fq);
+      return a;
+    }
+    case OpKind::Convert: {
+      const ElementType to = n.attr<ConvertAttrs>().to;
+      if (to != ElementType::u8 && to != ElementType::s8) return std::nullopt;
+      if (so_far.empty()) return std::nullopt;
+      const auto* fq = std::get_if<cp::FakeQuantize>(&so_far.back());
+      if (fq == nullptr) return std::nullopt;
+      // The FakeQuantize must already produce the type's integers: unit steps
+      // from an integer low bound, inside the type's range.
+      const float lo = to == ElementType::u8 ? 0.0f : -128.0f;
+      const float hi = to == ElementType::u8 ? 255.0f : 127.0f;
+      for (std::size_t c = 0; c < fq->output_low.size(); ++c) {
+        const float ol = fq->output_low[c];
+        const float oh = fq->output_high[std::min(c, fq->output_high.size() - 1)];
+        if (!is_integer(ol, 0.0) || oh - ol != static_cast<float>(fq->levels - 1) ||
+            std::min(ol, oh) < lo || std::max(ol, oh) > hi) {
+          return std::nullopt;
+        }
+      }
+      a.dst_type = to;
+      return a;
+    }
+    case OpKind::Multiply:
+    case OpKind::Add:
+    case OpKind::Subtract:
+    case OpKind::Divide: {
+      const bool cur_first = n.inputs[0] == cur;
+      const ValueId other = n.inputs[cur_first ? 1 : 0];
+      if (g.value(other).is_constant()) {
+        auto v = channel_vector(g, other, shape, axis);
+        if (!v) return std::nullopt;
+        if (n.kind == OpKind::Multiply) {
+          a.steps.push_back(cp::Scale{*v});
+        } else if (n.kind == OpKind::Add) {
+          a.steps.push_back(cp::Shift{*v});
+        } else if (n.kind == OpKind::Subtract) {
+          for (float& x : *v) x = -x;
+          if (cur_first) {
+            a.steps.push_back(cp::Shift{*v});
+          } else {  // c - x
+            a.steps.push_back(cp::Scale{{-1.0f}});
+            for (float& x : *v) x = -x;
+            a.steps.push_back(cp::Shift{*v});
+          }
+        } else {
+          if (!cur_first) return std::nullopt;
+          for (float& x : *v) {
+            if (x == 0.0f) return std::nullopt;
+            x = 1.0f / x;
+          }
+          a.steps.push_back(cp::Scale{*v});
+        }
+        return a;
+      }
+      if (n.kind != OpKind::Add || g.value(other).shape != shape ||
+          g.value(other).type != ElementType::f32) {
+        return std::nullopt;
+      }
+      // Residual: a dequantized int8 tensor is read directly by a sum post-op.
+      const Node* mul = producer_of(g, other, OpKind::Multiply);
+      if (mul != nullptr) {
+        auto s = channel_vector(g, mul->inputs[1], shape, axis);
+        ValueId base = mul->inputs[0];
+        float zero = 0.0f;
+        bool ok = s && s->size() == 1;
+        if (const Node* sub = producer_of(g, base, OpKind::Subtract); ok && sub != nullptr) {
+          auto z = channel_vector(g, sub->inputs[1], shape, axis);
+          ok = z && z->size() == 1;
+          if (ok) zero = (*z)[0];
+          base = sub->inputs[0];
+        }
+        const Node* cv = ok ? producer_of(g, base, OpKind::Convert) : nullptr;
+        if (cv != nullptr) {
+          const ElementType t = g.value(cv->inputs[0]).type;
+          if (t == ElementType::u8 || t == ElementType::s8) {
+            a.steps.push_back(cp::Sum{next_external, (*s)[0], to_composer(t)});
+            if (zero != 0.0f) a.steps.push_back(cp::Shift{{-(*s)[0] * zero}});
+            a.externals.push_back(cv->inputs[0]);
+            return a;
+          }
+        }
+      }
+      a.steps.push_back(cp::Binary{cp::BinaryAlg::add, next_external, cp::Broadcast::full,
+                                   cp::DataType::f32});
+      a.externals.push_back(other);
+      return a;
+    }
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
+  for (NodeId id : g.topological_order()) {
+    const Node& layer = g.node(id);
+    if (!is_quantized_layer(layer.kind)) continue;
+    const auto& base = layer.attr<QuantizedLayerAttrs>();
+    if (base.dst_type != ElementType::f32) continue;
+    const Shape shape = g.value(layer.outputs[0]).shape;
+    const bool spatial = layer.kind == OpKind::QuantizedConvolution ||
+                         layer.kind == OpKind::QuantizedDeconvolution;
+    const std::size_t axis = spatial ? 1 : shape.size() - 1;
+
+    // Collect the longest absorbable chain.
+    std::vector<Absorbed> chain;
+    std::vector<cp::Step> steps = base.chain.steps;
+    int externals = static_cast<int>(layer.inputs.size() - base.first_external_input());
+    ValueId cur = layer.outputs[0];
+    while (true) {
+      auto next = sole_consumer(g, cur);
+      if (!next) break;
+      auto a = absorb(g, *next, cur, shape, axis, externals, steps);
+      if (!a) break;
+      steps.insert(steps.end(), a->steps.begin(), a->steps.end());
+      externals += static_cast<int>(a->externals.size());
+      cur = g.node(*next).outputs[0];
+      const bool last = a->dst_type.has_value();
+      chain.push_back(std::move(*a));
+      if (last) break;
+    }
+    if (chain.empty()) continue;
+
+    // The longest prefix the backend accepts.
+    for (std::size_t k = chain.size(); k > 0; --k) {
+      QuantizedLayerAttrs attrs = base;
+      std::vector<ValueId> inputs = layer.inputs;
+      for (std::size_t i = 0; i < k; ++i) {
+        attrs.chain.steps.insert(attrs.chain.steps.end(), chain[i].steps.begin(),
+                                 chain[i].steps.end());
+        inputs.insert(inputs.end(), chain[i].externals.begin(), chain[i].externals.end());
+        if (chain[i].dst_type) {
+          attrs.dst_type = *chain[i].dst_type;
+          attrs.chain.dst_type = to_composer(*chain[i].dst_type);
+        }
+      }
+      Node candidate{layer.name, layer.kind, inputs, {}, attrs, false};
+      if (auto reason = ctx.check_layer(g, candidate, shape)) {
+        ctx.reject(kPass, "'" + layer.name + "' + " + std::to_string(k) + " node(s): " + *reason);
+        continue;
+      }
+      const std::string name = layer.name;
+      const NodeId last = chain[k - 1].node;
+      const ValueId last_out = g.node(last).outputs[0];
+      std::string absorbed;
+      for (std::size_t i = 0; i < k; ++i) {
+        absorbed += (i ? ", " : "") + g.node(chain[i].node).name;
+      }
+      const NodeId fused = g.add_node(layer.kind, name, inputs, attrs);
+      infer_node(g, fused);
+      replace_value(g, last_out, g.node(fused).outputs[0]);
+      g.erase_node(id);
+      for (std::size_t i = 0; i < k; ++i) g.erase_node(chain[i].node);
+      ctx.log(kPass, name + " absorbed " + absorbed + " (dst " +
+                         std::string(to_string(attrs.dst_type)) + ")");
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph

@@ -1,0 +1,35 @@
+#pragma once
+// The fusion passes, in pipeline order. Each returns true iff it changed the
+// graph and logs one line per rewrite through the PassContext.
+
+#include "graph/pass_manager.hpp"
+
+namespace qfuse::graph {
+
+// BatchNormalization after a layer with constant (or FakeQuantize'd constant)
+// weights folds into them; otherwise it becomes Multiply + Add.
+bool fold_batch_norm(Graph& g, PassContext& ctx);
+
+// Clamp / Relu / Multiply / Add by constants right before a FakeQuantize fold
+// into its input ranges.
+bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx);
+
+// FakeQuantize on constant weights -> s8 constant, Convert, per-channel Multiply.
+bool quantize_weights(Graph& g, PassContext& ctx);
+
+// FakeQuantize on an activation -> quantize-only FakeQuantize, Convert to
+// u8/s8, and a dequantize (Convert to f32, Subtract zero point, Multiply scale).
+bool split_fake_quantize(Graph& g, PassContext& ctx);
+
+// Dequantized input and weights of a layer -> one quantized layer whose output
+// scales carry the product of the scales; bias folded in.
+bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx);
+
+// The elementwise chain after a quantized layer -> its post-op chain,
+// ending in an u8/s8 destination when a quantize-only FakeQuantize closes it.
+bool fuse_post_op_chain(Graph& g, PassContext& ctx);
+
+// Nodes whose outputs nobody reads are erased.
+bool eliminate_dead_nodes(Graph& g, PassContext& ctx);
+
+}  // namespace qfuse::graph

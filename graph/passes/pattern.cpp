@@ -1,0 +1,103 @@
+#include "graph/passes/pattern.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace qfuse::graph::pattern {
+
+std::optional<NodeId> sole_consumer(const Graph& g, ValueId v) {
+  if (g.is_graph_output(v)) return std::nullopt;
+  const auto users = g.consumers(v);
+  if (users.size() != 1) return std::nullopt;
+  // A node reading the value twice is not a chain.
+  const Node& n = g.node(users[0]);
+  if (std::count(n.inputs.begin(), n.inputs.end(), v) != 1) return std::nullopt;
+  return users[0];
+}
+
+const Node* producer_of(const Graph& g, ValueId v, OpKind kind) {
+  const NodeId p = g.value(v).producer;
+  if (!p.valid()) return nullptr;
+  const Node& n = g.node(p);
+  return (!n.erased && n.kind == kind) ? &n : nullptr;
+}
+
+std::optional<std::vector<float>> constant_f32(const Graph& g, ValueId v) {
+  const Value& value = g.value(v);
+  if (!value.is_constant() || value.type != ElementType::f32) return std::nullopt;
+  const auto data = value.constant->data<float>();
+  return std::vector<float>(data.begin(), data.end());
+}
+
+std::optional<std::vector<float>> channel_vector(const Graph& g, ValueId v, const Shape& shape,
+                                                 std::size_t axis) {
+  auto values = constant_f32(g, v);
+  if (!values) return std::nullopt;
+  const Shape& cs = g.value(v).shape;
+  if (cs.size() > shape.size() || axis >= shape.size()) return std::nullopt;
+  const std::size_t offset = shape.size() - cs.size();
+  std::int64_t along = 1;
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    const std::size_t d = i + offset;
+    if (d == axis) {
+      if (cs[i] != 1 && cs[i] != shape[d]) return std::nullopt;
+      along = cs[i];
+    } else if (cs[i] != 1) {
+      return std::nullopt;
+    }
+  }
+  if (along == 1) values->resize(1);
+  return values;
+}
+
+std::vector<float> expand(const std::vector<float>& values, std::size_t n) {
+  if (values.size() == n) return values;
+  return std::vector<float>(n, values.at(0));
+}
+
+bool all_equal(const std::vector<float>& values) {
+  return std::all_of(values.begin(), values.end(), [&](float v) { return v == values[0]; });
+}
+
+bool is_integer(double x, double tolerance) { return std::abs(x - std::round(x)) <= tolerance; }
+
+ValueId add_channel_constant(Graph& g, const std::string& name, const std::vector<float>& values,
+                             std::size_t rank, std::size_t axis) {
+  Shape shape{1};
+  if (values.size() > 1) {
+    shape.assign(rank, 1);
+    shape[axis] = static_cast<std::int64_t>(values.size());
+  }
+  return g.add_constant(name, Tensor::from_vector<float>(shape, values));
+}
+
+ValueId emit(Graph& g, OpKind kind, const std::string& name, std::vector<ValueId> inputs,
+             Attributes attrs) {
+  const NodeId id = g.add_node(kind, name, std::move(inputs), std::move(attrs));
+  infer_node(g, id);
+  return g.node(id).outputs[0];
+}
+
+void replace_value(Graph& g, ValueId from, ValueId to) {
+  g.replace_all_uses(from, to);
+  std::string name = g.value(from).name;
+  g.value(from).name = name + "~replaced";
+  g.value(to).name = std::move(name);
+}
+
+int weights_channel_axis(const Node& layer) {
+  switch (layer.kind) {
+    case OpKind::Convolution:
+    case OpKind::FullyConnected: return 0;
+    case OpKind::Deconvolution: return layer.attr<DeconvAttrs>().groups == 1 ? 1 : -1;
+    case OpKind::MatMul: return layer.attr<MatMulAttrs>().transpose_b ? 0 : 1;
+    default: return -1;
+  }
+}
+
+bool is_layer(OpKind kind) {
+  return kind == OpKind::Convolution || kind == OpKind::Deconvolution ||
+         kind == OpKind::FullyConnected || kind == OpKind::MatMul;
+}
+
+}  // namespace qfuse::graph::pattern

@@ -1,0 +1,52 @@
+#pragma once
+// Small matching and rewriting helpers shared by the passes.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+
+namespace qfuse::graph::pattern {
+
+// The single live consumer of `v`, unless `v` is a graph output.
+std::optional<NodeId> sole_consumer(const Graph& g, ValueId v);
+
+// The live node producing `v` if it has kind `kind`, else null.
+const Node* producer_of(const Graph& g, ValueId v, OpKind kind);
+
+// Values of an f32 constant.
+std::optional<std::vector<float>> constant_f32(const Graph& g, ValueId v);
+
+// A constant that, broadcast against `shape`, varies at most along `axis`:
+// its values as one number (size 1) or one per index of that axis.
+std::optional<std::vector<float>> channel_vector(const Graph& g, ValueId v, const Shape& shape,
+                                                 std::size_t axis);
+
+// `values` (size 1 or n) expanded to n.
+std::vector<float> expand(const std::vector<float>& values, std::size_t n);
+bool all_equal(const std::vector<float>& values);
+// Within `tolerance` of an integer.
+bool is_integer(double x, double tolerance = 1e-3);
+
+// A new f32 constant shaped to broadcast along `axis` of a rank-`rank`
+// tensor ([1] when `values` has one element).
+ValueId add_channel_constant(Graph& g, const std::string& name, const std::vector<float>& values,
+                             std::size_t rank, std::size_t axis);
+
+// Adds a node, infers its output and returns it.
+ValueId emit(Graph& g, OpKind kind, const std::string& name, std::vector<ValueId> inputs,
+             Attributes attrs = NoAttrs{});
+
+// Points every use of `from` at `to` and gives `to` the name of `from`, so
+// graph outputs and dumps keep their names.
+void replace_value(Graph& g, ValueId from, ValueId to);
+
+// Output channel axis of a layer's weights (-1 if not known): Convolution
+// and FullyConnected 0, Deconvolution 1 (ungrouped only), MatMul's constant
+// rank-2 right operand: 1, or 0 when transposed.
+int weights_channel_axis(const Node& layer);
+
+bool is_layer(OpKind kind);  // Convolution, Deconvolution, FullyConnected, MatMul
+
+}  // namespace qfuse::graph::pattern

@@ -1,0 +1,129 @@
+// quantize_weights
+//
+//   w (f32 constant) -> FQ(il, ih, ol, oh, L) -> layer.weights
+//     ==>  wq (s8 constant) -> Convert(f32) -> Multiply(So[oc]) -> layer.weights
+//
+// with, per output channel, q = round_half_to_even((w - il) * (L-1) / (ih - il))
+// clamped by the FakeQuantize definition, So = (oh - ol) / (L-1), Zo = -ol / So
+// and wq = q - Zo. Exact when Zo is an integer and every wq fits s8, which
+// holds for the usual symmetric weight ranges (L = 255, il = -ih; or L = 256,
+// il = -ih * 128/127). The weights are stored 4x smaller.
+// Preconditions: the FakeQuantize output is read only as the weights of
+// layers that agree on the output channel axis; ranges per tensor or per
+// output channel.
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "quantize_weights";
+using namespace pattern;
+
+// The output channel axis all consumers read the weights with, or -1.
+int common_channel_axis(const Graph& g, ValueId w) {
+  int axis = -1;
+  const auto users = g.consumers(w);
+  if (users.empty()) return -1;
+  for (NodeId u : users) {
+    const Node& n = g.node(u);
+    if (!is_layer(n.kind) || n.inputs.size() < 2 || n.inputs[1] != w || n.inputs[0] == w) {
+      return -1;
+    }
+    const int a = weights_channel_axis(n);
+    if (a < 0 || (axis >= 0 && a != axis)) return -1;
+    axis = a;
+  }
+  return axis;
+}
+
+}  // namespace
+
+bool quantize_weights(Graph& g, PassContext& ctx) {
+  for (NodeId id : g.topological_order()) {
+    const Node& fq = g.node(id);
+    if (fq.kind != OpKind::FakeQuantize) continue;
+    const Value& raw = g.value(fq.inputs[0]);
+    if (!raw.is_constant() || raw.type != ElementType::f32) continue;
+    if (g.is_graph_output(fq.outputs[0])) continue;
+    const int axis_i = common_channel_axis(g, fq.outputs[0]);
+    if (axis_i < 0) {
+      ctx.reject(kPass, "'" + fq.name + "': not read as layer weights with a known channel axis");
+      continue;
+    }
+    const auto axis = static_cast<std::size_t>(axis_i);
+    // Copies: adding constants below may move the graph's value storage.
+    const Shape shape = raw.shape;
+    const std::string raw_name = raw.name;
+    const std::shared_ptr<const Tensor> raw_data = raw.constant;
+    if (shape.size() < 2) continue;
+    const auto channels = static_cast<std::size_t>(shape[axis]);
+    std::vector<std::vector<float>> r;
+    for (std::size_t i = 1; i < 5; ++i) {
+      auto v = channel_vector(g, fq.inputs[i], shape, axis);
+      if (!v) break;
+      r.push_back(expand(*v, channels));
+    }
+    if (r.size() != 4) {
+      ctx.reject(kPass, "'" + fq.name + "': ranges are not per tensor or per output channel");
+      continue;
+    }
+    const double steps = static_cast<double>(fq.attr<FakeQuantizeAttrs>().levels - 1);
+    std::vector<float> scale(channels);
+    std::vector<double> zero(channels);
+    bool ok = true;
+    for (std::size_t c = 0; c < channels && ok; ++c) {
+      const double so = (static_cast<double>(r[3][c]) - r[2][c]) / steps;
+      scale[c] = static_cast<float>(so);
+      ok = so != 0.0 && is_integer(-r[2][c] / so);
+      if (ok) zero[c] = std::round(-r[2][c] / so);
+    }
+    if (!ok) {
+      ctx.reject(kPass, "'" + fq.name + "': output zero point is not an integer");
+      continue;
+    }
+    const auto w = raw_data->data<float>();
+    std::int64_t inner = 1;
+    for (std::size_t i = axis + 1; i < shape.size(); ++i) inner *= shape[i];
+    std::vector<std::int8_t> wq(w.size());
+    for (std::size_t i = 0; i < w.size() && ok; ++i) {
+      const auto c = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) %
+                                              static_cast<std::int64_t>(channels));
+      const double x = w[i], il = r[0][c], ih = r[1][c];
+      double q;
+      if (x <= std::min(il, ih)) {
+        q = 0.0;
+      } else if (x > std::max(il, ih)) {
+        q = steps;
+      } else {
+        q = std::nearbyint((x - il) * steps / (ih - il));
+      }
+      const double v = q - zero[c];
+      ok = v >= -128.0 && v <= 127.0;
+      wq[i] = static_cast<std::int8_t>(v);
+    }
+    if (!ok) {
+      ctx.reject(kPass, "'" + fq.name + "': quantized weights do not fit s8");
+      continue;
+    }
+    const std::string name = fq.name;
+    const ValueId fq_out = fq.outputs[0];
+    const ValueId q = g.add_constant(raw_name + ".s8", Tensor::from_vector(shape, std::move(wq)));
+    const ValueId f = emit(g, OpKind::Convert, name + "/to_f32", {q}, ConvertAttrs{ElementType::f32});
+    const std::vector<float> s = all_equal(scale) ? std::vector<float>{scale[0]} : scale;
+    const ValueId sv = add_channel_constant(g, name + ".scale", s, shape.size(), axis);
+    const ValueId deq = emit(g, OpKind::Multiply, name + "/dequantize", {f, sv});
+    replace_value(g, fq_out, deq);
+    g.erase_node(id);
+    ctx.log(kPass, name + " -> s8 " + to_string(shape) + " weights, " +
+                       (s.size() == 1 ? "per-tensor" : "per-channel") + " scale");
+    return true;
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph

@@ -1,0 +1,124 @@
+// split_fake_quantize
+//
+//   x -> FQ(il, ih, ol, oh, L) -> layer
+//     ==>  x -> FQ(il, ih, lo, lo + L - 1, L) -> Convert(u8|s8)        quantize only
+//            -> Convert(f32) -> Subtract(Zd) -> Multiply(So) -> layer  dequantize
+//
+// So = (oh - ol) / (L - 1), Zo = -ol / So. Storage (DESIGN.md):
+//   s8 with lo = -128 when L = 256 and Zi = -il / Si = 128 (symmetric ranges;
+//   the stored zero point Zd = Zo - 128 is then 0 when ol = il);
+//   u8 with lo = 0 otherwise (Zd = Zo; a non-zero Zd becomes a source zero
+//   point of the consuming layer).
+// The rewrite keeps the value: (q + lo - Zd) * So = (q - Zo) * So = q * So + ol.
+// Only FakeQuantize nodes that feed a layer's activation input are split; the
+// others stay whole and become post-op steps.
+// Preconditions: constant ranges per tensor or per channel (axis 1); L <= 256;
+// So != 0.
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "split_fake_quantize";
+using namespace pattern;
+
+// Some layer reads `v` as its activation and has dequantized (s8) weights,
+// so it can become an int8 layer.
+bool feeds_layer_activation(const Graph& g, ValueId v) {
+  for (NodeId u : g.consumers(v)) {
+    const Node& n = g.node(u);
+    if (is_layer(n.kind) && n.inputs[0] == v && n.inputs[1] != v &&
+        producer_of(g, n.inputs[1], OpKind::Multiply) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool split_fake_quantize(Graph& g, PassContext& ctx) {
+  for (NodeId id : g.topological_order()) {
+    const Node& fq = g.node(id);
+    if (fq.kind != OpKind::FakeQuantize) continue;
+    if (g.value(fq.inputs[0]).is_constant()) continue;
+    if (!feeds_layer_activation(g, fq.outputs[0])) continue;
+    const std::int64_t levels = fq.attr<FakeQuantizeAttrs>().levels;
+    if (levels > 256) {
+      ctx.reject(kPass, "'" + fq.name + "': " + std::to_string(levels) + " levels do not fit 8 bits");
+      continue;
+    }
+    const Shape shape = g.value(fq.inputs[0]).shape;
+    const std::size_t axis = 1;
+    if (shape.size() < 2) continue;
+    std::vector<std::vector<float>> r;
+    for (std::size_t i = 1; i < 5; ++i) {
+      auto v = channel_vector(g, fq.inputs[i], shape, axis);
+      if (!v) break;
+      r.push_back(*v);
+    }
+    if (r.size() != 4) {
+      ctx.reject(kPass, "'" + fq.name + "': ranges are not per tensor or per channel constants");
+      continue;
+    }
+    std::size_t n = 1;
+    for (const auto& v : r) n = std::max(n, v.size());
+    for (auto& v : r) v = expand(v, n);
+    const double steps = static_cast<double>(levels - 1);
+    bool symmetric = levels == 256;
+    bool ok = true;
+    std::vector<double> so(n), zo(n);
+    for (std::size_t c = 0; c < n; ++c) {
+      const double si = (static_cast<double>(r[1][c]) - r[0][c]) / steps;
+      so[c] = (static_cast<double>(r[3][c]) - r[2][c]) / steps;
+      ok = ok && si != 0.0 && so[c] != 0.0;
+      if (!ok) break;
+      zo[c] = -r[2][c] / so[c];
+      symmetric = symmetric && std::abs(-r[0][c] / si - 128.0) < 1e-3;
+    }
+    if (!ok) {
+      ctx.reject(kPass, "'" + fq.name + "': a range is empty");
+      continue;
+    }
+    const ElementType storage = symmetric ? ElementType::s8 : ElementType::u8;
+    const float lo = symmetric ? -128.0f : 0.0f;
+    std::vector<float> scale(n), zero(n);
+    for (std::size_t c = 0; c < n; ++c) {
+      scale[c] = static_cast<float>(so[c]);
+      zero[c] = static_cast<float>(zo[c] + lo);
+      if (is_integer(zero[c], 1e-4)) zero[c] = std::round(zero[c]);
+    }
+
+    const std::string name = fq.name;
+    const Node old = fq;
+    const ValueId qlo = g.add_constant(name + ".qlo", Tensor::from_vector<float>({1}, {lo}));
+    const ValueId qhi = g.add_constant(
+        name + ".qhi", Tensor::from_vector<float>({1}, {lo + static_cast<float>(steps)}));
+    const ValueId q = emit(g, OpKind::FakeQuantize, name + "/quantize",
+                           {old.inputs[0], old.inputs[1], old.inputs[2], qlo, qhi}, old.attrs);
+    const ValueId stored = emit(g, OpKind::Convert, name + "/to_" + std::string(to_string(storage)),
+                                {q}, ConvertAttrs{storage});
+    ValueId deq = emit(g, OpKind::Convert, name + "/to_f32", {stored}, ConvertAttrs{ElementType::f32});
+    if (std::any_of(zero.begin(), zero.end(), [](float z) { return z != 0.0f; })) {
+      const std::vector<float> z = all_equal(zero) ? std::vector<float>{zero[0]} : zero;
+      deq = emit(g, OpKind::Subtract, name + "/zero_point",
+                 {deq, add_channel_constant(g, name + ".zero_point", z, shape.size(), axis)});
+    }
+    const std::vector<float> s = all_equal(scale) ? std::vector<float>{scale[0]} : scale;
+    deq = emit(g, OpKind::Multiply, name + "/dequantize",
+               {deq, add_channel_constant(g, name + ".scale", s, shape.size(), axis)});
+    replace_value(g, old.outputs[0], deq);
+    g.erase_node(id);
+    ctx.log(kPass, name + " -> quantize to " + std::string(to_string(storage)) + " + dequantize (" +
+                       (s.size() == 1 ? "per-tensor" : "per-channel") + ")");
+    return true;
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph

@@ -1,0 +1,331 @@
+// One oneDNN int8 primitive per quantized layer: u8/s8 source (with an
+// optional source zero point), s8 weights reordered once into the layout the
+// implementation wants, f32 bias in accumulator units, and the composer's
+// output scales and post-ops.
+
+#include "plugin/executable_ops/quantized_layer.hpp"
+
+#include <cstring>
+#include <unordered_map>
+
+#include "composer/composer.hpp"
+#include "composer/to_dnnl.hpp"
+#include "plugin/dnnl_utils.hpp"
+
+namespace qfuse::plugin {
+namespace {
+
+using dnnl::memory;
+using graph::Node;
+using graph::OpKind;
+using graph::QuantizedLayerAttrs;
+using graph::ValueId;
+
+memory::dims to_dims(const graph::Ints& v) { return memory::dims(v.begin(), v.end()); }
+
+// Everything needed to create (or just test) the primitive.
+struct Build {
+  dnnl::primitive_desc pd;
+  composer::PostOpsPlan plan;
+  memory::desc src_md, weights_md_plain, dst_md;
+  memory::dims dst_dims;  // as the composer sees them: {N, C, ...}
+  std::optional<std::size_t> sum_input;
+  bool spatial = false;
+  Layout dst_layout = Layout::plain;
+};
+
+Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_shape,
+                      const dnnl::engine& engine, const CompileOptions& options,
+                      Layout src_layout, Layout dst_layout) {
+  const auto& a = node.attr<QuantizedLayerAttrs>();
+  composer::ComposeOptions copts;
+  copts.allow_residual_round_drop = options.allow_residual_round_drop;
+  const composer::ComposeResult composed = composer::compose(a.chain, copts);
+  if (!composed.fused()) throw std::invalid_argument("composer: " + composed.reason);
+  Build b;
+  b.plan = *composed.plan;
+  for (const auto& op : b.plan.post_ops) {
+    if (const auto* s = std::get_if<composer::SumPostOp>(&op)) {
+      b.sum_input = a.first_external_input() + static_cast<std::size_t>(s->input);
+      if (composer::to_dnnl(s->data_type) != to_dnnl(a.dst_type) &&
+          element_size(a.dst_type) != (s->data_type == composer::DataType::f32 ? 4u : 1u)) {
+        throw std::invalid_argument("sum post-op reads " + composer::to_string(s->data_type) +
+                                    " from a " + std::string(to_string(a.dst_type)) +
+                                    " destination");
+      }
+    }
+  }
+  const graph::Value& x = g.value(node.inputs[0]);
+  const graph::Value& w = g.value(node.inputs[1]);
+  const memory::desc bias_md =
+      a.has_bias ? plain_desc(g.value(node.inputs[2]).shape, ElementType::f32) : memory::desc();
+
+  if (node.kind == OpKind::QuantizedConvolution || node.kind == OpKind::QuantizedDeconvolution) {
+    b.src_md = layout_desc(x.shape, x.type, src_layout);
+    b.dst_md = layout_desc(out_shape, a.dst_type, dst_layout);
+    b.dst_dims = out_shape;
+    b.spatial = true;
+    b.dst_layout = dst_layout;
+  } else {
+    // Matrix products run on 2D views: rows = every leading dim.
+    const std::int64_t k = x.shape.back();
+    const std::int64_t rows = element_count(x.shape) / k;
+    const std::int64_t oc = out_shape.back();
+    b.src_md = plain_desc(Shape{rows, k}, x.type);
+    b.dst_md = plain_desc(Shape{rows, oc}, a.dst_type);
+    b.dst_dims = {rows, oc};
+  }
+  dnnl::primitive_attr attr = composer::make_primitive_attr(b.plan, b.dst_dims);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (a.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {a.src_zero_point});
+
+  const auto any = [](const memory::desc& md) {
+    return memory::desc(md.dims(), md.data_type(), memory::format_tag::any);
+  };
+  switch (node.kind) {
+    case OpKind::QuantizedConvolution: {
+      const auto& c = std::get<graph::ConvAttrs>(a.geometry);
+      Shape wd = w.shape;
+      if (c.groups > 1) {
+        wd = {c.groups, w.shape[0] / c.groups};
+        wd.insert(wd.end(), w.shape.begin() + 1, w.shape.end());
+      }
+      b.weights_md_plain = plain_desc(wd, ElementType::s8);
+      dnnl::convolution_forward::desc d(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, b.src_md,
+          any(b.weights_md_plain), bias_md, b.dst_md, to_dims(c.strides),
+          to_dnnl_dilations(c.dilations), to_dims(c.pads_begin), to_dims(c.pads_end));
+      b.pd = dnnl::convolution_forward::primitive_desc(d, attr, engine);
+      break;
+    }
+    case OpKind::QuantizedDeconvolution: {
+      const auto& c = std::get<graph::DeconvAttrs>(a.geometry);
+      std::vector<int> perm;
+      if (c.groups > 1) {
+        Shape stored{c.groups, w.shape[0] / c.groups, w.shape[1]};
+        stored.insert(stored.end(), w.shape.begin() + 2, w.shape.end());
+        perm = {0, 2, 1};
+        for (std::size_t i = 3; i < stored.size(); ++i) perm.push_back(static_cast<int>(i));
+        b.weights_md_plain = permuted_desc(stored, perm, ElementType::s8);
+      } else {
+        perm = {1, 0};
+        for (std::size_t i = 2; i < w.shape.size(); ++i) perm.push_back(static_cast<int>(i));
+        b.weights_md_plain = permuted_desc(w.shape, perm, ElementType::s8);
+      }
+      memory::dims pads_end;
+      for (std::size_t i = 0; i < c.pads_end.size(); ++i) {
+        pads_end.push_back(c.pads_end[i] - c.output_padding[i]);
+      }
+      dnnl::deconvolution_forward::desc d(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, b.src_md,
+          any(b.weights_md_plain), bias_md, b.dst_md, to_dims(c.strides),
+          to_dnnl_dilations(c.dilations), to_dims(c.pads_begin), pads_end);
+      b.pd = dnnl::deconvolution_forward::primitive_desc(d, attr, engine);
+      break;
+    }
+    case OpKind::QuantizedFullyConnected: {
+      b.weights_md_plain = plain_desc(w.shape, ElementType::s8);
+      dnnl::inner_product_forward::desc d(dnnl::prop_kind::forward_inference, b.src_md,
+                                          any(b.weights_md_plain), bias_md, b.dst_md);
+      b.pd = dnnl::inner_product_forward::primitive_desc(d, attr, engine);
+      break;
+    }
+    default: {
+      const auto& m = std::get<graph::MatMulAttrs>(a.geometry);
+      if (m.transpose_a) throw std::invalid_argument("transposed int8 activations");
+      if (w.shape.size() != 2) throw std::invalid_argument("int8 matmul needs 2D weights");
+      b.weights_md_plain =
+          m.transpose_b ? permuted_desc(w.shape, {1, 0}, ElementType::s8)
+                        : plain_desc(w.shape, ElementType::s8);
+      memory::desc bias2d;
+      if (a.has_bias) bias2d = plain_desc(Shape{1, out_shape.back()}, ElementType::f32);
+      dnnl::matmul::desc d(b.src_md, any(b.weights_md_plain), bias2d, b.dst_md);
+      b.pd = dnnl::matmul::primitive_desc(d, attr, engine);
+      break;
+    }
+  }
+  return b;
+}
+
+class QuantizedLayerOp final : public ExecutableOp {
+ public:
+  QuantizedLayerOp(const graph::Graph& g, const Node& node, const dnnl::engine& engine,
+                   Build build, const std::function<Layout(ValueId)>& layout_of)
+      : ExecutableOp(node), engine_(engine), b_(std::move(build)) {
+    const auto& a = node.attr<QuantizedLayerAttrs>();
+    primitive_ = dnnl::primitive(b_.pd.get());
+    implementation_ = b_.pd.impl_info_str();
+    scratchpad_md_ = b_.pd.scratchpad_desc();
+    // Convolutions always run channels last; a plain neighbour gets a reorder
+    // through a staging area behind the primitive's scratchpad.
+    std::size_t offset = align(scratchpad_md_.get_size());
+    if (b_.spatial) {
+      const graph::Value& x = g.value(node.inputs[0]);
+      const graph::Value& y = g.value(node.outputs[0]);
+      if (layout_of(node.inputs[0]) == Layout::plain && x.shape.size() >= 3) {
+        src_stage_ = Stage{offset, layout_desc(x.shape, x.type, Layout::plain), {}};
+        src_stage_->reorder = dnnl::reorder(
+            dnnl::reorder::primitive_desc(engine_, src_stage_->user_md, engine_, b_.src_md));
+        offset = align(offset + b_.src_md.get_size());
+      }
+      if (layout_of(node.outputs[0]) == Layout::plain && y.shape.size() >= 3) {
+        dst_stage_ = Stage{offset, layout_desc(y.shape, y.type, Layout::plain), {}};
+        dst_stage_->reorder = dnnl::reorder(
+            dnnl::reorder::primitive_desc(engine_, b_.dst_md, engine_, dst_stage_->user_md));
+        offset = align(offset + b_.dst_md.get_size());
+      }
+    }
+    total_scratch_ = offset;
+    // Weights: reordered once into the implementation's layout.
+    const memory::desc w_md = b_.pd.weights_desc();
+    weights_ = memory(w_md, engine_);
+    {
+      const Tensor& wq = *g.value(node.inputs[1]).constant;
+      memory src(b_.weights_md_plain, engine_, const_cast<void*>(wq.raw_data()));
+      dnnl::stream s(engine_);
+      dnnl::reorder(src, weights_).execute(s, src, weights_);
+      s.wait();
+    }
+    if (a.has_bias) {
+      const Tensor& bias = *g.value(node.inputs[2]).constant;
+      bias_ = memory(b_.pd.weights_desc(1), engine_);
+      std::memcpy(bias_.get_data_handle(), bias.raw_data(), bias.byte_size());
+    }
+    // Binary post-op tensors: constants owned here, externals bound per run.
+    binary_args_ = composer::binary_post_op_args(b_.plan, b_.dst_dims);
+    constant_args_ = composer::make_constant_post_op_memory(binary_args_, engine_);
+    if (b_.sum_input) {
+      // The sum post-op reads the residual from the destination buffer, in
+      // the residual's data type: copy it there first.
+      const ValueId rv = node.inputs[*b_.sum_input];
+      const graph::Value& r = g.value(rv);
+      if (b_.spatial) {
+        residual_md_ = layout_desc(r.shape, r.type, layout_of(rv));
+        residual_dst_md_ = layout_desc(g.value(node.outputs[0]).shape, r.type, Layout::channels_last);
+      } else {
+        residual_md_ = plain_desc(b_.dst_dims, r.type);
+        residual_dst_md_ = plain_desc(b_.dst_dims, r.type);
+      }
+      residual_copy_ = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine_, residual_md_, engine_, residual_dst_md_));
+    }
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const Node& n = node();
+    auto* scratch = static_cast<std::uint8_t*>(ctx.scratchpad());
+    void* src = const_cast<void*>(ctx.in(n.inputs[0]).raw_data());
+    void* user_dst = ctx.out(n.outputs[0]).raw_data();
+    if (src_stage_) {
+      memory from(src_stage_->user_md, engine_, src);
+      src = scratch + src_stage_->offset;
+      memory to(b_.src_md, engine_, src);
+      src_stage_->reorder.execute(ctx.stream(), from, to);
+    }
+    void* dst = dst_stage_ ? scratch + dst_stage_->offset : user_dst;
+    if (b_.sum_input) {
+      memory from(residual_md_, engine_,
+                  const_cast<void*>(ctx.in(n.inputs[*b_.sum_input]).raw_data()));
+      memory to(residual_dst_md_, engine_, dst);
+      residual_copy_.execute(ctx.stream(), from, to);
+    }
+    std::unordered_map<int, memory> args;
+    args.emplace(DNNL_ARG_SRC, memory(b_.src_md, engine_, src));
+    args.emplace(DNNL_ARG_WEIGHTS, weights_);
+    if (bias_) args.emplace(DNNL_ARG_BIAS, bias_);
+    args.emplace(DNNL_ARG_DST, memory(b_.dst_md, engine_, dst));
+    const std::size_t first_external = n.attr<QuantizedLayerAttrs>().first_external_input();
+    for (const auto& arg : binary_args_) {
+      if (arg.external_input) {
+        const ValueId v = n.inputs[first_external + static_cast<std::size_t>(*arg.external_input)];
+        args.emplace(arg.arg, memory(arg.desc, engine_, const_cast<void*>(ctx.in(v).raw_data())));
+      } else {
+        args.emplace(arg.arg, constant_args_.at(arg.arg));
+      }
+    }
+    if (scratchpad_md_.get_size() > 0) {
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, scratch));
+    }
+    primitive_.execute(ctx.stream(), args);
+    if (dst_stage_) {
+      memory from(b_.dst_md, engine_, dst);
+      memory to(dst_stage_->user_md, engine_, user_dst);
+      dst_stage_->reorder.execute(ctx.stream(), from, to);
+    }
+    ctx.stream().wait();
+  }
+
+  std::string implementation() const override { return implementation_; }
+  std::string post_ops() const override { return composer::describe(b_.plan); }
+  std::size_t scratchpad_size() const override { return total_scratch_; }
+
+
+ private:
+  struct Stage {
+    std::size_t offset;
+    memory::desc user_md;  // the plain layout of the graph's buffer
+    dnnl::reorder reorder;
+  };
+
+  static std::size_t align(std::size_t n) { return (n + 63) / 64 * 64; }
+
+  dnnl::engine engine_;
+  Build b_;
+  dnnl::primitive primitive_;
+  std::string implementation_;
+  memory::desc scratchpad_md_;
+  memory weights_;
+  memory bias_;
+  std::vector<composer::BinaryPostOpArg> binary_args_;
+  std::unordered_map<int, memory> constant_args_;
+  memory::desc residual_md_, residual_dst_md_;
+  dnnl::reorder residual_copy_;
+  std::optional<Stage> src_stage_, dst_stage_;
+  std::size_t total_scratch_ = 0;
+};
+
+}  // namespace
+
+dnnl::memory::desc layout_desc(const Shape& shape, ElementType type, Layout layout) {
+  if (layout == Layout::plain || shape.size() < 3) return plain_desc(shape, type);
+  // N, C, spatial... stored as N, spatial..., C.
+  std::vector<int> perm{0};
+  for (std::size_t i = 2; i < shape.size(); ++i) perm.push_back(static_cast<int>(i));
+  perm.push_back(1);
+  Shape stored;
+  for (int p : perm) stored.push_back(shape[static_cast<std::size_t>(p)]);
+  // dims[i] = stored[inv[i]]
+  std::vector<int> inv(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) inv[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
+  return permuted_desc(stored, inv, type);
+}
+
+std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
+                                                 const graph::Node& node,
+                                                 const Shape& output_shape,
+                                                 const dnnl::engine& engine,
+                                                 const CompileOptions& options) {
+  try {
+    Build b = build_primitive(graph, node, output_shape, engine, options, Layout::channels_last,
+                              Layout::channels_last);
+    const std::string impl = b.pd.impl_info_str();
+    if (impl.find("ref") != std::string::npos) {
+      return "oneDNN offers only its reference implementation (" + impl + ")";
+    }
+    return std::nullopt;
+  } catch (const dnnl::error& e) {
+    return std::string("oneDNN refused it: ") + e.what();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+std::unique_ptr<ExecutableOp> make_quantized_layer(
+    const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
+    const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of) {
+  Build b = build_primitive(graph, node, graph.value(node.outputs[0]).shape, engine, options,
+                            Layout::channels_last, Layout::channels_last);
+  return std::make_unique<QuantizedLayerOp>(graph, node, engine, std::move(b), layout_of);
+}
+
+}  // namespace qfuse::plugin

@@ -1,0 +1,32 @@
+#pragma once
+// Internal: quantized layers (QuantizedConvolution / Deconvolution /
+// FullyConnected / MatMul) as one oneDNN int8 primitive each.
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "plugin/execution.hpp"
+
+namespace qfuse::plugin {
+
+// How a u8/s8 activation is stored: dense C order, or channels last
+// (N, spatial..., C), the layout oneDNN's int8 convolutions run fastest on.
+enum class Layout : std::uint8_t { plain, channels_last };
+
+dnnl::memory::desc layout_desc(const Shape& shape, ElementType type, Layout layout);
+
+// nullopt when the backend can run `node` (not yet in the graph) as one
+// primitive; otherwise why not. Used by the fusion passes.
+std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
+                                                 const graph::Node& node,
+                                                 const Shape& output_shape,
+                                                 const dnnl::engine& engine,
+                                                 const CompileOptions& options);
+
+// `layout_of(value)` gives the layout of the node's input and output buffers.
+std::unique_ptr<ExecutableOp> make_quantized_layer(
+    const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
+    const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of);
+
+}  // namespace qfuse::plugin
