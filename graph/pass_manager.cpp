@@ -34,14 +34,16 @@ void PassContext::reject(std::string_view pass, const std::string& message) {
 }
 
 std::span<const PassEntry> fusion_pipeline() {
-  static constexpr std::array<PassEntry, 8> kPipeline{{
+  static constexpr std::array<PassEntry, 10> kPipeline{{
       {"fold_batch_norm", fold_batch_norm},
       {"fold_into_fake_quantize_ranges", fold_into_fake_quantize_ranges},
       {"quantize_weights", quantize_weights},
       {"split_fake_quantize", split_fake_quantize},
+      {"hoist_reshape_above_dequantize", hoist_reshape_above_dequantize},
       {"eliminate_dead_nodes", eliminate_dead_nodes},
       {"fuse_dequantize_into_layer", fuse_dequantize_into_layer},
       {"fuse_post_op_chain", fuse_post_op_chain},
+      {"fold_constants", fold_constants},
       {"eliminate_dead_nodes", eliminate_dead_nodes},
   }};
   return kPipeline;

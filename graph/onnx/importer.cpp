@@ -336,7 +336,7 @@ class Importer {
   graph::ConvAttrs conv_attrs(AttrReader& a, const Shape& x, const Shape& w);
   QuantParams quant_params(std::size_t scale_i, std::size_t zp_i, std::int64_t axis_attr,
                            const Shape& x_shape, int default_type);
-  ValueId emit_quantize(ValueId x, const QuantParams& p, std::int64_t rank, bool to_native);
+  ValueId emit_quantize(ValueId x, const QuantParams& p, std::int64_t rank);
   ValueId emit_dequantize_weight(const Literal& q, const QuantParams& p);
   ValueId integer_weight(Operand& w, const Values& zp, std::int64_t zp_axis, bool transpose,
                          std::int64_t rank);
@@ -744,18 +744,14 @@ bool Importer::try_fold(AttrReader& a) {
     return true;
   }
   static const std::set<std::string> kFoldable = {
-      "Identity", "Cast",  "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Gather",
-      "Slice",    "Range", "Add",     "Sub",     "Mul",       "Div",     "Neg",    "Min",
-      "Max",      "Transpose", "Equal", "Floor", "Ceil"};
+      "Identity", "Cast", "Concat", "Gather", "Slice", "Range", "Add", "Sub", "Mul",
+      "Div",      "Neg",  "Min",    "Max",    "Transpose", "Equal", "Floor", "Ceil"};
   if (!kFoldable.count(op)) return false;
   if (num_inputs() == 0) return false;
   for (std::size_t k = 0; k < num_inputs(); ++k) {
     if (has_in(k) && !in(k).literal) return false;
   }
   const Literal& x = *in(0).literal;
-  auto same_values_new_shape = [&](Shape s) {
-    set_out(0, make_literal(x.type, std::move(s), x.values));
-  };
   if (op == "Identity") {
     set_out(0, in(0));
   } else if (op == "Cast") {
@@ -763,25 +759,6 @@ bool Importer::try_fold(AttrReader& a) {
     Values v(x.values.size());
     for (std::size_t k = 0; k < v.size(); ++k) v[k] = cast_value(x.values[k], to);
     set_out(0, make_literal(to, x.shape, std::move(v)));
-  } else if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten") {
-    // Reuse the activation path's shape rules, then keep the values.
-    Operand tmp;
-    tmp.shape = x.shape;
-    tmp.type = x.type;
-    Shape out;
-    if (op == "Flatten") {
-      const std::int64_t r = rank_of(x.shape);
-      std::int64_t axis = a.i("axis", 1);
-      if (axis < 0) axis += r;
-      expect(axis >= 0 && axis <= r, "axis out of range");
-      const auto split = x.shape.begin() + axis;
-      out = {std::accumulate(x.shape.begin(), split, std::int64_t{1}, std::multiplies<>()),
-             std::accumulate(split, x.shape.end(), std::int64_t{1}, std::multiplies<>())};
-      same_values_new_shape(out);
-    } else {
-      // Handled by the activation handlers, which fold literals themselves.
-      return false;
-    }
   } else if (op == "Transpose") {
     Ints perm = a.ints("perm");
     if (perm.empty()) {
@@ -1075,8 +1052,6 @@ void Importer::op_variadic(AttrReader&) {
     require_float(acc, "the input");
     Operand n = make_literal(kFloat, {}, {static_cast<double>(num_inputs())});
     acc = binary(OpKind::Divide, acc, n, "");
-  } else if (num_inputs() == 1 && !acc.literal) {
-    // A single input passes through.
   }
   set_out(0, acc);
 }
@@ -1312,9 +1287,10 @@ void Importer::op_gemm(AttrReader& a) {
   if (!trans_a && weights) {
     std::vector<ValueId> inputs{f32(A), weight_matrix(B, !trans_b)};
     // C joins the inner product as its bias when nothing scales in between.
-    if (has_c && alpha == 1.0f && in(2).literal && element_count(in(2).shape) <= n &&
-        (in(2).shape.empty() || in(2).shape.back() == n || in(2).shape.back() == 1) &&
-        (in(2).shape.size() <= 1 || element_count(in(2).shape) == in(2).shape.back())) {
+    const Shape& cs = has_c ? in(2).shape : Shape{};
+    const bool row_bias = cs.empty() || cs == Shape{1} || cs == Shape{n} || cs == Shape{1, 1} ||
+                          cs == Shape{1, n};
+    if (has_c && alpha == 1.0f && in(2).literal && row_bias) {
       Values c = in(2).literal->values;
       if (c.size() == 1) c.assign(sz(n), c[0]);
       for (double& e : c) e = static_cast<double>(static_cast<float>(e) * beta);
@@ -1382,6 +1358,8 @@ void Importer::op_matmul(AttrReader&) {
 
 void Importer::reshape_to(Operand& x, const Shape& target) {
   x.shape = target;
+  x.quantized = nullptr;
+  x.dq_weight = nullptr;
   if (x.literal) {
     x = make_literal(x.type, target, x.literal->values);
     return;
@@ -1731,8 +1709,7 @@ QuantParams Importer::quant_params(std::size_t scale_i, std::size_t zp_i,
 }
 
 // Convert<T>(Add(Round(Divide(x, s)), zp)), the parts that are not identities.
-ValueId Importer::emit_quantize(ValueId x, const QuantParams& p, std::int64_t rank,
-                                bool to_native) {
+ValueId Importer::emit_quantize(ValueId x, const QuantParams& p, std::int64_t rank) {
   ValueId t = x;
   if (!p.unit_scale()) {
     t = emit(OpKind::Divide, {t, param_constant(p.scale, rank, p.axis, "scale")}, NoAttrs{},
@@ -1743,12 +1720,8 @@ ValueId Importer::emit_quantize(ValueId x, const QuantParams& p, std::int64_t ra
     t = emit(OpKind::Add, {t, param_constant(p.zero_point, rank, p.axis, "zero_point")},
              NoAttrs{}, "add_zero_point");
   }
-  const ElementType type = *to_element_type(p.type);
-  if (to_native) return emit(OpKind::Convert, {t}, graph::ConvertAttrs{type});
-  // Stay in f32: round and saturate explicitly.
-  if (p.zero_zp()) t = emit(OpKind::Round, {t}, NoAttrs{}, "round");
-  return emit(OpKind::Clamp, {t},
-              graph::ClampAttrs{static_cast<float>(p.qmin), static_cast<float>(p.qmax)});
+  // Convert rounds half to even and saturates to the type's range.
+  return emit(OpKind::Convert, {t}, graph::ConvertAttrs{*to_element_type(p.type)});
 }
 
 ValueId Importer::subtract_zero_point(ValueId x, const Values& zp, std::int64_t rank,
@@ -1777,7 +1750,7 @@ void Importer::op_quantize(AttrReader& a) {
   Operand y;
   y.type = p.type;
   y.shape = x.shape;
-  y.value = emit_quantize(src, p, std::max<std::int64_t>(1, rank_of(x.shape)), true);
+  y.value = emit_quantize(src, p, std::max<std::int64_t>(1, rank_of(x.shape)));
   y.range = Interval{p.qmin, p.qmax};
   y.quantized = std::make_shared<const Operand::Quantized>(Operand::Quantized{src, p});
   set_out(0, y);
@@ -1947,7 +1920,7 @@ ValueId Importer::requantize(ValueId acc, const Values& multiplier, std::int64_t
   p.zero_point = y_zp;
   ValueId t = emit(OpKind::Multiply, {acc, param_constant(multiplier, rank, axis, "multiplier")},
                    NoAttrs{}, "rescale");
-  return emit_quantize(t, p, rank, true);
+  return emit_quantize(t, p, rank);
 }
 
 void Importer::op_qlinear_conv(AttrReader& a) {

@@ -21,6 +21,10 @@ bool quantize_weights(Graph& g, PassContext& ctx);
 // u8/s8, and a dequantize (Convert to f32, Subtract zero point, Multiply scale).
 bool split_fake_quantize(Graph& g, PassContext& ctx);
 
+// A Reshape / Flatten below a per-tensor dequantize moves onto the int8
+// tensor, so the dequantize reaches the layer after it.
+bool hoist_reshape_above_dequantize(Graph& g, PassContext& ctx);
+
 // Dequantized input and weights of a layer -> one quantized layer whose output
 // scales carry the product of the scales; bias folded in.
 bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx);
@@ -28,6 +32,9 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx);
 // The elementwise chain after a quantized layer -> its post-op chain,
 // ending in an u8/s8 destination when a quantize-only FakeQuantize closes it.
 bool fuse_post_op_chain(Graph& g, PassContext& ctx);
+
+// Convert / Multiply / Add / Subtract of constants are evaluated once.
+bool fold_constants(Graph& g, PassContext& ctx);
 
 // Nodes whose outputs nobody reads are erased.
 bool eliminate_dead_nodes(Graph& g, PassContext& ctx);

@@ -27,13 +27,17 @@ namespace {
 constexpr std::string_view kPass = "split_fake_quantize";
 using namespace pattern;
 
-// Some layer reads `v` as its activation and has dequantized (s8) weights,
-// so it can become an int8 layer.
+// Some layer reads `v` (directly or through reshapes) as its activation and
+// has dequantized (s8) weights, so it can become an int8 layer.
 bool feeds_layer_activation(const Graph& g, ValueId v) {
   for (NodeId u : g.consumers(v)) {
     const Node& n = g.node(u);
     if (is_layer(n.kind) && n.inputs[0] == v && n.inputs[1] != v &&
         producer_of(g, n.inputs[1], OpKind::Multiply) != nullptr) {
+      return true;
+    }
+    if ((n.kind == OpKind::Reshape || n.kind == OpKind::Flatten) &&
+        feeds_layer_activation(g, n.outputs[0])) {
       return true;
     }
   }

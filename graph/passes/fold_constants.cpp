@@ -1,0 +1,80 @@
+// fold_constants
+//
+//   Convert(constant)                 ==>  constant
+//   Multiply|Add|Subtract(constant, constant)  ==>  constant (numpy broadcasting)
+//
+// Runs after the int8 fusions: a weight dequantize (s8 -> Convert -> Multiply)
+// that no layer absorbed is evaluated once here instead of at every
+// inference. Convert to f32 is exact; the arithmetic is the same f32
+// operation the unfused runtime would do.
+
+#include <cmath>
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "fold_constants";
+
+std::vector<float> as_floats(const Tensor& t) {
+  std::vector<float> v(static_cast<std::size_t>(t.size()));
+  for (std::int64_t i = 0; i < t.size(); ++i) v[static_cast<std::size_t>(i)] = t.as_float(i);
+  return v;
+}
+
+// Index into a broadcast operand of shape `s` (right-aligned) for output
+// element `i` of shape `out`.
+std::size_t broadcast_index(const Shape& s, const Shape& out, std::int64_t i) {
+  std::size_t idx = 0, stride = 1;
+  for (std::size_t d = out.size(); d-- > 0;) {
+    const std::int64_t coord = i % out[d];
+    i /= out[d];
+    const std::size_t sd = d + s.size() >= out.size() ? d + s.size() - out.size() : SIZE_MAX;
+    if (sd != SIZE_MAX && sd < s.size()) {
+      if (s[sd] != 1) idx += static_cast<std::size_t>(coord) * stride;
+      stride *= static_cast<std::size_t>(s[sd]);
+    }
+  }
+  return idx;
+}
+
+}  // namespace
+
+bool fold_constants(Graph& g, PassContext& ctx) {
+  for (NodeId id : g.topological_order()) {
+    const Node& n = g.node(id);
+    const bool binary = n.kind == OpKind::Multiply || n.kind == OpKind::Add || n.kind == OpKind::Subtract;
+    const bool convert = n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to == ElementType::f32;
+    if (!binary && !convert) continue;
+    bool all_constant = true;
+    for (ValueId in : n.inputs) all_constant = all_constant && g.value(in).is_constant();
+    if (!all_constant) continue;
+    const Value& out = g.value(n.outputs[0]);
+    const Shape shape = out.shape;
+    std::vector<float> result(static_cast<std::size_t>(element_count(shape)));
+    if (convert) {
+      result = as_floats(*g.value(n.inputs[0]).constant);
+    } else {
+      const Shape sa = g.value(n.inputs[0]).shape, sb = g.value(n.inputs[1]).shape;
+      const std::vector<float> a = as_floats(*g.value(n.inputs[0]).constant);
+      const std::vector<float> b = as_floats(*g.value(n.inputs[1]).constant);
+      for (std::size_t i = 0; i < result.size(); ++i) {
+        const float x = a[broadcast_index(sa, shape, static_cast<std::int64_t>(i))];
+        const float y = b[broadcast_index(sb, shape, static_cast<std::int64_t>(i))];
+        result[i] = n.kind == OpKind::Multiply ? x * y : n.kind == OpKind::Add ? x + y : x - y;
+      }
+    }
+    const std::string name = n.name;
+    const ValueId old_out = n.outputs[0];
+    const ValueId c = g.add_constant(name + ".folded", Tensor::from_vector<float>(shape, std::move(result)));
+    pattern::replace_value(g, old_out, c);
+    g.erase_node(id);
+    ctx.log(kPass, name + " evaluated at compile time");
+    return true;
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph
