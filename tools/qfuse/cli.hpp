@@ -49,11 +49,19 @@ struct Command {
   int (*run)(const Args&);
 };
 
-// MODEL: an .onnx file or the name of a bundled model ("default").
-graph::Graph load_model(const std::string& model);
+// MODEL: an .onnx file or the name of a bundled model ("default"). `shapes`
+// binds the symbolic dimensions of an ONNX model's inputs.
+graph::Graph load_model(const std::string& model,
+                        const std::map<std::string, Shape>& shapes = {});
+
+// Input shapes from --shape name=1x3x224x224[,name2=...] and, for an .onnx
+// MODEL, from the <input>.npy files in --inputs DIR. Defined in conformance.cpp.
+std::map<std::string, Shape> shape_bindings(const Args& args, const std::string& model);
 
 int run_command(const Args& args);
 int bench_command(const Args& args);
 int dump_command(const Args& args);
+int conformance_command(const Args& args);
+int compare_command(const Args& args);
 
 }  // namespace qfuse::cli

@@ -12,6 +12,9 @@
 #include <thread>
 
 #include "qfuse/qfuse.hpp"
+#ifdef QFUSE_HAVE_ONNX
+#include "graph/onnx/importer.hpp"
+#endif
 #include "tools/common/models.hpp"
 #include "tools/common/npy.hpp"
 #include "tools/qfuse/cli.hpp"
@@ -89,10 +92,14 @@ void print_tensor_summary(const std::string& name, const Tensor& t) {
 
 }  // namespace
 
-graph::Graph load_model(const std::string& model) {
+graph::Graph load_model(const std::string& model, const std::map<std::string, Shape>& shapes) {
   if (model.size() > 5 && model.ends_with(".onnx")) {
+#ifdef QFUSE_HAVE_ONNX
+    return onnx::import_file(model, {.input_shapes = shapes});
+#else
     throw UnsupportedError("load " + model +
-                           ": this build has no ONNX frontend yet (use a bundled model: default)");
+                           ": this build has no ONNX frontend (QFUSE_BUILD_ONNX=OFF)");
+#endif
   }
   const auto names = tools::bundled_model_names();
   if (std::find(names.begin(), names.end(), model) != names.end()) {
@@ -105,7 +112,7 @@ int run_command(const Args& args) {
   const std::string model_name = model_argument(args);
   const int repeat = args.int_value("--repeat", 10);
   const int threads = args.int_value("--threads", 0);
-  graph::Graph g = load_model(model_name);
+  graph::Graph g = load_model(model_name, shape_bindings(args, model_name));
 
   const auto t0 = Clock::now();
   const CompiledModel model = compile(g, compile_options(args));
@@ -153,7 +160,8 @@ int bench_command(const Args& args) {
   // parallel requests do not oversubscribe.
   const int per_request = std::max(1, total_threads / requests);
 
-  const CompiledModel model = compile(load_model(model_name), compile_options(args));
+  const CompiledModel model =
+      compile(load_model(model_name, shape_bindings(args, model_name)), compile_options(args));
   std::vector<InferRequest> pool;
   for (int r = 0; r < requests; ++r) {
     pool.push_back(model.create_infer_request());
@@ -204,7 +212,9 @@ int bench_command(const Args& args) {
 }
 
 int dump_command(const Args& args) {
-  const CompiledModel model = compile(load_model(model_argument(args)), compile_options(args));
+  const std::string model_name = model_argument(args);
+  const CompiledModel model =
+      compile(load_model(model_name, shape_bindings(args, model_name)), compile_options(args));
   std::cout << graph::to_text(model.graph()) << "\nlayers:\n";
   for (const LayerInfo& l : model.layers()) {
     std::cout << "  " << l.node << " [" << l.op << "] " << l.implementation << '\n';

@@ -8,34 +8,60 @@
 namespace qfuse::cli {
 namespace {
 
+constexpr const char* kShapeHelp =
+    "bind an ONNX input's symbolic dimensions, e.g. image=1x3x320x320 (comma-separated for "
+    "several inputs)";
+
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"run",
-       "qfuse run [MODEL] [--inputs DIR] [--outputs DIR] [--unfused] [--threads N] [--repeat N]",
+       "qfuse run [MODEL] [--inputs DIR] [--outputs DIR] [--unfused] [--threads N] [--repeat N] "
+       "[--shape NAME=DIMS]",
        "run a model once (plus --repeat timed runs) and print its outputs and timing",
        {{"--inputs", true, "directory of <input>.npy files (default: deterministic random)"},
         {"--outputs", true, "directory to write <output>.npy files to"},
         {"--unfused", false, "run every node alone in f32 (the reference)"},
         {"--threads", true, "OpenMP threads (default: all cores)"},
-        {"--repeat", true, "timed runs after the first (default 10)"}},
+        {"--repeat", true, "timed runs after the first (default 10)"},
+        {"--shape", true, kShapeHelp}},
        1,
        run_command},
       {"bench",
-       "qfuse bench [MODEL] [--unfused] [--threads N] [--requests R] [--time S] [--json F]",
+       "qfuse bench [MODEL] [--unfused] [--threads N] [--requests R] [--time S] [--json F] "
+       "[--shape NAME=DIMS]",
        "measure latency (median) and throughput with R parallel requests",
        {{"--unfused", false, "benchmark the unfused reference path"},
         {"--threads", true, "threads in total (default: all cores), split across requests"},
         {"--requests", true, "parallel inference requests (default 1)"},
         {"--time", true, "seconds to run (default 3)"},
-        {"--json", true, "write the results as JSON to this file"}},
+        {"--json", true, "write the results as JSON to this file"},
+        {"--shape", true, kShapeHelp}},
        1,
        bench_command},
+      {"compare",
+       "qfuse compare [MODEL] [--inputs DIR | --random SEED] [--json F] [--html F]",
+       "run fused and unfused on the same inputs; report differences in LSB (exit 3 if > 1 LSB)",
+       {{"--inputs", true, "directory of <input>.npy files"},
+        {"--random", true, "seed of the random inputs (default 0)"},
+        {"--json", true, "write the report as JSON"},
+        {"--html", true, "write the report as an HTML page"}},
+       1,
+       compare_command},
       {"dump",
-       "qfuse dump [MODEL] [--unfused]",
+       "qfuse dump [MODEL] [--unfused] [--shape NAME=DIMS]",
        "print the compiled graph, one line per layer with its implementation",
-       {{"--unfused", false, "show the unfused graph"}},
+       {{"--unfused", false, "show the unfused graph"}, {"--shape", true, kShapeHelp}},
        1,
        dump_command},
+      {"conformance",
+       "qfuse conformance DIR [--unfused] [--filter TEXT] [--verbose]",
+       "run ONNX's backend node tests in DIR (one model.onnx + test_data_set_* per test) "
+       "whose operators qfuse imports; ends with 'N passed, M failed, K skipped'",
+       {{"--unfused", false, "run every node alone in f32 (the reference)"},
+        {"--filter", true, "only tests whose name contains TEXT"},
+        {"--verbose", false, "list every skipped test with its reason"}},
+       1,
+       conformance_command},
   };
   return kCommands;
 }
