@@ -6,7 +6,9 @@ function(qfuse_target_options target)
   target_compile_options(${target} PRIVATE
     -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
     -Wcast-align -Woverloaded-virtual -Wimplicit-fallthrough
-    -Wformat=2)
+    -Wformat=2
+    # Designated initializers that leave defaulted members out are intended.
+    -Wno-missing-field-initializers)
   if(QFUSE_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

@@ -1,0 +1,428 @@
+// One test per fusion pass (structure, and numbers before/after where the
+// pass keeps them) plus named negatives that say why nothing changed.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "graph/builder.hpp"
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+#include "qfuse/qfuse.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<float> random_values(std::size_t n, float lo, float hi, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+std::size_t count(const Graph& g, OpKind kind) {
+  std::size_t n = 0;
+  for (NodeId id : g.topological_order()) n += g.node(id).kind == kind ? 1 : 0;
+  return n;
+}
+
+// Runs `g` node by node (quantized nodes, if any, as int8 primitives).
+std::vector<float> run(const Graph& g, const Tensor& x) {
+  const CompiledModel m = compile(g, {.fuse = false});
+  InferRequest r = m.create_infer_request();
+  r.set_input(m.input_names()[0], x);
+  r.infer();
+  const Tensor& y = r.output(m.output_names()[0]);
+  std::vector<float> out(static_cast<std::size_t>(y.size()));
+  for (std::int64_t i = 0; i < y.size(); ++i) out[static_cast<std::size_t>(i)] = y.as_float(i);
+  return out;
+}
+
+Tensor input_tensor(const Shape& shape, float lo, float hi, unsigned seed) {
+  return Tensor::from_vector<float>(shape, random_values(static_cast<std::size_t>(element_count(shape)), lo, hi, seed));
+}
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], tol * (1.0f + std::abs(b[i]))) << "element " << i;
+  }
+}
+
+struct Fixture {
+  Graph g;
+  Builder b{g};
+};
+
+ValueId conv_weights(Builder& b, const std::string& name, std::int64_t oc, std::int64_t ic,
+                     bool quantize, bool per_channel = true) {
+  const auto w = random_values(static_cast<std::size_t>(oc * ic * 9), -0.5f, 0.5f, 3);
+  ValueId wv = b.constant(name, {oc, ic, 3, 3}, w);
+  if (!quantize) return wv;
+  std::vector<float> hi(static_cast<std::size_t>(per_channel ? oc : 1));
+  for (std::size_t c = 0; c < hi.size(); ++c) hi[c] = 0.5f - 0.01f * static_cast<float>(c);
+  std::vector<float> lo = hi;
+  for (float& v : lo) v = -v;
+  const Shape rs = per_channel ? Shape{oc, 1, 1, 1} : Shape{1};
+  const ValueId l = b.constant(name + ".lo", rs, lo), h = b.constant(name + ".hi", rs, hi);
+  return b.fake_quantize(wv, l, h, l, h, 255, name + ".fq");
+}
+
+PassContext context() { return PassContext(PassOptions{}, nullptr); }
+
+// --- fold_batch_norm -------------------------------------------------------
+
+Graph conv_bn(bool quantized_weights, float gamma_sign) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 4, 6, 6});
+  const ValueId w = conv_weights(b, "w", 8, 4, quantized_weights);
+  const ValueId y = b.convolution(x, w, b.constant("bias", {8}, random_values(8, -1, 1, 5)),
+                                  {.pads_begin = {1, 1}, .pads_end = {1, 1}}, "conv");
+  std::vector<float> gamma = random_values(8, 0.5f, 1.5f, 6);
+  for (float& v : gamma) v *= gamma_sign;
+  const ValueId bn = b.op(OpKind::BatchNormalization,
+                          {y, b.constant("gamma", {8}, gamma), b.constant("beta", {8}, random_values(8, -1, 1, 7)),
+                           b.constant("mean", {8}, random_values(8, -1, 1, 8)),
+                           b.constant("var", {8}, random_values(8, 0.1f, 2, 9))},
+                          BatchNormAttrs{1e-5f}, "bn");
+  b.output(bn);
+  return g;
+}
+
+TEST(FoldBatchNorm, FoldsIntoConstantWeightsAndBias) {
+  Graph g = conv_bn(false, 1.0f);
+  const Graph before = g;
+  PassContext ctx = context();
+  EXPECT_TRUE(fold_batch_norm(g, ctx));
+  EXPECT_EQ(count(g, OpKind::BatchNormalization), 0u);
+  EXPECT_EQ(count(g, OpKind::Convolution), 1u);
+  EXPECT_EQ(g.live_node_count(), 1u);
+  const Tensor x = input_tensor({1, 4, 6, 6}, -1, 1, 1);
+  expect_close(run(g, x), run(before, x), 1e-5f);
+}
+
+TEST(FoldBatchNorm, ScalesFakeQuantizeRangesWhenEveryScaleIsPositive) {
+  Graph g = conv_bn(true, 1.0f);
+  const Graph before = g;
+  PassContext ctx = context();
+  EXPECT_TRUE(fold_batch_norm(g, ctx));
+  EXPECT_EQ(count(g, OpKind::BatchNormalization), 0u);
+  EXPECT_EQ(count(g, OpKind::Multiply), 0u);
+  const Tensor x = input_tensor({1, 4, 6, 6}, -1, 1, 2);
+  expect_close(run(g, x), run(before, x), 1e-4f);
+}
+
+TEST(FoldBatchNorm, NegativeScaleWithQuantizedWeightsBecomesMultiplyAdd) {
+  Graph g = conv_bn(true, -1.0f);
+  const Graph before = g;
+  PassContext ctx = context();
+  EXPECT_TRUE(fold_batch_norm(g, ctx));
+  EXPECT_EQ(count(g, OpKind::BatchNormalization), 0u);
+  EXPECT_EQ(count(g, OpKind::Multiply), 1u);
+  EXPECT_EQ(count(g, OpKind::Add), 1u);
+  const Tensor x = input_tensor({1, 4, 6, 6}, -1, 1, 3);
+  expect_close(run(g, x), run(before, x), 1e-5f);
+}
+
+TEST(FoldBatchNorm, NotFoldedWhenLayerOutputHasTwoConsumers) {
+  Graph g = conv_bn(false, 1.0f);
+  g.mark_output(g.node(g.topological_order()[0]).outputs[0]);
+  PassContext ctx = context();
+  EXPECT_FALSE(fold_batch_norm(g, ctx));
+  EXPECT_EQ(count(g, OpKind::BatchNormalization), 1u);
+}
+
+// --- fold_into_fake_quantize_ranges ---------------------------------------
+
+TEST(FoldIntoFakeQuantizeRanges, ClampCoveringTheRangeIsDropped) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 2, 4, 4});
+  f.b.output(f.b.fake_quantize(f.b.clamp(x, -1.0f, 7.0f), 0.0f, 6.0f, 0.0f, 6.0f, 256));
+  const Graph before = f.g;
+  PassContext ctx = context();
+  EXPECT_TRUE(fold_into_fake_quantize_ranges(f.g, ctx));
+  EXPECT_TRUE(eliminate_dead_nodes(f.g, ctx));
+  EXPECT_EQ(count(f.g, OpKind::Clamp), 0u);
+  const Tensor x_in = input_tensor({1, 2, 4, 4}, -3, 9, 4);
+  expect_close(run(f.g, x_in), run(before, x_in), 0.0f);
+}
+
+TEST(FoldIntoFakeQuantizeRanges, NotFoldedWhenClampIsNarrowerThanRange) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 2, 4, 4});
+  f.b.output(f.b.fake_quantize(f.b.clamp(x, 0.0f, 3.0f), 0.0f, 6.0f, 0.0f, 6.0f, 256));
+  PassContext ctx = context();
+  EXPECT_FALSE(fold_into_fake_quantize_ranges(f.g, ctx));
+}
+
+TEST(FoldIntoFakeQuantizeRanges, PositiveMultiplyDividesTheRanges) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 2, 4, 4});
+  // A power of two keeps both forms bit-identical.
+  f.b.output(f.b.fake_quantize(f.b.multiply(x, f.b.scalar(4.0f)), -2.0f, 6.0f, -2.0f, 6.0f, 256));
+  const Graph before = f.g;
+  PassContext ctx = context();
+  EXPECT_TRUE(fold_into_fake_quantize_ranges(f.g, ctx));
+  eliminate_dead_nodes(f.g, ctx);
+  EXPECT_EQ(count(f.g, OpKind::Multiply), 0u);
+  const Tensor x_in = input_tensor({1, 2, 4, 4}, -1, 2, 5);
+  expect_close(run(f.g, x_in), run(before, x_in), 0.0f);
+}
+
+TEST(FoldIntoFakeQuantizeRanges, NegativeMultiplyIsNotFolded) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 2, 4, 4});
+  f.b.output(f.b.fake_quantize(f.b.multiply(x, f.b.scalar(-1.0f)), 0.0f, 6.0f, 0.0f, 6.0f, 256));
+  PassContext ctx = context();
+  EXPECT_FALSE(fold_into_fake_quantize_ranges(f.g, ctx));
+}
+
+// --- quantize_weights -----------------------------------------------------
+
+TEST(QuantizeWeights, SymmetricPerChannelWeightsBecomeS8) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 4, 6, 6});
+  f.b.output(f.b.convolution(x, conv_weights(f.b, "w", 8, 4, true), std::nullopt, {}, "conv"));
+  const Graph before = f.g;
+  PassContext ctx = context();
+  EXPECT_TRUE(quantize_weights(f.g, ctx));
+  EXPECT_EQ(count(f.g, OpKind::FakeQuantize), 0u);
+  const Node& conv = f.g.node(f.g.topological_order().back());
+  const Node* mul = pattern::producer_of(f.g, conv.inputs[1], OpKind::Multiply);
+  ASSERT_NE(mul, nullptr);
+  EXPECT_EQ(f.g.value(mul->inputs[1]).shape, (Shape{8, 1, 1, 1}));
+  const Node* cv = pattern::producer_of(f.g, mul->inputs[0], OpKind::Convert);
+  ASSERT_NE(cv, nullptr);
+  EXPECT_EQ(f.g.value(cv->inputs[0]).type, ElementType::s8);
+  const Tensor x_in = input_tensor({1, 4, 6, 6}, -1, 1, 6);
+  expect_close(run(f.g, x_in), run(before, x_in), 1e-5f);
+}
+
+TEST(QuantizeWeights, NotQuantizedWhenZeroPointIsFractional) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 4, 6, 6});
+  const ValueId w = f.b.constant("w", {8, 4, 3, 3}, random_values(8 * 4 * 9, -0.5f, 0.5f, 3));
+  // ol = -0.3, oh = 0.5 with 255 levels: Zo = 0.3 / (0.8 / 254) is not an integer.
+  const ValueId fq = f.b.fake_quantize(w, -0.3f, 0.5f, -0.3f, 0.5f, 255);
+  f.b.output(f.b.convolution(x, fq, std::nullopt, {}, "conv"));
+  PassContext ctx = context();
+  EXPECT_FALSE(quantize_weights(f.g, ctx));
+}
+
+// --- split_fake_quantize --------------------------------------------------
+
+Graph fq_conv(float il, float ih, std::int64_t levels) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 4, 6, 6});
+  const ValueId q = b.fake_quantize(x, il, ih, il, ih, levels, "fq");
+  b.output(b.convolution(q, conv_weights(b, "w", 8, 4, true), std::nullopt, {}, "conv"));
+  PassContext ctx = context();
+  quantize_weights(g, ctx);
+  return g;
+}
+
+ElementType stored_type(const Graph& g) {
+  for (NodeId id : g.topological_order()) {
+    const Node& n = g.node(id);
+    if (n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to != ElementType::f32) {
+      return n.attr<ConvertAttrs>().to;
+    }
+  }
+  return ElementType::f32;
+}
+
+TEST(SplitFakeQuantize, ZeroLowRangeIsStoredAsU8) {
+  Graph g = fq_conv(0.0f, 2.55f, 256);
+  const Graph before = g;
+  PassContext ctx = context();
+  EXPECT_TRUE(split_fake_quantize(g, ctx));
+  EXPECT_EQ(stored_type(g), ElementType::u8);
+  EXPECT_EQ(count(g, OpKind::Subtract), 0u);  // zero point 0
+  const Tensor x_in = input_tensor({1, 4, 6, 6}, -1, 3, 7);
+  expect_close(run(g, x_in), run(before, x_in), 1e-5f);
+}
+
+TEST(SplitFakeQuantize, SymmetricRangeIsStoredAsS8WithoutZeroPoint) {
+  Graph g = fq_conv(-1.28f, 1.27f, 256);
+  const Graph before = g;
+  PassContext ctx = context();
+  EXPECT_TRUE(split_fake_quantize(g, ctx));
+  EXPECT_EQ(stored_type(g), ElementType::s8);
+  EXPECT_EQ(count(g, OpKind::Subtract), 0u);
+  const Tensor x_in = input_tensor({1, 4, 6, 6}, -2, 2, 8);
+  expect_close(run(g, x_in), run(before, x_in), 1e-5f);
+}
+
+TEST(SplitFakeQuantize, AsymmetricRangeKeepsAZeroPoint) {
+  Graph g = fq_conv(-0.5f, 2.05f, 256);
+  const Graph before = g;
+  PassContext ctx = context();
+  EXPECT_TRUE(split_fake_quantize(g, ctx));
+  EXPECT_EQ(stored_type(g), ElementType::u8);
+  EXPECT_EQ(count(g, OpKind::Subtract), 1u);
+  const Tensor x_in = input_tensor({1, 4, 6, 6}, -1, 3, 9);
+  expect_close(run(g, x_in), run(before, x_in), 1e-5f);
+}
+
+TEST(SplitFakeQuantize, NotSplitWhenLevelsExceed256) {
+  Graph g = fq_conv(0.0f, 4.0f, 1024);
+  PassContext ctx = context();
+  EXPECT_FALSE(split_fake_quantize(g, ctx));
+}
+
+TEST(SplitFakeQuantize, NotSplitWhenNoLayerReadsIt) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 4, 6, 6});
+  f.b.output(f.b.relu(f.b.fake_quantize(x, 0.0f, 1.0f, 0.0f, 1.0f, 256)));
+  PassContext ctx = context();
+  EXPECT_FALSE(split_fake_quantize(f.g, ctx));
+}
+
+// --- fuse_dequantize_into_layer + fuse_post_op_chain ----------------------
+
+Graph quantized_block(bool relu_between) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 4, 6, 6});
+  const ValueId q = b.fake_quantize(x, 0.0f, 2.55f, 0.0f, 2.55f, 256, "fq_in");
+  ValueId y = b.convolution(q, conv_weights(b, "w", 8, 4, true),
+                            b.constant("bias", {8}, random_values(8, -0.2f, 0.2f, 11)),
+                            {.pads_begin = {1, 1}, .pads_end = {1, 1}}, "conv");
+  y = b.fake_quantize(y, -4.0f, 4.0f, -4.0f, 4.0f, 256, "fq_mid");
+  if (relu_between) y = b.relu(y);
+  y = b.fake_quantize(y, 0.0f, 4.0f, 0.0f, 4.0f, 256, "fq_out");
+  const ValueId w2 = conv_weights(b, "w2", 8, 8, true);
+  b.output(b.convolution(y, w2, std::nullopt, {.pads_begin = {1, 1}, .pads_end = {1, 1}}, "conv2"));
+  return g;
+}
+
+TEST(FuseDequantizeIntoLayer, DequantizedInputAndWeightsBecomeOneQuantizedLayer) {
+  Graph g = quantized_block(true);
+  PassContext ctx = context();
+  quantize_weights(g, ctx);
+  quantize_weights(g, ctx);
+  split_fake_quantize(g, ctx);
+  split_fake_quantize(g, ctx);
+  eliminate_dead_nodes(g, ctx);
+  EXPECT_TRUE(fuse_dequantize_into_layer(g, ctx));
+  EXPECT_EQ(count(g, OpKind::QuantizedConvolution), 1u);
+  const Node* q = nullptr;
+  for (NodeId id : g.topological_order()) {
+    if (g.node(id).kind == OpKind::QuantizedConvolution) q = &g.node(id);
+  }
+  ASSERT_NE(q, nullptr);
+  const auto& a = q->attr<QuantizedLayerAttrs>();
+  EXPECT_TRUE(a.has_bias);
+  EXPECT_EQ(a.src_zero_point, 0);
+  ASSERT_EQ(a.chain.steps.size(), 1u);
+  const auto* scale = std::get_if<composer::Scale>(&a.chain.steps[0]);
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(scale->values.size(), 8u);
+}
+
+TEST(FusePostOpChain, ConvFqReluFqBecomesOneInt8ConvWithU8Destination) {
+  Graph g = quantized_block(true);
+  PassContext ctx = context();
+  run_fusion_passes(g, ctx);
+  EXPECT_EQ(count(g, OpKind::QuantizedConvolution), 2u);
+  EXPECT_EQ(count(g, OpKind::FakeQuantize), 1u);  // only the input quantization
+  EXPECT_EQ(count(g, OpKind::Relu), 0u);
+  for (NodeId id : g.topological_order()) {
+    const Node& n = g.node(id);
+    if (n.name == "conv") {
+      EXPECT_EQ(n.attr<QuantizedLayerAttrs>().dst_type, ElementType::u8);
+    }
+  }
+  EXPECT_THAT(ctx.lines(), ::testing::Contains(HasSubstr("fuse_post_op_chain: conv absorbed")));
+}
+
+TEST(FusePostOpChain, ChainStopsAtAValueWithTwoConsumers) {
+  Graph g = quantized_block(true);
+  // Expose the mid FakeQuantize: the chain must end before it.
+  for (NodeId id : g.topological_order()) {
+    if (g.node(id).name == "fq_mid") g.mark_output(g.node(id).outputs[0]);
+  }
+  PassContext ctx = context();
+  run_fusion_passes(g, ctx);
+  for (NodeId id : g.topological_order()) {
+    const Node& n = g.node(id);
+    if (n.name == "conv") {
+      EXPECT_EQ(n.kind, OpKind::QuantizedConvolution);
+      EXPECT_EQ(n.attr<QuantizedLayerAttrs>().dst_type, ElementType::f32);
+    }
+  }
+}
+
+TEST(FuseDequantizeIntoLayer, NotFusedWhenWeightsAreNotQuantized) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 4, 6, 6});
+  const ValueId q = f.b.fake_quantize(x, 0.0f, 2.55f, 0.0f, 2.55f, 256);
+  f.b.output(f.b.convolution(q, conv_weights(f.b, "w", 8, 4, false), std::nullopt, {}, "conv"));
+  PassContext ctx = context();
+  run_fusion_passes(f.g, ctx);
+  EXPECT_EQ(count(f.g, OpKind::QuantizedConvolution), 0u);
+  EXPECT_EQ(count(f.g, OpKind::Convolution), 1u);
+}
+
+TEST(FuseDequantizeIntoLayer, NotFusedWhenTheBackendRefuses) {
+  Graph g = quantized_block(false);
+  PassContext ctx(PassOptions{}, [](const Graph&, const Node&, const Shape&) {
+    return std::optional<std::string>("refused for the test");
+  });
+  run_fusion_passes(g, ctx);
+  EXPECT_EQ(count(g, OpKind::QuantizedConvolution), 0u);
+  EXPECT_EQ(count(g, OpKind::Convolution), 2u);
+}
+
+// --- hoist_reshape_above_dequantize / fold_constants -----------------------
+
+TEST(HoistReshapeAboveDequantize, FlattenBeforeFullyConnectedMovesOntoTheU8Tensor) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {2, 8, 1, 1});
+  const ValueId q = f.b.fake_quantize(x, 0.0f, 2.55f, 0.0f, 2.55f, 256);
+  const ValueId flat = f.b.op(OpKind::Flatten, {q}, FlattenAttrs{1});
+  const ValueId w = f.b.constant("w", {4, 8}, random_values(32, -0.5f, 0.5f, 12));
+  const ValueId wq = f.b.fake_quantize(w, -0.5f, 0.5f, -0.5f, 0.5f, 255);
+  f.b.output(f.b.fully_connected(flat, wq, std::nullopt, "fc"));
+  const Graph before = f.g;
+  PassContext ctx = context();
+  run_fusion_passes(f.g, ctx);
+  EXPECT_EQ(count(f.g, OpKind::QuantizedFullyConnected), 1u);
+  EXPECT_THAT(ctx.lines(), ::testing::Contains(HasSubstr("hoist_reshape_above_dequantize")));
+  const Tensor x_in = input_tensor({2, 8, 1, 1}, 0, 3, 13);
+  expect_close(run(f.g, x_in), run(before, x_in), 1e-4f);
+}
+
+TEST(FoldConstants, UnfusedWeightDequantizeIsEvaluatedOnce) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 4, 6, 6});
+  // f32 input (no activation FakeQuantize): the layer stays f32.
+  f.b.output(f.b.convolution(x, conv_weights(f.b, "w", 8, 4, true), std::nullopt, {}, "conv"));
+  const Graph before = f.g;
+  PassContext ctx = context();
+  run_fusion_passes(f.g, ctx);
+  EXPECT_EQ(f.g.live_node_count(), 1u);
+  EXPECT_TRUE(f.g.value(f.g.node(f.g.topological_order()[0]).inputs[1]).is_constant());
+  const Tensor x_in = input_tensor({1, 4, 6, 6}, -1, 1, 14);
+  expect_close(run(f.g, x_in), run(before, x_in), 1e-5f);
+}
+
+TEST(PassManager, ReportsNoChangeOnAGraphWithNothingToFuse) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 4, 6, 6});
+  f.b.output(f.b.relu(x));
+  PassContext ctx = context();
+  EXPECT_FALSE(run_fusion_passes(f.g, ctx));
+  EXPECT_TRUE(ctx.lines().empty());
+}
+
+}  // namespace
+}  // namespace qfuse::graph
