@@ -6,10 +6,13 @@
 //     rounding per element), Minimum, Maximum, Round, Clamp, Relu, Abs, Convert;
 //   1 ulp: LeakyRelu, PRelu, Sqrt (one correctly rounded operation);
 //   4 ulp + 1e-7 abs: HSwish, HSigmoid (two or three float roundings);
-//   approximations in oneDNN: Sigmoid, Tanh, Exp, Elu, GeluTanh: 1e-5 relative
-//   + 1e-7 absolute; GeluErf: 1e-5 relative + 1e-6 absolute (oneDNN's erf
-//   polynomial is off by up to ~2.3e-7 absolute around x = -3.5, where the
-//   result is ~-0.004: measured, not a qfuse defect).
+//   approximations in oneDNN: Sigmoid, Tanh, Exp: 1e-5 relative + 1e-7
+//   absolute; Elu: 1e-5 relative + 5e-7 absolute (exp(x) - 1 cancels near 0);
+//   Gelu (erf and tanh): 1e-5 relative + 1e-6 absolute. Measured over 1e5
+//   random inputs: worst absolute errors sigmoid 8.8e-8, tanh 7.2e-8,
+//   elu 1.1e-7, gelu_erf 3.7e-7, gelu_tanh 4.8e-7 (near x = -3.5, where the
+//   result is ~-1e-3); exp 1.7e-7 relative. These are oneDNN's polynomial
+//   approximations, not qfuse defects.
 
 #include <functional>
 
@@ -20,7 +23,7 @@ namespace {
 
 using test::PrintTo;
 
-const std::vector<Shape> kShapes = {{1, 3, 4, 5}, {2, 17}, {64}, {1, 2, 3, 4, 5}};
+const std::vector<Shape> kShapes = {{1, 3, 4, 5}, {2, 17}, {64}, {1, 2, 3, 4, 5}, {1, 4, 64, 64}};
 
 // ---------------------------------------------------------------- binary
 
@@ -207,14 +210,14 @@ INSTANTIATE_TEST_SUITE_P(
                       10.0f, Tol::transcendental, 1e-5, 1e-7},
             UnaryCase{"Elu", OpKind::Elu, graph::AlphaAttrs{1.0f},
                       [](double x) { return x >= 0 ? x : std::expm1(x); }, -6.0f, 4.0f,
-                      Tol::transcendental, 1e-5, 1e-7},
+                      Tol::transcendental, 1e-5, 5e-7},
             UnaryCase{"EluAlphaHalf", OpKind::Elu, graph::AlphaAttrs{0.5f},
                       [](double x) { return x >= 0 ? x : 0.5 * std::expm1(x); }, -6.0f, 4.0f,
-                      Tol::transcendental, 1e-5, 1e-7},
+                      Tol::transcendental, 1e-5, 5e-7},
             UnaryCase{"GeluErf", OpKind::Gelu, graph::GeluAttrs{graph::GeluApproximation::erf},
                       gelu_erf, -6.0f, 6.0f, Tol::transcendental, 1e-5, 1e-6},
             UnaryCase{"GeluTanh", OpKind::Gelu, graph::GeluAttrs{graph::GeluApproximation::tanh},
-                      gelu_tanh, -6.0f, 6.0f, Tol::transcendental, 1e-5, 1e-7}),
+                      gelu_tanh, -6.0f, 6.0f, Tol::transcendental, 1e-5, 1e-6}),
         ::testing::ValuesIn(kShapes)),
     UnaryName{});
 

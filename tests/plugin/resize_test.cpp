@@ -192,6 +192,21 @@ TEST(ResizeNearest, ExplicitScalesDriveCoordinates) {
   EXPECT_TRUE(all_equal(run_op(OpKind::Resize, {input(x)}, attrs), {0, 0, 1, 1, 2, 2, 3, 3}));
 }
 
+// With explicit scales, align_corners divides by the unfloored resized
+// length in * scale (ONNX): 4 -> floor(4 * 0.6) = 2 samples at x * 3 / 1.4.
+TEST(ResizeLinear, AlignCornersUsesTheScaledLengthWithExplicitScales) {
+  const Tensor x = filled({1, 1, 1, 4}, {1, 2, 3, 4});
+  graph::ResizeAttrs attrs;
+  attrs.mode = ResizeMode::linear;
+  attrs.transform = CoordinateTransform::align_corners;
+  attrs.sizes = {1, 1, 1, 2};
+  attrs.scales = {1.0f, 1.0f, 1.0f, 0.6f};
+  const Tensor y = run_op(OpKind::Resize, {input(x)}, attrs);
+  const double c = 3.0 / (4.0 * static_cast<double>(0.6f) - 1.0);
+  EXPECT_FLOAT_EQ(y.data<float>()[0], 1.0f);
+  EXPECT_NEAR(y.data<float>()[1], 1.0 + c, 1e-6);
+}
+
 using LinearParam = std::tuple<CoordinateTransform, SizeCase>;
 
 struct LinearName {
