@@ -184,7 +184,9 @@ class ResizeOp final : public ExecutableOp {
   double source_coordinate(std::size_t d, std::int64_t x) const {
     const double s = scale(d);
     const double in = static_cast<double>(in_shape_[d]);
-    const double out = static_cast<double>(attrs_.sizes[d]);
+    // ONNX's resized length: in * scale when scales are given (not the
+    // floored output size), which matters for align_corners.
+    const double out = attrs_.scales.empty() ? static_cast<double>(attrs_.sizes[d]) : in * s;
     const double xd = static_cast<double>(x);
     switch (attrs_.transform) {
       case graph::CoordinateTransform::half_pixel: return (xd + 0.5) / s - 0.5;
