@@ -446,6 +446,19 @@ void Importer::bind_inputs(const std::set<std::string>& initializers) {
     if (initializers.count(vi.name())) continue;
     known.insert(vi.name());
   }
+  for (const auto& [name, bytes] : options_.constant_inputs) {
+    if (!known.count(name)) {
+      throw GraphError("import " + origin_ + ": a constant is given for '" + name +
+                       "', which is not a graph input");
+    }
+    ::onnx::TensorProto t;
+    if (!t.ParseFromString(bytes)) {
+      throw IoError("import " + origin_ + ": the constant for input '" + name +
+                    "' is not a serialized TensorProto");
+    }
+    Literal lit = decode_tensor(t, origin_ + " constant input '" + name + "'");
+    tensors_[name] = make_literal(lit.type, lit.shape, std::move(lit.values));
+  }
   for (const auto& [name, shape] : options_.input_shapes) {
     if (!known.count(name)) {
       std::string list;
@@ -482,7 +495,7 @@ void Importer::bind_inputs(const std::set<std::string>& initializers) {
     }
   }
   for (const auto& vi : g.input()) {
-    if (initializers.count(vi.name())) continue;
+    if (initializers.count(vi.name()) || options_.constant_inputs.count(vi.name())) continue;
     const auto& tt = vi.type().tensor_type();
     if (!vi.type().has_tensor_type()) {
       throw UnsupportedError("import " + origin_ + ": input '" + vi.name() +
@@ -1391,7 +1404,10 @@ void Importer::op_batch_norm(AttrReader& a) {
 void Importer::op_pool(AttrReader& a) {
   const bool is_max = node_->op_type() == "MaxPool";
   Operand& x = in(0);
-  require_float(x, "the input");
+  // The maximum of integers carried in f32 is exact.
+  if (!(is_max && (x.type == kUint8 || x.type == kInt8 || x.type == kInt32))) {
+    require_float(x, "the input");
+  }
   max_outputs(1);
   expect(x.shape.size() >= 3 && x.shape.size() <= 5, "input rank must be 3 to 5");
   const std::size_t spatial = x.shape.size() - 2;
@@ -1443,7 +1459,11 @@ void Importer::op_pool(AttrReader& a) {
     }
   }
   const ValueId y = emit(is_max ? OpKind::MaxPool : OpKind::AvgPool, {f32(x)}, p);
-  set_out(0, make_float(y, value_shape(y)));
+  if (is_integer_type(x.type)) {
+    set_out(0, make_integer(y, x.type, value_shape(y), int_range(x)));
+  } else {
+    set_out(0, make_float(y, value_shape(y)));
+  }
 }
 
 void Importer::op_global_pool(AttrReader&) {

@@ -71,6 +71,11 @@ namespace qfuse::onnx {
 struct ImportOptions {
   // Concrete shapes of graph inputs, by input name.
   std::map<std::string, Shape> input_shapes;
+  // Graph inputs fixed at import, as if they were initializers: serialized
+  // TensorProto bytes (any element type), by input name. qfuse needs scales,
+  // zero points, shapes, axes and clip bounds to be constants; a model that
+  // feeds them as inputs imports once they are fixed here.
+  std::map<std::string, std::string> constant_inputs;
   // Q -> DQ pairs on activations become one FakeQuantize (false: the exact
   // Quantize and Dequantize decompositions).
   bool qdq_to_fake_quantize = true;
