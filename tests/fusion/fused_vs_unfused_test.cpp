@@ -127,6 +127,16 @@ std::vector<LayerCase> layer_cases() {
     c.tail = Tail::residual;
     c.next_layer = true;
   }));
+  add(with(padded(conv2d("Conv_FqReluFqS8_IntoNextLayer", {3, 3}), 1), [](LayerCase& c) {
+    c.tail = Tail::fq_relu_fq;  // the s8 range starts below 0: the relu stays a post-op
+    c.output_quant = Quant::s8;
+    c.next_layer = true;
+  }));
+  add(with(padded(conv2d("Conv_FqSigmoidFq_IntoNextLayer", {3, 3}), 1), [](LayerCase& c) {
+    c.tail = Tail::fq_sigmoid_fq;
+    c.output_quant = Quant::u8;
+    c.next_layer = true;
+  }));
   add(with(padded(conv2d("Conv_FqReluFq_IntoNextLayer", {3, 3}), 1), [](LayerCase& c) {
     c.tail = Tail::fq_relu_fq;
     c.output_quant = Quant::u8;
@@ -323,6 +333,59 @@ TEST_P(FusedVersusUnfused, FusedLayersUseInt8Implementations) {
     EXPECT_TRUE(is_int8_implementation(l.implementation))
         << l.op << " '" << l.node << "' runs as '" << l.implementation << "'";
   }
+}
+
+// conv -> FQ(s8, [-1, 1)) -> Relu -> FQ(u8, [0, 3]) -> conv: the u8 range
+// reaches past the first FakeQuantize's top, so its clip at oh must survive
+// as a post-op (the u8 saturation alone would let values up to 3 through).
+void run_clip_chain(double final_range) {
+  graph::Graph g;
+  Builder b(g);
+  const Shape shape{1, 8, 8, 8};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-0.5f, 0.5f), dx(-0.2f, 3.7f);
+  auto fq_w = [&](const std::string& name, Shape ws) {
+    std::vector<float> w(at(element_count(ws)));
+    for (float& e : w) e = d(rng);
+    return b.fake_quantize(b.constant(name, ws, w), -0.5f, 0.5f, -0.5f, 0.5f, 255, name + ".q");
+  };
+  const ValueId x = b.input("x", shape);
+  const ValueId xq = b.fake_quantize(x, 0.0f, 3.5f, 0.0f, 3.5f, 256, "x.q");
+  const graph::ConvAttrs pad1{.strides = {1, 1}, .dilations = {1, 1}, .pads_begin = {1, 1},
+                              .pads_end = {1, 1}, .groups = 1};
+  const graph::ConvAttrs one{.strides = {1, 1}, .dilations = {1, 1}, .pads_begin = {0, 0},
+                             .pads_end = {0, 0}, .groups = 1};
+  ValueId y = b.convolution(xq, fq_w("w1", {8, 8, 3, 3}), std::nullopt, pad1, "layer");
+  y = b.fake_quantize(y, -128.0f / 127.0f, 1.0f, -128.0f / 127.0f, 1.0f, 256, "mid.q");
+  y = b.fake_quantize(b.relu(y), 0.0f, 3.0f, 0.0f, 3.0f, 256, "out.q");
+  y = b.convolution(y, fq_w("w2", {8, 8, 1, 1}), std::nullopt, one, "next");
+  const FqRange out = make_range(Quant::s8, final_range / 127.0);
+  y = b.fake_quantize(y, out.il, out.ih, out.il, out.ih, 256, "final.q");
+  b.output(y);
+  std::vector<float> xv(at(element_count(shape)));
+  for (float& e : xv) e = dx(rng);
+  const Tensor xt = Tensor::from_vector<float>(shape, xv);
+  const CompiledModel fused = compile(g, {.fuse = true});
+  const Comparison cmp = compare_quantized(run(fused, "x", xt, g.value(y).name),
+                                           run(compile(g, {.fuse = false}), "x", xt, g.value(y).name),
+                                           out);
+  EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
+  EXPECT_LE(cmp.max_diff, 1) << cmp.first_diffs << describe_layers(fused);
+  EXPECT_GE(cmp.equal_fraction(), 0.999) << cmp.first_diffs << describe_layers(fused);
+}
+
+TEST(FusedVersusUnfusedChain, ClipOfFirstFakeQuantizeSurvivesWhenTheSecondRangeIsWider) {
+  run_clip_chain(2.03);
+}
+
+// The same chain with the final range +-2: the first layer saturates most
+// values at the mid range's top (u8 85), so ~10% of the final pre-FQ values
+// sit on a rounding tie in real arithmetic. The reference rounds them from
+// (x - il) * 255 / (ih - il) with il = -128 * 2/127 and ih = 127 * 2/127
+// stored as f32 (just below the tie), the fused chain from 1/Si and Zi in f32
+// (on or just above it): 1 LSB apart on every such element.
+TEST(FusedVersusUnfusedChain, NearTiesOfNonRepresentableOutputScaleRoundTheSameWay) {
+  run_clip_chain(2.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, FusedVersusUnfused, ::testing::ValuesIn(layer_cases()), case_name);
