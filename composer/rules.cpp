@@ -399,12 +399,16 @@ std::optional<std::string> clip_moves_after_round(Work& work) {
   return std::nullopt;
 }
 
-// relu(x) * s == relu(x * s)  iff every s >= 0 (leaky relu too: alpha*x*s == alpha*(x*s))
+// relu(x) * s == relu(x * s)  iff every s >= 0. Only for alpha = 0: then
+// both sides are bit-identical in f32 too. A leaky relu's alpha * x * s
+// rounds differently from alpha * (x * s) and, on integer levels, lands on
+// rounding ties the step-by-step evaluation does not (the scale then folds
+// into the relu's eltwise scale instead).
 std::optional<std::string> scale_moves_before_relu(Work& work) {
   for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
     const auto* e = item_at<Eltwise>(work, i);
     const auto* s = item_at<Scale>(work, i + 1);
-    if (e == nullptr || e->alg != EltwiseAlg::relu || s == nullptr ||
+    if (e == nullptr || e->alg != EltwiseAlg::relu || e->alpha != 0.0F || s == nullptr ||
         !all_of(s->values, [](float v) { return v >= 0.0F; })) {
       continue;
     }
@@ -622,31 +626,35 @@ std::optional<std::string> binary_is_binary_post_op(Work& work) {
 // eltwise_alg post-op k (scale s, alpha a, beta b) == binary ops with constants  iff an earlier post-op has the same alg and other parameters
 // oneDNN 2.6's int8 inner product kernels (brgemm, gemm) apply the first
 // post-op of an eltwise algorithm's scale, alpha and beta to every later one
-// of that algorithm, silently; linear and clip have binary equivalents.
+// of that algorithm, silently. Linear and clip have binary equivalents; for
+// any other algorithm with equal alpha and beta, f(x) * s == f(x) then a
+// binary multiply by s makes the repeated post-ops identical.
 std::optional<std::string> repeated_eltwise_is_binary(Work& work) {
   const auto same = [](const EltwisePostOp& x, const EltwisePostOp& y) {
     return x.scale == y.scale && x.alpha == y.alpha && x.beta == y.beta;
   };
+  const auto constant = [&](BinaryAlg alg, float value) {
+    return BinaryPostOp{alg, Broadcast::per_channel,
+                        ConstantTensor{std::vector<float>(static_cast<std::size_t>(work.channels), value)}};
+  };
   for (std::size_t j = 0; j < work.items.size(); ++j) {
     const auto* later = item_at<EltwisePostOp>(work, j);
-    if (later == nullptr ||
-        (later->alg != EltwiseAlg::linear && later->alg != EltwiseAlg::clip)) {
+    if (later == nullptr) {
       continue;
     }
-    bool conflict = false;
+    std::optional<std::size_t> conflict;
     for (std::size_t i = 0; i < j && !conflict; ++i) {
       const auto* earlier = item_at<EltwisePostOp>(work, i);
-      conflict = earlier != nullptr && earlier->alg == later->alg && !same(*earlier, *later);
+      if (earlier != nullptr && earlier->alg == later->alg && !same(*earlier, *later)) {
+        conflict = i;
+      }
     }
     if (!conflict) {
       continue;
     }
     const EltwisePostOp op = *later;
-    const auto constant = [&](BinaryAlg alg, float value) {
-      return BinaryPostOp{alg, Broadcast::per_channel,
-                          ConstantTensor{std::vector<float>(static_cast<std::size_t>(work.channels), value)}};
-    };
     std::vector<Item> replacement;
+    std::size_t at = j;
     if (op.alg == EltwiseAlg::linear) {
       // s * (a * x + b) == x * (s * a) + s * b
       if (op.scale * op.alpha != 1.0F) {
@@ -655,14 +663,25 @@ std::optional<std::string> repeated_eltwise_is_binary(Work& work) {
       if (op.scale * op.beta != 0.0F) {
         replacement.emplace_back(constant(BinaryAlg::add, op.scale * op.beta));
       }
-    } else {
+    } else if (op.alg == EltwiseAlg::clip) {
       replacement.emplace_back(constant(BinaryAlg::max, op.alpha));
       replacement.emplace_back(constant(BinaryAlg::min, op.beta));
       if (op.scale != 1.0F) {
         replacement.emplace_back(constant(BinaryAlg::mul, op.scale));
       }
+    } else {
+      // s * f(x) == f(x) * s: with equal alpha and beta, moving the scales
+      // out to binary multiplies makes the repeated post-ops identical.
+      const EltwisePostOp& earlier = std::get<EltwisePostOp>(work.items[*conflict]);
+      if (earlier.alpha != op.alpha || earlier.beta != op.beta) {
+        continue;
+      }
+      at = op.scale != 1.0F ? j : *conflict;
+      const EltwisePostOp target = std::get<EltwisePostOp>(work.items[at]);
+      replacement.emplace_back(EltwisePostOp{target.alg, 1.0F, target.alpha, target.beta});
+      replacement.emplace_back(constant(BinaryAlg::mul, target.scale));
     }
-    replace(work, j, 1, std::move(replacement));
+    replace(work, at, 1, std::move(replacement));
     return fmt::format("second {} at {}", to_string(op.alg), j);
   }
   return std::nullopt;

@@ -183,8 +183,9 @@ enum class CoordinateTransform : std::uint8_t {
 };
 enum class NearestMode : std::uint8_t { round_prefer_floor, round_prefer_ceil, floor, ceil };
 
-// Resize to `sizes`; `scales` (out/in unless given explicitly) drive the
-// coordinate transform, per dimension.
+// Resize to `sizes`; `scales` drive the coordinate transform per dimension
+// when given (as ONNX's scales input); without them coordinates use the exact
+// ratio in / out (x * in / out, not x / float(out / in)).
 struct ResizeAttrs {
   ResizeMode mode = ResizeMode::nearest;
   CoordinateTransform transform = CoordinateTransform::half_pixel;

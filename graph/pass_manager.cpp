@@ -34,8 +34,9 @@ void PassContext::reject(std::string_view pass, const std::string& message) {
 }
 
 std::span<const PassEntry> fusion_pipeline() {
-  static constexpr std::array<PassEntry, 10> kPipeline{{
+  static constexpr std::array<PassEntry, 11> kPipeline{{
       {"fold_batch_norm", fold_batch_norm},
+      {"fuse_bias", fuse_bias},
       {"fold_into_fake_quantize_ranges", fold_into_fake_quantize_ranges},
       {"quantize_weights", quantize_weights},
       {"split_fake_quantize", split_fake_quantize},

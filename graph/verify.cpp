@@ -323,7 +323,9 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
                                     " but the node has " + std::to_string(externals));
   }
   Node view = c.node_;
-  view.inputs.resize(base);
+  // MatMul has no bias input of its own: check it here and leave it out.
+  const bool matmul_bias = c.node_.kind == OpKind::QuantizedMatMul && a.has_bias;
+  view.inputs.resize(matmul_bias ? 2 : base);
   view.attrs = std::visit([](const auto& g) -> Attributes { return g; }, a.geometry);
   switch (c.node_.kind) {
     case OpKind::QuantizedConvolution: view.kind = OpKind::Convolution; break;
@@ -340,6 +342,10 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
   c.expect(a.chain.channels == channels, "post-op chain has " + std::to_string(a.chain.channels) +
                                              " channels (expected " + std::to_string(channels) +
                                              ")");
+  if (matmul_bias) {
+    c.expect(c.shape(2) == Shape{channels}, "bias shape " + to_string(c.shape(2)) +
+                                                 " (expected [" + std::to_string(channels) + "])");
+  }
   spec.type = a.dst_type;
   return spec;
 }

@@ -1,7 +1,7 @@
 // fuse_dequantize_into_layer
 //
-//   xq (u8|s8) -> Convert(f32) [-> Subtract(Zx)] -> Multiply(Sx) --+
-//   wq (s8)    -> Convert(f32) -> Multiply(Sw[oc]) ------------------ layer(+b) -> y
+//   xq (u8|s8) -> Convert(f32) [-> Subtract(Zx)] [-> Multiply(Sx)] --+
+//   wq (s8)    -> Convert(f32) [-> Multiply(Sw[oc])] ------------------ layer(+b) -> y
 //     ==>  QuantizedLayer(xq, wq, b / (Sx * Sw[oc]); src zero point Zx,
 //                         chain: Scale(Sx * Sw[oc]))
 //
@@ -29,17 +29,20 @@ struct Dequantized {
   float zero_point = 0.0f;
 };
 
-// Matches q -> Convert(f32) [-> Subtract(z)] -> Multiply(s) ending at `v`;
-// `axis` is where s (and z) may vary.
+// Matches q -> Convert(f32) [-> Subtract(z)] [-> Multiply(s)] ending at `v`
+// (no Multiply: scale 1, as in pre-quantized integer models); `axis` is
+// where s may vary.
 std::optional<Dequantized> match_dequantize(const Graph& g, ValueId v, std::size_t axis) {
-  const Node* mul = producer_of(g, v, OpKind::Multiply);
-  if (mul == nullptr) return std::nullopt;
   const Shape& shape = g.value(v).shape;
-  auto scale = channel_vector(g, mul->inputs[1], shape, axis);
-  if (!scale) return std::nullopt;
   Dequantized d;
-  d.scale = *scale;
-  ValueId cur = mul->inputs[0];
+  d.scale = {1.0f};
+  ValueId cur = v;
+  if (const Node* mul = producer_of(g, v, OpKind::Multiply)) {
+    auto scale = channel_vector(g, mul->inputs[1], shape, axis);
+    if (!scale || g.value(mul->inputs[0]).is_constant()) return std::nullopt;
+    d.scale = *scale;
+    cur = mul->inputs[0];
+  }
   if (const Node* sub = producer_of(g, cur, OpKind::Subtract)) {
     auto zero = channel_vector(g, sub->inputs[1], shape, axis);
     if (!zero || zero->size() != 1) return std::nullopt;
@@ -54,6 +57,24 @@ std::optional<Dequantized> match_dequantize(const Graph& g, ValueId v, std::size
   const ElementType t = g.value(d.quantized).type;
   if (t != ElementType::u8 && t != ElementType::s8) return std::nullopt;
   return d;
+}
+
+// Per output channel, the sum of the s8 weights of a matrix product.
+std::vector<double> weight_sums(const Graph& g, ValueId wq, const Node& layer, std::size_t n) {
+  const Tensor& w = *g.value(wq).constant;
+  const auto data = w.data<std::int8_t>();
+  const Shape& s = w.shape();
+  // FullyConnected and transposed MatMul weights are [N, K]; MatMul's are [K, N].
+  const bool rows_are_channels =
+      layer.kind == OpKind::FullyConnected || layer.attr<MatMulAttrs>().transpose_b;
+  std::vector<double> sums(n, 0.0);
+  for (std::int64_t i = 0; i < s[0]; ++i) {
+    for (std::int64_t j = 0; j < s[1]; ++j) {
+      const auto c = static_cast<std::size_t>(rows_are_channels ? i : j);
+      sums[c] += data[static_cast<std::size_t>(i * s[1] + j)];
+    }
+  }
+  return sums;
 }
 
 OpKind quantized_kind(OpKind kind) {
@@ -119,18 +140,39 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
         continue;
       }
     }
+    // Bias in accumulator units, plus the source zero point of a matrix
+    // product: sum_k w[n,k] * (x[k] - z) = sum_k w[n,k] * x[k] - z * sum_k w[n,k],
+    // exact because a matrix product has no padding (oneDNN 2.6 refuses
+    // source zero points on int8 inner products).
+    std::vector<float> acc_bias(channels, 0.0f);
+    bool use_acc_bias = false;
     if (bias) {
       const bool divisible = std::all_of(scale.begin(), scale.end(), [](float s) { return s != 0.0f; });
       if (divisible) {
-        std::vector<float> acc(bias->size());
-        for (std::size_t c = 0; c < acc.size(); ++c) acc[c] = (*bias)[c] / scale[c];
-        attrs.has_bias = true;
-        inputs.push_back(g.add_constant(
-            layer.name + ".bias.acc",
-            Tensor::from_vector<float>({static_cast<std::int64_t>(acc.size())}, acc)));
+        for (std::size_t c = 0; c < channels; ++c) acc_bias[c] = (*bias)[c] / scale[c];
+        use_acc_bias = true;
       } else {
         attrs.chain.steps.push_back(composer::Shift{*bias});
       }
+    }
+    if (!spatial && attrs.src_zero_point != 0) {
+      const std::vector<double> sums = weight_sums(g, w->quantized, layer, channels);
+      for (std::size_t c = 0; c < channels; ++c) {
+        acc_bias[c] -= static_cast<float>(attrs.src_zero_point * sums[c]);
+      }
+      attrs.src_zero_point = 0;
+      use_acc_bias = true;
+    }
+    if (use_acc_bias) {
+      attrs.has_bias = true;
+      inputs.push_back(g.add_constant(
+          layer.name + ".bias.acc",
+          Tensor::from_vector<float>({static_cast<std::int64_t>(channels)}, acc_bias)));
+    }
+    // The steps after the scale act on the accumulator plus this bias.
+    if (attrs.has_bias && !attrs.chain.steps.empty() && bias && !use_acc_bias) {
+      ctx.reject(kPass, "'" + layer.name + "': internal bias order");
+      continue;
     }
     Node candidate{layer.name, quantized_kind(layer.kind), inputs, {}, attrs, false};
     if (auto reason = ctx.check_layer(g, candidate, out_shape)) {

@@ -98,21 +98,9 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
     case OpKind::Convert: {
       const ElementType to = n.attr<ConvertAttrs>().to;
       if (to != ElementType::u8 && to != ElementType::s8) return std::nullopt;
-      if (so_far.empty()) return std::nullopt;
-      const auto* fq = std::get_if<cp::FakeQuantize>(&so_far.back());
-      if (fq == nullptr) return std::nullopt;
-      // The FakeQuantize must already produce the type's integers: unit steps
-      // from an integer low bound, inside the type's range.
-      const float lo = to == ElementType::u8 ? 0.0f : -128.0f;
-      const float hi = to == ElementType::u8 ? 255.0f : 127.0f;
-      for (std::size_t c = 0; c < fq->output_low.size(); ++c) {
-        const float ol = fq->output_low[c];
-        const float oh = fq->output_high[std::min(c, fq->output_high.size() - 1)];
-        if (!is_integer(ol, 0.0) || oh - ol != static_cast<float>(fq->levels - 1) ||
-            std::min(ol, oh) < lo || std::max(ol, oh) > hi) {
-          return std::nullopt;
-        }
-      }
+      // Convert to u8/s8 rounds half to even and saturates: exactly the
+      // primitive's store into an s8/u8 destination.
+      (void)so_far;
       a.dst_type = to;
       return a;
     }

@@ -10,6 +10,9 @@ namespace qfuse::graph {
 // weights folds into them; otherwise it becomes Multiply + Add.
 bool fold_batch_norm(Graph& g, PassContext& ctx);
 
+// Add of a per-channel constant after a layer becomes (part of) its bias.
+bool fuse_bias(Graph& g, PassContext& ctx);
+
 // Clamp / Relu / Multiply / Add by constants right before a FakeQuantize fold
 // into its input ranges.
 bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx);

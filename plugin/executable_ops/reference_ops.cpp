@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/ops.hpp"
@@ -137,6 +138,29 @@ class HSigmoidOp final : public ExecutableOp {
   }
 };
 
+// Convert to s32 by a loop: oneDNN 2.6's reorders disagree on values at or
+// beyond 2^31 (some wrap to INT32_MIN). Rounds half to even, saturates.
+class ConvertToS32Op final : public ExecutableOp {
+ public:
+  using ExecutableOp::ExecutableOp;
+  void execute(ExecContext& ctx) const override {
+    const Tensor& x = ctx.in(node().inputs[0]);
+    auto y = ctx.out(node().outputs[0]).data<std::int32_t>();
+    for (std::int64_t i = 0; i < x.size(); ++i) {
+      const double v = x.as_float(i);
+      std::int32_t r;
+      if (v >= 2147483647.0) {
+        r = std::numeric_limits<std::int32_t>::max();
+      } else if (v <= -2147483648.0) {
+        r = std::numeric_limits<std::int32_t>::min();
+      } else {
+        r = static_cast<std::int32_t>(std::nearbyint(v));
+      }
+      y[static_cast<std::size_t>(i)] = r;
+    }
+  }
+};
+
 // Reshape and Flatten keep the bytes; only the shape changes.
 class CopyOp final : public ExecutableOp {
  public:
@@ -188,14 +212,19 @@ class ResizeOp final : public ExecutableOp {
     // floored output size), which matters for align_corners.
     const double out = attrs_.scales.empty() ? static_cast<double>(attrs_.sizes[d]) : in * s;
     const double xd = static_cast<double>(x);
+    // v / scale; without explicit scales as v * in / out, so that exact
+    // ratios like 3/5 give exact coordinates (1/s would round first).
+    const auto unscale = [&](double v) {
+      return attrs_.scales.empty() ? v * in / static_cast<double>(attrs_.sizes[d]) : v / s;
+    };
     switch (attrs_.transform) {
-      case graph::CoordinateTransform::half_pixel: return (xd + 0.5) / s - 0.5;
+      case graph::CoordinateTransform::half_pixel: return unscale(xd + 0.5) - 0.5;
       case graph::CoordinateTransform::pytorch_half_pixel:
-        return out > 1 ? (xd + 0.5) / s - 0.5 : 0.0;
+        return out > 1 ? unscale(xd + 0.5) - 0.5 : 0.0;
       case graph::CoordinateTransform::align_corners:
         return out == 1 ? 0.0 : xd * (in - 1) / (out - 1);
-      case graph::CoordinateTransform::asymmetric: return xd / s;
-      case graph::CoordinateTransform::tf_half_pixel_for_nn: return (xd + 0.5) / s;
+      case graph::CoordinateTransform::asymmetric: return unscale(xd);
+      case graph::CoordinateTransform::tf_half_pixel_for_nn: return unscale(xd + 0.5);
     }
     return 0.0;
   }
@@ -284,6 +313,11 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
     case OpKind::Reshape:
     case OpKind::Flatten: return std::make_unique<CopyOp>(node);
     case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node);
+    case OpKind::Convert:
+      if (node.attr<graph::ConvertAttrs>().to == ElementType::s32) {
+        return std::make_unique<ConvertToS32Op>(node);
+      }
+      return nullptr;
     default: return nullptr;
   }
 }

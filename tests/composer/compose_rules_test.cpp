@@ -243,12 +243,13 @@ TEST(ComposeRules, ScaleMovesBeforeRelu) {
   EXPECT_EQ(describe(plan.post_ops), "eltwise_relu");
 }
 
-TEST(ComposeRules, ScaleMovesBeforeLeakyRelu) {
+TEST(ComposeRules, ScaleNotMovedBeforeLeakyReluButFoldedIntoIt) {
+  // alpha * x * s and alpha * (x * s) round differently in f32.
   const PostOpsPlan plan = fuse(make_chain(
       4, DataType::f32, {Eltwise{EltwiseAlg::relu, 0.1F, 0.0F}, Scale{{0.25F}}}));
-  EXPECT_TRUE(applied(plan, "scale_moves_before_relu"));
-  EXPECT_EQ(plan.output_scales, Floats{0.25F});
-  EXPECT_EQ(describe(plan.post_ops), "eltwise_relu(alpha 0.1, beta 0)");
+  EXPECT_FALSE(applied(plan, "scale_moves_before_relu"));
+  EXPECT_TRUE(plan.output_scales.empty());
+  EXPECT_EQ(describe(plan.post_ops), "eltwise_relu(alpha 0.1, beta 0) * 0.25");
 }
 
 TEST(ComposeRules, NegativeScaleNotMovedAcrossRelu) {
@@ -328,6 +329,17 @@ TEST(ComposeRules, RepeatedClipIsBinary) {
   EXPECT_EQ(describe(plan.post_ops),
             "eltwise_clip(0, 100); eltwise_tanh; binary_max(per_channel, [0, 0]); "
             "binary_min(per_channel, [0.5, 0.5])");
+}
+
+TEST(ComposeRules, RepeatedRoundWithOtherScaleMovesTheScaleToABinaryMultiply) {
+  // Two FakeQuantize steps in a row (conv -> FQ -> FQ) produce two rounds.
+  const PostOpsPlan plan = fuse(make_chain(
+      2, DataType::f32,
+      {Round{}, Scale{{0.25F}}, Eltwise{EltwiseAlg::tanh}, Round{}, Scale{{3.0F}}}));
+  EXPECT_TRUE(applied(plan, "repeated_eltwise_is_binary"));
+  EXPECT_EQ(describe(plan.post_ops),
+            "eltwise_round; binary_mul(per_channel, [0.25, 0.25]); eltwise_tanh; eltwise_round; "
+            "binary_mul(per_channel, [3, 3])");
 }
 
 TEST(ComposeRules, ScaleFoldsIntoEltwisePostOp) {

@@ -3,6 +3,7 @@
 // primitive per layer when fused, fused versus unfused, unfused versus a
 // reference written here), symbolic dimensions and the error messages.
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -576,19 +577,18 @@ TEST(OnnxPrequantized, ConvIntegerPatternIsExactUnfusedAndOneInt8LayerFused) {
   }
   std::vector<LayerInfo> layers;
   const Tensor fused = run(g, true, "x", x, "y", &layers);
+  // scale * 2^-N = 11 / 4096 is exact in f32, so the int8 primitive computes
+  // the very same products: no LSB may differ.
   for (std::size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_LE(std::abs(fused.data<std::int8_t>()[i] - expected[i]), 1) << "element " << i;
+    ASSERT_EQ(fused.data<std::int8_t>()[i], expected[i]) << "element " << i;
   }
-  std::size_t int8_layers = 0;
-  for (const auto& l : layers) int8_layers += is_int8_layer(l);
-  if (int8_layers != 1 || layers.size() != 1) {
-    std::string got;
-    for (const auto& l : layers) got += " " + l.op + "(" + l.implementation + ")";
-    GTEST_SKIP() << "waits for the fusion pass to take the pre-quantized ConvInteger pattern "
-                    "(Convert(u8) - zp -> Conv(Convert(s8 w)) -> Add -> Mul -> Mul -> Relu -> "
-                    "Convert(s8)) as one int8 primitive; layers:"
-                 << got;
-  }
+  std::string got;
+  for (const auto& l : layers) got += " " + l.op + "(" + l.implementation + ") " + l.post_ops;
+  ASSERT_EQ(layers.size(), 1u) << got;
+  EXPECT_TRUE(is_int8_layer(layers[0])) << got;
+  // One output scale scale * 2^-N, the relu, and a saturating s8 destination.
+  EXPECT_THAT(layers[0].post_ops, ::testing::HasSubstr("output_scales 0.0026855469")) << got;
+  EXPECT_THAT(layers[0].post_ops, ::testing::HasSubstr("| s8")) << got;
 }
 
 TEST(OnnxPrequantized, MatMulIntegerPatternIsExactUnfused) {

@@ -82,9 +82,8 @@ struct SizeCase {
 
 // Up and down by factors that are exact in float (2, 1/2, 5/4, 3/4, 5/8), so
 // that the float scale qfuse derives from sizes equals out / in exactly, plus
-// odd sizes that create exact ties. (With inexact scales such as 5/3 the
-// float-rounded scale moves coordinates that sit exactly on a tie or an
-// integer: see DISABLED_InexactScaleFollowsExactArithmetic.)
+// odd sizes that create exact ties. (Ratios such as 5/3 are covered by
+// InexactScaleFollowsExactArithmetic.)
 const std::vector<SizeCase> kSizes = {
     {"up2", {1, 2, 4, 5}, {1, 2, 8, 10}},
     {"down2", {1, 2, 8, 6}, {1, 2, 4, 3}},
@@ -156,10 +155,9 @@ TEST(ResizeNearest, AsymmetricTiesByHand) {
 }
 
 // 3 -> 5, half_pixel, ceil: output 2 maps to (2 + 0.5) * 3 / 5 - 0.5 = 1 exactly,
-// so ceil gives 1. qfuse derives the scale as the float 5/3 (1.6666666), gets
-// 1.00000004 and picks 2 (ONNX Runtime, which also keeps scales in float,
-// would too). Disabled: which answer is right is a spec decision, reported.
-TEST(ResizeNearest, DISABLED_InexactScaleFollowsExactArithmetic) {
+// so ceil gives 1. Without explicit scales qfuse maps coordinates with
+// in / out exactly (a float scale 5/3 would give 1.00000004 and pick 2).
+TEST(ResizeNearest, InexactScaleFollowsExactArithmetic) {
   const Tensor x = filled({1, 1, 1, 3}, {0, 1, 2});
   graph::ResizeAttrs attrs;
   attrs.transform = CoordinateTransform::half_pixel;

@@ -1,0 +1,69 @@
+// fuse_bias
+//
+//   layer(x, w[, b]) -> Add(c)     ==>   layer(x, w, b + c)
+//
+// c is a constant per tensor or per output channel (axis 1 of a convolution
+// or deconvolution output, the last axis of a fully-connected one). The
+// layer's bias is added to the accumulator by the primitive itself, which is
+// where oneDNN wants it (deconvolution included).
+// Preconditions: the layer output feeds only the Add; an existing bias is a
+// constant. MatMul has no bias input and is left to the post-op chain.
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "fuse_bias";
+using namespace pattern;
+
+}  // namespace
+
+bool fuse_bias(Graph& g, PassContext& ctx) {
+  for (NodeId id : g.topological_order()) {
+    const Node& layer = g.node(id);
+    if (layer.kind != OpKind::Convolution && layer.kind != OpKind::Deconvolution &&
+        layer.kind != OpKind::FullyConnected) {
+      continue;
+    }
+    const auto next = sole_consumer(g, layer.outputs[0]);
+    if (!next) continue;
+    const Node& add = g.node(*next);
+    if (add.kind != OpKind::Add) continue;
+    const ValueId other = add.inputs[0] == layer.outputs[0] ? add.inputs[1] : add.inputs[0];
+    const Shape shape = g.value(layer.outputs[0]).shape;
+    if (g.value(add.outputs[0]).shape != shape) continue;
+    const std::size_t axis = layer.kind == OpKind::FullyConnected ? shape.size() - 1 : 1;
+    auto c = channel_vector(g, other, shape, axis);
+    if (!c) continue;
+    const auto channels = static_cast<std::size_t>(shape[axis]);
+    std::vector<float> bias = expand(*c, channels);
+    if (layer.inputs.size() == 3) {
+      auto old = constant_f32(g, layer.inputs[2]);
+      if (!old) {
+        ctx.reject(kPass, "'" + layer.name + "': existing bias is not constant");
+        continue;
+      }
+      for (std::size_t i = 0; i < channels; ++i) bias[i] += (*old)[i];
+    }
+    const std::string layer_name = layer.name, add_name = add.name;
+    const NodeId add_id = *next;
+    const ValueId add_out = add.outputs[0];
+    const ValueId b = g.add_constant(layer_name + ".bias.fused",
+                                     Tensor::from_vector<float>({static_cast<std::int64_t>(channels)}, bias));
+    Node& l = g.node(id);
+    if (l.inputs.size() == 3) {
+      l.inputs[2] = b;
+    } else {
+      l.inputs.push_back(b);
+    }
+    replace_value(g, add_out, l.outputs[0]);
+    g.erase_node(add_id);
+    ctx.log(kPass, add_name + " -> " + layer_name + ".bias");
+    return true;
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph
