@@ -507,13 +507,31 @@ struct Comparison {
   std::int64_t max_diff = 0;
   std::int64_t off_grid = 0;  // outputs not on the quantization grid (either path)
   std::string first_diffs;    // positions of the first differences
+  // With the reference's pre-FQ values: elements whose rounding position lies
+  // within f32 rounding (1e-4 LSB) of a .5 tie, and how many of those agree.
+  std::int64_t near_ties = 0;
+  std::int64_t equal_at_near_ties = 0;
 
   double equal_fraction() const {
     return elements == 0 ? 0.0 : static_cast<double>(equal) / static_cast<double>(elements);
   }
+  // Equal fraction over the elements that are not near a tie: two correct
+  // f32 evaluation orders may break a near-tie either way, nothing else.
+  double equal_fraction_off_ties() const {
+    const std::int64_t n = elements - near_ties;
+    return n == 0 ? 1.0 : static_cast<double>(equal - equal_at_near_ties) / static_cast<double>(n);
+  }
 };
 
-inline Comparison compare_quantized(const Tensor& fused, const Tensor& unfused, const FqRange& r) {
+// Rounding position of the reference value entering the output FQ is within
+// 1e-4 LSB of a .5 tie.
+inline bool near_tie(const Tensor& pre, std::int64_t i, const FqRange& r) {
+  const double v = (static_cast<double>(pre.as_float(i)) - r.il) / r.scale;
+  return std::fabs(v - std::floor(v) - 0.5) < 1e-4;
+}
+
+inline Comparison compare_quantized(const Tensor& fused, const Tensor& unfused, const FqRange& r,
+                                    const Tensor* pre = nullptr) {
   Comparison c;
   c.elements = unfused.size();
   std::ostringstream os;
@@ -524,6 +542,10 @@ inline Comparison compare_quantized(const Tensor& fused, const Tensor& unfused, 
     const double qa = std::nearbyint(a), qb = std::nearbyint(b);
     if (std::fabs(a - qa) > 1e-2 || std::fabs(b - qb) > 1e-2) ++c.off_grid;
     const auto d = static_cast<std::int64_t>(std::fabs(qa - qb));
+    if (pre != nullptr && near_tie(*pre, i, r)) {
+      ++c.near_ties;
+      c.equal_at_near_ties += d == 0 ? 1 : 0;
+    }
     c.equal += d == 0 ? 1 : 0;
     c.one_lsb += d == 1 ? 1 : 0;
     c.max_diff = std::max(c.max_diff, d);
