@@ -105,6 +105,14 @@ std::vector<plugin::Layout> plan_layouts(const graph::Graph& g) {
 
 CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) {
   init_logging();
+  if (!options.log_level.empty()) {
+    const auto level = spdlog::level::from_str(options.log_level);
+    if (level == spdlog::level::off && options.log_level != "off") {
+      throw CompileError("compile: unknown log level '" + options.log_level +
+                         "' (expected trace, debug, info, warn, error or off)");
+    }
+    spdlog::set_level(level);
+  }
   auto impl = std::make_shared<CompiledModel::Impl>();
   impl->graph = graph;
   impl->options = options;

@@ -10,10 +10,9 @@ cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 if [ "${1:-}" = "--sanitize" ]; then
   build="${QFUSE_BUILD_DIR:-$root/build-asan}"
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DQFUSE_SANITIZE=ON -DQFUSE_BUILD_BENCHMARKS=OFF)
-  # OpenMP's runtime keeps thread-local allocations alive at exit; those are
-  # not leaks of ours. Every other ASan and UBSan finding fails the test.
-  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
-  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+  # Every ASan (leaks included) and UBSan finding fails the test.
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 fi
 
 bash "$root/cmake/install_deps.sh"

@@ -158,3 +158,22 @@ TEST(CompiledModel, OutlivesItsSourceGraphAndCopies) {
 
 }  // namespace
 }  // namespace qfuse::test
+
+namespace qfuse::test {
+namespace {
+
+TEST(CompileOptions, UnknownLogLevelIsAClearError) {
+  graph::Graph g;
+  graph::Builder b(g);
+  b.output(b.relu(b.input("x", {2, 3})));
+  try {
+    compile(g, {.log_level = "loud"});
+    FAIL() << "expected CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown log level 'loud'"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(compile(g, {.log_level = "warn"}));
+}
+
+}  // namespace
+}  // namespace qfuse::test

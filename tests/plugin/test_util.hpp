@@ -51,7 +51,7 @@ inline Tensor run_op(OpKind kind, const std::vector<Operand>& operands,
   }
   const graph::ValueId y = b.op(kind, ids, std::move(attrs), "node");
   b.output(y);
-  const CompiledModel model = compile(g);
+  const CompiledModel model = compile(g, {.fuse = false});
   InferRequest request = model.create_infer_request();
   for (std::size_t i = 0; i < operands.size(); ++i) {
     if (!operands[i].is_constant) request.set_input("x" + std::to_string(i), operands[i].tensor);

@@ -131,8 +131,11 @@ int run_command(const Args& args) {
     times.push_back(ms_since(t));
   }
 
-  std::cout << "model " << model_name << ": " << model.layers().size() << " layers, "
-            << (args.flag("--unfused") ? "unfused" : "fused") << " mode requested\n";
+  std::size_t int8_layers = 0;
+  for (const LayerInfo& l : model.layers()) int8_layers += l.op.starts_with("Quantized") ? 1 : 0;
+  std::cout << "model " << model_name << ": " << model.layers().size() << " executable nodes, "
+            << int8_layers << " int8 layers (" << (args.flag("--unfused") ? "unfused" : "fused")
+            << ")\n";
   for (const std::string& name : model.output_names()) {
     print_tensor_summary(name, request.output(name));
   }

@@ -28,6 +28,10 @@ struct CompileOptions {
   bool fuse = true;
   // Numerics-changing rewrite: drop the round inside FQ -> Sum -> FQ blocks.
   bool allow_residual_round_drop = false;
+  // spdlog level for qfuse's log ("trace", "debug", "info", "warn", "error",
+  // "off"); empty keeps the current one (QFUSE_LOG_LEVEL, or warn). The level
+  // is process-wide, like spdlog's default logger.
+  std::string log_level;
 };
 
 struct LayerInfo {
