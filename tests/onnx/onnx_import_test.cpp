@@ -591,7 +591,7 @@ TEST(OnnxPrequantized, ConvIntegerPatternIsExactUnfusedAndOneInt8LayerFused) {
   EXPECT_THAT(layers[0].post_ops, ::testing::HasSubstr("| s8")) << got;
 }
 
-TEST(OnnxPrequantized, MatMulIntegerPatternIsExactUnfused) {
+TEST(OnnxPrequantized, MatMulIntegerPatternIsExactUnfusedAndOneInt8LayerFused) {
   const int k = 16, n = 6, rows = 3;
   const auto w = random_ints<std::int8_t>(k * n, -127, 127, 41);
   const auto b = random_ints<std::int32_t>(n, -500, 500, 42);
@@ -614,7 +614,15 @@ TEST(OnnxPrequantized, MatMulIntegerPatternIsExactUnfused) {
   const auto xv = random_ints<std::int8_t>(rows * k, -128, 127, 43);
   const Tensor x = Tensor::from_vector<std::int8_t>({rows, k}, xv);
   for (bool fuse : {false, true}) {
-    const Tensor y = run(g, fuse, "x", x, "y");
+    std::vector<LayerInfo> layers;
+    const Tensor y = run(g, fuse, "x", x, "y", &layers);
+    if (fuse) {
+      std::string got;
+      for (const auto& l : layers) got += " " + l.op + "(" + l.implementation + ") " + l.post_ops;
+      ASSERT_EQ(layers.size(), 1u) << got;
+      EXPECT_TRUE(is_int8_layer(layers[0])) << got;
+      EXPECT_THAT(layers[0].post_ops, ::testing::HasSubstr("| u8")) << got;
+    }
     for (int r = 0; r < rows; ++r) {
       for (int j = 0; j < n; ++j) {
         std::int64_t acc = b[static_cast<std::size_t>(j)];
