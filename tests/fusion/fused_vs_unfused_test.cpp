@@ -93,8 +93,12 @@ std::vector<LayerCase> layer_cases() {
     c.tail = Tail::fq_relu_fq;
     c.output_quant = Quant::u8;
   }));
+  // alpha = 0.1 is not exact in f32: on integer levels it puts many values
+  // within f32 rounding of a tie (the near-tie rule below covers them).
   add(with(padded(conv2d("Conv_FqLeakyReluFq", {3, 3}), 1),
            [](LayerCase& c) { c.tail = Tail::fq_leaky_relu_fq; }));
+  add(with(padded(conv2d("Conv_FqLeakyRelu025Fq", {3, 3}), 1),
+           [](LayerCase& c) { c.tail = Tail::fq_leaky_relu_quarter_fq; }));
   add(with(padded(conv2d("Conv_Clamp", {3, 3}), 1), [](LayerCase& c) { c.tail = Tail::clamp; }));
   add(with(padded(conv2d("Conv_FqSigmoidFq", {3, 3}), 1), [](LayerCase& c) {
     c.tail = Tail::fq_sigmoid_fq;

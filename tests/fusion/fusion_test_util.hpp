@@ -52,6 +52,7 @@ enum class Tail {
   relu,                    // y -> Relu -> FQ_out
   fq_relu_fq,              // y -> FQ_mid -> Relu -> FQ_out
   fq_leaky_relu_fq,        // y -> FQ_mid -> LeakyRelu(0.1) -> FQ_out
+  fq_leaky_relu_quarter_fq,  // y -> FQ_mid -> LeakyRelu(0.25) -> FQ_out (alpha exact in f32)
   clamp,                   // y -> Clamp (inside FQ_out's range) -> FQ_out
   fq_sigmoid_fq,           // y -> FQ_mid -> Sigmoid -> FQ_out
   fq_tanh_fq,              // y -> FQ_mid -> Tanh -> FQ_out
@@ -429,6 +430,9 @@ class ModelBuilder {
       case Tail::fq_relu_fq: return quantize(b_.relu(quantize(y, "mid.q")), "out.q");
       case Tail::fq_leaky_relu_fq:
         return quantize(b_.op(OpKind::LeakyRelu, {quantize(y, "mid.q")}, graph::AlphaAttrs{0.1f}),
+                        "out.q");
+      case Tail::fq_leaky_relu_quarter_fq:
+        return quantize(b_.op(OpKind::LeakyRelu, {quantize(y, "mid.q")}, graph::AlphaAttrs{0.25f}),
                         "out.q");
       case Tail::fq_sigmoid_fq:
         return quantize(b_.unary(OpKind::Sigmoid, quantize(y, "mid.q")), "out.q");
