@@ -2,6 +2,7 @@
 // Internal: the execution plan a CompiledModel holds and the per-request
 // context its operations run in.
 
+#include <any>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,11 +30,18 @@ class ExecContext {
   dnnl::stream& stream() { return stream_; }
   void* scratchpad() { return scratchpad_; }
 
+  // State the running op keeps in this request between inferences (empty
+  // before its first run), e.g. its oneDNN memory objects, so that an
+  // inference only updates data handles instead of creating them.
+  std::any& op_state() { return *op_state_; }
+  void set_op_state(std::any* state) { op_state_ = state; }
+
  private:
   const graph::Graph& graph_;
   std::vector<Tensor>& buffers_;
   dnnl::stream& stream_;
   void* scratchpad_;
+  std::any* op_state_ = nullptr;
 };
 
 // One compiled node. Immutable after creation, so one instance serves every

@@ -11,6 +11,7 @@ struct InferRequest::Impl {
   dnnl::stream stream;
   std::vector<Tensor> buffers;  // by ValueId; constants stay empty
   std::vector<std::uint8_t> scratchpad;
+  std::vector<std::any> op_states;  // one per executable op
   int threads = 0;
 
   const graph::Graph& graph() const { return model->graph; }
@@ -41,6 +42,7 @@ InferRequest CompiledModel::create_infer_request() const {
     if (!v.is_constant() && used) impl->buffers[i] = Tensor(v.type, v.shape);
   }
   impl->scratchpad.resize(impl_->scratchpad_size);
+  impl->op_states.resize(impl_->ops.size());
   return InferRequest(std::move(impl));
 }
 
@@ -75,7 +77,9 @@ void InferRequest::infer() {
   if (impl_->threads > 0) omp_set_num_threads(impl_->threads);
   plugin::ExecContext ctx(impl_->graph(), impl_->buffers, impl_->stream,
                           impl_->scratchpad.data());
-  for (const auto& op : impl_->model->ops) {
+  for (std::size_t i = 0; i < impl_->model->ops.size(); ++i) {
+    const auto& op = impl_->model->ops[i];
+    ctx.set_op_state(&impl_->op_states[i]);
     try {
       op->execute(ctx);
     } catch (const dnnl::error& e) {

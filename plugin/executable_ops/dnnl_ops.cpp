@@ -35,14 +35,24 @@ class DnnlOp final : public ExecutableOp {
         implementation_(pd.impl_info_str()) {}
 
   void execute(ExecContext& ctx) const override {
-    std::unordered_map<int, memory> args;
+    // The memory objects are made on the first run of each request; later
+    // runs only point them at the (possibly replaced) buffers.
+    std::any& state = ctx.op_state();
+    if (!state.has_value()) {
+      std::unordered_map<int, memory> args;
+      for (const Binding& b : bindings_) args.emplace(b.arg, memory(b.md, engine_, nullptr));
+      if (scratchpad_md_.get_size() > 0) {
+        args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, nullptr));
+      }
+      state = std::move(args);
+    }
+    auto& args = std::any_cast<std::unordered_map<int, memory>&>(state);
     for (const Binding& b : bindings_) {
       // oneDNN takes non-const handles; inputs are only read.
-      void* data = const_cast<void*>(ctx.in(b.value).raw_data());
-      args.emplace(b.arg, memory(b.md, engine_, data));
+      args.at(b.arg).set_data_handle(const_cast<void*>(ctx.in(b.value).raw_data()));
     }
     if (scratchpad_md_.get_size() > 0) {
-      args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, ctx.scratchpad()));
+      args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(ctx.scratchpad());
     }
     primitive_.execute(ctx.stream(), args);
     ctx.stream().wait();

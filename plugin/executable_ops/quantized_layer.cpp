@@ -5,6 +5,7 @@
 
 #include "plugin/executable_ops/quantized_layer.hpp"
 
+#include <any>
 #include <cstring>
 #include <unordered_map>
 
@@ -214,43 +215,40 @@ class QuantizedLayerOp final : public ExecutableOp {
   void execute(ExecContext& ctx) const override {
     const Node& n = node();
     auto* scratch = static_cast<std::uint8_t*>(ctx.scratchpad());
-    void* src = const_cast<void*>(ctx.in(n.inputs[0]).raw_data());
+    std::any& slot = ctx.op_state();
+    if (!slot.has_value()) slot = make_state();
+    State& st = std::any_cast<State&>(slot);
+
+    // Point this request's memory objects at its buffers (which the caller
+    // may have replaced since the last run).
+    void* user_src = const_cast<void*>(ctx.in(n.inputs[0]).raw_data());
     void* user_dst = ctx.out(n.outputs[0]).raw_data();
-    if (src_stage_) {
-      memory from(src_stage_->user_md, engine_, src);
-      src = scratch + src_stage_->offset;
-      memory to(b_.src_md, engine_, src);
-      src_stage_->reorder.execute(ctx.stream(), from, to);
-    }
+    void* src = src_stage_ ? scratch + src_stage_->offset : user_src;
     void* dst = dst_stage_ ? scratch + dst_stage_->offset : user_dst;
-    if (b_.sum_input) {
-      memory from(residual_md_, engine_,
-                  const_cast<void*>(ctx.in(n.inputs[*b_.sum_input]).raw_data()));
-      memory to(residual_dst_md_, engine_, dst);
-      residual_copy_.execute(ctx.stream(), from, to);
-    }
-    std::unordered_map<int, memory> args;
-    args.emplace(DNNL_ARG_SRC, memory(b_.src_md, engine_, src));
-    args.emplace(DNNL_ARG_WEIGHTS, weights_);
-    if (bias_) args.emplace(DNNL_ARG_BIAS, bias_);
-    args.emplace(DNNL_ARG_DST, memory(b_.dst_md, engine_, dst));
+    st.args.at(DNNL_ARG_SRC).set_data_handle(src);
+    st.args.at(DNNL_ARG_DST).set_data_handle(dst);
     const std::size_t first_external = n.attr<QuantizedLayerAttrs>().first_external_input();
     for (const auto& arg : binary_args_) {
       if (arg.external_input) {
         const ValueId v = n.inputs[first_external + static_cast<std::size_t>(*arg.external_input)];
-        args.emplace(arg.arg, memory(arg.desc, engine_, const_cast<void*>(ctx.in(v).raw_data())));
-      } else {
-        args.emplace(arg.arg, constant_args_.at(arg.arg));
+        st.args.at(arg.arg).set_data_handle(const_cast<void*>(ctx.in(v).raw_data()));
       }
     }
-    if (scratchpad_md_.get_size() > 0) {
-      args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, scratch));
+    if (scratchpad_md_.get_size() > 0) st.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
+
+    if (src_stage_) {
+      st.user_src.set_data_handle(user_src);
+      src_stage_->reorder.execute(ctx.stream(), st.user_src, st.args.at(DNNL_ARG_SRC));
     }
-    primitive_.execute(ctx.stream(), args);
+    if (b_.sum_input) {
+      st.residual.set_data_handle(const_cast<void*>(ctx.in(n.inputs[*b_.sum_input]).raw_data()));
+      st.residual_in_dst.set_data_handle(dst);
+      residual_copy_.execute(ctx.stream(), st.residual, st.residual_in_dst);
+    }
+    primitive_.execute(ctx.stream(), st.args);
     if (dst_stage_) {
-      memory from(b_.dst_md, engine_, dst);
-      memory to(dst_stage_->user_md, engine_, user_dst);
-      dst_stage_->reorder.execute(ctx.stream(), from, to);
+      st.user_dst.set_data_handle(user_dst);
+      dst_stage_->reorder.execute(ctx.stream(), st.args.at(DNNL_ARG_DST), st.user_dst);
     }
     ctx.stream().wait();
   }
@@ -268,6 +266,34 @@ class QuantizedLayerOp final : public ExecutableOp {
   };
 
   static std::size_t align(std::size_t n) { return (n + 63) / 64 * 64; }
+
+  // One request's memory objects; data handles are set before every run.
+  struct State {
+    std::unordered_map<int, memory> args;
+    memory user_src, user_dst, residual, residual_in_dst;
+  };
+
+  State make_state() const {
+    State st;
+    st.args.emplace(DNNL_ARG_SRC, memory(b_.src_md, engine_, nullptr));
+    st.args.emplace(DNNL_ARG_WEIGHTS, weights_);
+    if (bias_) st.args.emplace(DNNL_ARG_BIAS, bias_);
+    st.args.emplace(DNNL_ARG_DST, memory(b_.dst_md, engine_, nullptr));
+    for (const auto& arg : binary_args_) {
+      st.args.emplace(arg.arg, arg.external_input ? memory(arg.desc, engine_, nullptr)
+                                                  : constant_args_.at(arg.arg));
+    }
+    if (scratchpad_md_.get_size() > 0) {
+      st.args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, nullptr));
+    }
+    if (src_stage_) st.user_src = memory(src_stage_->user_md, engine_, nullptr);
+    if (dst_stage_) st.user_dst = memory(dst_stage_->user_md, engine_, nullptr);
+    if (b_.sum_input) {
+      st.residual = memory(residual_md_, engine_, nullptr);
+      st.residual_in_dst = memory(residual_dst_md_, engine_, nullptr);
+    }
+    return st;
+  }
 
   dnnl::engine engine_;
   Build b_;
