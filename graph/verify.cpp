@@ -113,19 +113,30 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
   return b && *b == to;
 }
 
-OutputSpec check_conv(NodeChecker& c, ConvAttrs& a) {
+// What convolution and deconvolution share: inputs x, w[, b] of one rank
+// (1D to 3D spatial), groups, and the per-spatial-dim attributes (filled
+// with their defaults when empty). Returns the number of spatial dims.
+template <class Attrs>
+std::size_t check_windowed_layer(NodeChecker& c, Attrs& a, const char* weights_layout) {
   c.expect_inputs(2, 3);
   c.expect_rank(0, 3, 5);
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
   const std::size_t spatial = x.size() - 2;
   c.expect(w.size() == x.size(), "weights " + to_string(w) + " must have the rank of the input " +
-                                     to_string(x) + " (expected OC, IC/groups, k...)");
+                                     to_string(x) + " (expected " + weights_layout + ")");
   c.expect(a.groups >= 1, "groups must be >= 1 (got " + std::to_string(a.groups) + ")");
   c.spatial_attr(a.strides, spatial, 1, "strides", 1);
   c.spatial_attr(a.dilations, spatial, 1, "dilations", 1);
   c.spatial_attr(a.pads_begin, spatial, 0, "pads_begin", 0);
   c.spatial_attr(a.pads_end, spatial, 0, "pads_end", 0);
+  return spatial;
+}
+
+OutputSpec check_conv(NodeChecker& c, ConvAttrs& a) {
+  const std::size_t spatial = check_windowed_layer(c, a, "OC, IC/groups, k...");
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
   c.expect(x[1] == w[1] * a.groups,
            "input channels do not match the weights (expected " + std::to_string(w[1] * a.groups) +
                " = weights dim 1 * groups, got " + std::to_string(x[1]) + ")");
@@ -149,18 +160,9 @@ OutputSpec check_conv(NodeChecker& c, ConvAttrs& a) {
 }
 
 OutputSpec check_deconv(NodeChecker& c, DeconvAttrs& a) {
-  c.expect_inputs(2, 3);
-  c.expect_rank(0, 3, 5);
+  const std::size_t spatial = check_windowed_layer(c, a, "IC, OC/groups, k...");
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
-  const std::size_t spatial = x.size() - 2;
-  c.expect(w.size() == x.size(), "weights " + to_string(w) + " must have the rank of the input " +
-                                     to_string(x) + " (expected IC, OC/groups, k...)");
-  c.expect(a.groups >= 1, "groups must be >= 1 (got " + std::to_string(a.groups) + ")");
-  c.spatial_attr(a.strides, spatial, 1, "strides", 1);
-  c.spatial_attr(a.dilations, spatial, 1, "dilations", 1);
-  c.spatial_attr(a.pads_begin, spatial, 0, "pads_begin", 0);
-  c.spatial_attr(a.pads_end, spatial, 0, "pads_end", 0);
   c.spatial_attr(a.output_padding, spatial, 0, "output_padding", 0);
   c.expect(x[1] == w[0], "input channels do not match the weights (expected " +
                              std::to_string(w[0]) + " = weights dim 0, got " +
