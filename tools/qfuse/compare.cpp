@@ -93,7 +93,7 @@ std::string json_escape(const std::string& s) {
 
 int compare_command(const Args& args) {
   const std::string model_name = args.positional().empty() ? "default" : args.positional()[0];
-  const graph::Graph g = load_model(model_name);
+  const graph::Graph g = load_model(model_name, shape_bindings(args, model_name));
   const CompiledModel fused = compile(g, {.fuse = true});
   const CompiledModel ref = compile(g, {.fuse = false});
   InferRequest rf = fused.create_infer_request();
