@@ -56,11 +56,17 @@ bool run_passes(Graph& graph, PassContext& ctx, std::span<const PassEntry> passe
 #else
   const bool verify_each = ctx.options().verify_each_pass;
 #endif
+  // Each application rewrites one match, so a pass runs until it reports no
+  // change, and the table again until a whole round changes nothing. The
+  // bounds only guard against a rewrite cycle; every rewrite keeps the graph
+  // correct, so hitting one is reported and compilation goes on.
   bool changed_any = false;
-  for (int round = 0; round < 8; ++round) {
+  constexpr int kMaxRounds = 16;
+  for (int round = 0; round < kMaxRounds; ++round) {
     bool changed_round = false;
     for (const PassEntry& pass : passes) {
-      for (int i = 0; i < 64 && pass.run(graph, ctx); ++i) {
+      std::size_t applied = 0;
+      while (pass.run(graph, ctx)) {
         changed_round = true;
         if (verify_each) {
           try {
@@ -69,11 +75,17 @@ bool run_passes(Graph& graph, PassContext& ctx, std::span<const PassEntry> passe
             throw GraphError("after pass " + std::string(pass.name) + ": " + e.what());
           }
         }
+        if (++applied > 4 * (graph.node_capacity() + 16)) {
+          spdlog::warn("pass {} still rewrites after {} applications; stopping it", pass.name,
+                       applied);
+          break;
+        }
       }
     }
     changed_any |= changed_round;
-    if (!changed_round) break;
+    if (!changed_round) return changed_any;
   }
+  spdlog::warn("fusion passes still change the graph after {} rounds; stopping", kMaxRounds);
   return changed_any;
 }
 

@@ -118,12 +118,20 @@ bool fold_batch_norm(Graph& g, PassContext& ctx) {
     const std::string bn_name = bn.name;
     const ValueId bn_out = bn.outputs[0];
 
+    // A bias that is not constant cannot absorb the shift: decided before
+    // any new weights are built, so a rejected candidate leaves no trace.
+    std::optional<std::vector<float>> old_bias;
+    if (layer.inputs.size() == 3) {
+      old_bias = constant_f32(g, layer.inputs[2]);
+      if (!old_bias) {
+        ctx.reject(kPass, "'" + bn.name + "': the layer's bias is not constant");
+        continue;
+      }
+    }
     if (auto new_w = fold_into_weights(g, layer, *params)) {
       std::vector<float> bias = params->shift;
-      if (layer.inputs.size() == 3) {
-        auto old = constant_f32(g, layer.inputs[2]);
-        if (!old) continue;
-        for (std::size_t c = 0; c < bias.size(); ++c) bias[c] += (*old)[c] * params->scale[c];
+      if (old_bias) {
+        for (std::size_t c = 0; c < bias.size(); ++c) bias[c] += (*old_bias)[c] * params->scale[c];
       }
       const ValueId b = g.add_constant(layer.name + ".bias.bn",
                                        Tensor::from_vector<float>({static_cast<std::int64_t>(bias.size())}, bias));

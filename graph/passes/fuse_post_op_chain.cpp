@@ -69,8 +69,7 @@ cp::DataType to_composer(ElementType t) {
 // Steps for node `n` reading the running value `cur` (shape `shape`, output
 // channels on `axis`), or nullopt when `n` cannot join the chain.
 std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Shape& shape,
-                               std::size_t axis, int next_external,
-                               const std::vector<cp::Step>& so_far) {
+                               std::size_t axis, int next_external) {
   const Node& n = g.node(id);
   if (n.outputs.size() != 1 || g.value(n.outputs[0]).shape != shape) return std::nullopt;
   Absorbed a{id, {}, {}, std::nullopt};
@@ -100,7 +99,6 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
       if (to != ElementType::u8 && to != ElementType::s8) return std::nullopt;
       // Convert to u8/s8 rounds half to even and saturates: exactly the
       // primitive's store into an s8/u8 destination.
-      (void)so_far;
       a.dst_type = to;
       return a;
     }
@@ -188,15 +186,13 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
 
     // Collect the longest absorbable chain.
     std::vector<Absorbed> chain;
-    std::vector<cp::Step> steps = base.chain.steps;
     int externals = static_cast<int>(layer.inputs.size() - base.first_external_input());
     ValueId cur = layer.outputs[0];
     while (true) {
       auto next = sole_consumer(g, cur);
       if (!next) break;
-      auto a = absorb(g, *next, cur, shape, axis, externals, steps);
+      auto a = absorb(g, *next, cur, shape, axis, externals);
       if (!a) break;
-      steps.insert(steps.end(), a->steps.begin(), a->steps.end());
       externals += static_cast<int>(a->externals.size());
       cur = g.node(*next).outputs[0];
       const bool last = a->dst_type.has_value();

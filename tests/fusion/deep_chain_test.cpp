@@ -1,4 +1,4 @@
-// Review findings on the fusion path: each test fails on the code it names.
+// Long chains: every layer fuses, however many rewrites the pipeline needs.
 
 #include <gtest/gtest.h>
 
@@ -31,13 +31,12 @@ graph::Graph conv_chain(int n) {
   return g;
 }
 
-// graph/pass_manager.cpp run_passes: each pass runs at most 64 times per
-// round and each run rewrites one match, so in round 1 quantize_weights
-// stops at conv63; the FakeQuantize between conv63 and conv64 is then not
-// split (conv64's weights are not dequantized yet) and fuse_post_op_chain
-// absorbs it whole into conv63 with an f32 destination. From round 2 on
-// conv64 reads an f32 tensor and stays an f32 Convolution.
-TEST(ReviewPassManager, EveryLayerOfAChainOf65ConvolutionsRunsAsInt8) {
+// Each pass application rewrites one match. With a cap on applications per
+// round, quantize_weights would stop part-way down the chain; the next
+// FakeQuantize would then not be split (the following layer's weights not
+// yet dequantized), fuse_post_op_chain would absorb it whole with an f32
+// destination, and the following layer would stay f32 for good.
+TEST(PassPipeline, EveryLayerOfAChainOf65ConvolutionsRunsAsInt8) {
   const int n = 65;
   const CompiledModel fused = compile(conv_chain(n), {.fuse = true});
   EXPECT_EQ(static_cast<int>(quantized_layers(fused).size()), n) << describe_layers(fused);
