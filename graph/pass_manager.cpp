@@ -34,7 +34,7 @@ void PassContext::reject(std::string_view pass, const std::string& message) {
 }
 
 std::span<const PassEntry> fusion_pipeline() {
-  static constexpr std::array<PassEntry, 11> kPipeline{{
+  static constexpr std::array<PassEntry, 12> kPipeline{{
       {"fold_batch_norm", fold_batch_norm},
       {"fuse_bias", fuse_bias},
       {"fold_into_fake_quantize_ranges", fold_into_fake_quantize_ranges},
@@ -44,6 +44,7 @@ std::span<const PassEntry> fusion_pipeline() {
       {"eliminate_dead_nodes", eliminate_dead_nodes},
       {"fuse_dequantize_into_layer", fuse_dequantize_into_layer},
       {"fuse_post_op_chain", fuse_post_op_chain},
+      {"eliminate_dead_nodes", eliminate_dead_nodes},  // before folding what nobody reads
       {"fold_constants", fold_constants},
       {"eliminate_dead_nodes", eliminate_dead_nodes},
   }};

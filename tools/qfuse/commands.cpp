@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "qfuse/qfuse.hpp"
@@ -88,6 +89,53 @@ void print_tensor_summary(const std::string& name, const Tensor& t) {
     std::cout << ' ' << t.as_float(i);
   }
   std::cout << (t.size() > 10 ? " ..." : "") << '\n';
+}
+
+// Graphviz: one box per executed node (int8 layers filled, with their
+// oneDNN implementation and post-ops), one edge per value.
+std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+void write_dot(std::ostream& out, const graph::Graph& g, const std::vector<LayerInfo>& layers) {
+  std::map<std::string, const LayerInfo*> by_name;
+  for (const LayerInfo& l : layers) by_name[l.node] = &l;
+  out << "digraph qfuse {\n  rankdir=TB;\n  node [shape=box, fontname=monospace];\n";
+  for (graph::ValueId in : g.inputs()) {
+    out << "  \"v" << in.index << "\" [shape=ellipse, label=\"" << dot_escape(g.value(in).name)
+        << "\\n" << to_string(g.value(in).type) << to_string(g.value(in).shape) << "\"];\n";
+  }
+  for (graph::NodeId id : g.topological_order()) {
+    const graph::Node& n = g.node(id);
+    const auto it = by_name.find(n.name);
+    std::string label = n.name + "\\n" + std::string(graph::to_string(n.kind));
+    if (it != by_name.end()) {
+      label += "\\n" + dot_escape(it->second->implementation);
+      if (!it->second->post_ops.empty()) label += "\\n" + dot_escape(it->second->post_ops);
+    }
+    out << "  \"n" << id.index << "\" [label=\"" << label << "\""
+        << (graph::is_quantized_layer(n.kind) ? ", style=filled, fillcolor=lightblue" : "")
+        << "];\n";
+    for (graph::ValueId in : n.inputs) {
+      const graph::Value& v = g.value(in);
+      if (v.is_constant()) continue;
+      const std::string from = v.producer.valid() ? "n" + std::to_string(v.producer.index)
+                                                  : "v" + std::to_string(in.index);
+      out << "  \"" << from << "\" -> \"n" << id.index << "\" [label=\""
+          << to_string(v.type) << to_string(v.shape) << "\"];\n";
+    }
+  }
+  for (graph::ValueId o : g.outputs()) {
+    const graph::Value& v = g.value(o);
+    out << "  \"o" << o.index << "\" [shape=ellipse, label=\"" << dot_escape(v.name) << "\"];\n";
+    if (v.producer.valid()) out << "  \"n" << v.producer.index << "\" -> \"o" << o.index << "\";\n";
+  }
+  out << "}\n";
 }
 
 }  // namespace
@@ -220,9 +268,21 @@ int dump_command(const Args& args) {
   const std::string model_name = model_argument(args);
   const CompiledModel model =
       compile(load_model(model_name, shape_bindings(args, model_name)), compile_options(args));
+  const auto layers = model.layers();
   std::cout << graph::to_text(model.graph()) << "\nlayers:\n";
-  for (const LayerInfo& l : model.layers()) {
+  for (const LayerInfo& l : layers) {
     std::cout << "  " << l.node << " [" << l.op << "] " << l.implementation << '\n';
+    if (!l.post_ops.empty()) std::cout << "      " << l.post_ops << '\n';
+  }
+  if (!model.fusion_log().empty()) {
+    std::cout << "\nfusion:\n";
+    for (const std::string& line : model.fusion_log()) std::cout << "  " << line << '\n';
+  }
+  if (auto path = args.value("--dot")) {
+    std::ofstream out(*path);
+    if (!out) throw IoError("write " + *path + ": cannot create the file");
+    write_dot(out, model.graph(), layers);
+    std::cout << "wrote " << *path << '\n';
   }
   return 0;
 }
