@@ -1,11 +1,13 @@
 // compile(): graph -> execution plan. Each live node becomes one executable
 // op, in topological order.
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
 
+#include "composer/post_op_chain.hpp"
 #include "graph/pass_manager.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantized_layer.hpp"
@@ -101,6 +103,48 @@ std::vector<plugin::Layout> plan_layouts(const graph::Graph& g) {
   return layouts;
 }
 
+// An int8 layer whose sum post-op reads residual R may write its result
+// straight into R's buffer (the sum then reads R in place, no copy) when R
+// is dead afterwards: every other reader of R runs earlier, R is not a graph
+// input, output or constant, it is not another input of the layer, and it
+// has the output's type and layout with no staging in between.
+std::vector<std::uint32_t> plan_sum_in_place(const graph::Graph& g,
+                                             const std::vector<graph::NodeId>& order,
+                                             const std::vector<plugin::Layout>& layouts,
+                                             std::vector<bool>& in_place) {
+  std::vector<std::uint32_t> buffer_of(g.value_count());
+  for (std::uint32_t i = 0; i < buffer_of.size(); ++i) buffer_of[i] = i;
+  std::vector<std::size_t> position(g.node_capacity(), 0);
+  for (std::size_t k = 0; k < order.size(); ++k) position[order[k].index] = k;
+  in_place.assign(g.node_capacity(), false);
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const graph::Node& n = g.node(order[k]);
+    if (!graph::is_quantized_layer(n.kind)) continue;
+    const auto& a = n.attr<graph::QuantizedLayerAttrs>();
+    const composer::Sum* sum = nullptr;
+    for (const composer::Step& step : a.chain.steps) {
+      if (const auto* s = std::get_if<composer::Sum>(&step)) sum = s;
+    }
+    if (sum == nullptr) continue;
+    const graph::ValueId r = n.inputs[a.first_external_input() + static_cast<std::size_t>(sum->input)];
+    const graph::ValueId out = n.outputs[0];
+    const graph::Value& rv = g.value(r);
+    const bool spatial = is_spatial_quantized(n.kind);
+    bool ok = !rv.is_constant() && rv.producer.valid() && !g.is_graph_output(r) &&
+              rv.type == g.value(out).type && layouts[r.index] == layouts[out.index] &&
+              (!spatial || layouts[out.index] == plugin::Layout::channels_last) &&
+              std::count(n.inputs.begin(), n.inputs.end(), r) == 1;
+    for (graph::NodeId c : g.consumers(r)) {
+      ok = ok && (c == order[k] || position[c.index] < k);
+    }
+    if (!ok) continue;
+    buffer_of[out.index] = buffer_of[r.index];
+    in_place[order[k].index] = true;
+    spdlog::debug("compile: {} writes over its residual '{}'", n.name, rv.name);
+  }
+  return buffer_of;
+}
+
 }  // namespace
 
 CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) {
@@ -137,12 +181,16 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   }
   const std::vector<plugin::Layout> layouts = plan_layouts(impl->graph);
   const auto layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
-  for (graph::NodeId id : impl->graph.topological_order()) {
+  const std::vector<graph::NodeId> order = impl->graph.topological_order();
+  std::vector<bool> in_place;
+  impl->buffer_of = plan_sum_in_place(impl->graph, order, layouts, in_place);
+  for (graph::NodeId id : order) {
     const graph::Node& node = impl->graph.node(id);
     std::unique_ptr<plugin::ExecutableOp> op;
     try {
       if (graph::is_quantized_layer(node.kind)) {
-        op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of);
+        op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
+                                          in_place[id.index]);
       } else if (node.kind == graph::OpKind::Convert &&
                  (layout_of(node.inputs[0]) != plugin::Layout::plain ||
                   layout_of(node.outputs[0]) != plugin::Layout::plain)) {

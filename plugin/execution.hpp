@@ -18,15 +18,19 @@ namespace qfuse::plugin {
 // from the graph.
 class ExecContext {
  public:
-  ExecContext(const graph::Graph& graph, std::vector<Tensor>& buffers, dnnl::stream& stream,
-              void* scratchpad)
-      : graph_(graph), buffers_(buffers), stream_(stream), scratchpad_(scratchpad) {}
+  ExecContext(const graph::Graph& graph, std::vector<Tensor>& buffers,
+              const std::vector<std::uint32_t>& buffer_of, dnnl::stream& stream, void* scratchpad)
+      : graph_(graph),
+        buffers_(buffers),
+        buffer_of_(buffer_of),
+        stream_(stream),
+        scratchpad_(scratchpad) {}
 
   const Tensor& in(graph::ValueId id) const {
     const graph::Value& v = graph_.value(id);
-    return v.is_constant() ? *v.constant : buffers_[id.index];
+    return v.is_constant() ? *v.constant : buffers_[buffer_of_[id.index]];
   }
-  Tensor& out(graph::ValueId id) { return buffers_[id.index]; }
+  Tensor& out(graph::ValueId id) { return buffers_[buffer_of_[id.index]]; }
   dnnl::stream& stream() { return stream_; }
   void* scratchpad() { return scratchpad_; }
 
@@ -39,6 +43,7 @@ class ExecContext {
  private:
   const graph::Graph& graph_;
   std::vector<Tensor>& buffers_;
+  const std::vector<std::uint32_t>& buffer_of_;
   dnnl::stream& stream_;
   void* scratchpad_;
   std::any* op_state_ = nullptr;
@@ -81,6 +86,9 @@ struct CompiledModel::Impl {
   dnnl::engine engine;
   std::vector<std::unique_ptr<plugin::ExecutableOp>> ops;
   std::vector<std::string> fusion_log;
+  // The buffer each value lives in (its own index unless an int8 layer
+  // writes its result over the residual its sum post-op reads).
+  std::vector<std::uint32_t> buffer_of;
   std::size_t scratchpad_size = 0;
 };
 

@@ -39,7 +39,9 @@ InferRequest CompiledModel::create_infer_request() const {
     const bool used = v.producer.valid() ||
                       std::find(g.inputs().begin(), g.inputs().end(), graph::ValueId{i}) !=
                           g.inputs().end();
-    if (!v.is_constant() && used) impl->buffers[i] = Tensor(v.type, v.shape);
+    if (!v.is_constant() && used && impl_->buffer_of[i] == i) {
+      impl->buffers[i] = Tensor(v.type, v.shape);
+    }
   }
   impl->scratchpad.resize(impl_->scratchpad_size);
   impl->op_states.resize(impl_->ops.size());
@@ -68,14 +70,14 @@ Tensor& InferRequest::input(const std::string& name) {
 const Tensor& InferRequest::output(const std::string& name) const {
   graph::ValueId id = impl_->find(name, impl_->graph().outputs(), "output");
   const graph::Value& v = impl_->graph().value(id);
-  return v.is_constant() ? *v.constant : impl_->buffers[id.index];
+  return v.is_constant() ? *v.constant : impl_->buffers[impl_->model->buffer_of[id.index]];
 }
 
 void InferRequest::set_threads(int threads) { impl_->threads = threads; }
 
 void InferRequest::infer() {
   if (impl_->threads > 0) omp_set_num_threads(impl_->threads);
-  plugin::ExecContext ctx(impl_->graph(), impl_->buffers, impl_->stream,
+  plugin::ExecContext ctx(impl_->graph(), impl_->buffers, impl_->model->buffer_of, impl_->stream,
                           impl_->scratchpad.data());
   for (std::size_t i = 0; i < impl_->model->ops.size(); ++i) {
     const auto& op = impl_->model->ops[i];

@@ -10,8 +10,8 @@
 //   u8 with lo = 0 otherwise (Zd = Zo; a non-zero Zd becomes a source zero
 //   point of the consuming layer).
 // The rewrite keeps the value: (q + lo - Zd) * So = (q - Zo) * So = q * So + ol.
-// Only FakeQuantize nodes that feed a layer's activation input are split; the
-// others stay whole and become post-op steps.
+// Only FakeQuantize nodes that feed a layer's activation input, or a residual
+// Add, are split; the others stay whole and become post-op steps.
 // Preconditions: constant ranges per tensor or per channel (axis 1); L <= 256;
 // So != 0.
 
@@ -28,10 +28,19 @@ constexpr std::string_view kPass = "split_fake_quantize";
 using namespace pattern;
 
 // Some layer reads `v` (directly or through reshapes) as its activation and
-// has dequantized (s8) weights, so it can become an int8 layer.
+// has dequantized (s8) weights, so it can become an int8 layer; or `v` is the
+// residual of an Add of two activations of one shape (a residual block), which
+// a sum post-op reads best as int8.
 bool feeds_layer_activation(const Graph& g, ValueId v) {
   for (NodeId u : g.consumers(v)) {
     const Node& n = g.node(u);
+    if (n.kind == OpKind::Add && n.inputs[0] != n.inputs[1]) {
+      const ValueId other = n.inputs[0] == v ? n.inputs[1] : n.inputs[0];
+      if (!g.value(other).is_constant() && g.value(other).shape == g.value(v).shape &&
+          g.value(n.outputs[0]).shape == g.value(v).shape) {
+        return true;
+      }
+    }
     if (is_layer(n.kind) && n.inputs[0] == v && n.inputs[1] != v &&
         producer_of(g, n.inputs[1], OpKind::Multiply) != nullptr) {
       return true;

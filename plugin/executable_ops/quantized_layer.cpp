@@ -151,8 +151,9 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
 class QuantizedLayerOp final : public ExecutableOp {
  public:
   QuantizedLayerOp(const graph::Graph& g, const Node& node, const dnnl::engine& engine,
-                   Build build, const std::function<Layout(ValueId)>& layout_of)
-      : ExecutableOp(node), engine_(engine), b_(std::move(build)) {
+                   Build build, const std::function<Layout(ValueId)>& layout_of,
+                   bool sum_in_place)
+      : ExecutableOp(node), engine_(engine), b_(std::move(build)), sum_in_place_(sum_in_place) {
     const auto& a = node.attr<QuantizedLayerAttrs>();
     primitive_ = dnnl::primitive(b_.pd.get());
     implementation_ = b_.pd.impl_info_str();
@@ -195,7 +196,7 @@ class QuantizedLayerOp final : public ExecutableOp {
     // Binary post-op tensors: constants owned here, externals bound per run.
     binary_args_ = composer::binary_post_op_args(b_.plan, b_.dst_dims);
     constant_args_ = composer::make_constant_post_op_memory(binary_args_, engine_);
-    if (b_.sum_input) {
+    if (b_.sum_input && !sum_in_place_) {
       // The sum post-op reads the residual from the destination buffer, in
       // the residual's data type: copy it there first.
       const ValueId rv = node.inputs[*b_.sum_input];
@@ -240,7 +241,7 @@ class QuantizedLayerOp final : public ExecutableOp {
       st.user_src.set_data_handle(user_src);
       src_stage_->reorder.execute(ctx.stream(), st.user_src, st.args.at(DNNL_ARG_SRC));
     }
-    if (b_.sum_input) {
+    if (b_.sum_input && !sum_in_place_) {
       st.residual.set_data_handle(const_cast<void*>(ctx.in(n.inputs[*b_.sum_input]).raw_data()));
       st.residual_in_dst.set_data_handle(dst);
       residual_copy_.execute(ctx.stream(), st.residual, st.residual_in_dst);
@@ -254,7 +255,9 @@ class QuantizedLayerOp final : public ExecutableOp {
   }
 
   std::string implementation() const override { return implementation_; }
-  std::string post_ops() const override { return composer::describe(b_.plan); }
+  std::string post_ops() const override {
+    return composer::describe(b_.plan) + (sum_in_place_ ? " (sum in place)" : "");
+  }
   std::size_t scratchpad_size() const override { return total_scratch_; }
 
 
@@ -288,7 +291,7 @@ class QuantizedLayerOp final : public ExecutableOp {
     }
     if (src_stage_) st.user_src = memory(src_stage_->user_md, engine_, nullptr);
     if (dst_stage_) st.user_dst = memory(dst_stage_->user_md, engine_, nullptr);
-    if (b_.sum_input) {
+    if (b_.sum_input && !sum_in_place_) {
       st.residual = memory(residual_md_, engine_, nullptr);
       st.residual_in_dst = memory(residual_dst_md_, engine_, nullptr);
     }
@@ -307,6 +310,7 @@ class QuantizedLayerOp final : public ExecutableOp {
   memory::desc residual_md_, residual_dst_md_;
   dnnl::reorder residual_copy_;
   std::optional<Stage> src_stage_, dst_stage_;
+  bool sum_in_place_ = false;
   std::size_t total_scratch_ = 0;
 };
 
@@ -348,10 +352,12 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
 
 std::unique_ptr<ExecutableOp> make_quantized_layer(
     const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
-    const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of) {
+    const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of,
+    bool sum_in_place) {
   Build b = build_primitive(graph, node, graph.value(node.outputs[0]).shape, engine, options,
                             Layout::channels_last, Layout::channels_last);
-  return std::make_unique<QuantizedLayerOp>(graph, node, engine, std::move(b), layout_of);
+  return std::make_unique<QuantizedLayerOp>(graph, node, engine, std::move(b), layout_of,
+                                            sum_in_place);
 }
 
 }  // namespace qfuse::plugin

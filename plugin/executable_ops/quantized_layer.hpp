@@ -25,8 +25,11 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
                                                  const CompileOptions& options);
 
 // `layout_of(value)` gives the layout of the node's input and output buffers.
+// `sum_in_place`: the output shares the buffer of the residual the sum
+// post-op reads, so the residual needs no copy.
 std::unique_ptr<ExecutableOp> make_quantized_layer(
     const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
-    const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of);
+    const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of,
+    bool sum_in_place);
 
 }  // namespace qfuse::plugin

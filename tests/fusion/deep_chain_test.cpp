@@ -47,3 +47,91 @@ TEST(PassPipeline, EveryLayerOfAChainOf65ConvolutionsRunsAsInt8) {
 
 }  // namespace
 }  // namespace qfuse::test::fusion
+
+namespace qfuse::test::fusion {
+namespace {
+
+// x -> FQ(u8) -+-> convA -> FQ(u8) = a ---------+
+//              +-> convB -> (+ a) -> relu -> FQ(u8) -> convC -> FQ -> y
+// a is read only by convB's sum, after convA: convB writes over a's buffer.
+graph::Graph projection_block(bool signed_block_output) {
+  graph::Graph g;
+  Builder b(g);
+  std::mt19937 rng(11);
+  const graph::ConvAttrs one{.strides = {1, 1}, .dilations = {1, 1}, .pads_begin = {0, 0},
+                             .pads_end = {0, 0}, .groups = 1};
+  const ValueId x = b.fake_quantize(b.input("x", {1, 8, 6, 6}), 0.0f, 2.55f, 0.0f, 2.55f, 256, "x.q");
+  ValueId a = b.convolution(x, fq_weights(b, "wa", {8, 8, 1, 1}, rng), std::nullopt, one, "convA");
+  a = b.fake_quantize(b.relu(a), 0.0f, 2.0f, 0.0f, 2.0f, 256, "a.q");
+  ValueId y = b.convolution(x, fq_weights(b, "wb", {8, 8, 1, 1}, rng), std::nullopt, one, "convB");
+  if (signed_block_output) {
+    // Symmetric 256 levels: stored as s8, while the residual is u8.
+    const float lo = -4.0f * 128.0f / 127.0f;
+    y = b.fake_quantize(b.add(y, a), lo, 4.0f, lo, 4.0f, 256, "b.q");
+  } else {
+    y = b.fake_quantize(b.relu(b.add(y, a)), 0.0f, 4.0f, 0.0f, 4.0f, 256, "b.q");
+  }
+  y = b.convolution(y, fq_weights(b, "wc", {8, 8, 1, 1}, rng), std::nullopt, one, "convC");
+  b.output(b.fake_quantize(y, -4.0f, 4.0f, -4.0f, 4.0f, 255, "y"));
+  return g;
+}
+
+Tensor block_input() {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> d(-0.5f, 3.0f);
+  std::vector<float> v(8 * 6 * 6);
+  for (float& e : v) e = d(rng);
+  return Tensor::from_vector<float>({1, 8, 6, 6}, v);
+}
+
+TEST(SumInPlace, ResidualReadOnlyByTheSumIsOverwrittenAndResultsMatch) {
+  const graph::Graph g = projection_block(false);
+  const CompiledModel fused = compile(g, {.fuse = true});
+  const CompiledModel ref = compile(g, {.fuse = false});
+  bool in_place = false;
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node == "convB") in_place = l.post_ops.find("(sum in place)") != std::string::npos;
+  }
+  EXPECT_TRUE(in_place) << describe_layers(fused);
+  const Tensor yf = run(fused, "x", block_input(), "y");
+  const Tensor yu = run(ref, "x", block_input(), "y");
+  // Within one quantum (8 / 254) of the output FakeQuantize.
+  const float quantum = 8.0f / 254.0f;
+  float max_diff = 0.0f;
+  for (std::int64_t i = 0; i < yf.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(yf.data<float>()[static_cast<std::size_t>(i)] -
+                                           yu.data<float>()[static_cast<std::size_t>(i)]));
+  }
+  EXPECT_LE(max_diff, quantum * 1.01f);
+  // A second inference on the same request sees fresh residuals, not the
+  // previous result left in the shared buffer.
+  InferRequest r = fused.create_infer_request();
+  r.set_input("x", block_input());
+  r.infer();
+  const std::vector<float> first(r.output("y").data<float>().begin(),
+                                 r.output("y").data<float>().end());
+  r.infer();
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), r.output("y").data<float>().begin()));
+}
+
+TEST(SumInPlace, NotInPlaceWhenTheResidualHasAnotherElementType) {
+  const graph::Graph g = projection_block(true);
+  const CompiledModel fused = compile(g, {.fuse = true});
+  bool summed = false;
+  for (const LayerInfo& l : fused.layers()) {
+    summed = summed || l.post_ops.find("sum(") != std::string::npos;
+    EXPECT_EQ(l.post_ops.find("(sum in place)"), std::string::npos) << l.node << ": " << l.post_ops;
+  }
+  EXPECT_TRUE(summed) << describe_layers(fused);
+  const Tensor yf = run(fused, "x", block_input(), "y");
+  const Tensor yu = run(compile(g, {.fuse = false}), "x", block_input(), "y");
+  for (std::int64_t i = 0; i < yf.size(); ++i) {
+    EXPECT_LE(std::abs(yf.data<float>()[static_cast<std::size_t>(i)] -
+                       yu.data<float>()[static_cast<std::size_t>(i)]),
+              8.0f / 254.0f * 1.01f)
+        << i;
+  }
+}
+
+}  // namespace
+}  // namespace qfuse::test::fusion
