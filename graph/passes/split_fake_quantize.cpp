@@ -27,16 +27,28 @@ namespace {
 constexpr std::string_view kPass = "split_fake_quantize";
 using namespace pattern;
 
+// `v` is an int8 tensor's dequantize: Multiply(Convert(f32) [- z], s).
+bool is_dequantized(const Graph& g, ValueId v) {
+  const Node* mul = producer_of(g, v, OpKind::Multiply);
+  if (mul == nullptr) return false;
+  ValueId cur = mul->inputs[0];
+  if (const Node* sub = producer_of(g, cur, OpKind::Subtract)) cur = sub->inputs[0];
+  const Node* cv = producer_of(g, cur, OpKind::Convert);
+  return cv != nullptr && g.value(cv->inputs[0]).type != ElementType::f32;
+}
+
 // Some layer reads `v` (directly or through reshapes) as its activation and
-// has dequantized (s8) weights, so it can become an int8 layer; or `v` is the
-// residual of an Add of two activations of one shape (a residual block), which
-// a sum post-op reads best as int8.
+// has dequantized (s8) weights, so it can become an int8 layer; or `v` is one
+// side of a residual Add whose other side is not int8 yet: stored as int8, it
+// is what the sum post-op of the other side's layer reads (the other side's
+// FakeQuantize stays whole and joins that layer's chain).
 bool feeds_layer_activation(const Graph& g, ValueId v) {
   for (NodeId u : g.consumers(v)) {
     const Node& n = g.node(u);
     if (n.kind == OpKind::Add && n.inputs[0] != n.inputs[1]) {
       const ValueId other = n.inputs[0] == v ? n.inputs[1] : n.inputs[0];
-      if (!g.value(other).is_constant() && g.value(other).shape == g.value(v).shape &&
+      if (!g.value(other).is_constant() && !is_dequantized(g, other) &&
+          g.value(other).shape == g.value(v).shape &&
           g.value(n.outputs[0]).shape == g.value(v).shape) {
         return true;
       }
