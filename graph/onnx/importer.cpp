@@ -319,6 +319,9 @@ class Importer {
   void op_reshape(AttrReader& a);
   void op_squeeze(AttrReader& a);
   void op_unsqueeze(AttrReader& a);
+  // Squeeze / Unsqueeze axes: the attribute before opset 13, input 1 from
+  // it (optional for Squeeze, required for Unsqueeze).
+  Ints axes_attribute_or_input(AttrReader& a, bool input_required);
   void op_transpose(AttrReader& a);
   void op_concat(AttrReader& a);
   void op_resize(AttrReader& a);
@@ -1526,14 +1529,19 @@ void Importer::op_reshape(AttrReader& a) {
   set_out(0, x);
 }
 
-void Importer::op_squeeze(AttrReader& a) {
-  Operand x = in(0);
+Ints Importer::axes_attribute_or_input(AttrReader& a, bool input_required) {
   Ints axes;
   if (opset_ < 13) {
     axes = a.ints("axes");
-  } else if (has_in(1)) {
+  } else if (input_required || has_in(1)) {
     for (double v : lit_in(1, "axes").values) axes.push_back(static_cast<std::int64_t>(v));
   }
+  return axes;
+}
+
+void Importer::op_squeeze(AttrReader& a) {
+  Operand x = in(0);
+  const Ints axes = axes_attribute_or_input(a, false);
   const std::int64_t r = rank_of(x.shape);
   std::set<std::int64_t> drop;
   for (auto ax : axes) {
@@ -1553,12 +1561,7 @@ void Importer::op_squeeze(AttrReader& a) {
 
 void Importer::op_unsqueeze(AttrReader& a) {
   Operand x = in(0);
-  Ints axes;
-  if (opset_ < 13) {
-    axes = a.ints("axes");
-  } else {
-    for (double v : lit_in(1, "axes").values) axes.push_back(static_cast<std::int64_t>(v));
-  }
+  const Ints axes = axes_attribute_or_input(a, true);
   const std::int64_t r = rank_of(x.shape) + i64(axes.size());
   std::set<std::int64_t> add;
   for (auto ax : axes) add.insert(normalize_axis(ax, r, "axis"));
