@@ -1,5 +1,6 @@
 #include "graph/pass_manager.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include <spdlog/spdlog.h>
@@ -29,26 +30,60 @@ void PassContext::log(std::string_view pass, const std::string& message) {
   spdlog::info("{}: {}", pass, message);
 }
 
-void PassContext::reject(std::string_view pass, const std::string& message) {
-  spdlog::debug("{}: {}", pass, message);
+void PassContext::reject(std::string_view pass, const std::string& node,
+                         const std::string& reason) {
+  Refusal r{std::string(pass), node, reason};
+  if (std::find(round_refusals_.begin(), round_refusals_.end(), r) != round_refusals_.end()) return;
+  spdlog::debug("{}: refused '{}': {}", pass, node, reason);
+  round_refusals_.push_back(std::move(r));
 }
 
-std::span<const PassEntry> fusion_pipeline() {
-  static constexpr std::array<PassEntry, 12> kPipeline{{
-      {"fold_batch_norm", fold_batch_norm},
-      {"fuse_bias", fuse_bias},
-      {"fold_into_fake_quantize_ranges", fold_into_fake_quantize_ranges},
-      {"quantize_weights", quantize_weights},
-      {"split_fake_quantize", split_fake_quantize},
-      {"hoist_reshape_above_dequantize", hoist_reshape_above_dequantize},
-      {"eliminate_dead_nodes", eliminate_dead_nodes},
-      {"fuse_dequantize_into_layer", fuse_dequantize_into_layer},
-      {"fuse_post_op_chain", fuse_post_op_chain},
-      {"eliminate_dead_nodes", eliminate_dead_nodes},  // before folding what nobody reads
-      {"fold_constants", fold_constants},
-      {"eliminate_dead_nodes", eliminate_dead_nodes},
+void PassContext::begin_round() { round_refusals_.clear(); }
+
+void PassContext::end_phase() {
+  for (Refusal& r : round_refusals_) refusals_.push_back(std::move(r));
+  round_refusals_.clear();
+}
+
+namespace {
+
+// Canonical forms: what exporters write in several ways becomes one.
+constexpr std::array<PassEntry, 3> kCanonicalize{{
+    {"fold_batch_norm", fold_batch_norm},
+    {"fuse_bias", fuse_bias},
+    {"fold_into_fake_quantize_ranges", fold_into_fake_quantize_ranges},
+}};
+// Weights and biases: constant FakeQuantize -> s8 weights, constant bias
+// expressions -> f32 constants; weight dequantizes stay for the layers.
+constexpr std::array<PassEntry, 2> kLower{{
+    {"quantize_weights", quantize_weights},
+    {"lower_bias", lower_bias},
+}};
+constexpr std::array<PassEntry, 6> kFuse{{
+    {"split_fake_quantize", split_fake_quantize},
+    {"hoist_reshape_above_dequantize", hoist_reshape_above_dequantize},
+    {"eliminate_dead_nodes", eliminate_dead_nodes},
+    {"fuse_dequantize_into_layer", fuse_dequantize_into_layer},
+    {"fuse_post_op_chain", fuse_post_op_chain},
+    {"eliminate_dead_nodes", eliminate_dead_nodes},
+}};
+// What no layer took: constant expressions evaluated once.
+constexpr std::array<PassEntry, 3> kFold{{
+    {"eliminate_dead_nodes", eliminate_dead_nodes},  // before folding what nobody reads
+    {"fold_constants", fold_constants},
+    {"eliminate_dead_nodes", eliminate_dead_nodes},
+}};
+
+}  // namespace
+
+std::span<const PassPhase> fusion_phases() {
+  static constexpr std::array<PassPhase, 4> kPhases{{
+      {"canonicalize", kCanonicalize},
+      {"lower", kLower},
+      {"fuse", kFuse},
+      {"fold", kFold},
   }};
-  return kPipeline;
+  return kPhases;
 }
 
 bool run_passes(Graph& graph, PassContext& ctx, std::span<const PassEntry> passes) {
@@ -64,6 +99,7 @@ bool run_passes(Graph& graph, PassContext& ctx, std::span<const PassEntry> passe
   bool changed_any = false;
   constexpr int kMaxRounds = 16;
   for (int round = 0; round < kMaxRounds; ++round) {
+    ctx.begin_round();
     bool changed_round = false;
     for (const PassEntry& pass : passes) {
       std::size_t applied = 0;
@@ -84,14 +120,20 @@ bool run_passes(Graph& graph, PassContext& ctx, std::span<const PassEntry> passe
       }
     }
     changed_any |= changed_round;
-    if (!changed_round) return changed_any;
+    if (!changed_round) {
+      ctx.end_phase();
+      return changed_any;
+    }
   }
+  ctx.end_phase();
   spdlog::warn("fusion passes still change the graph after {} rounds; stopping", kMaxRounds);
   return changed_any;
 }
 
 bool run_fusion_passes(Graph& graph, PassContext& ctx) {
-  return run_passes(graph, ctx, fusion_pipeline());
+  bool changed = false;
+  for (const PassPhase& phase : fusion_phases()) changed |= run_passes(graph, ctx, phase.passes);
+  return changed;
 }
 
 }  // namespace qfuse::graph

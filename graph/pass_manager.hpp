@@ -29,6 +29,14 @@ struct PassOptions {
 using LayerOracle =
     std::function<std::optional<std::string>(const Graph&, const Node&, const Shape&)>;
 
+// Why a pass left a candidate alone: plain data, for logs, dumps and tests.
+struct Refusal {
+  std::string pass;
+  std::string node;
+  std::string reason;
+  bool operator==(const Refusal&) const = default;
+};
+
 class PassContext {
  public:
   PassContext(PassOptions options, LayerOracle oracle);
@@ -40,17 +48,26 @@ class PassContext {
 
   // One info line per rewrite, kept for dumps and tests.
   void log(std::string_view pass, const std::string& message);
-  // A candidate left alone, with the reason (debug level).
-  void reject(std::string_view pass, const std::string& message);
+  // A candidate left alone: the node it was about and one reason (debug
+  // level). Passes run until a whole round changes nothing; the refusals of
+  // that last round describe the final graph and are the ones kept.
+  void reject(std::string_view pass, const std::string& node, const std::string& reason);
+  // Called by the pass manager at the start of each round / end of a phase.
+  void begin_round();
+  void end_phase();
 
   const std::vector<std::string>& lines() const { return lines_; }
   std::size_t rewrites() const { return rewrites_; }
+  // The refusals that still hold after the pipeline, in the order made.
+  const std::vector<Refusal>& refusals() const { return refusals_; }
 
  private:
   PassOptions options_;
   LayerOracle oracle_;
   std::vector<std::string> lines_;
   std::size_t rewrites_ = 0;
+  std::vector<Refusal> round_refusals_;
+  std::vector<Refusal> refusals_;
 };
 
 using PassFunction = bool (*)(Graph&, PassContext&);
@@ -60,8 +77,18 @@ struct PassEntry {
   PassFunction run;
 };
 
-// The passes, in order (see graph/passes/passes.hpp).
-std::span<const PassEntry> fusion_pipeline();
+// A phase: passes run in order, each until it changes nothing, the whole
+// table again until a round changes nothing. Phases run once, in order, so a
+// later phase cannot undo what an earlier one needs (a constant dequantize is
+// never folded to f32 before the layer that reads it had its chance to take
+// it as int8).
+struct PassPhase {
+  std::string_view name;
+  std::span<const PassEntry> passes;
+};
+
+// The phases, in order (see graph/passes/passes.hpp).
+std::span<const PassPhase> fusion_phases();
 
 // Runs the pipeline on `graph` (which must have shapes). Returns true if
 // anything changed.

@@ -100,19 +100,19 @@ bool fold_batch_norm(Graph& g, PassContext& ctx) {
     const NodeId lid = g.value(bn.inputs[0]).producer;
     if (!lid.valid() || !is_layer(g.node(lid).kind)) continue;
     if (sole_consumer(g, bn.inputs[0]) != id) {
-      ctx.reject(kPass, "'" + bn.name + "': the layer output has other consumers");
+      ctx.reject(kPass, bn.name, "the layer output has other consumers");
       continue;
     }
     auto params = batch_norm_params(g, bn);
     if (!params) {
-      ctx.reject(kPass, "'" + bn.name + "': parameters are not constant");
+      ctx.reject(kPass, bn.name, "parameters are not constant");
       continue;
     }
     const Node layer = g.node(lid);
     const Shape out_shape = g.value(layer.outputs[0]).shape;
     const bool matrix = layer.kind == OpKind::FullyConnected || layer.kind == OpKind::MatMul;
     if (matrix && out_shape.size() != 2) {
-      ctx.reject(kPass, "'" + bn.name + "': its channel axis is not the layer's output channel");
+      ctx.reject(kPass, bn.name, "its channel axis is not the layer's output channel");
       continue;
     }
     const std::string bn_name = bn.name;
@@ -124,7 +124,7 @@ bool fold_batch_norm(Graph& g, PassContext& ctx) {
     if (layer.inputs.size() == 3) {
       old_bias = constant_f32(g, layer.inputs[2]);
       if (!old_bias) {
-        ctx.reject(kPass, "'" + bn.name + "': the layer's bias is not constant");
+        ctx.reject(kPass, bn.name, "the layer's bias is not constant");
         continue;
       }
     }

@@ -3,9 +3,9 @@
 //   Convert(constant)                 ==>  constant
 //   Multiply|Add|Subtract(constant, constant)  ==>  constant (numpy broadcasting)
 //
-// Runs after the int8 fusions: a weight dequantize (s8 -> Convert -> Multiply)
-// that no layer absorbed is evaluated once here instead of at every
-// inference. Convert to f32 is exact; the arithmetic is the same f32
+// Runs in the last phase, after the int8 fusions: a weight dequantize
+// (s8 -> Convert -> Multiply) that no layer absorbed is evaluated once here
+// instead of at every inference. Convert to f32 is exact; the arithmetic is the same f32
 // operation the unfused runtime would do.
 
 #include <cmath>
@@ -42,35 +42,50 @@ std::size_t broadcast_index(const Shape& s, const Shape& out, std::int64_t i) {
 
 }  // namespace
 
+std::optional<NodeId> foldable_constant_node(const Graph& g, ValueId v) {
+  const NodeId id = g.value(v).producer;
+  if (!id.valid()) return std::nullopt;
+  const Node& n = g.node(id);
+  if (n.erased) return std::nullopt;
+  const bool binary = n.kind == OpKind::Multiply || n.kind == OpKind::Add || n.kind == OpKind::Subtract;
+  const bool convert = n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to == ElementType::f32;
+  if (!binary && !convert) return std::nullopt;
+  for (ValueId in : n.inputs) {
+    if (!g.value(in).is_constant()) return std::nullopt;
+  }
+  return id;
+}
+
+ValueId fold_constant_node(Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  const Shape shape = g.value(n.outputs[0]).shape;
+  std::vector<float> result(static_cast<std::size_t>(element_count(shape)));
+  if (n.kind == OpKind::Convert) {
+    result = as_floats(*g.value(n.inputs[0]).constant);
+  } else {
+    const Shape sa = g.value(n.inputs[0]).shape, sb = g.value(n.inputs[1]).shape;
+    const std::vector<float> a = as_floats(*g.value(n.inputs[0]).constant);
+    const std::vector<float> b = as_floats(*g.value(n.inputs[1]).constant);
+    for (std::size_t i = 0; i < result.size(); ++i) {
+      const float x = a[broadcast_index(sa, shape, static_cast<std::int64_t>(i))];
+      const float y = b[broadcast_index(sb, shape, static_cast<std::int64_t>(i))];
+      result[i] = n.kind == OpKind::Multiply ? x * y : n.kind == OpKind::Add ? x + y : x - y;
+    }
+  }
+  const std::string name = n.name;
+  const ValueId old_out = n.outputs[0];
+  const ValueId c = g.add_constant(name + ".folded", Tensor::from_vector<float>(shape, std::move(result)));
+  pattern::replace_value(g, old_out, c);
+  g.erase_node(id);
+  return c;
+}
+
 bool fold_constants(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
     const Node& n = g.node(id);
-    const bool binary = n.kind == OpKind::Multiply || n.kind == OpKind::Add || n.kind == OpKind::Subtract;
-    const bool convert = n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to == ElementType::f32;
-    if (!binary && !convert) continue;
-    bool all_constant = true;
-    for (ValueId in : n.inputs) all_constant = all_constant && g.value(in).is_constant();
-    if (!all_constant) continue;
-    const Value& out = g.value(n.outputs[0]);
-    const Shape shape = out.shape;
-    std::vector<float> result(static_cast<std::size_t>(element_count(shape)));
-    if (convert) {
-      result = as_floats(*g.value(n.inputs[0]).constant);
-    } else {
-      const Shape sa = g.value(n.inputs[0]).shape, sb = g.value(n.inputs[1]).shape;
-      const std::vector<float> a = as_floats(*g.value(n.inputs[0]).constant);
-      const std::vector<float> b = as_floats(*g.value(n.inputs[1]).constant);
-      for (std::size_t i = 0; i < result.size(); ++i) {
-        const float x = a[broadcast_index(sa, shape, static_cast<std::int64_t>(i))];
-        const float y = b[broadcast_index(sb, shape, static_cast<std::int64_t>(i))];
-        result[i] = n.kind == OpKind::Multiply ? x * y : n.kind == OpKind::Add ? x + y : x - y;
-      }
-    }
+    if (n.outputs.size() != 1 || foldable_constant_node(g, n.outputs[0]) != id) continue;
     const std::string name = n.name;
-    const ValueId old_out = n.outputs[0];
-    const ValueId c = g.add_constant(name + ".folded", Tensor::from_vector<float>(shape, std::move(result)));
-    pattern::replace_value(g, old_out, c);
-    g.erase_node(id);
+    fold_constant_node(g, id);
     ctx.log(kPass, name + " evaluated at compile time");
     return true;
   }

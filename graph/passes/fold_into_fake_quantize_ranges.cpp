@@ -49,7 +49,7 @@ bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx) {
                            p.kind == OpKind::Multiply || p.kind == OpKind::Add;
     if (!candidate) continue;
     if (sole_consumer(g, fq.inputs[0]) != id) {
-      ctx.reject(kPass, "'" + p.name + "' has other consumers than '" + fq.name + "'");
+      ctx.reject(kPass, p.name, "has other consumers than '" + fq.name + "'");
       continue;
     }
     const Shape shape = g.value(fq.inputs[0]).shape;
@@ -57,7 +57,7 @@ bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx) {
     auto il = channel_vector(g, fq.inputs[1], shape, 1);
     auto ih = channel_vector(g, fq.inputs[2], shape, 1);
     if (!il || !ih || !constant_f32(g, fq.inputs[3]) || !constant_f32(g, fq.inputs[4])) {
-      ctx.reject(kPass, "'" + fq.name + "': input ranges are not per-tensor/per-channel constants");
+      ctx.reject(kPass, fq.name, "input ranges are not per-tensor/per-channel constants");
       continue;
     }
     const std::string fq_name = fq.name, p_name = p.name;
@@ -68,7 +68,7 @@ bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx) {
         hi = p.attr<ClampAttrs>().hi;
       }
       if (!clamp_is_redundant({*il, *ih}, lo, hi)) {
-        ctx.reject(kPass, "'" + p_name + "' clips inside the range of '" + fq_name + "'");
+        ctx.reject(kPass, p_name, "clips inside the range of '" + fq_name + "'");
         continue;
       }
       g.node(id).inputs[0] = p.inputs[0];
@@ -86,7 +86,7 @@ bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx) {
     const std::vector<float> k = expand(*cv, n);
     if (p.kind == OpKind::Multiply) {
       if (!std::all_of(k.begin(), k.end(), [](float v) { return v > 0.0f; })) {
-        ctx.reject(kPass, "'" + p_name + "' multiplies by a value <= 0");
+        ctx.reject(kPass, p_name, "multiplies by a value <= 0");
         continue;
       }
       for (std::size_t i = 0; i < n; ++i) {

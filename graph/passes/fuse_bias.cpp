@@ -42,7 +42,7 @@ bool fuse_bias(Graph& g, PassContext& ctx) {
     if (layer.inputs.size() == 3) {
       auto old = constant_f32(g, layer.inputs[2]);
       if (!old) {
-        ctx.reject(kPass, "'" + layer.name + "': existing bias is not constant");
+        ctx.reject(kPass, layer.name, "existing bias is not constant");
         continue;
       }
       for (std::size_t i = 0; i < channels; ++i) bias[i] += (*old)[i];

@@ -99,7 +99,7 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
     auto w = match_dequantize(g, layer.inputs[1], static_cast<std::size_t>(w_axis));
     if (!x || !w) continue;
     if (x->scale.size() != 1) {
-      ctx.reject(kPass, "'" + layer.name + "': input scale is per channel (it cannot become an output scale)");
+      ctx.reject(kPass, layer.name, "input scale is per channel (it cannot become an output scale)");
       continue;
     }
     const ElementType xt = g.value(x->quantized).type;
@@ -109,7 +109,7 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
                                               : zp >= -128.0f && zp <= 127.0f);
     if (!zp_ok || !g.value(w->quantized).is_constant() ||
         g.value(w->quantized).type != ElementType::s8 || w->zero_point != 0.0f) {
-      ctx.reject(kPass, "'" + layer.name + "': zero points do not allow an int8 layer");
+      ctx.reject(kPass, layer.name, "zero points do not allow an int8 layer");
       continue;
     }
     const Shape out_shape = g.value(layer.outputs[0]).shape;
@@ -136,7 +136,7 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
     if (layer.inputs.size() == 3) {
       bias = constant_f32(g, layer.inputs[2]);
       if (!bias) {
-        ctx.reject(kPass, "'" + layer.name + "': bias is not constant");
+        ctx.reject(kPass, layer.name, "bias is not constant");
         continue;
       }
     }
@@ -171,12 +171,12 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
     }
     // The steps after the scale act on the accumulator plus this bias.
     if (attrs.has_bias && !attrs.chain.steps.empty() && bias && !use_acc_bias) {
-      ctx.reject(kPass, "'" + layer.name + "': internal bias order");
+      ctx.reject(kPass, layer.name, "internal bias order");
       continue;
     }
     Node candidate{layer.name, quantized_kind(layer.kind), inputs, {}, attrs, false};
     if (auto reason = ctx.check_layer(g, candidate, out_shape)) {
-      ctx.reject(kPass, "'" + layer.name + "': backend refuses the int8 layer: " + *reason);
+      ctx.reject(kPass, layer.name, "backend refuses the int8 layer: " + *reason);
       continue;
     }
     const std::string name = layer.name;

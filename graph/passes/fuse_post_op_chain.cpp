@@ -201,7 +201,9 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
     }
     if (chain.empty()) continue;
 
-    // The longest prefix the backend accepts.
+    // The longest prefix the backend accepts; the refusal kept is the one of
+    // the first node left out (one prefix longer than the one taken).
+    std::string refused;
     for (std::size_t k = chain.size(); k > 0; --k) {
       QuantizedLayerAttrs attrs = base;
       std::vector<ValueId> inputs = layer.inputs;
@@ -216,9 +218,11 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
       }
       Node candidate{layer.name, layer.kind, inputs, {}, attrs, false};
       if (auto reason = ctx.check_layer(g, candidate, shape)) {
-        ctx.reject(kPass, "'" + layer.name + "' + " + std::to_string(k) + " node(s): " + *reason);
+        refused = "'" + g.node(chain[k - 1].node).name + "' cannot join the chain: " + *reason;
+        if (k == 1) ctx.reject(kPass, layer.name, refused);
         continue;
       }
+      if (!refused.empty()) ctx.reject(kPass, layer.name, refused);
       const std::string name = layer.name;
       const NodeId last = chain[k - 1].node;
       const ValueId last_out = g.node(last).outputs[0];

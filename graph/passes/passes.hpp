@@ -36,8 +36,16 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx);
 // ending in an u8/s8 destination when a quantize-only FakeQuantize closes it.
 bool fuse_post_op_chain(Graph& g, PassContext& ctx);
 
+// Constant expressions feeding a layer's bias (an int32 DequantizeLinear) are
+// evaluated, leaving the weights' dequantize for the layer.
+bool lower_bias(Graph& g, PassContext& ctx);
+
 // Convert / Multiply / Add / Subtract of constants are evaluated once.
 bool fold_constants(Graph& g, PassContext& ctx);
+// The node producing `v` when fold_constants can evaluate it (all inputs
+// constant), and the evaluation itself (returns the new constant).
+std::optional<NodeId> foldable_constant_node(const Graph& g, ValueId v);
+ValueId fold_constant_node(Graph& g, NodeId id);
 
 // Nodes whose outputs nobody reads are erased.
 bool eliminate_dead_nodes(Graph& g, PassContext& ctx);

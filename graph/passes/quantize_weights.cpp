@@ -52,7 +52,7 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
     if (g.is_graph_output(fq.outputs[0])) continue;
     const int axis_i = common_channel_axis(g, fq.outputs[0]);
     if (axis_i < 0) {
-      ctx.reject(kPass, "'" + fq.name + "': not read as layer weights with a known channel axis");
+      ctx.reject(kPass, fq.name, "not read as layer weights with a known channel axis");
       continue;
     }
     const auto axis = static_cast<std::size_t>(axis_i);
@@ -69,7 +69,7 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
       r.push_back(expand(*v, channels));
     }
     if (r.size() != 4) {
-      ctx.reject(kPass, "'" + fq.name + "': ranges are not per tensor or per output channel");
+      ctx.reject(kPass, fq.name, "ranges are not per tensor or per output channel");
       continue;
     }
     const double steps = static_cast<double>(fq.attr<FakeQuantizeAttrs>().levels - 1);
@@ -83,7 +83,7 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
       if (ok) zero[c] = std::round(-r[2][c] / so);
     }
     if (!ok) {
-      ctx.reject(kPass, "'" + fq.name + "': output zero point is not an integer");
+      ctx.reject(kPass, fq.name, "output zero point is not an integer");
       continue;
     }
     const auto w = raw_data->data<float>();
@@ -107,7 +107,7 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
       wq[i] = static_cast<std::int8_t>(v);
     }
     if (!ok) {
-      ctx.reject(kPass, "'" + fq.name + "': quantized weights do not fit s8");
+      ctx.reject(kPass, fq.name, "quantized weights do not fit s8");
       continue;
     }
     const std::string name = fq.name;

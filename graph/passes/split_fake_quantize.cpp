@@ -75,7 +75,7 @@ bool split_fake_quantize(Graph& g, PassContext& ctx) {
     if (!feeds_layer_activation(g, fq.outputs[0])) continue;
     const std::int64_t levels = fq.attr<FakeQuantizeAttrs>().levels;
     if (levels > 256) {
-      ctx.reject(kPass, "'" + fq.name + "': " + std::to_string(levels) + " levels do not fit 8 bits");
+      ctx.reject(kPass, fq.name, "" + std::to_string(levels) + " levels do not fit 8 bits");
       continue;
     }
     const Shape shape = g.value(fq.inputs[0]).shape;
@@ -88,7 +88,7 @@ bool split_fake_quantize(Graph& g, PassContext& ctx) {
       r.push_back(*v);
     }
     if (r.size() != 4) {
-      ctx.reject(kPass, "'" + fq.name + "': ranges are not per tensor or per channel constants");
+      ctx.reject(kPass, fq.name, "ranges are not per tensor or per channel constants");
       continue;
     }
     std::size_t n = 1;
@@ -107,7 +107,7 @@ bool split_fake_quantize(Graph& g, PassContext& ctx) {
       symmetric = symmetric && std::abs(-r[0][c] / si - 128.0) < 1e-3;
     }
     if (!ok) {
-      ctx.reject(kPass, "'" + fq.name + "': a range is empty");
+      ctx.reject(kPass, fq.name, "a range is empty");
       continue;
     }
     const ElementType storage = symmetric ? ElementType::s8 : ElementType::u8;
