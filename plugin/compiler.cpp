@@ -62,16 +62,34 @@ std::vector<std::string> CompiledModel::output_names() const {
   return names;
 }
 
+namespace {
+
+bool is_int8(ElementType t) { return t == ElementType::u8 || t == ElementType::s8; }
+
+std::string precision_of(const graph::Graph& g, const graph::Node& n) {
+  if (graph::is_quantized_layer(n.kind)) return "int8";
+  const bool in8 = !n.inputs.empty() && is_int8(g.value(n.inputs[0]).type);
+  const bool out8 = is_int8(g.value(n.outputs[0]).type);
+  if (in8 && out8) return "int8";
+  if (out8) return "quantize";
+  if (in8) return "dequantize";
+  return std::string(to_string(g.value(n.outputs[0]).type));
+}
+
+}  // namespace
+
 std::vector<LayerInfo> CompiledModel::layers() const {
   std::vector<LayerInfo> layers;
   for (const auto& op : impl_->ops) {
-    layers.push_back({op->node().name, std::string(graph::to_string(op->node().kind)),
-                      op->implementation(), op->post_ops()});
+    const graph::Node& n = op->node();
+    layers.push_back({n.name, std::string(graph::to_string(n.kind)), op->implementation(),
+                      op->post_ops(), precision_of(impl_->graph, n)});
   }
   return layers;
 }
 
 const std::vector<std::string>& CompiledModel::fusion_log() const { return impl_->fusion_log; }
+const std::vector<FusionRefusal>& CompiledModel::refusals() const { return impl_->refusals; }
 
 namespace {
 
@@ -177,6 +195,10 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
         });
     graph::run_fusion_passes(impl->graph, ctx);
     impl->fusion_log = ctx.lines();
+    for (const graph::Refusal& r : ctx.refusals()) {
+      impl->refusals.push_back({r.pass, r.node, r.reason});
+      impl->fusion_log.push_back(r.pass + ": refused '" + r.node + "': " + r.reason);
+    }
     graph::verify(impl->graph);
   }
   const std::vector<plugin::Layout> layouts = plan_layouts(impl->graph);

@@ -86,6 +86,7 @@ struct CompiledModel::Impl {
   dnnl::engine engine;
   std::vector<std::unique_ptr<plugin::ExecutableOp>> ops;
   std::vector<std::string> fusion_log;
+  std::vector<FusionRefusal> refusals;
   // The buffer each value lives in (its own index unless an int8 layer
   // writes its result over the residual its sum post-op reads).
   std::vector<std::uint32_t> buffer_of;

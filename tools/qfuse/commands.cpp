@@ -264,14 +264,86 @@ int bench_command(const Args& args) {
   return 0;
 }
 
+// The op a node came from: a fused layer counts as its f32 operator.
+std::string source_op(const std::string& op) {
+  constexpr std::string_view kPrefix = "Quantized";
+  return op.rfind(kPrefix, 0) == 0 ? op.substr(kPrefix.size()) : op;
+}
+
+bool is_layer_op(const std::string& op) {
+  return op == "Convolution" || op == "Deconvolution" || op == "FullyConnected" || op == "MatMul";
+}
+
+// Coverage per op type, then each layer left in f32 with the refusals that
+// name it, then every other refusal.
+void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& layers) {
+  struct Count {
+    int int8 = 0, f32 = 0, quantize = 0, dequantize = 0, reference = 0;
+  };
+  std::map<std::string, Count> counts;
+  int layers_total = 0, layers_int8 = 0;
+  for (const LayerInfo& l : layers) {
+    const std::string op = source_op(l.op);
+    Count& c = counts[op];
+    if (l.precision == "int8") ++c.int8;
+    else if (l.precision == "quantize") ++c.quantize;
+    else if (l.precision == "dequantize") ++c.dequantize;
+    else ++c.f32;
+    if (l.implementation == "reference") ++c.reference;
+    if (is_layer_op(op)) {
+      ++layers_total;
+      layers_int8 += l.precision == "int8";
+    }
+  }
+  std::cout << "layers: " << layers_int8 << " of " << layers_total << " int8\n\n";
+  std::cout << std::left << std::setw(22) << "op" << std::right << std::setw(6) << "int8"
+            << std::setw(6) << "f32" << std::setw(10) << "quantize" << std::setw(12)
+            << "dequantize" << std::setw(11) << "reference" << '\n';
+  for (const auto& [op, c] : counts) {
+    std::cout << std::left << std::setw(22) << op << std::right << std::setw(6) << c.int8
+              << std::setw(6) << c.f32 << std::setw(10) << c.quantize << std::setw(12)
+              << c.dequantize << std::setw(11) << c.reference << '\n';
+  }
+  std::map<std::string, std::vector<const FusionRefusal*>> by_node;
+  for (const FusionRefusal& r : model.refusals()) by_node[r.node].push_back(&r);
+  bool header = false;
+  for (const LayerInfo& l : layers) {
+    if (!is_layer_op(source_op(l.op)) || l.precision == "int8") continue;
+    if (!header) std::cout << "\nlayers left in " << "f32:\n";
+    header = true;
+    std::cout << "  " << l.node << " [" << l.op << "] " << l.implementation << '\n';
+    const auto it = by_node.find(l.node);
+    if (it == by_node.end()) {
+      std::cout << "      no pass took it: its input or weights are not dequantized int8\n";
+      continue;
+    }
+    for (const FusionRefusal* r : it->second) {
+      std::cout << "      " << r->pass << ": " << r->reason << '\n';
+    }
+  }
+  if (!model.refusals().empty()) {
+    std::cout << "\nrefusals (" << model.refusals().size() << "):\n";
+    for (const FusionRefusal& r : model.refusals()) {
+      std::cout << "  " << r.pass << ": '" << r.node << "': " << r.reason << '\n';
+    }
+  }
+}
+
 int dump_command(const Args& args) {
   const std::string model_name = model_argument(args);
   const CompiledModel model =
       compile(load_model(model_name, shape_bindings(args, model_name)), compile_options(args));
   const auto layers = model.layers();
+  if (args.flag("--summary")) {
+    std::cout << "model " << model_name << ": " << layers.size() << " executable nodes ("
+              << (args.flag("--unfused") ? "unfused" : "fused") << ")\n";
+    print_summary(model, layers);
+    return 0;
+  }
   std::cout << graph::to_text(model.graph()) << "\nlayers:\n";
   for (const LayerInfo& l : layers) {
-    std::cout << "  " << l.node << " [" << l.op << "] " << l.implementation << '\n';
+    std::cout << "  " << l.node << " [" << l.op << "] " << l.precision << ' ' << l.implementation
+              << '\n';
     if (!l.post_ops.empty()) std::cout << "      " << l.post_ops << '\n';
   }
   if (!model.fusion_log().empty()) {

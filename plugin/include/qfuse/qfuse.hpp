@@ -39,6 +39,16 @@ struct LayerInfo {
   std::string op;              // operator
   std::string implementation;  // oneDNN implementation, or "reference"
   std::string post_ops;        // fused layers: output scales and post-op list
+  // "int8" (reads and writes u8/s8), "f32", or "quantize" / "dequantize"
+  // for the conversions between the two.
+  std::string precision;
+};
+
+// Why a fusion pass left a candidate node alone (one reason per refusal).
+struct FusionRefusal {
+  std::string pass;
+  std::string node;
+  std::string reason;
 };
 
 class InferRequest;
@@ -59,8 +69,11 @@ class CompiledModel {
   std::vector<std::string> output_names() const;
   // One entry per executed node, in execution order.
   std::vector<LayerInfo> layers() const;
-  // One line per rewrite the fusion passes made.
+  // One line per rewrite the fusion passes made, then one per refusal that
+  // still holds in the compiled graph ("<pass>: refused '<node>': <reason>").
   const std::vector<std::string>& fusion_log() const;
+  // The refusals alone, as data.
+  const std::vector<FusionRefusal>& refusals() const;
 
   struct Impl;
 
