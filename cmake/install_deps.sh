@@ -8,6 +8,7 @@ packages=(
   libdnnl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  python3 python3-onnx python3-numpy
 )
 
 missing=()

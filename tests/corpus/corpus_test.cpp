@@ -1,0 +1,157 @@
+// The corpus of exporter-form QDQ models (tools/corpus/build_corpus.py):
+// every Conv, ConvTranspose, Gemm and MatMul of each model runs as one int8
+// primitive, no refusal names a layer, and the fused outputs match the
+// unfused reference within 1 LSB of the output's quantum (>= 99% equal).
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/onnx/importer.hpp"
+#include "graph/passes/pattern.hpp"
+#include "qfuse/qfuse.hpp"
+
+namespace qfuse {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> corpus_models() {
+  std::vector<std::string> names;
+  const fs::path dir(QFUSE_CORPUS_DIR);
+  if (!fs::is_directory(dir)) return names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".onnx") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+fs::path model_path(const std::string& name) {
+  return fs::path(QFUSE_CORPUS_DIR) / (name + ".onnx");
+}
+
+// Conv, ConvTranspose, Gemm and MatMul nodes of the ONNX file, counted from
+// the file itself (not from qfuse's import).
+int onnx_layer_count(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  ::onnx::ModelProto m;
+  EXPECT_TRUE(m.ParseFromIstream(&in)) << path;
+  int n = 0;
+  for (const auto& node : m.graph().node()) {
+    const std::string& op = node.op_type();
+    n += op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul";
+  }
+  return n;
+}
+
+bool is_layer_op(const std::string& op) {
+  for (const char* l : {"Convolution", "Deconvolution", "FullyConnected", "MatMul"}) {
+    if (op == l || op == std::string("Quantized") + l) return true;
+  }
+  return false;
+}
+
+// The quantum of an f32 output made by a FakeQuantize (So per channel, or
+// per tensor); nullopt when the output has no quantization grid.
+std::optional<std::vector<float>> quantum_of(const graph::Graph& g, graph::ValueId v) {
+  const graph::Node* fq = graph::pattern::producer_of(g, v, graph::OpKind::FakeQuantize);
+  if (fq == nullptr) return std::nullopt;
+  const Shape& shape = g.value(v).shape;
+  auto ol = graph::pattern::channel_vector(g, fq->inputs[3], shape, shape.size() > 1 ? 1 : 0);
+  auto oh = graph::pattern::channel_vector(g, fq->inputs[4], shape, shape.size() > 1 ? 1 : 0);
+  if (!ol || !oh) return std::nullopt;
+  const std::size_t n = std::max(ol->size(), oh->size());
+  const auto lo = graph::pattern::expand(*ol, n), hi = graph::pattern::expand(*oh, n);
+  const double steps = static_cast<double>(fq->attr<graph::FakeQuantizeAttrs>().levels - 1);
+  std::vector<float> q(n);
+  for (std::size_t c = 0; c < n; ++c) q[c] = static_cast<float>((hi[c] - lo[c]) / steps);
+  return q;
+}
+
+class Corpus : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
+  const fs::path path = model_path(GetParam());
+  const graph::Graph g = onnx::import_file(path);
+  const CompiledModel fused = compile(g, {.fuse = true});
+  const CompiledModel unfused = compile(g, {.fuse = false});
+
+  int int8_layers = 0;
+  for (const LayerInfo& l : fused.layers()) {
+    if (!is_layer_op(l.op)) continue;
+    EXPECT_EQ(l.precision, "int8") << l.node << " [" << l.op << "] stayed " << l.precision;
+    EXPECT_EQ(l.implementation.find("ref"), std::string::npos) << l.node << ": " << l.implementation;
+    int8_layers += l.precision == "int8";
+  }
+  EXPECT_EQ(int8_layers, onnx_layer_count(path)) << "int8 layers against the file's layer nodes";
+  for (const FusionRefusal& r : fused.refusals()) {
+    for (const LayerInfo& l : fused.layers()) {
+      if (l.node == r.node && is_layer_op(l.op) && l.precision != "int8") {
+        ADD_FAILURE() << r.pass << " refused layer '" << r.node << "': " << r.reason;
+      }
+    }
+  }
+
+  InferRequest rf = fused.create_infer_request();
+  InferRequest ru = unfused.create_infer_request();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const std::string& name : unfused.input_names()) {
+    Tensor& x = ru.input(name);
+    for (float& v : x.data<float>()) v = dist(rng);
+    rf.set_input(name, x);
+  }
+  rf.infer();
+  ru.infer();
+  for (const std::string& name : unfused.output_names()) {
+    const Tensor& a = rf.output(name);
+    const Tensor& b = ru.output(name);
+    ASSERT_EQ(a.shape(), b.shape()) << name;
+    graph::ValueId out;
+    for (graph::ValueId v : unfused.graph().outputs()) {
+      if (unfused.graph().value(v).name == name) out = v;
+    }
+    const auto quantum = quantum_of(unfused.graph(), out);
+    const Shape& s = b.shape();
+    const std::int64_t inner = s.size() > 2 ? element_count(Shape(s.begin() + 2, s.end())) : 1;
+    const std::int64_t channels = s.size() > 1 ? s[1] : 1;
+    // An output with no grid (an f32 layer output) is judged relative to its
+    // largest magnitude: 1e-5 of it counts as equal, more than 1e-4 as over.
+    double ref_max = 0.0;
+    for (std::int64_t i = 0; i < b.size(); ++i) ref_max = std::max(ref_max, std::abs(double(b.as_float(i))));
+    std::int64_t equal = 0, over = 0;
+    double worst = 0.0;
+    for (std::int64_t i = 0; i < b.size(); ++i) {
+      const double e = std::abs(static_cast<double>(a.as_float(i)) - b.as_float(i));
+      double lsb;
+      if (quantum) {
+        const auto c = static_cast<std::size_t>((i / inner) % channels);
+        lsb = e / (*quantum)[std::min(c, quantum->size() - 1)];
+      } else {
+        lsb = e / std::max(1e-30, 1e-4 * ref_max);
+        lsb = lsb <= 0.1 ? 0.0 : lsb;
+      }
+      worst = std::max(worst, lsb);
+      equal += lsb < 0.01;
+      over += lsb > 1.01;
+    }
+    EXPECT_EQ(over, 0) << name << ": " << over << " elements over 1 LSB (max " << worst << ")";
+    EXPECT_GE(static_cast<double>(equal), 0.99 * static_cast<double>(b.size()))
+        << name << ": " << equal << " of " << b.size() << " equal";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Exporters, Corpus, ::testing::ValuesIn(corpus_models()),
+                         [](const auto& p) { return p.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Corpus);
+
+}  // namespace
+}  // namespace qfuse
