@@ -12,6 +12,12 @@
 // Multiply(a) + Add(beta - mean * a), which the post-op chain absorbs.
 // Preconditions: the layer's output feeds only the BatchNorm; the channel
 // axis of the BatchNorm is the layer's output channel axis.
+//
+// PyTorch's QAT conv-bn exports as layer -> Div(c) [-> Add(bias)] ->
+// BatchNorm. There the BatchNorm becomes Multiply(a) + Add(beta - mean * a)
+// as well, when every node between it and the layer is a single-consumer
+// Multiply / Divide / Add / Subtract by a per-channel constant: the post-op
+// chain then absorbs the whole run into the int8 layer.
 
 #include <cmath>
 
@@ -91,6 +97,39 @@ std::optional<ValueId> fold_into_weights(Graph& g, const Node& layer, const Batc
   return emit(g, OpKind::FakeQuantize, fq->name + ".bn", inputs, fq->attrs);
 }
 
+// The layer `v` comes from through single-consumer elementwise steps by
+// per-channel constants (axis 1 of `shape`), if any.
+std::optional<NodeId> layer_through_channel_affine(const Graph& g, ValueId v, const Shape& shape) {
+  while (true) {
+    const NodeId p = g.value(v).producer;
+    if (!p.valid()) return std::nullopt;
+    const Node& n = g.node(p);
+    if (is_layer(n.kind)) return p;
+    const bool affine = n.kind == OpKind::Multiply || n.kind == OpKind::Divide ||
+                        n.kind == OpKind::Add || n.kind == OpKind::Subtract;
+    if (!affine || !sole_consumer(g, v) || !channel_vector(g, n.inputs[1], shape, 1)) {
+      return std::nullopt;
+    }
+    v = n.inputs[0];
+    if (g.value(v).shape != shape) return std::nullopt;
+  }
+}
+
+// BatchNorm -> Multiply(a) + Add(beta - mean * a), for the post-op chain.
+void emit_scale_shift(Graph& g, NodeId id, const BatchNormParams& params) {
+  const Node& bn = g.node(id);
+  const std::string name = bn.name;
+  const ValueId x = bn.inputs[0];
+  const ValueId out = bn.outputs[0];
+  const std::size_t rank = g.value(out).shape.size();
+  const ValueId a = add_channel_constant(g, name + ".scale", params.scale, rank, 1);
+  const ValueId s = add_channel_constant(g, name + ".shift", params.shift, rank, 1);
+  const ValueId mul = emit(g, OpKind::Multiply, name + "/scale", {x, a});
+  const ValueId add = emit(g, OpKind::Add, name + "/shift", {mul, s});
+  replace_value(g, out, add);
+  g.erase_node(id);
+}
+
 }  // namespace
 
 bool fold_batch_norm(Graph& g, PassContext& ctx) {
@@ -98,7 +137,21 @@ bool fold_batch_norm(Graph& g, PassContext& ctx) {
     const Node& bn = g.node(id);
     if (bn.kind != OpKind::BatchNormalization) continue;
     const NodeId lid = g.value(bn.inputs[0]).producer;
-    if (!lid.valid() || !is_layer(g.node(lid).kind)) continue;
+    if (!lid.valid()) continue;
+    if (!is_layer(g.node(lid).kind)) {
+      const Shape shape = g.value(bn.inputs[0]).shape;
+      const auto layer = layer_through_channel_affine(g, bn.inputs[0], shape);
+      if (!layer || shape.size() < 2 || !sole_consumer(g, bn.inputs[0])) continue;
+      auto params = batch_norm_params(g, bn);
+      if (!params) {
+        ctx.reject(kPass, bn.name, "parameters are not constant");
+        continue;
+      }
+      const std::string bn_name = bn.name, layer_name = g.node(*layer).name;
+      emit_scale_shift(g, id, *params);
+      ctx.log(kPass, bn_name + " -> Multiply + Add (after per-channel steps of " + layer_name + ")");
+      return true;
+    }
     if (sole_consumer(g, bn.inputs[0]) != id) {
       ctx.reject(kPass, bn.name, "the layer output has other consumers");
       continue;
@@ -148,14 +201,7 @@ bool fold_batch_norm(Graph& g, PassContext& ctx) {
       return true;
     }
     // Scale and shift as nodes the post-op chain can absorb.
-    const std::size_t rank = out_shape.size();
-    const ValueId a = add_channel_constant(g, bn_name + ".scale", params->scale, rank, 1);
-    const ValueId s = add_channel_constant(g, bn_name + ".shift", params->shift, rank, 1);
-    const ValueId x = g.node(id).inputs[0];
-    const ValueId mul = emit(g, OpKind::Multiply, bn_name + "/scale", {x, a});
-    const ValueId add = emit(g, OpKind::Add, bn_name + "/shift", {mul, s});
-    replace_value(g, bn_out, add);
-    g.erase_node(id);
+    emit_scale_shift(g, id, *params);
     ctx.log(kPass, bn_name + " -> Multiply + Add after " + layer.name);
     return true;
   }
