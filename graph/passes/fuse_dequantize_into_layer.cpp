@@ -93,11 +93,32 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
     const Node& layer = g.node(id);
     if (!is_layer(layer.kind)) continue;
     const int w_axis = weights_channel_axis(layer);
-    if (w_axis < 0) continue;
+    if (w_axis < 0) {
+      ctx.reject(kPass, layer.name,
+                 layer.kind == OpKind::Deconvolution
+                     ? "grouped deconvolution: the weights' output-channel axis is ambiguous"
+                     : "the weights' output-channel axis is unknown (not a constant 2-D matrix)");
+      continue;
+    }
     const Shape x_shape = g.value(layer.inputs[0]).shape;
     auto x = match_dequantize(g, layer.inputs[0], x_shape.size() > 1 ? 1 : 0);
     auto w = match_dequantize(g, layer.inputs[1], static_cast<std::size_t>(w_axis));
-    if (!x || !w) continue;
+    // Why a side is not a dequantized int8 tensor: what produces it.
+    const auto producer_text = [&g](ValueId v) {
+      const NodeId p = g.value(v).producer;
+      if (!p.valid()) return std::string(g.value(v).is_constant() ? "an f32 constant" : "a graph input");
+      return "'" + g.node(p).name + "' (" + std::string(to_string(g.node(p).kind)) + ")";
+    };
+    if (!x) {
+      ctx.reject(kPass, layer.name, "the input is not a dequantized u8/s8 tensor per tensor; it comes from " +
+                                        producer_text(layer.inputs[0]));
+      continue;
+    }
+    if (!w) {
+      ctx.reject(kPass, layer.name, "the weights are not dequantized s8 constants; they come from " +
+                                        producer_text(layer.inputs[1]));
+      continue;
+    }
     if (x->scale.size() != 1) {
       ctx.reject(kPass, layer.name, "input scale is per channel (it cannot become an output scale)");
       continue;

@@ -6,10 +6,14 @@
 Every model is made by `qdq_builder.QdqModel` in the form that ONNX Runtime's
 quantize_static writes (see that module), from fixed seeds: the same command
 writes the same bytes. Models are listed in MODELS with what each exercises.
+The PyTorch QAT exports in tools/corpus/torch/ (made by torch_qat.py, which
+needs python3-torch) are copied in beside them.
 """
 
 import argparse
+import glob
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -236,6 +240,15 @@ def main():
             with open(path, "wb") as fh:
                 fh.write(data)
         print(f"corpus: {path} ({len(model.graph.node)} nodes)")
+    here = os.path.dirname(os.path.abspath(__file__))
+    for src in sorted(glob.glob(os.path.join(here, "torch", "*.onnx"))):
+        name = os.path.splitext(os.path.basename(src))[0]
+        if args.only and name not in args.only:
+            continue
+        dst = os.path.join(args.out, os.path.basename(src))
+        if not os.path.exists(dst) or open(dst, "rb").read() != open(src, "rb").read():
+            shutil.copyfile(src, dst)
+        print(f"corpus: {dst} (PyTorch QAT export)")
 
 
 if __name__ == "__main__":

@@ -314,7 +314,7 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
     std::cout << "  " << l.node << " [" << l.op << "] " << l.implementation << '\n';
     const auto it = by_node.find(l.node);
     if (it == by_node.end()) {
-      std::cout << "      no pass took it: its input or weights are not dequantized int8\n";
+      std::cout << "      no fusion pass looked at it\n";
       continue;
     }
     for (const FusionRefusal* r : it->second) {

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Exports small PyTorch 1.13 QAT networks to ONNX QDQ, as users' torch exports look.
+
+    python3 tools/corpus/torch_qat.py OUT_DIR
+
+Needs Debian's python3-torch (1.13). The default QAT qconfig inserts a fused
+observer that torch.onnx.export refuses, so the qconfig here is built from
+FakeQuantize with MovingAverageMinMaxObserver (activations, quint8 0..255) and
+MovingAveragePerChannelMinMaxObserver (weights, qint8, per-channel symmetric);
+it exports at opset 13 as QuantizeLinear/DequantizeLinear pairs with
+1-element scale and zero-point tensors. Conv-BN pairs are fused for QAT
+(ConvBnReLU2d), which torch exports as Conv -> Div(per-channel) ->
+BatchNormalization. ConvTranspose is not covered by prepare_qat; explicit
+fake_quantize calls around it export the same way.
+
+Deterministic: fixed seeds, a few calibration steps on random data. The
+outputs are small and committed under tools/corpus/torch/, so that building
+the corpus does not need torch.
+"""
+
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.ao.quantization as tq
+
+
+def qat_qconfig():
+    act = tq.FakeQuantize.with_args(observer=tq.MovingAverageMinMaxObserver, quant_min=0,
+                                    quant_max=255, dtype=torch.quint8,
+                                    qscheme=torch.per_tensor_affine)
+    weight = tq.FakeQuantize.with_args(observer=tq.MovingAveragePerChannelMinMaxObserver,
+                                       quant_min=-128, quant_max=127, dtype=torch.qint8,
+                                       qscheme=torch.per_channel_symmetric, ch_axis=0)
+    return tq.QConfig(activation=act, weight=weight)
+
+
+class ConvBnNet(nn.Module):
+    """conv-bn-relu x2, a residual add, global pool and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.quant = tq.QuantStub()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1, groups=4)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.relu2 = nn.ReLU()
+        self.add = nn.quantized.FloatFunctional()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 10)
+        self.dequant = tq.DeQuantStub()
+
+    def forward(self, x):
+        x = self.quant(x)
+        a = self.relu1(self.bn1(self.conv1(x)))
+        b = self.relu2(self.bn2(self.conv2(a)))
+        s = self.add.add(a, b)
+        y = self.fc(torch.flatten(self.pool(s), 1))
+        return self.dequant(y)
+
+    def fuse(self):
+        tq.fuse_modules_qat(self, [["conv1", "bn1", "relu1"], ["conv2", "bn2", "relu2"]],
+                            inplace=True)
+
+
+class DeconvNet(nn.Module):
+    """Conv encoder and a ConvTranspose decoder with explicit fake quantization."""
+
+    def __init__(self):
+        super().__init__()
+        self.quant = tq.QuantStub()
+        self.conv = nn.Conv2d(1, 8, 3, stride=2, padding=1)
+        self.relu = nn.ReLU()
+        self.deconv = nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1)
+        self.dequant = tq.DeQuantStub()
+
+    def forward(self, x):
+        x = self.quant(x)
+        h = self.dequant(self.relu(self.conv(x)))
+        # ConvTranspose: activations per tensor u8, weights per channel (axis 1).
+        h = torch.fake_quantize_per_tensor_affine(h, self.h_scale, self.h_zp, 0, 255)
+        w = torch.fake_quantize_per_channel_affine(
+            self.deconv.weight, self.w_scale, torch.zeros(4, dtype=torch.int32), 1, -128, 127)
+        y = nn.functional.conv_transpose2d(h, w, self.deconv.bias, stride=2, padding=1)
+        return torch.fake_quantize_per_tensor_affine(y, self.y_scale, self.y_zp, 0, 255)
+
+    def fuse(self):
+        tq.fuse_modules_qat(self, [["conv", "relu"]], inplace=True)
+
+
+def calibrate(model, shape, steps=8):
+    model.train()
+    g = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        model(torch.rand(shape, generator=g) * 2 - 1)
+    model.eval()
+
+
+def export(model, shape, path):
+    torch.onnx.export(model, torch.zeros(shape), path, opset_version=13,
+                      input_names=["input"], output_names=["output"], do_constant_folding=True)
+    print(f"torch_qat: {path}")
+
+
+def conv_bn_net(out):
+    torch.manual_seed(1)
+    m = ConvBnNet()
+    m.train()
+    m.fuse()
+    m.qconfig = qat_qconfig()
+    tq.prepare_qat(m, inplace=True)
+    calibrate(m, (2, 3, 16, 16))
+    m.apply(tq.disable_observer)
+    export(m, (1, 3, 16, 16), os.path.join(out, "torch_qat_conv_bn.onnx"))
+
+
+def deconv_net(out):
+    torch.manual_seed(2)
+    m = DeconvNet()
+    m.train()
+    m.fuse()
+    m.qconfig = qat_qconfig()
+    tq.prepare_qat(m, inplace=True)
+    # Ranges of the explicit fake quantizations, from one float pass.
+    with torch.no_grad():
+        x = torch.rand((2, 1, 16, 16), generator=torch.Generator().manual_seed(0)) * 2 - 1
+        h = torch.relu(m.conv(m.quant(x)))
+        hmax = float(h.max())
+        m.h_scale, m.h_zp = hmax / 255.0, 0
+        w = m.deconv.weight
+        m.w_scale = (w.abs().amax(dim=(0, 2, 3)) / 127.0).float()
+        y = nn.functional.conv_transpose2d(h, w, m.deconv.bias, stride=2, padding=1)
+        lo, hi = min(float(y.min()), 0.0), max(float(y.max()), 0.0)
+        m.y_scale = (hi - lo) / 255.0
+        m.y_zp = int(round(-lo / m.y_scale))
+    calibrate(m, (2, 1, 16, 16))
+    m.apply(tq.disable_observer)
+    export(m, (1, 1, 16, 16), os.path.join(out, "torch_qat_deconv.onnx"))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "torch")
+    os.makedirs(out, exist_ok=True)
+    torch.use_deterministic_algorithms(True)
+    conv_bn_net(out)
+    deconv_net(out)
+
+
+if __name__ == "__main__":
+    main()
