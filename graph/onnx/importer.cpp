@@ -347,6 +347,9 @@ class Importer {
   double integer_conv_bound(Operand& x, const Values& x_zp, Operand& w, const Values& w_zp,
                             std::int64_t reduce_from);
   ValueId weight_matrix(Operand& b, bool transpose);
+  // The values of a constant, or of the dequantize of a constant computed as
+  // the unfused runtime does ((q - zp) * s in f32); nullopt otherwise.
+  std::optional<Values> constant_values(const Operand& o) const;
   ValueId requantize(ValueId acc, const Values& multiplier, std::int64_t rank,
                      std::int64_t axis, const Values& y_zp, int y_type);
 
@@ -1284,6 +1287,22 @@ ValueId Importer::weight_matrix(Operand& b, bool transpose) {
   return emit(OpKind::Transpose, {f32(b)}, graph::TransposeAttrs{{1, 0}}, "transpose_b");
 }
 
+std::optional<Values> Importer::constant_values(const Operand& o) const {
+  if (o.literal) return o.literal->values;
+  if (!o.dq_weight) return std::nullopt;
+  const Literal& q = o.dq_weight->q;
+  const QuantParams& p = o.dq_weight->params;
+  // Only a vector or a scalar: its index is its channel when per axis.
+  if (q.shape.size() > 1) return std::nullopt;
+  Values v(q.values.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::size_t c = p.scale.size() == 1 ? 0 : i;
+    const float diff = static_cast<float>(q.values[i]) - static_cast<float>(p.zero_point[c]);
+    v[i] = static_cast<double>(diff * static_cast<float>(p.scale[c]));
+  }
+  return v;
+}
+
 void Importer::op_gemm(AttrReader& a) {
   // Y = alpha * A' B' + beta * C, evaluated as ONNX does: fl(alpha * AB) + fl(beta * C).
   const float alpha = a.f("alpha", 1.0f);
@@ -1302,12 +1321,14 @@ void Importer::op_gemm(AttrReader& a) {
   const bool has_c = has_in(2) && beta != 0.0f;
   if (!trans_a && weights) {
     std::vector<ValueId> inputs{f32(A), weight_matrix(B, !trans_b)};
-    // C joins the inner product as its bias when nothing scales in between.
+    // C joins the inner product as its bias when nothing scales in between:
+    // a constant, or the dequantize of one (ONNX Runtime's int32 bias).
     const Shape& cs = has_c ? in(2).shape : Shape{};
     const bool row_bias = cs.empty() || cs == Shape{1} || cs == Shape{n} || cs == Shape{1, 1} ||
                           cs == Shape{1, n};
-    if (has_c && alpha == 1.0f && in(2).literal && row_bias) {
-      Values c = in(2).literal->values;
+    const std::optional<Values> c_values = has_c ? constant_values(in(2)) : std::nullopt;
+    if (has_c && alpha == 1.0f && c_values && row_bias) {
+      Values c = *c_values;
       if (c.size() == 1) c.assign(sz(n), c[0]);
       for (double& e : c) e = static_cast<double>(static_cast<float>(e) * beta);
       inputs.push_back(f32_constant(c, {n}, "bias"));
