@@ -511,6 +511,49 @@ TEST(OnnxQdq, GemmWithDequantizedWeightsFusesToOneInt8InnerProduct) {
   }
 }
 
+// ONNX Runtime's default bias: DequantizeLinear(int32, xs * ws[c], 0). It must
+// become the inner product's bias, not an f32 Add after the int8 layer.
+TEST(OnnxQdq, GemmWithInt32BiasDequantizeFusesWithItsBias) {
+  const int k = 32, n = 10;
+  Model m;
+  m.input("x", kFloat, {2, k});
+  m.initializer("xs", kFloat, {}, std::vector<float>{0.01f});
+  m.initializer("xz", kUint8, {}, std::vector<std::uint8_t>{100});
+  m.initializer("wq", kInt8, {n, k}, random_ints<std::int8_t>(n * k, -127, 127, 24));
+  std::vector<float> ws(n), bs(n);
+  for (int c = 0; c < n; ++c) {
+    ws[static_cast<std::size_t>(c)] = 0.002f + 0.0001f * static_cast<float>(c);
+    bs[static_cast<std::size_t>(c)] = 0.01f * ws[static_cast<std::size_t>(c)];
+  }
+  m.initializer("ws", kFloat, {n}, ws);
+  m.initializer("bq", kInt32, {n}, random_ints<std::int32_t>(n, -5000, 5000, 25));
+  m.initializer("bs", kFloat, {n}, bs);
+  m.initializer("bz", kInt32, {n}, std::vector<std::int32_t>(n, 0));
+  m.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+  m.node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
+  attr(m.node("DequantizeLinear", {"wq", "ws"}, {"wd"}), "axis", std::int64_t{0});
+  attr(m.node("DequantizeLinear", {"bq", "bs", "bz"}, {"bd"}), "axis", std::int64_t{0});
+  auto& gemm = m.node("Gemm", {"xd", "wd", "bd"}, {"y"}, "fc");
+  attr(gemm, "transB", std::int64_t{1});
+  m.output("y", kFloat);
+  const graph::Graph g = import_bytes(m.bytes());
+  EXPECT_EQ(count_nodes(g, graph::OpKind::FullyConnected), 1u);
+  EXPECT_EQ(count_nodes(g, graph::OpKind::Add), 0u);
+  const Tensor x = Tensor::from_vector<float>({2, k}, random_floats(2 * k, -1.0f, 1.0f, 26));
+  std::vector<LayerInfo> layers;
+  const Tensor unfused = run(g, false, "x", x, "y");
+  const Tensor fused = run(g, true, "x", x, "y", &layers);
+  std::size_t int8_layers = 0;
+  for (const auto& l : layers) {
+    int8_layers += is_int8_layer(l);
+    EXPECT_NE(l.op, "Add") << l.node;
+  }
+  EXPECT_EQ(int8_layers, 1u);
+  for (std::size_t i = 0; i < 2 * n; ++i) {
+    EXPECT_NEAR(fused.data<float>()[i], unfused.data<float>()[i], 1e-4f) << i;
+  }
+}
+
 // --- pre-quantized pattern -----------------------------------------------------------
 
 // ConvInteger -> Add(int32 bias) -> Cast -> Mul(scale) -> Mul(2^-N) -> Relu
