@@ -78,6 +78,17 @@ PassContext context() { return PassContext(PassOptions{}, nullptr); }
 
 // --- fold_batch_norm -------------------------------------------------------
 
+// BatchNorm "bn" over 8 channels of `y`, gamma of sign `gamma_sign`.
+ValueId batch_norm(Builder& b, ValueId y, float gamma_sign = 1.0f) {
+  std::vector<float> gamma = random_values(8, 0.5f, 1.5f, 6);
+  for (float& v : gamma) v *= gamma_sign;
+  return b.op(OpKind::BatchNormalization,
+              {y, b.constant("gamma", {8}, gamma), b.constant("beta", {8}, random_values(8, -1, 1, 7)),
+               b.constant("mean", {8}, random_values(8, -1, 1, 8)),
+               b.constant("var", {8}, random_values(8, 0.1f, 2, 9))},
+              BatchNormAttrs{1e-5f}, "bn");
+}
+
 Graph conv_bn(bool quantized_weights, float gamma_sign) {
   Graph g;
   Builder b(g);
@@ -85,14 +96,7 @@ Graph conv_bn(bool quantized_weights, float gamma_sign) {
   const ValueId w = conv_weights(b, "w", 8, 4, quantized_weights);
   const ValueId y = b.convolution(x, w, b.constant("bias", {8}, random_values(8, -1, 1, 5)),
                                   {.pads_begin = {1, 1}, .pads_end = {1, 1}}, "conv");
-  std::vector<float> gamma = random_values(8, 0.5f, 1.5f, 6);
-  for (float& v : gamma) v *= gamma_sign;
-  const ValueId bn = b.op(OpKind::BatchNormalization,
-                          {y, b.constant("gamma", {8}, gamma), b.constant("beta", {8}, random_values(8, -1, 1, 7)),
-                           b.constant("mean", {8}, random_values(8, -1, 1, 8)),
-                           b.constant("var", {8}, random_values(8, 0.1f, 2, 9))},
-                          BatchNormAttrs{1e-5f}, "bn");
-  b.output(bn);
+  b.output(batch_norm(b, y, gamma_sign));
   return g;
 }
 
@@ -519,12 +523,7 @@ TEST(FoldBatchNorm, BatchNormAfterPerChannelDivAndAddBecomesMultiplyAdd) {
                               {.pads_begin = {1, 1}, .pads_end = {1, 1}}, "conv");
   y = f.b.binary(OpKind::Divide, y, f.b.constant("sf", {1, 8, 1, 1}, random_values(8, 0.5f, 2, 12)));
   y = f.b.add(y, f.b.constant("cb", {1, 8, 1, 1}, random_values(8, -1, 1, 13)));
-  f.b.output(f.b.op(OpKind::BatchNormalization,
-                    {y, f.b.constant("gamma", {8}, random_values(8, 0.5f, 1.5f, 6)),
-                     f.b.constant("beta", {8}, random_values(8, -1, 1, 7)),
-                     f.b.constant("mean", {8}, random_values(8, -1, 1, 8)),
-                     f.b.constant("var", {8}, random_values(8, 0.1f, 2, 9))},
-                    BatchNormAttrs{1e-5f}, "bn"));
+  f.b.output(batch_norm(f.b, y));
   const Graph before = f.g;
   PassContext ctx = context();
   EXPECT_TRUE(fold_batch_norm(f.g, ctx));
@@ -540,12 +539,7 @@ TEST(FoldBatchNorm, NotFoldedWhenANonConstantStepSeparatesItFromTheLayer) {
   ValueId y = f.b.convolution(x, conv_weights(f.b, "w", 8, 4, false), std::nullopt,
                               {.pads_begin = {1, 1}, .pads_end = {1, 1}}, "conv");
   y = f.b.relu(y);
-  f.b.output(f.b.op(OpKind::BatchNormalization,
-                    {y, f.b.constant("gamma", {8}, random_values(8, 0.5f, 1.5f, 6)),
-                     f.b.constant("beta", {8}, random_values(8, -1, 1, 7)),
-                     f.b.constant("mean", {8}, random_values(8, -1, 1, 8)),
-                     f.b.constant("var", {8}, random_values(8, 0.1f, 2, 9))},
-                    BatchNormAttrs{1e-5f}, "bn"));
+  f.b.output(batch_norm(f.b, y));
   PassContext ctx = context();
   EXPECT_FALSE(fold_batch_norm(f.g, ctx));
   EXPECT_EQ(count(f.g, OpKind::BatchNormalization), 1u);

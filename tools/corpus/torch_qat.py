@@ -91,6 +91,17 @@ class DeconvNet(nn.Module):
         tq.fuse_modules_qat(self, [["conv", "relu"]], inplace=True)
 
 
+def prepared(net, seed):
+    """`net` built from `seed`, its conv-bn(-relu) runs fused, prepared for QAT."""
+    torch.manual_seed(seed)
+    m = net()
+    m.train()
+    m.fuse()
+    m.qconfig = qat_qconfig()
+    tq.prepare_qat(m, inplace=True)
+    return m
+
+
 def calibrate(model, shape, steps=8):
     model.train()
     g = torch.Generator().manual_seed(0)
@@ -106,24 +117,14 @@ def export(model, shape, path):
 
 
 def conv_bn_net(out):
-    torch.manual_seed(1)
-    m = ConvBnNet()
-    m.train()
-    m.fuse()
-    m.qconfig = qat_qconfig()
-    tq.prepare_qat(m, inplace=True)
+    m = prepared(ConvBnNet, seed=1)
     calibrate(m, (2, 3, 16, 16))
     m.apply(tq.disable_observer)
     export(m, (1, 3, 16, 16), os.path.join(out, "torch_qat_conv_bn.onnx"))
 
 
 def deconv_net(out):
-    torch.manual_seed(2)
-    m = DeconvNet()
-    m.train()
-    m.fuse()
-    m.qconfig = qat_qconfig()
-    tq.prepare_qat(m, inplace=True)
+    m = prepared(DeconvNet, seed=2)
     # Ranges of the explicit fake quantizations, from one float pass.
     with torch.no_grad():
         x = torch.rand((2, 1, 16, 16), generator=torch.Generator().manual_seed(0)) * 2 - 1
