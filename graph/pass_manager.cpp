@@ -48,10 +48,11 @@ void PassContext::end_phase() {
 namespace {
 
 // Canonical forms: what exporters write in several ways becomes one.
-constexpr std::array<PassEntry, 3> kCanonicalize{{
+constexpr std::array<PassEntry, 4> kCanonicalize{{
     {"fold_batch_norm", fold_batch_norm},
     {"fuse_bias", fuse_bias},
     {"fold_into_fake_quantize_ranges", fold_into_fake_quantize_ranges},
+    {"hoist_fake_quantize", hoist_fake_quantize},
 }};
 // Weights and biases: constant FakeQuantize -> s8 weights, constant bias
 // expressions -> f32 constants; weight dequantizes stay for the layers.
@@ -61,7 +62,7 @@ constexpr std::array<PassEntry, 2> kLower{{
 }};
 constexpr std::array<PassEntry, 6> kFuse{{
     {"split_fake_quantize", split_fake_quantize},
-    {"hoist_reshape_above_dequantize", hoist_reshape_above_dequantize},
+    {"hoist_data_movement_above_dequantize", hoist_data_movement_above_dequantize},
     {"eliminate_dead_nodes", eliminate_dead_nodes},
     {"fuse_dequantize_into_layer", fuse_dequantize_into_layer},
     {"fuse_post_op_chain", fuse_post_op_chain},

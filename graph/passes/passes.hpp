@@ -17,6 +17,11 @@ bool fuse_bias(Graph& g, PassContext& ctx);
 // into its input ranges.
 bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx);
 
+// A per-tensor FakeQuantize after Reshape / Flatten / Transpose / Slice /
+// Resize(nearest) / MaxPool / Concat moves above it; one that repeats its
+// input's grid is dropped.
+bool hoist_fake_quantize(Graph& g, PassContext& ctx);
+
 // FakeQuantize on constant weights -> s8 constant, Convert, per-channel Multiply.
 bool quantize_weights(Graph& g, PassContext& ctx);
 
@@ -24,9 +29,10 @@ bool quantize_weights(Graph& g, PassContext& ctx);
 // u8/s8, and a dequantize (Convert to f32, Subtract zero point, Multiply scale).
 bool split_fake_quantize(Graph& g, PassContext& ctx);
 
-// A Reshape / Flatten below a per-tensor dequantize moves onto the int8
-// tensor, so the dequantize reaches the layer after it.
-bool hoist_reshape_above_dequantize(Graph& g, PassContext& ctx);
+// Data movement (Reshape, Flatten, Transpose, Slice, Resize nearest, MaxPool,
+// Concat of equal grids) below a per-tensor dequantize moves onto the int8
+// tensor, so it runs on int8 and the dequantize reaches the layer after it.
+bool hoist_data_movement_above_dequantize(Graph& g, PassContext& ctx);
 
 // Dequantized input and weights of a layer -> one quantized layer whose output
 // scales carry the product of the scales; bias folded in.

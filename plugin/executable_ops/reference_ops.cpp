@@ -171,29 +171,35 @@ class CopyOp final : public ExecutableOp {
   }
 };
 
-// Resize with ONNX's coordinate transforms. Nearest gathers once; linear
-// interpolates one axis at a time (multilinear is separable).
+// Resize with ONNX's coordinate transforms. Nearest is a gather through an
+// index table made once (any element type: f32, u8, s8); linear interpolates
+// f32 one axis at a time (multilinear is separable).
 class ResizeOp final : public ExecutableOp {
  public:
   ResizeOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
     in_shape_ = g.value(node.inputs[0]).shape;
     attrs_ = node.attr<graph::ResizeAttrs>();
+    if (attrs_.mode == graph::ResizeMode::nearest) source_ = nearest_sources();
   }
 
   void execute(ExecContext& ctx) const override {
-    std::vector<float> cur(ctx.in(node().inputs[0]).data<float>().begin(),
-                           ctx.in(node().inputs[0]).data<float>().end());
-    Shape shape = in_shape_;
+    const Tensor& x = ctx.in(node().inputs[0]);
+    Tensor& out = ctx.out(node().outputs[0]);
     if (attrs_.mode == graph::ResizeMode::nearest) {
-      cur = resize_nearest(cur);
-    } else {
-      for (std::size_t d = 0; d < shape.size(); ++d) {
-        if (shape[d] == attrs_.sizes[d] && scale(d) == 1.0f) continue;
-        cur = resize_linear_axis(cur, shape, d);
-        shape[d] = attrs_.sizes[d];
+      switch (element_size(x.type())) {
+        case 1: gather<std::uint8_t>(x, out); return;
+        case 4: gather<std::uint32_t>(x, out); return;
+        default: throw InferenceError("Resize '" + node().name + "': unexpected element size");
       }
     }
-    auto y = ctx.out(node().outputs[0]).data<float>();
+    std::vector<float> cur(x.data<float>().begin(), x.data<float>().end());
+    Shape shape = in_shape_;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == attrs_.sizes[d] && scale(d) == 1.0f) continue;
+      cur = resize_linear_axis(cur, shape, d);
+      shape[d] = attrs_.sizes[d];
+    }
+    auto y = out.data<float>();
     std::copy(cur.begin(), cur.end(), y.begin());
   }
 
@@ -245,7 +251,8 @@ class ResizeOp final : public ExecutableOp {
     return std::clamp(static_cast<std::int64_t>(i), std::int64_t{0}, in_shape_[d] - 1);
   }
 
-  std::vector<float> resize_nearest(const std::vector<float>& x) const {
+  // The input element each output element copies.
+  std::vector<std::int64_t> nearest_sources() const {
     const std::size_t rank = in_shape_.size();
     std::vector<std::vector<std::int64_t>> offset(rank);
     std::int64_t stride = 1;
@@ -255,18 +262,25 @@ class ResizeOp final : public ExecutableOp {
       }
       stride *= in_shape_[d];
     }
-    std::vector<float> y(static_cast<std::size_t>(element_count(attrs_.sizes)));
+    std::vector<std::int64_t> source(static_cast<std::size_t>(element_count(attrs_.sizes)));
     std::vector<std::int64_t> index(rank, 0);
-    for (float& v : y) {
-      std::int64_t src = 0;
+    for (std::int64_t& src : source) {
+      src = 0;
       for (std::size_t d = 0; d < rank; ++d) src += offset[d][static_cast<std::size_t>(index[d])];
-      v = x[static_cast<std::size_t>(src)];
       for (std::size_t d = rank; d-- > 0;) {
         if (++index[d] < attrs_.sizes[d]) break;
         index[d] = 0;
       }
     }
-    return y;
+    return source;
+  }
+
+  // Copies elements of T's size, whatever their type.
+  template <class T>
+  void gather(const Tensor& x, Tensor& y) const {
+    const auto* in = static_cast<const T*>(x.raw_data());
+    auto* out = static_cast<T*>(y.raw_data());
+    for (std::size_t i = 0; i < source_.size(); ++i) out[i] = in[source_[i]];
   }
 
   std::vector<float> resize_linear_axis(const std::vector<float>& x, const Shape& shape,
@@ -296,6 +310,7 @@ class ResizeOp final : public ExecutableOp {
 
   Shape in_shape_;
   graph::ResizeAttrs attrs_;
+  std::vector<std::int64_t> source_;
 };
 
 }  // namespace

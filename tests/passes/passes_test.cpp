@@ -545,7 +545,7 @@ TEST(FoldBatchNorm, NotFoldedWhenANonConstantStepSeparatesItFromTheLayer) {
   EXPECT_EQ(count(f.g, OpKind::BatchNormalization), 1u);
 }
 
-// --- hoist_reshape_above_dequantize / fold_constants -----------------------
+// --- hoist_data_movement_above_dequantize / fold_constants -----------------------
 
 TEST(HoistReshapeAboveDequantize, FlattenBeforeFullyConnectedMovesOntoTheU8Tensor) {
   Fixture f;
@@ -559,7 +559,7 @@ TEST(HoistReshapeAboveDequantize, FlattenBeforeFullyConnectedMovesOntoTheU8Tenso
   PassContext ctx = context();
   run_fusion_passes(f.g, ctx);
   EXPECT_EQ(count(f.g, OpKind::QuantizedFullyConnected), 1u);
-  EXPECT_THAT(ctx.lines(), ::testing::Contains(HasSubstr("hoist_reshape_above_dequantize")));
+  EXPECT_THAT(ctx.lines(), ::testing::Contains(HasSubstr("hoist_data_movement_above_dequantize")));
   const Tensor x_in = input_tensor({2, 8, 1, 1}, 0, 3, 13);
   expect_close(run(f.g, x_in), run(before, x_in), 1e-4f);
 }
