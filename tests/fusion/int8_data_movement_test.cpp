@@ -1,0 +1,296 @@
+// Data between two int8 convolutions stays int8 through MaxPool, Transpose,
+// Slice, Resize (nearest), Reshape and Concat: in ONNX Runtime's QDQ form
+// (the op's output quantized again with its input's parameters) and with the
+// quantization only after the op. The op runs on u8, both convolutions are
+// int8 primitives, and fused matches unfused within 1 LSB of the output.
+// Named negatives keep the op in f32, each for one reason, still within 1 LSB.
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include "fusion_test_util.hpp"
+
+namespace qfuse::test::fusion {
+namespace {
+
+constexpr float kActScale = 0.02f;  // u8 grid of the activations: [0, 5.1]
+
+// An f32 convolution whose weights go through a symmetric s8 FakeQuantize.
+ValueId quantized_conv(Builder& b, ValueId x, std::int64_t oc, unsigned seed,
+                       const std::string& name) {
+  const std::int64_t ic = b.graph().value(x).shape[1];
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 0.3f);
+  std::vector<float> w(static_cast<std::size_t>(oc * ic * 9));
+  for (float& v : w) v = d(rng);
+  const float s = 1.0f / 127.0f;
+  const ValueId wq = b.fake_quantize(b.constant(name + ".w", {oc, ic, 3, 3}, w), -128 * s,
+                                     127 * s, -128 * s, 127 * s, 256, name + ".wq");
+  graph::ConvAttrs a;
+  a.pads_begin = {1, 1};
+  a.pads_end = {1, 1};
+  return b.convolution(x, wq, std::nullopt, a, name);
+}
+
+ValueId act_fq(Builder& b, ValueId x, const std::string& name, float scale = kActScale) {
+  return b.fake_quantize(x, 0.0f, 255 * scale, 0.0f, 255 * scale, 256, name);
+}
+
+using Mover = std::function<ValueId(Builder&, ValueId)>;
+
+struct Case {
+  std::string name;
+  Mover mover;         // builds the op under test, named "mover"
+  bool requantize;     // ORT's form: the same FakeQuantize after the op too
+  bool expect_int8;    // the mover runs on u8
+};
+
+struct Built {
+  graph::Graph graph;
+  std::string output;
+  FqRange out;
+};
+
+// x -> FQ -> conv1 -> relu -> [FQ] -> mover -> [FQ] -> conv2 -> FQ(s8) -> y
+Built build(const Case& c, bool fq_before_mover = true) {
+  Built net;
+  Builder b(net.graph);
+  const ValueId x = act_fq(b, b.input("x", {1, 4, 8, 8}), "x.q");
+  ValueId y = b.relu(quantized_conv(b, x, 8, 1, "conv1"));
+  if (fq_before_mover) y = act_fq(b, y, "conv1.q");
+  y = c.mover(b, y);
+  if (c.requantize || !fq_before_mover) y = act_fq(b, y, "mover.q");
+  y = quantized_conv(b, y, 8, 2, "conv2");
+  net.out = make_range(Quant::s8, 8.0 / 127.0);
+  y = b.fake_quantize(y, net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "out.q");
+  b.output(y);
+  net.output = net.graph.value(y).name;
+  return net;
+}
+
+void expect_int8_mover_and_one_lsb(const Built& net, bool expect_int8) {
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  const CompiledModel unfused = compile(net.graph, {.fuse = false});
+  EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
+  bool found = false;
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node != "mover") continue;
+    found = true;
+    EXPECT_EQ(l.precision == "int8", expect_int8) << l.precision << describe_layers(fused);
+  }
+  EXPECT_TRUE(found) << describe_layers(fused);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(0.0f, 5.0f);
+  std::vector<float> xv(256);
+  for (float& v : xv) v = d(rng);
+  const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, xv);
+  const Comparison c = compare_quantized(run(fused, "x", x, net.output),
+                                         run(unfused, "x", x, net.output), net.out);
+  EXPECT_LE(c.max_diff, 1) << c.first_diffs;
+  EXPECT_GE(c.equal_fraction(), 0.99) << c.first_diffs;
+}
+
+graph::PoolAttrs pool2x2() {
+  graph::PoolAttrs p;
+  p.kernel = {2, 2};
+  p.strides = {2, 2};
+  return p;
+}
+
+ValueId max_pool(Builder& b, ValueId x) {
+  graph::PoolAttrs p = pool2x2();
+  p.kernel = {3, 3};
+  p.strides = {1, 1};
+  p.pads_begin = {1, 1};
+  p.pads_end = {1, 1};
+  return b.op(graph::OpKind::MaxPool, {x}, p, "mover");
+}
+
+ValueId transpose_hw(Builder& b, ValueId x) {
+  return b.op(graph::OpKind::Transpose, {x}, graph::TransposeAttrs{{0, 1, 3, 2}}, "mover");
+}
+
+ValueId slice_crop(Builder& b, ValueId x) {
+  return b.op(graph::OpKind::Slice, {x}, graph::SliceAttrs{{0, 0, 1, 2}, {1, 8, 6, 5}}, "mover");
+}
+
+ValueId resize_nearest(Builder& b, ValueId x) {
+  graph::ResizeAttrs r;
+  r.mode = graph::ResizeMode::nearest;
+  r.transform = graph::CoordinateTransform::asymmetric;
+  r.nearest_mode = graph::NearestMode::floor;
+  r.sizes = {1, 8, 16, 16};
+  return b.op(graph::OpKind::Resize, {x}, r, "mover");
+}
+
+ValueId reshape_roundtrip(Builder& b, ValueId x) {
+  const ValueId flat = b.op(graph::OpKind::Reshape, {x}, graph::ReshapeAttrs{{1, 8, 64}}, "flat");
+  return b.op(graph::OpKind::Reshape, {flat}, graph::ReshapeAttrs{{1, 8, 8, 8}}, "mover");
+}
+
+class Int8DataMovement : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Int8DataMovement, RunsOnU8BetweenInt8LayersWithinOneLsb) {
+  expect_int8_mover_and_one_lsb(build(GetParam()), GetParam().expect_int8);
+}
+
+// Quantized only after the op: the FakeQuantize moves above it.
+TEST_P(Int8DataMovement, QuantizeAfterTheOpMovesAboveIt) {
+  expect_int8_mover_and_one_lsb(build(GetParam(), false), GetParam().expect_int8);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ops, Int8DataMovement,
+    ::testing::Values(Case{"MaxPool", max_pool, true, true},
+                      Case{"MaxPoolNoRequantize", max_pool, false, true},
+                      Case{"Transpose", transpose_hw, true, true},
+                      Case{"Slice", slice_crop, true, true},
+                      Case{"ResizeNearest", resize_nearest, true, true},
+                      Case{"Reshape", reshape_roundtrip, true, true}),
+    [](const auto& p) { return p.param.name; });
+
+// Concat of two int8 branches on one grid runs on u8; a branch on another
+// grid is requantized to the output's by the layer that makes it (its chain
+// ends on the output grid); a branch that is also a graph output cannot be,
+// so the Concat stays f32 (the refusal says why). All within 1 LSB.
+Built concat_net(float second_scale, bool right_is_output = false) {
+  Built net;
+  Builder b(net.graph);
+  const ValueId x = act_fq(b, b.input("x", {1, 4, 8, 8}), "x.q");
+  const ValueId l = act_fq(b, b.relu(quantized_conv(b, x, 8, 1, "left")), "left.q");
+  const ValueId r = act_fq(b, b.relu(quantized_conv(b, x, 8, 2, "right")), "right.q", second_scale);
+  if (right_is_output) b.output(r);
+  ValueId y = b.op(graph::OpKind::Concat, {l, r}, graph::ConcatAttrs{1}, "mover");
+  y = act_fq(b, y, "mover.q");
+  y = quantized_conv(b, y, 8, 3, "conv2");
+  net.out = make_range(Quant::s8, 8.0 / 127.0);
+  y = b.fake_quantize(y, net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "out.q");
+  b.output(y);
+  net.output = net.graph.value(y).name;
+  return net;
+}
+
+TEST(Int8Concat, EqualGridsConcatOnU8) {
+  const Built net = concat_net(kActScale);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  EXPECT_EQ(quantized_layers(fused).size(), 3u) << describe_layers(fused);
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node == "mover") {
+      EXPECT_EQ(l.precision, "int8") << describe_layers(fused);
+    }
+  }
+  const CompiledModel unfused = compile(net.graph, {.fuse = false});
+  const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, std::vector<float>(256, 1.3f));
+  const Comparison c = compare_quantized(run(fused, "x", x, net.output),
+                                         run(unfused, "x", x, net.output), net.out);
+  EXPECT_LE(c.max_diff, 1) << c.first_diffs;
+}
+
+void expect_concat(const Built& net, const std::string& precision, std::size_t int8_layers) {
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  EXPECT_EQ(quantized_layers(fused).size(), int8_layers) << describe_layers(fused);
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node == "mover") {
+      EXPECT_EQ(l.precision, precision) << describe_layers(fused);
+    }
+  }
+  const CompiledModel unfused = compile(net.graph, {.fuse = false});
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> d(0.0f, 5.0f);
+  std::vector<float> xv(256);
+  for (float& v : xv) v = d(rng);
+  const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, xv);
+  const Comparison c = compare_quantized(run(fused, "x", x, net.output),
+                                         run(unfused, "x", x, net.output), net.out);
+  EXPECT_LE(c.max_diff, 1) << c.first_diffs;
+  EXPECT_GE(c.equal_fraction(), 0.99) << c.first_diffs;
+}
+
+TEST(Int8Concat, AnotherGridIsRequantizedByTheLayerThatMakesIt) {
+  expect_concat(concat_net(2 * kActScale), "int8", 3);
+}
+
+TEST(Int8ConcatNegative, InputThatIsAlsoAGraphOutputKeepsConcatF32WithAReason) {
+  const Built net = concat_net(2 * kActScale, true);
+  expect_concat(net, "f32", 3);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  bool explained = false;
+  for (const FusionRefusal& r : fused.refusals()) {
+    explained = explained || (r.node == "mover.q" && r.reason.find("other readers") != std::string::npos);
+  }
+  EXPECT_TRUE(explained) << describe_layers(fused);
+}
+
+// Named negatives: the op stays f32.
+// A second reader of the op's input: quantizing it would change what that
+// reader sees, so the FakeQuantize stays below the op.
+TEST(Int8DataMovementNegative, InputWithASecondReaderKeepsMaxPoolF32) {
+  Built net;
+  Builder b(net.graph);
+  const ValueId x = act_fq(b, b.input("x", {1, 4, 8, 8}), "x.q");
+  const ValueId y = b.relu(quantized_conv(b, x, 8, 1, "conv1"));
+  graph::PoolAttrs p = pool2x2();
+  ValueId m = act_fq(b, b.op(graph::OpKind::MaxPool, {y}, p, "mover"), "mover.q");
+  m = quantized_conv(b, m, 8, 2, "conv2");
+  const ValueId side = b.op(graph::OpKind::MaxPool, {y}, p, "side");
+  net.out = make_range(Quant::s8, 8.0 / 127.0);
+  const ValueId out = b.fake_quantize(b.add(m, side), net.out.il, net.out.ih, net.out.il,
+                                      net.out.ih, 256, "out.q");
+  b.output(out);
+  net.output = net.graph.value(out).name;
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node == "mover") {
+      EXPECT_EQ(l.precision, "f32") << describe_layers(fused);
+    }
+  }
+  bool explained = false;
+  for (const FusionRefusal& r : fused.refusals()) {
+    explained = explained || (r.node == "mover.q" && r.reason.find("other readers") != std::string::npos);
+  }
+  EXPECT_TRUE(explained) << describe_layers(fused);
+}
+
+// Resize linear computes new values: not data movement.
+TEST(Int8DataMovementNegative, LinearResizeStaysF32) {
+  const Mover linear = [](Builder& b, ValueId x) {
+    graph::ResizeAttrs r;
+    r.mode = graph::ResizeMode::linear;
+    r.sizes = {1, 8, 16, 16};
+    return b.op(graph::OpKind::Resize, {x}, r, "mover");
+  };
+  expect_int8_mover_and_one_lsb(build(Case{"linear", linear, true, false}), false);
+}
+
+// A per-channel grid does not commute with Transpose of the channel axis
+// handling here: the FakeQuantize stays below the op.
+TEST(Int8DataMovementNegative, PerChannelQuantizeAfterTheOpStaysBelowIt) {
+  Built net;
+  Builder b(net.graph);
+  const ValueId x = act_fq(b, b.input("x", {1, 4, 8, 8}), "x.q");
+  const ValueId y = b.relu(quantized_conv(b, x, 8, 1, "conv1"));
+  const ValueId m = b.op(graph::OpKind::MaxPool, {y}, pool2x2(), "mover");
+  std::vector<float> hi(8);
+  for (std::size_t c = 0; c < 8; ++c) hi[c] = 255 * kActScale * (1.0f + 0.1f * static_cast<float>(c));
+  const ValueId lo = b.constant("lo", {1, 8, 1, 1}, std::vector<float>(8, 0.0f));
+  const ValueId h = b.constant("hi", {1, 8, 1, 1}, hi);
+  ValueId z = b.fake_quantize(m, lo, h, lo, h, 256, "mover.q");
+  z = quantized_conv(b, z, 8, 2, "conv2");
+  b.output(z);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node == "mover") {
+      EXPECT_EQ(l.precision, "f32") << describe_layers(fused);
+    }
+  }
+  bool explained = false;
+  for (const FusionRefusal& r : fused.refusals()) {
+    explained = explained || (r.node == "mover.q" && r.reason.find("per-tensor") != std::string::npos);
+  }
+  EXPECT_TRUE(explained) << describe_layers(fused);
+}
+
+}  // namespace
+}  // namespace qfuse::test::fusion
