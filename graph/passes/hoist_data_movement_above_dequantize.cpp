@@ -38,17 +38,6 @@ bool is_int8_to_f32(const Graph& g, const Node& n) {
          g.value(n.inputs[0]).type != ElementType::f32;
 }
 
-bool moves_data(const Node& n) {
-  switch (n.kind) {
-    case OpKind::Reshape:
-    case OpKind::Flatten:
-    case OpKind::Transpose:
-    case OpKind::Slice:
-    case OpKind::MaxPool: return true;
-    case OpKind::Resize: return n.attr<ResizeAttrs>().mode == ResizeMode::nearest;
-    default: return false;
-  }
-}
 
 // The value reaches a layer's activation input through data movement and
 // dequantize steps only.

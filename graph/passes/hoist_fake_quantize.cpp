@@ -28,17 +28,6 @@ namespace {
 constexpr std::string_view kPass = "hoist_fake_quantize";
 using namespace pattern;
 
-bool moves_data(const Node& n) {
-  switch (n.kind) {
-    case OpKind::Reshape:
-    case OpKind::Flatten:
-    case OpKind::Transpose:
-    case OpKind::Slice:
-    case OpKind::MaxPool: return true;
-    case OpKind::Resize: return n.attr<ResizeAttrs>().mode == ResizeMode::nearest;
-    default: return false;
-  }
-}
 
 // The four ranges of a per-tensor FakeQuantize, or nullopt.
 std::optional<std::vector<float>> per_tensor_ranges(const Graph& g, const Node& fq) {

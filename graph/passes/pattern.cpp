@@ -100,4 +100,16 @@ bool is_layer(OpKind kind) {
          kind == OpKind::FullyConnected || kind == OpKind::MatMul;
 }
 
+bool moves_data(const Node& n) {
+  switch (n.kind) {
+    case OpKind::Reshape:
+    case OpKind::Flatten:
+    case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::MaxPool: return true;
+    case OpKind::Resize: return n.attr<ResizeAttrs>().mode == ResizeMode::nearest;
+    default: return false;
+  }
+}
+
 }  // namespace qfuse::graph::pattern

@@ -49,4 +49,8 @@ int weights_channel_axis(const Node& layer);
 
 bool is_layer(OpKind kind);  // Convolution, Deconvolution, FullyConnected, MatMul
 
+// Moves values without computing new ones, and keeps a per-tensor grid:
+// Reshape, Flatten, Transpose, Slice, Resize (nearest), MaxPool.
+bool moves_data(const Node& n);
+
 }  // namespace qfuse::graph::pattern

@@ -37,21 +37,6 @@ bool is_dequantized(const Graph& g, ValueId v) {
   return cv != nullptr && g.value(cv->inputs[0]).type != ElementType::f32;
 }
 
-// Reshape, Flatten, Transpose, Slice, Resize (nearest), MaxPool and Concat
-// move values without computing new ones; hoist_data_movement_above_dequantize
-// runs them on the int8 tensor.
-bool moves_data(const Node& n) {
-  switch (n.kind) {
-    case OpKind::Reshape:
-    case OpKind::Flatten:
-    case OpKind::Transpose:
-    case OpKind::Slice:
-    case OpKind::MaxPool:
-    case OpKind::Concat: return true;
-    case OpKind::Resize: return n.attr<ResizeAttrs>().mode == ResizeMode::nearest;
-    default: return false;
-  }
-}
 
 // Some layer reads `v` (directly or through data movement) as its activation and
 // has dequantized (s8) weights, so it can become an int8 layer; or `v` is one
@@ -73,7 +58,7 @@ bool feeds_layer_activation(const Graph& g, ValueId v) {
         producer_of(g, n.inputs[1], OpKind::Multiply) != nullptr) {
       return true;
     }
-    if (moves_data(n) && feeds_layer_activation(g, n.outputs[0])) return true;
+    if ((moves_data(n) || n.kind == OpKind::Concat) && feeds_layer_activation(g, n.outputs[0])) return true;
   }
   return false;
 }
