@@ -26,6 +26,7 @@ std::string_view to_string(OpKind kind) {
     case OpKind::Gelu: return "Gelu";
     case OpKind::HSwish: return "HSwish";
     case OpKind::HSigmoid: return "HSigmoid";
+    case OpKind::Swish: return "Swish";
     case OpKind::Exp: return "Exp";
     case OpKind::Abs: return "Abs";
     case OpKind::Sqrt: return "Sqrt";
@@ -74,6 +75,7 @@ bool is_elementwise_unary(OpKind kind) {
     case OpKind::Gelu:
     case OpKind::HSwish:
     case OpKind::HSigmoid:
+    case OpKind::Swish:
     case OpKind::Exp:
     case OpKind::Abs:
     case OpKind::Sqrt: return true;

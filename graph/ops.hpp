@@ -41,6 +41,7 @@ enum class OpKind : std::uint8_t {
   Gelu,
   HSwish,
   HSigmoid,
+  Swish,  // x * sigmoid(alpha * x)  (AlphaAttrs)
   Exp,
   Abs,
   Sqrt,

@@ -48,7 +48,8 @@ void PassContext::end_phase() {
 namespace {
 
 // Canonical forms: what exporters write in several ways becomes one.
-constexpr std::array<PassEntry, 4> kCanonicalize{{
+constexpr std::array<PassEntry, 5> kCanonicalize{{
+    {"recognize_activations", recognize_activations},
     {"fold_batch_norm", fold_batch_norm},
     {"fuse_bias", fuse_bias},
     {"fold_into_fake_quantize_ranges", fold_into_fake_quantize_ranges},

@@ -419,6 +419,7 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::Gelu:
     case OpKind::HSwish:
     case OpKind::HSigmoid:
+    case OpKind::Swish:
     case OpKind::Exp:
     case OpKind::Abs:
     case OpKind::Sqrt: return check_unary(c);

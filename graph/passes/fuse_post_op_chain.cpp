@@ -8,7 +8,7 @@
 //   Multiply / Add / Subtract / Divide by a per-tensor or per-channel constant
 //     -> Scale / Shift (x - c = x + (-c); x / c = x * (1/c); c - x = -x + c)
 //   Clamp -> Clip;  Round -> Round;  Relu, LeakyRelu, Elu, Sigmoid, Tanh, Gelu,
-//     HSwish, HSigmoid, Exp, Abs, Sqrt -> Eltwise
+//     HSwish, HSigmoid, Swish, Exp, Abs, Sqrt -> Eltwise
 //   FakeQuantize with constant ranges -> FakeQuantize
 //   Add of another tensor of the same shape (a residual):
 //     dequantized int8 r = (rq - Zr) * Sr -> Sum(rq, Sr) [+ Shift(-Sr * Zr)]
@@ -51,6 +51,7 @@ std::optional<cp::Eltwise> eltwise_of(const Node& n) {
                          0.0f, 0.0f};
     case OpKind::HSwish: return cp::Eltwise{cp::EltwiseAlg::hardswish, 0.0f, 0.0f};
     case OpKind::HSigmoid: return cp::Eltwise{cp::EltwiseAlg::hsigmoid, 0.0f, 0.0f};
+    case OpKind::Swish: return cp::Eltwise{cp::EltwiseAlg::swish, n.attr<AlphaAttrs>().alpha, 0.0f};
     case OpKind::Exp: return cp::Eltwise{cp::EltwiseAlg::exp, 0.0f, 0.0f};
     case OpKind::Abs: return cp::Eltwise{cp::EltwiseAlg::abs, 0.0f, 0.0f};
     case OpKind::Sqrt: return cp::Eltwise{cp::EltwiseAlg::sqrt, 0.0f, 0.0f};

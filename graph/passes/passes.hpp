@@ -6,6 +6,10 @@
 
 namespace qfuse::graph {
 
+// Activations spelled out with elementwise ops (x * relu6(x + 3) / 6,
+// x * sigmoid(x), ...) become HSwish / HSigmoid / Swish.
+bool recognize_activations(Graph& g, PassContext& ctx);
+
 // BatchNormalization after a layer with constant (or FakeQuantize'd constant)
 // weights folds into them; otherwise it becomes Multiply + Add.
 bool fold_batch_norm(Graph& g, PassContext& ctx);

@@ -205,6 +205,50 @@ std::unique_ptr<ExecutableOp> make_eltwise(const Operands& o, const dnnl::engine
                   {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
 }
 
+// Eltwise primitives applied one after another: the first reads the input,
+// the rest update the output in place. oneDNN 2.6's eltwise with eltwise
+// post-ops has only a reference implementation, two jit passes are faster.
+class EltwiseSequenceOp final : public ExecutableOp {
+ public:
+  EltwiseSequenceOp(const Node& node, const dnnl::engine& engine, memory::desc src_md,
+                    memory::desc dst_md, const std::vector<dnnl::eltwise_forward::desc>& steps)
+      : ExecutableOp(node), engine_(engine), src_md_(std::move(src_md)), dst_md_(std::move(dst_md)) {
+    for (const auto& desc : steps) {
+      dnnl::eltwise_forward::primitive_desc pd(desc, engine);
+      if (!implementation_.empty()) implementation_ += " + ";
+      implementation_ += pd.impl_info_str();
+      primitives_.emplace_back(pd);
+    }
+  }
+
+  void execute(ExecContext& ctx) const override {
+    memory src(src_md_, engine_, const_cast<void*>(ctx.in(node().inputs[0]).raw_data()));
+    memory dst(dst_md_, engine_, ctx.out(node().outputs[0]).raw_data());
+    for (std::size_t i = 0; i < primitives_.size(); ++i) {
+      primitives_[i].execute(ctx.stream(), {{DNNL_ARG_SRC, i == 0 ? src : dst}, {DNNL_ARG_DST, dst}});
+    }
+    ctx.stream().wait();
+  }
+
+  std::string implementation() const override { return implementation_; }
+
+ private:
+  dnnl::engine engine_;
+  memory::desc src_md_, dst_md_;
+  std::vector<dnnl::primitive> primitives_;
+  std::string implementation_;
+};
+
+// HSigmoid(x) = min(max(x + 3, 0), 6) / 6 = clip(x / 6 + 1/2, 0, 1).
+std::unique_ptr<ExecutableOp> make_hsigmoid(const Operands& o, const dnnl::engine& engine) {
+  const auto fwd = prop_kind::forward_inference;
+  return std::make_unique<EltwiseSequenceOp>(
+      o.node, engine, o.in_md(0), o.out_md(),
+      std::vector<dnnl::eltwise_forward::desc>{
+          {fwd, algorithm::eltwise_linear, o.in_md(0), 1.0f / 6.0f, 0.5f},
+          {fwd, algorithm::eltwise_clip_v2, o.out_md(), 0.0f, 1.0f}});
+}
+
 algorithm binary_algorithm(OpKind kind) {
   switch (kind) {
     case OpKind::Add: return algorithm::binary_add;
@@ -391,6 +435,9 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
                               : algorithm::eltwise_gelu_tanh,
                           0.0f, 0.0f);
     case OpKind::HSwish: return make_eltwise(o, engine, algorithm::eltwise_hardswish, 0.0f, 0.0f);
+    case OpKind::HSigmoid: return make_hsigmoid(o, engine);
+    case OpKind::Swish: return make_eltwise(o, engine, algorithm::eltwise_swish,
+                                             node.attr<graph::AlphaAttrs>().alpha, 0.0f);
     case OpKind::Exp: return make_eltwise(o, engine, algorithm::eltwise_exp, 0.0f, 0.0f);
     case OpKind::Abs: return make_eltwise(o, engine, algorithm::eltwise_abs, 0.0f, 0.0f);
     case OpKind::Sqrt: return make_eltwise(o, engine, algorithm::eltwise_sqrt, 0.0f, 0.0f);

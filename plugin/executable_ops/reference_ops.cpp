@@ -125,19 +125,6 @@ class FakeQuantizeOp final : public ExecutableOp {
   double levels_ = 256.0;
 };
 
-// HSigmoid(x) = min(max(x + 3, 0), 6) / 6; oneDNN 2.6 has no such eltwise.
-class HSigmoidOp final : public ExecutableOp {
- public:
-  using ExecutableOp::ExecutableOp;
-  void execute(ExecContext& ctx) const override {
-    auto x = ctx.in(node().inputs[0]).data<float>();
-    auto y = ctx.out(node().outputs[0]).data<float>();
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      y[i] = std::min(std::max(x[i] + 3.0f, 0.0f), 6.0f) / 6.0f;
-    }
-  }
-};
-
 // Convert to s32 by a loop: oneDNN 2.6's reorders disagree on values at or
 // beyond 2^31 (some wrap to INT32_MIN). Rounds half to even, saturates.
 class ConvertToS32Op final : public ExecutableOp {
@@ -324,7 +311,6 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
                                                 const graph::Node& node) {
   switch (node.kind) {
     case OpKind::FakeQuantize: return std::make_unique<FakeQuantizeOp>(graph, node);
-    case OpKind::HSigmoid: return std::make_unique<HSigmoidOp>(node);
     case OpKind::Reshape:
     case OpKind::Flatten: return std::make_unique<CopyOp>(node);
     case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node);
