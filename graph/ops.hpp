@@ -152,6 +152,10 @@ struct PoolAttrs {
   Ints pads_end;
   Ints dilations;  // MaxPool only; 1 = dense
   bool exclude_pad = true;
+  // AvgPool on u8/s8 only: out_scale * mean + out_shift is what is rounded to
+  // the output type, a requantization onto another grid (identity: 1, 0).
+  float out_scale = 1.0f;
+  float out_shift = 0.0f;
   bool operator==(const PoolAttrs&) const = default;
 };
 

@@ -61,9 +61,10 @@ constexpr std::array<PassEntry, 2> kLower{{
     {"quantize_weights", quantize_weights},
     {"lower_bias", lower_bias},
 }};
-constexpr std::array<PassEntry, 6> kFuse{{
+constexpr std::array<PassEntry, 7> kFuse{{
     {"split_fake_quantize", split_fake_quantize},
     {"hoist_data_movement_above_dequantize", hoist_data_movement_above_dequantize},
+    {"requantize_avg_pool", requantize_avg_pool},
     {"eliminate_dead_nodes", eliminate_dead_nodes},
     {"fuse_dequantize_into_layer", fuse_dequantize_into_layer},
     {"fuse_post_op_chain", fuse_post_op_chain},

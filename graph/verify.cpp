@@ -3,6 +3,7 @@
 // every error names the node, the operator and the problem.
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <sstream>
 
@@ -288,6 +289,12 @@ OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
   if (!is_max) {
     c.expect(std::all_of(a.dilations.begin(), a.dilations.end(), [](auto d) { return d == 1; }),
              "dilations " + ints_to_string(a.dilations) + " are not supported by AvgPool");
+  }
+  if (a.out_scale != 1.0f || a.out_shift != 0.0f) {
+    c.expect(!is_max && c.in(0).type != ElementType::f32,
+             "an output requantization (out_scale, out_shift) needs an AvgPool on u8/s8");
+    c.expect(std::isfinite(a.out_scale) && a.out_scale > 0.0f && std::isfinite(a.out_shift),
+             "out_scale " + std::to_string(a.out_scale) + " must be positive and finite");
   }
   Shape out{x[0], x[1]};
   for (std::size_t i = 0; i < spatial; ++i) {

@@ -98,25 +98,50 @@ bool is_spatial_quantized(graph::OpKind kind) {
          kind == graph::OpKind::QuantizedDeconvolution;
 }
 
-// u8/s8 activations that only travel between int8 convolutions (and the
-// reorders that quantize or dequantize them) are stored channels last, the
-// layout oneDNN's int8 convolutions want; everything else stays plain.
+// MaxPool / AvgPool on u8/s8: oneDNN 2.6 runs them with jit channels last
+// (its plain-layout int8 pooling is the reference loop).
+bool is_int8_pool(const graph::Graph& g, const graph::Node& n) {
+  return (n.kind == graph::OpKind::MaxPool || n.kind == graph::OpKind::AvgPool) &&
+         g.value(n.inputs[0]).type != ElementType::f32;
+}
+
+// u8/s8 activations that only travel between int8 convolutions, int8 pools
+// and the reorders that quantize or dequantize them are stored channels last,
+// the layout oneDNN's int8 kernels want; everything else stays plain. A pool
+// reads and writes one layout, so one whose two sides disagree makes both
+// plain (repeated until nothing changes).
 std::vector<plugin::Layout> plan_layouts(const graph::Graph& g) {
   std::vector<plugin::Layout> layouts(g.value_count(), plugin::Layout::plain);
+  const auto int8_kernel = [&g](const graph::Node& n) {
+    return is_spatial_quantized(n.kind) || is_int8_pool(g, n);
+  };
   for (std::uint32_t i = 0; i < g.value_count(); ++i) {
     const graph::ValueId id{i};
     const graph::Value& v = g.value(id);
     if (v.shape.size() < 3 || v.shape.size() > 5) continue;
     if (v.type != ElementType::u8 && v.type != ElementType::s8) continue;
     if (!v.producer.valid() || g.is_graph_output(id)) continue;
-    const graph::OpKind p = g.node(v.producer).kind;
-    if (!is_spatial_quantized(p) && p != graph::OpKind::Convert) continue;
+    const graph::Node& p = g.node(v.producer);
+    if (!int8_kernel(p) && p.kind != graph::OpKind::Convert) continue;
     bool ok = true;
     for (graph::NodeId c : g.consumers(id)) {
       const graph::Node& n = g.node(c);
-      ok = ok && (n.kind == graph::OpKind::Convert || is_spatial_quantized(n.kind));
+      ok = ok && (n.kind == graph::OpKind::Convert || int8_kernel(n));
     }
     if (ok) layouts[i] = plugin::Layout::channels_last;
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (graph::NodeId id : g.topological_order()) {
+      const graph::Node& n = g.node(id);
+      if (!is_int8_pool(g, n)) continue;
+      auto& in = layouts[n.inputs[0].index];
+      auto& out = layouts[n.outputs[0].index];
+      if (in != out) {
+        in = out = plugin::Layout::plain;
+        changed = true;
+      }
+    }
   }
   return layouts;
 }
@@ -221,6 +246,14 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
         op = plugin::make_convert(node, impl->engine,
                                   plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
                                   plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
+      } else if (is_int8_pool(impl->graph, node) &&
+                 layout_of(node.inputs[0]) == plugin::Layout::channels_last) {
+        const graph::Value& in = impl->graph.value(node.inputs[0]);
+        const graph::Value& out = impl->graph.value(node.outputs[0]);
+        op = plugin::make_pool(impl->graph, node, impl->engine,
+                               plugin::layout_desc(in.shape, in.type, plugin::Layout::channels_last),
+                               plugin::layout_desc(out.shape, out.type, plugin::Layout::channels_last),
+                               true);
       } else {
         op = plugin::make_unfused_op(impl->graph, node, impl->engine);
       }

@@ -24,21 +24,6 @@ namespace {
 constexpr std::string_view kPass = "hoist_data_movement_above_dequantize";
 using namespace pattern;
 
-bool is_scalar_affine(const Graph& g, const Node& n) {
-  if (n.kind != OpKind::Multiply && n.kind != OpKind::Subtract && n.kind != OpKind::Add) {
-    return false;
-  }
-  const Value& c = g.value(n.inputs[1]);
-  return c.is_constant() && element_count(c.shape) == 1 && c.shape.size() <= 1 &&
-         !g.value(n.inputs[0]).is_constant();
-}
-
-bool is_int8_to_f32(const Graph& g, const Node& n) {
-  return n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to == ElementType::f32 &&
-         g.value(n.inputs[0]).type != ElementType::f32;
-}
-
-
 // The value reaches a layer's activation input through data movement and
 // dequantize steps only.
 bool leads_to_layer(const Graph& g, ValueId v, int depth = 0) {
@@ -53,41 +38,18 @@ bool leads_to_layer(const Graph& g, ValueId v, int depth = 0) {
   return false;
 }
 
-// The dequantize chain above `v`: Convert, [Subtract], Multiply, each read
-// only by the next; empty when `v` is not such a chain's end.
-std::vector<NodeId> dequantize_chain(const Graph& g, ValueId v) {
-  const Node* mul = producer_of(g, v, OpKind::Multiply);
-  if (mul == nullptr || !is_scalar_affine(g, *mul)) return {};
-  std::vector<NodeId> chain{g.value(v).producer};
-  ValueId cur = mul->inputs[0];
-  if (const Node* sub = producer_of(g, cur, OpKind::Subtract)) {
-    if (!is_scalar_affine(g, *sub) || sole_consumer(g, cur) != chain.back()) return {};
-    chain.push_back(g.value(cur).producer);
-    cur = sub->inputs[0];
-  }
-  const Node* cv = producer_of(g, cur, OpKind::Convert);
-  if (cv == nullptr || !is_int8_to_f32(g, *cv) || sole_consumer(g, cur) != chain.back()) return {};
-  chain.push_back(g.value(cur).producer);
-  return chain;  // Multiply, [Subtract,] Convert
-}
-
 // The constants of a chain, compared across Concat inputs.
-std::vector<float> chain_key(const Graph& g, const std::vector<NodeId>& chain) {
-  std::vector<float> key;
-  const Node& cv = g.node(chain.back());
-  key.push_back(static_cast<float>(g.value(cv.inputs[0]).type));
-  key.push_back(chain.size() == 3 ? (*constant_f32(g, g.node(chain[1]).inputs[1]))[0] : 0.0f);
-  key.push_back((*constant_f32(g, g.node(chain[0]).inputs[1]))[0]);
-  return key;
+std::vector<float> chain_key(const Graph& g, const Dequantize& d) {
+  return {static_cast<float>(g.value(d.stored).type), d.zero_point, d.scale};
 }
 
 bool hoist_concat(Graph& g, NodeId id, PassContext& ctx) {
   const Node cat = g.node(id);
-  std::vector<std::vector<NodeId>> chains;
+  std::vector<Dequantize> chains;
   for (ValueId in : cat.inputs) {
     auto chain = dequantize_chain(g, in);
-    if (chain.empty() || sole_consumer(g, in) != id) return false;
-    chains.push_back(std::move(chain));
+    if (!chain || sole_consumer(g, in) != id) return false;
+    chains.push_back(std::move(*chain));
   }
   const std::vector<float> key = chain_key(g, chains[0]);
   for (const auto& chain : chains) {
@@ -98,9 +60,9 @@ bool hoist_concat(Graph& g, NodeId id, PassContext& ctx) {
     }
   }
   std::vector<ValueId> stored;
-  for (const auto& chain : chains) stored.push_back(g.node(chain.back()).inputs[0]);
+  for (const auto& chain : chains) stored.push_back(chain.stored);
   ValueId y = emit(g, OpKind::Concat, cat.name, stored, cat.attrs);
-  const std::vector<NodeId>& first = chains[0];
+  const std::vector<NodeId>& first = chains[0].nodes;
   for (auto it = first.rbegin(); it != first.rend(); ++it) {
     std::vector<ValueId> inputs = g.node(*it).inputs;
     inputs[0] = y;
@@ -109,7 +71,7 @@ bool hoist_concat(Graph& g, NodeId id, PassContext& ctx) {
   replace_value(g, cat.outputs[0], y);
   g.erase_node(id);
   for (const auto& chain : chains) {
-    for (NodeId n : chain) g.erase_node(n);
+    for (NodeId n : chain.nodes) g.erase_node(n);
   }
   ctx.log(kPass, cat.name + " runs on the int8 inputs");
   return true;

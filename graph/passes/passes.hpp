@@ -38,6 +38,10 @@ bool split_fake_quantize(Graph& g, PassContext& ctx);
 // tensor, so it runs on int8 and the dequantize reaches the layer after it.
 bool hoist_data_movement_above_dequantize(Graph& g, PassContext& ctx);
 
+// AvgPool between a dequantize and a quantize-only FakeQuantize pools the
+// int8 tensor and writes the next grid (requantizing with a linear post-op).
+bool requantize_avg_pool(Graph& g, PassContext& ctx);
+
 // Dequantized input and weights of a layer -> one quantized layer whose output
 // scales carry the product of the scales; bias folded in.
 bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx);

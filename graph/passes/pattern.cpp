@@ -112,4 +112,40 @@ bool moves_data(const Node& n) {
   }
 }
 
+bool is_scalar_affine(const Graph& g, const Node& n) {
+  if (n.kind != OpKind::Multiply && n.kind != OpKind::Subtract && n.kind != OpKind::Add) {
+    return false;
+  }
+  const Value& c = g.value(n.inputs[1]);
+  return c.is_constant() && c.type == ElementType::f32 && element_count(c.shape) == 1 &&
+         c.shape.size() <= 1 && !g.value(n.inputs[0]).is_constant();
+}
+
+bool is_int8_to_f32(const Graph& g, const Node& n) {
+  return n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to == ElementType::f32 &&
+         g.value(n.inputs[0]).type != ElementType::f32;
+}
+
+std::optional<Dequantize> dequantize_chain(const Graph& g, ValueId v) {
+  const Node* mul = producer_of(g, v, OpKind::Multiply);
+  if (mul == nullptr || !is_scalar_affine(g, *mul)) return std::nullopt;
+  Dequantize d;
+  d.nodes.push_back(g.value(v).producer);
+  d.scale = (*constant_f32(g, mul->inputs[1]))[0];
+  ValueId cur = mul->inputs[0];
+  if (const Node* sub = producer_of(g, cur, OpKind::Subtract)) {
+    if (!is_scalar_affine(g, *sub) || sole_consumer(g, cur) != d.nodes.back()) return std::nullopt;
+    d.nodes.push_back(g.value(cur).producer);
+    d.zero_point = (*constant_f32(g, sub->inputs[1]))[0];
+    cur = sub->inputs[0];
+  }
+  const Node* cv = producer_of(g, cur, OpKind::Convert);
+  if (cv == nullptr || !is_int8_to_f32(g, *cv) || sole_consumer(g, cur) != d.nodes.back()) {
+    return std::nullopt;
+  }
+  d.nodes.push_back(g.value(cur).producer);
+  d.stored = cv->inputs[0];
+  return d;
+}
+
 }  // namespace qfuse::graph::pattern

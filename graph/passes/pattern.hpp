@@ -53,4 +53,19 @@ bool is_layer(OpKind kind);  // Convolution, Deconvolution, FullyConnected, MatM
 // Reshape, Flatten, Transpose, Slice, Resize (nearest), MaxPool.
 bool moves_data(const Node& n);
 
+// Multiply / Subtract / Add of a one-element constant to a runtime tensor.
+bool is_scalar_affine(const Graph& g, const Node& n);
+// Convert from u8/s8 to f32.
+bool is_int8_to_f32(const Graph& g, const Node& n);
+
+// The per-tensor dequantize ending at `v`: Convert(f32), [Subtract(z)],
+// Multiply(s), each read only by the next (`v` itself may have any readers).
+struct Dequantize {
+  std::vector<NodeId> nodes;  // Multiply, [Subtract,] Convert
+  ValueId stored;             // the u8/s8 tensor
+  float zero_point = 0.0f;
+  float scale = 1.0f;
+};
+std::optional<Dequantize> dequantize_chain(const Graph& g, ValueId v);
+
 }  // namespace qfuse::graph::pattern

@@ -10,8 +10,8 @@
 //   u8 with lo = 0 otherwise (Zd = Zo; a non-zero Zd becomes a source zero
 //   point of the consuming layer).
 // The rewrite keeps the value: (q + lo - Zd) * So = (q - Zo) * So = q * So + ol.
-// Only FakeQuantize nodes that feed a layer's activation input, or a residual
-// Add, are split; the others stay whole and become post-op steps.
+// Only FakeQuantize nodes that feed a layer's activation input (directly, through
+// data movement, or through an AvgPool quantized again), or a residual Add, are split; the others stay whole and become post-op steps.
 // Preconditions: constant ranges per tensor or per channel (axis 1); L <= 256;
 // So != 0.
 
@@ -38,6 +38,13 @@ bool is_dequantized(const Graph& g, ValueId v) {
 }
 
 
+// A FakeQuantize this pass already split: its output is stored as u8/s8.
+bool is_quantize_only(const Graph& g, const Node& fq) {
+  const auto next = sole_consumer(g, fq.outputs[0]);
+  return next && g.node(*next).kind == OpKind::Convert &&
+         g.node(*next).attr<ConvertAttrs>().to != ElementType::f32;
+}
+
 // Some layer reads `v` (directly or through data movement) as its activation and
 // has dequantized (s8) weights, so it can become an int8 layer; or `v` is one
 // side of a residual Add whose other side is not int8 yet: stored as int8, it
@@ -59,6 +66,16 @@ bool feeds_layer_activation(const Graph& g, ValueId v) {
       return true;
     }
     if ((moves_data(n) || n.kind == OpKind::Concat) && feeds_layer_activation(g, n.outputs[0])) return true;
+    // AvgPool quantized again before a layer: it can pool the int8 values
+    // (requantize_avg_pool).
+    if (n.kind == OpKind::AvgPool) {
+      const auto next = sole_consumer(g, n.outputs[0]);
+      if (next && g.node(*next).kind == OpKind::FakeQuantize &&
+          (feeds_layer_activation(g, g.node(*next).outputs[0]) ||
+           is_quantize_only(g, g.node(*next)))) {
+        return true;
+      }
+    }
   }
   return false;
 }

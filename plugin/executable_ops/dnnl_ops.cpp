@@ -316,21 +316,47 @@ std::unique_ptr<ExecutableOp> make_batch_norm(const Operands& o, const dnnl::eng
                   {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
 }
 
-std::unique_ptr<ExecutableOp> make_pool(const Operands& o, const dnnl::engine& engine) {
+// A window that covers the whole spatial extent without padding: the mean of
+// each channel.
+bool is_global(const Operands& o, const graph::PoolAttrs& a) {
+  const Shape& x = o.in(0).shape;
+  for (std::size_t i = 0; i < a.kernel.size(); ++i) {
+    if (a.kernel[i] != x[i + 2] || a.pads_begin[i] != 0 || a.pads_end[i] != 0) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<ExecutableOp> make_pool(const Operands& o, const dnnl::engine& engine,
+                                        const memory::desc& src, const memory::desc& dst,
+                                        bool channels_last) {
   const auto& a = o.node.attr<graph::PoolAttrs>();
+  dnnl::primitive_attr attr = user_scratchpad();
+  if (a.out_scale != 1.0f || a.out_shift != 0.0f) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.0f, algorithm::eltwise_linear, a.out_scale, a.out_shift);
+    attr.set_post_ops(po);
+  }
+  const bool int8 = o.in(0).type != ElementType::f32;
+  if (o.node.kind == OpKind::AvgPool && int8 && !channels_last && is_global(o, a)) {
+    // oneDNN 2.6 pools u8/s8 with jit only channels last; its reduction is
+    // jit on plain layouts.
+    dnnl::reduction::desc desc(algorithm::reduction_mean, src, dst, 0.0f, 0.0f);
+    dnnl::reduction::primitive_desc pd(desc, attr, engine);
+    return make_op(o.node, engine, pd,
+                   {{DNNL_ARG_SRC, o.node.inputs[0], src}, {DNNL_ARG_DST, o.node.outputs[0], dst}});
+  }
   algorithm alg = algorithm::pooling_max;
   if (o.node.kind == OpKind::AvgPool) {
     alg = a.exclude_pad ? algorithm::pooling_avg_exclude_padding
                         : algorithm::pooling_avg_include_padding;
   }
-  dnnl::pooling_v2_forward::desc desc(prop_kind::forward_inference, alg, o.in_md(0), o.out_md(),
+  dnnl::pooling_v2_forward::desc desc(prop_kind::forward_inference, alg, src, dst,
                                       to_dims(a.strides), to_dims(a.kernel),
                                       to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
                                       to_dims(a.pads_end));
-  dnnl::pooling_v2_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::pooling_v2_forward::primitive_desc pd(desc, attr, engine);
   return make_op(o.node, engine, pd,
-                 {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
-                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+                 {{DNNL_ARG_SRC, o.node.inputs[0], src}, {DNNL_ARG_DST, o.node.outputs[0], dst}});
 }
 
 std::unique_ptr<ExecutableOp> make_reorder(const Operands& o, const dnnl::engine& engine,
@@ -404,6 +430,12 @@ std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::
                  {{DNNL_ARG_FROM, node.inputs[0], src}, {DNNL_ARG_TO, node.outputs[0], dst}});
 }
 
+std::unique_ptr<ExecutableOp> make_pool(const graph::Graph& graph, const graph::Node& node,
+                                        const dnnl::engine& engine, const memory::desc& src,
+                                        const memory::desc& dst, bool channels_last) {
+  return make_pool(Operands{graph, node}, engine, src, dst, channels_last);
+}
+
 std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const graph::Node& node,
                                            const dnnl::engine& engine) {
   const Operands o{graph, node};
@@ -449,7 +481,7 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
     case OpKind::PRelu: return make_prelu(o, engine);
     case OpKind::BatchNormalization: return make_batch_norm(o, engine);
     case OpKind::MaxPool:
-    case OpKind::AvgPool: return make_pool(o, engine);
+    case OpKind::AvgPool: return make_pool(o, engine, o.in_md(0), o.out_md(), false);
     case OpKind::Transpose: return make_transpose(o, engine);
     case OpKind::Concat: return make_concat(o, engine);
     case OpKind::Convert: return make_reorder(o, engine, o.in_md(0));

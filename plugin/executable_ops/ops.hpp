@@ -10,7 +10,7 @@ namespace qfuse::plugin {
 std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const graph::Node& node,
                                            const dnnl::engine& engine);
 
-// qfuse's own loops: FakeQuantize, Resize, HSigmoid, Reshape, Flatten; null
+// qfuse's own loops: FakeQuantize, Resize, Reshape, Flatten; null
 // for anything else.
 std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
                                                 const graph::Node& node);
@@ -19,6 +19,13 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
 std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,
                                            const dnnl::memory::desc& src,
                                            const dnnl::memory::desc& dst);
+
+// MaxPool / AvgPool between the given layouts (u8/s8 channels last runs
+// oneDNN's jit int8 pooling).
+std::unique_ptr<ExecutableOp> make_pool(const graph::Graph& graph, const graph::Node& node,
+                                        const dnnl::engine& engine,
+                                        const dnnl::memory::desc& src,
+                                        const dnnl::memory::desc& dst, bool channels_last);
 
 // Elementwise binary with numpy broadcasting on both sides.
 std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,

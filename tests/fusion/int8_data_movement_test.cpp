@@ -17,23 +17,6 @@ namespace {
 
 constexpr float kActScale = 0.02f;  // u8 grid of the activations: [0, 5.1]
 
-// An f32 convolution whose weights go through a symmetric s8 FakeQuantize.
-ValueId quantized_conv(Builder& b, ValueId x, std::int64_t oc, unsigned seed,
-                       const std::string& name) {
-  const std::int64_t ic = b.graph().value(x).shape[1];
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  std::vector<float> w(static_cast<std::size_t>(oc * ic * 9));
-  for (float& v : w) v = d(rng);
-  const float s = 1.0f / 127.0f;
-  const ValueId wq = b.fake_quantize(b.constant(name + ".w", {oc, ic, 3, 3}, w), -128 * s,
-                                     127 * s, -128 * s, 127 * s, 256, name + ".wq");
-  graph::ConvAttrs a;
-  a.pads_begin = {1, 1};
-  a.pads_end = {1, 1};
-  return b.convolution(x, wq, std::nullopt, a, name);
-}
-
 ValueId act_fq(Builder& b, ValueId x, const std::string& name, float scale = kActScale) {
   return b.fake_quantize(x, 0.0f, 255 * scale, 0.0f, 255 * scale, 256, name);
 }

@@ -21,22 +21,6 @@ using graph::OpKind;
 // A u8 grid with an integer zero point (28) that holds hardswish's minimum.
 constexpr float kLo = -28 * 0.02f, kHi = 227 * 0.02f;
 
-ValueId quantized_conv(Builder& b, ValueId x, std::int64_t oc, unsigned seed,
-                       const std::string& name) {
-  const std::int64_t ic = b.graph().value(x).shape[1];
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  std::vector<float> w(static_cast<std::size_t>(oc * ic * 9));
-  for (float& v : w) v = d(rng);
-  const float s = 1.0f / 127.0f;
-  const ValueId wq = b.fake_quantize(b.constant(name + ".w", {oc, ic, 3, 3}, w), -128 * s,
-                                     127 * s, -128 * s, 127 * s, 256, name + ".wq");
-  graph::ConvAttrs a;
-  a.pads_begin = {1, 1};
-  a.pads_end = {1, 1};
-  return b.convolution(x, wq, std::nullopt, a, name);
-}
-
 // x * clip(x + 3, 0, 6), the relu6 branch named "relu6".
 ValueId x_times_relu6(Builder& b, ValueId x, float three = 3.0f, float six = 6.0f) {
   const ValueId r = b.clamp(b.binary(OpKind::Add, x, b.scalar(three), "plus3"), 0.0f, six, "relu6");
