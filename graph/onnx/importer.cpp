@@ -129,6 +129,8 @@ class Importer {
   using Handler = void (Importer::*)(AttrReader&);
 
   // --- context -------------------------------------------------------------
+  // Q/DQ pairs whose zero point - qmin is odd (reported once, in run()).
+  std::vector<std::string> odd_zero_points_;
   std::string label() const { return node_->op_type() + " node '" + base_ + "'"; }
   [[noreturn]] void unsupported(const std::string& problem) const {
     throw UnsupportedError("import " + label() + ": " + problem);
@@ -591,6 +593,18 @@ graph::Graph Importer::run() {
   for (int i = 0; i < g.node_size(); ++i) import_node(g.node(i), static_cast<std::size_t>(i));
   mark_outputs();
   remove_dead_nodes();
+  if (!odd_zero_points_.empty()) {
+    // One line for the model: exporters write this for most of its tensors.
+    std::string names;
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, odd_zero_points_.size()); ++i) {
+      names += (i ? ", '" : "'") + odd_zero_points_[i] + "'";
+    }
+    if (odd_zero_points_.size() > 3) names += ", ...";
+    spdlog::warn("import {}: {} Q/DQ pair(s) have an odd zero point - qmin ({}); as FakeQuantize "
+                 "nodes, inputs exactly on a rounding tie may differ from ONNX by one "
+                 "quantization step",
+                 origin_, odd_zero_points_.size(), names);
+  }
   return std::move(graph_);
 }
 
@@ -1926,9 +1940,8 @@ void Importer::op_dequantize(AttrReader& a) {
       odd_shift |= std::fmod(std::abs(p.zero_point[k] - p.qmin), 2.0) == 1.0;
     }
     if (odd_shift) {
-      spdlog::warn("import {}: zero point - qmin is odd; as a FakeQuantize, inputs exactly on a "
-                   "rounding tie may differ from ONNX by one quantization step",
-                   label());
+      spdlog::debug("import {}: zero point - qmin is odd", label());
+      odd_zero_points_.push_back(base_);
     }
     const ValueId il = param_constant(lo, rank, p.axis, "input_low");
     const ValueId ih = param_constant(hi, rank, p.axis, "input_high");
