@@ -1,0 +1,382 @@
+#pragma once
+// Internal to the ONNX frontend: the Importer class and the helpers its
+// operator families share. importer.cpp holds the driver, constant folding
+// and the public functions; import_elementwise.cpp, import_layers.cpp,
+// import_shape.cpp and import_quantization.cpp the operator handlers.
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "graph/builder.hpp"
+#include "graph/onnx/importer.hpp"
+#include "graph/onnx/proto_utils.hpp"
+#include "qfuse/error.hpp"
+
+namespace qfuse::onnx::impl {
+
+using namespace detail;
+using graph::Attributes;
+using graph::Ints;
+using graph::NoAttrs;
+using graph::OpKind;
+using graph::ValueId;
+using Values = std::vector<double>;
+
+// f32 holds every integer of magnitude up to 2^24 exactly.
+inline constexpr double kF32ExactLimit = 16777216.0;
+inline constexpr int kMinOpset = 10;
+inline constexpr int kMaxOpset = 17;
+
+inline std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
+inline std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
+inline std::int64_t rank_of(const Shape& s) { return i64(s.size()); }
+
+// The IR has no rank-0 tensors: a scalar is carried as [1].
+inline Shape ir_shape(const Shape& s) { return s.empty() ? Shape{1} : s; }
+
+struct Interval {
+  double lo = 0.0;
+  double hi = 0.0;
+};
+
+inline Interval type_range(int type) {
+  switch (type) {
+    case kUint8: return {0, 255};
+    case kInt8: return {-128, 127};
+    case kUint16: return {0, 65535};
+    case kInt16: return {-32768, 32767};
+    case kInt32: return {-2147483648.0, 2147483647.0};
+    case kUint32: return {0, 4294967295.0};
+    case kInt64: return {-9223372036854775808.0, 9223372036854775807.0};
+    case kUint64: return {0, 18446744073709551615.0};
+    case kBool: return {0, 1};
+    default: return {-std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::infinity()};
+  }
+}
+
+inline Interval range_of(const Values& v) {
+  if (v.empty()) return {0, 0};
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return {*lo, *hi};
+}
+
+inline double max_abs(Interval r) { return std::max(std::abs(r.lo), std::abs(r.hi)); }
+
+// Quantization parameters of one QuantizeLinear / DequantizeLinear.
+struct QuantParams {
+  Values scale;  // 1 value (per tensor) or one per channel along `axis`
+  Values zero_point;
+  std::int64_t axis = -1;  // normalized; -1 when per tensor
+  int type = kUint8;       // of the quantized tensor
+  double qmin = 0, qmax = 255;
+
+  bool operator==(const QuantParams& o) const {
+    return scale == o.scale && zero_point == o.zero_point && axis == o.axis && type == o.type;
+  }
+  bool unit_scale() const {
+    return std::all_of(scale.begin(), scale.end(), [](double s) { return s == 1.0; });
+  }
+  bool zero_zp() const {
+    return std::all_of(zero_point.begin(), zero_point.end(), [](double z) { return z == 0.0; });
+  }
+};
+
+// One ONNX tensor during import.
+struct Operand {
+  int type = kUndefined;
+  Shape shape;                             // ONNX shape (rank 0 allowed)
+  std::shared_ptr<const Literal> literal;  // values known at import
+  ValueId value;                           // IR value; invalid for literals until needed
+  ValueId f32_value;                       // cached f32 carrier of an integer tensor
+  std::optional<Interval> range;           // integer tensors (and integral floats)
+  // Set on QuantizeLinear outputs: the f32 source and the parameters.
+  struct Quantized {
+    ValueId source;
+    QuantParams params;
+  };
+  std::shared_ptr<const Quantized> quantized;
+  // Set on DequantizeLinear outputs whose input is a constant: the integers.
+  struct Weight {
+    Literal q;
+    QuantParams params;
+  };
+  std::shared_ptr<const Weight> dq_weight;
+};
+
+inline bool is_float(int type) { return type == kFloat; }
+
+inline std::string dims_text(const Shape& s) { return to_string(s); }
+
+class Importer {
+ public:
+  Importer(const ::onnx::ModelProto& model, const ImportOptions& options, std::string origin)
+      : model_(model), options_(options), origin_(std::move(origin)), b_(graph_) {}
+
+  graph::Graph run();
+
+ private:
+  using Handler = void (Importer::*)(AttrReader&);
+
+  // --- context -------------------------------------------------------------
+  // Q/DQ pairs whose zero point - qmin is odd (reported once, in run()).
+  std::vector<std::string> odd_zero_points_;
+  std::string label() const { return node_->op_type() + " node '" + base_ + "'"; }
+  [[noreturn]] void unsupported(const std::string& problem) const {
+    throw UnsupportedError("import " + label() + ": " + problem);
+  }
+  [[noreturn]] void malformed(const std::string& problem) const {
+    throw GraphError("import " + label() + ": " + problem);
+  }
+  void expect(bool ok, const std::string& problem) const {
+    if (!ok) malformed(problem);
+  }
+
+  std::size_t num_inputs() const { return static_cast<std::size_t>(node_->input_size()); }
+  bool has_in(std::size_t i) const {
+    return i < num_inputs() && !node_->input(static_cast<int>(i)).empty();
+  }
+  Operand& in(std::size_t i) {
+    if (!has_in(i)) malformed("input " + std::to_string(i) + " is missing");
+    const std::string& name = node_->input(static_cast<int>(i));
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) malformed("input '" + name + "' is not defined before its use");
+    return it->second;
+  }
+  const Literal& lit_in(std::size_t i, const char* what) {
+    Operand& o = in(i);
+    if (!o.literal) unsupported(std::string(what) + " (input " + std::to_string(i) +
+                                " '" + node_->input(static_cast<int>(i)) +
+                                "') must be a constant");
+    return *o.literal;
+  }
+  void set_out(std::size_t i, Operand o) {
+    if (i >= static_cast<std::size_t>(node_->output_size())) return;
+    const std::string& name = node_->output(static_cast<int>(i));
+    if (name.empty()) return;
+    tensors_[name] = std::move(o);
+  }
+  // Outputs beyond `n` must be unused.
+  void max_outputs(std::size_t n) const {
+    for (int k = static_cast<int>(n); k < node_->output_size(); ++k) {
+      if (!node_->output(k).empty()) {
+        unsupported("output " + std::to_string(k) + " ('" + node_->output(k) +
+                    "') is not supported");
+      }
+    }
+  }
+  void require_float(const Operand& o, const char* what) const {
+    if (!is_float(o.type)) {
+      unsupported(std::string(what) + " has element type " + onnx_type_name(o.type) +
+                  " (expected FLOAT)");
+    }
+  }
+  std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, const char* what) const {
+    const std::int64_t a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank) {
+      malformed(std::string(what) + " " + std::to_string(axis) + " is out of range for rank " +
+                std::to_string(rank));
+    }
+    return a;
+  }
+
+  // --- IR emission ---------------------------------------------------------
+  std::string unique_name(const std::string& wanted) {
+    std::string name = wanted;
+    for (int k = 1; !used_names_.insert(name).second; ++k) name = wanted + "#" + std::to_string(k);
+    return name;
+  }
+  std::string node_name(const std::string& suffix) {
+    return unique_name(suffix.empty() ? base_ : base_ + "/" + suffix);
+  }
+  ValueId emit(OpKind kind, std::vector<ValueId> inputs, Attributes attrs = NoAttrs{},
+               const std::string& suffix = {}) {
+    return b_.op(kind, std::move(inputs), std::move(attrs), node_name(suffix));
+  }
+  ValueId constant(Tensor t, const std::string& suffix) {
+    return b_.constant(node_name(suffix), std::move(t));
+  }
+  ValueId f32_constant(const Values& v, Shape shape, const std::string& suffix) {
+    std::vector<float> f(v.size());
+    for (std::size_t k = 0; k < v.size(); ++k) f[k] = static_cast<float>(v[k]);
+    return constant(Tensor::from_vector<float>(std::move(shape), std::move(f)), suffix);
+  }
+  // Per-tensor ([1]) or per-channel ([1.., C at axis, ..1] of `rank`) parameters.
+  ValueId param_constant(const Values& v, std::int64_t rank, std::int64_t axis,
+                         const std::string& suffix) {
+    if (v.size() == 1) return f32_constant(v, {1}, suffix);
+    Shape s(sz(rank), 1);
+    s[sz(axis)] = i64(v.size());
+    return f32_constant(v, s, suffix);
+  }
+  Shape value_shape(ValueId v) const { return graph_.value(v).shape; }
+  ElementType value_type(ValueId v) const { return graph_.value(v).type; }
+
+  // The tensor as f32 IR value (integers carried exactly up to 2^24).
+  ValueId f32(Operand& o) {
+    if (o.f32_value.valid()) return o.f32_value;
+    if (o.literal) {
+      if (o.type != kFloat && !is_integer_type(o.type)) {
+        unsupported("constant of element type " + onnx_type_name(o.type) + " is not supported");
+      }
+      if (is_integer_type(o.type) && max_abs(range_of(o.literal->values)) > kF32ExactLimit) {
+        spdlog::warn("import {}: integer constant beyond 2^24 is rounded to f32", label());
+      }
+      o.f32_value = f32_constant(o.literal->values, ir_shape(o.shape), "const");
+      return o.f32_value;
+    }
+    if (value_type(o.value) == ElementType::f32) return o.value;
+    o.f32_value = emit(OpKind::Convert, {o.value}, graph::ConvertAttrs{ElementType::f32}, "to_f32");
+    return o.f32_value;
+  }
+
+  // The tensor in its own ONNX element type.
+  ValueId native(Operand& o, const std::string& what) {
+    auto type = to_element_type(o.type);
+    if (!type) {
+      unsupported(what + " has element type " + onnx_type_name(o.type) +
+                  " (qfuse tensors are FLOAT, UINT8, INT8, INT32)");
+    }
+    if (o.literal) return constant(to_tensor(*o.literal, label()), "const");
+    if (value_type(o.value) == *type) return o.value;
+    return emit(OpKind::Convert, {o.value}, graph::ConvertAttrs{*type}, "to_" +
+                                                                           onnx_type_name(o.type));
+  }
+
+  Operand make_float(ValueId v, Shape logical) {
+    Operand o;
+    o.type = kFloat;
+    o.value = v;
+    o.shape = std::move(logical);
+    return o;
+  }
+  Operand make_literal(int type, Shape shape, Values values) {
+    Operand o;
+    o.type = type;
+    o.shape = shape;
+    if (is_integer_type(type)) o.range = range_of(values);
+    o.literal = std::make_shared<const Literal>(Literal{type, std::move(shape), std::move(values)});
+    return o;
+  }
+  // Integer result carried in f32: checks that ONNX would not wrap around.
+  Operand make_integer(ValueId v, int type, Shape logical, Interval r) {
+    const Interval t = type_range(type);
+    if (r.lo < t.lo || r.hi > t.hi) {
+      unsupported("the " + onnx_type_name(type) + " result may wrap around (values in [" +
+                  std::to_string(r.lo) + ", " + std::to_string(r.hi) +
+                  "]); qfuse computes integers exactly only without overflow");
+    }
+    if (max_abs(r) > kF32ExactLimit) {
+      spdlog::warn("import {}: integer values up to {} exceed 2^24; the unfused f32 reference "
+                   "may round them",
+                   label(), max_abs(r));
+    }
+    Operand o;
+    o.type = type;
+    o.value = v;
+    o.shape = std::move(logical);
+    o.range = r;
+    return o;
+  }
+  Interval int_range(const Operand& o) const { return o.range ? *o.range : type_range(o.type); }
+
+  // --- the model -----------------------------------------------------------
+  void bind_inputs(const std::set<std::string>& initializers);
+  void import_node(const ::onnx::NodeProto& node, std::size_t index);
+  void mark_outputs();
+  void remove_dead_nodes();
+  bool try_fold(AttrReader& a);
+
+  // --- operators -----------------------------------------------------------
+  void op_constant(AttrReader& a);
+  void op_identity(AttrReader& a);
+  void op_unary(AttrReader& a);
+  void op_elu_like(AttrReader& a);
+  void op_hard_sigmoid(AttrReader& a);
+  void op_neg(AttrReader& a);
+  void op_reciprocal(AttrReader& a);
+  void op_binary(AttrReader& a);
+  void op_variadic(AttrReader& a);
+  void op_prelu(AttrReader& a);
+  void op_clip(AttrReader& a);
+  void op_cast(AttrReader& a);
+  void op_conv(AttrReader& a);
+  void op_conv_transpose(AttrReader& a);
+  void op_gemm(AttrReader& a);
+  void op_matmul(AttrReader& a);
+  void op_batch_norm(AttrReader& a);
+  void op_pool(AttrReader& a);
+  void op_global_pool(AttrReader& a);
+  void op_flatten(AttrReader& a);
+  void op_reshape(AttrReader& a);
+  void op_squeeze(AttrReader& a);
+  void op_unsqueeze(AttrReader& a);
+  // Squeeze / Unsqueeze axes: the attribute before opset 13, input 1 from
+  // it (optional for Squeeze, required for Unsqueeze).
+  Ints axes_attribute_or_input(AttrReader& a, bool input_required);
+  void op_transpose(AttrReader& a);
+  void op_concat(AttrReader& a);
+  void op_resize(AttrReader& a);
+  void op_slice(AttrReader& a);
+  void op_reduce_mean(AttrReader& a);
+  void op_pow(AttrReader& a);
+  void op_softmax(AttrReader& a);
+  void op_quantize(AttrReader& a);
+  void op_dequantize(AttrReader& a);
+  void op_conv_integer(AttrReader& a);
+  void op_matmul_integer(AttrReader& a);
+  void op_qlinear_conv(AttrReader& a);
+  void op_qlinear_matmul(AttrReader& a);
+  void op_dropout(AttrReader& a);
+
+  // helpers of the operators
+  Operand binary(OpKind kind, Operand& x, Operand& y, const std::string& suffix);
+  void reshape_to(Operand& x, const Shape& target);
+  graph::ConvAttrs conv_attrs(AttrReader& a, const Shape& x, const Shape& w);
+  QuantParams quant_params(std::size_t scale_i, std::size_t zp_i, std::int64_t axis_attr,
+                           const Shape& x_shape, int default_type);
+  ValueId emit_quantize(ValueId x, const QuantParams& p, std::int64_t rank);
+  ValueId emit_dequantize_weight(const Literal& q, const QuantParams& p);
+  ValueId integer_weight(Operand& w, const Values& zp, std::int64_t zp_axis, bool transpose,
+                         std::int64_t rank);
+  ValueId subtract_zero_point(ValueId x, const Values& zp, std::int64_t rank, std::int64_t axis);
+  double integer_conv_bound(Operand& x, const Values& x_zp, Operand& w, const Values& w_zp,
+                            std::int64_t reduce_from);
+  ValueId weight_matrix(Operand& b, bool transpose);
+  // The values of a constant, or of the dequantize of a constant computed as
+  // the unfused runtime does ((q - zp) * s in f32); nullopt otherwise.
+  std::optional<Values> constant_values(const Operand& o) const;
+  ValueId requantize(ValueId acc, const Values& multiplier, std::int64_t rank,
+                     std::int64_t axis, const Values& y_zp, int y_type);
+
+  const ::onnx::ModelProto& model_;
+  const ImportOptions& options_;
+  std::string origin_;
+  graph::Graph graph_;
+  graph::Builder b_;
+  int opset_ = 0;
+  std::unordered_map<std::string, Operand> tensors_;
+  std::set<std::string> used_names_;
+  const ::onnx::NodeProto* node_ = nullptr;
+  std::string base_;
+};
+
+// Shape helpers shared by folding and IR emission (importer.cpp).
+Shape broadcast(const Shape& a, const Shape& b, bool& ok);
+// Offsets into `shape` (right-aligned, broadcast) for every element of `out`.
+std::vector<std::size_t> broadcast_offsets(const Shape& shape, const Shape& out);
+Values transpose_values(const Values& v, const Shape& shape, const Ints& perm, Shape& out_shape);
+// Casts one value the way ONNX (numpy astype) does, for folding.
+double cast_value(double v, int to);
+
+}  // namespace qfuse::onnx::impl

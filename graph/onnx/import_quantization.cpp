@@ -1,0 +1,355 @@
+// ONNX import: QuantizeLinear / DequantizeLinear and the integer operators (ConvInteger, MatMulInteger, QLinearConv, QLinearMatMul).
+
+#include "graph/onnx/import_internal.hpp"
+
+namespace qfuse::onnx::impl {
+
+QuantParams Importer::quant_params(std::size_t scale_i, std::size_t zp_i,
+                                   std::int64_t axis_attr, const Shape& x_shape,
+                                   int default_type) {
+  const Literal& s = lit_in(scale_i, "the scale");
+  if (s.type != kFloat) unsupported("the scale has element type " + onnx_type_name(s.type));
+  QuantParams p;
+  p.scale = s.values;
+  if (has_in(zp_i)) {
+    const Literal& z = lit_in(zp_i, "the zero point");
+    p.type = z.type;
+    p.zero_point = z.values;
+  } else {
+    p.type = default_type;
+    p.zero_point.assign(p.scale.size(), 0.0);
+  }
+  if (p.type != kUint8 && p.type != kInt8 && p.type != kInt32) {
+    unsupported("quantized type " + onnx_type_name(p.type) + " (expected UINT8 or INT8)");
+  }
+  const Interval t = type_range(p.type);
+  p.qmin = t.lo;
+  p.qmax = t.hi;
+  expect(p.zero_point.size() == p.scale.size(), "scale and zero point differ in size");
+  if (s.shape.size() == 1 && p.scale.size() > 1) {
+    p.axis = normalize_axis(axis_attr, rank_of(x_shape), "axis");
+    expect(x_shape[sz(p.axis)] == i64(p.scale.size()),
+           "per-axis scale has " + std::to_string(p.scale.size()) + " values (expected " +
+               std::to_string(x_shape[sz(p.axis)]) + " along axis " + std::to_string(p.axis) + ")");
+  } else {
+    expect(p.scale.size() == 1, "the scale must be a scalar or 1-D");
+    p.scale.resize(1);
+    p.zero_point.resize(1);
+  }
+  for (double v : p.scale) {
+    if (!(v > 0.0)) unsupported("scale " + std::to_string(v) + " (expected > 0)");
+  }
+  return p;
+}
+
+// Convert<T>(Add(Round(Divide(x, s)), zp)), the parts that are not identities.
+ValueId Importer::emit_quantize(ValueId x, const QuantParams& p, std::int64_t rank) {
+  ValueId t = x;
+  if (!p.unit_scale()) {
+    t = emit(OpKind::Divide, {t, param_constant(p.scale, rank, p.axis, "scale")}, NoAttrs{},
+             "div_scale");
+  }
+  if (!p.zero_zp()) {
+    t = emit(OpKind::Round, {t}, NoAttrs{}, "round");
+    t = emit(OpKind::Add, {t, param_constant(p.zero_point, rank, p.axis, "zero_point")},
+             NoAttrs{}, "add_zero_point");
+  }
+  // Convert rounds half to even and saturates to the type's range.
+  return emit(OpKind::Convert, {t}, graph::ConvertAttrs{*to_element_type(p.type)});
+}
+
+ValueId Importer::subtract_zero_point(ValueId x, const Values& zp, std::int64_t rank,
+                                      std::int64_t axis) {
+  if (std::all_of(zp.begin(), zp.end(), [](double z) { return z == 0.0; })) return x;
+  return emit(OpKind::Subtract, {x, param_constant(zp, rank, axis, "zero_point")}, NoAttrs{},
+              "sub_zero_point");
+}
+
+ValueId Importer::emit_dequantize_weight(const Literal& q, const QuantParams& p) {
+  const std::int64_t rank = std::max<std::int64_t>(1, rank_of(q.shape));
+  Literal stored = q;
+  stored.shape = ir_shape(q.shape);
+  ValueId t = constant(to_tensor(stored, label()), "quantized");
+  t = emit(OpKind::Convert, {t}, graph::ConvertAttrs{ElementType::f32}, "to_f32");
+  t = subtract_zero_point(t, p.zero_point, rank, p.axis);
+  return emit(OpKind::Multiply, {t, param_constant(p.scale, rank, p.axis, "scale")});
+}
+
+void Importer::op_quantize(AttrReader& a) {
+  Operand& x = in(0);
+  if (!is_float(x.type) && x.type != kInt32) unsupported("input type " + onnx_type_name(x.type));
+  const QuantParams p = quant_params(1, 2, a.i("axis", 1), x.shape, kUint8);
+  if (p.type == kInt32) unsupported("quantized type INT32 (expected UINT8 or INT8)");
+  const ValueId src = f32(x);
+  Operand y;
+  y.type = p.type;
+  y.shape = x.shape;
+  y.value = emit_quantize(src, p, std::max<std::int64_t>(1, rank_of(x.shape)));
+  y.range = Interval{p.qmin, p.qmax};
+  y.quantized = std::make_shared<const Operand::Quantized>(Operand::Quantized{src, p});
+  set_out(0, y);
+}
+
+void Importer::op_dequantize(AttrReader& a) {
+  Operand& x = in(0);
+  const std::int64_t rank = std::max<std::int64_t>(1, rank_of(x.shape));
+  const QuantParams p = quant_params(1, 2, a.i("axis", 1), x.shape, x.type);
+  if (x.type != p.type) malformed("input type differs from the zero point type");
+  if (x.quantized && options_.qdq_to_fake_quantize && x.quantized->params == p) {
+    // Q -> DQ: one FakeQuantize with il = ol = (qmin - zp) s, ih = oh = (qmax - zp) s.
+    Values lo(p.scale.size()), hi(p.scale.size());
+    bool odd_shift = false;
+    for (std::size_t k = 0; k < p.scale.size(); ++k) {
+      lo[k] = static_cast<double>(static_cast<float>((p.qmin - p.zero_point[k]) * p.scale[k]));
+      hi[k] = static_cast<double>(static_cast<float>((p.qmax - p.zero_point[k]) * p.scale[k]));
+      odd_shift |= std::fmod(std::abs(p.zero_point[k] - p.qmin), 2.0) == 1.0;
+    }
+    if (odd_shift) {
+      spdlog::debug("import {}: zero point - qmin is odd", label());
+      odd_zero_points_.push_back(base_);
+    }
+    const ValueId il = param_constant(lo, rank, p.axis, "input_low");
+    const ValueId ih = param_constant(hi, rank, p.axis, "input_high");
+    const ValueId y = emit(OpKind::FakeQuantize, {x.quantized->source, il, ih, il, ih},
+                           graph::FakeQuantizeAttrs{static_cast<std::int64_t>(p.qmax - p.qmin + 1)});
+    set_out(0, make_float(y, x.shape));
+    return;
+  }
+  if (x.literal) {
+    Operand y = make_float(emit_dequantize_weight(*x.literal, p), x.shape);
+    y.dq_weight = std::make_shared<const Operand::Weight>(Operand::Weight{*x.literal, p});
+    set_out(0, y);
+    return;
+  }
+  ValueId t = subtract_zero_point(f32(x), p.zero_point, rank, p.axis);
+  t = emit(OpKind::Multiply, {t, param_constant(p.scale, rank, p.axis, "scale")});
+  set_out(0, make_float(t, x.shape));
+}
+
+// Integer weights as f32 (w - zp): a constant stays u8/s8 behind a Convert.
+ValueId Importer::integer_weight(Operand& w, const Values& zp, std::int64_t zp_axis,
+                                 bool transpose, std::int64_t rank) {
+  ValueId t;
+  if (w.literal) {
+    Literal q = *w.literal;
+    if (transpose) {
+      Shape s;
+      q.values = transpose_values(q.values, q.shape, {1, 0}, s);
+      q.shape = s;
+    }
+    t = emit(OpKind::Convert, {constant(to_tensor(q, label()), "quantized")},
+             graph::ConvertAttrs{ElementType::f32}, "weights_f32");
+  } else {
+    t = f32(w);
+    if (transpose) t = emit(OpKind::Transpose, {t}, graph::TransposeAttrs{{1, 0}}, "transpose_b");
+  }
+  return subtract_zero_point(t, zp, rank, zp_axis);
+}
+
+// Bound of |sum_k (x - x_zp)(w - w_zp)| over the output; `reduce_from` is the
+// first weight dimension summed over (1 for conv weights [OC, IC, k...], 0 for
+// the [K, N] matrix whose columns are the outputs).
+double Importer::integer_conv_bound(Operand& x, const Values& x_zp, Operand& w,
+                                    const Values& w_zp, std::int64_t reduce_from) {
+  const Interval xr = int_range(x);
+  double xmax = 0;
+  for (double z : x_zp) xmax = std::max({xmax, std::abs(xr.lo - z), std::abs(xr.hi - z)});
+  const Interval wr = int_range(w);
+  if (!w.literal) {
+    double wmax = 0;
+    for (double z : w_zp) wmax = std::max({wmax, std::abs(wr.lo - z), std::abs(wr.hi - z)});
+    std::int64_t k = 1;
+    if (reduce_from == 1) {
+      for (std::size_t d = 1; d < w.shape.size(); ++d) k *= w.shape[d];
+    } else {
+      k = w.shape[0];
+    }
+    return static_cast<double>(k) * wmax * xmax;
+  }
+  const Values& v = w.literal->values;
+  const Shape& s = w.shape;
+  double worst = 0;
+  if (reduce_from == 1) {
+    const std::int64_t per = element_count(s) / s[0];
+    for (std::int64_t o = 0; o < s[0]; ++o) {
+      const double z = w_zp.size() == 1 ? w_zp[0] : w_zp[sz(o)];
+      double sum = 0;
+      for (std::int64_t k = 0; k < per; ++k) sum += std::abs(v[sz(o * per + k)] - z);
+      worst = std::max(worst, sum);
+    }
+  } else {
+    const std::int64_t kdim = s[0], n = s[1];
+    for (std::int64_t c = 0; c < n; ++c) {
+      const double z = w_zp.size() == 1 ? w_zp[0] : w_zp[sz(c)];
+      double sum = 0;
+      for (std::int64_t k = 0; k < kdim; ++k) sum += std::abs(v[sz(k * n + c)] - z);
+      worst = std::max(worst, sum);
+    }
+  }
+  return worst * xmax;
+}
+
+namespace {
+Values zero_points(const Literal* z) { return z ? z->values : Values{0.0}; }
+}  // namespace
+
+void Importer::op_conv_integer(AttrReader& a) {
+  Operand& x = in(0);
+  Operand& w = in(1);
+  if (x.type != kUint8 && x.type != kInt8) unsupported("input type " + onnx_type_name(x.type));
+  if (w.type != kUint8 && w.type != kInt8) unsupported("weight type " + onnx_type_name(w.type));
+  const Values xzp = zero_points(has_in(2) ? &lit_in(2, "x_zero_point") : nullptr);
+  const Values wzp = zero_points(has_in(3) ? &lit_in(3, "w_zero_point") : nullptr);
+  expect(xzp.size() == 1, "x_zero_point must be a scalar");
+  const graph::ConvAttrs attrs = conv_attrs(a, x.shape, w.shape);
+  const std::int64_t rank = rank_of(x.shape);
+  const ValueId xs = subtract_zero_point(f32(x), xzp, rank, -1);
+  const ValueId ws = integer_weight(w, wzp, 0, false, rank);
+  const double bound = integer_conv_bound(x, xzp, w, wzp, 1);
+  const ValueId y = emit(OpKind::Convolution, {xs, ws}, attrs);
+  set_out(0, make_integer(y, kInt32, value_shape(y), {-bound, bound}));
+}
+
+void Importer::op_matmul_integer(AttrReader&) {
+  Operand& A = in(0);
+  Operand& B = in(1);
+  if (A.type != kUint8 && A.type != kInt8) unsupported("A type " + onnx_type_name(A.type));
+  if (B.type != kUint8 && B.type != kInt8) unsupported("B type " + onnx_type_name(B.type));
+  expect(A.shape.size() >= 2 && B.shape.size() >= 2, "operands must have rank >= 2");
+  const Values azp = zero_points(has_in(2) ? &lit_in(2, "a_zero_point") : nullptr);
+  const Values bzp = zero_points(has_in(3) ? &lit_in(3, "b_zero_point") : nullptr);
+  const std::int64_t ra = rank_of(A.shape);
+  // a_zero_point: scalar or one per row of A; b_zero_point: scalar or one per column.
+  ValueId a = f32(A);
+  if (azp.size() > 1) {
+    Shape s(sz(ra), 1);
+    s[sz(ra - 2)] = i64(azp.size());
+    a = emit(OpKind::Subtract, {a, f32_constant(azp, s, "a_zero_point")}, NoAttrs{},
+             "sub_a_zero_point");
+  } else {
+    a = subtract_zero_point(a, azp, ra, -1);
+  }
+  const double bound = integer_conv_bound(A, azp, B, bzp, 0);
+  ValueId y;
+  if (B.shape.size() == 2 && B.literal) {
+    y = emit(OpKind::FullyConnected, {a, integer_weight(B, bzp, 0, true, 2)});
+  } else {
+    ValueId b = integer_weight(B, {0.0}, -1, false, rank_of(B.shape));
+    if (bzp.size() > 1 || bzp[0] != 0.0) {
+      b = emit(OpKind::Subtract, {b, f32_constant(bzp, {i64(bzp.size())}, "b_zero_point")},
+               NoAttrs{}, "sub_b_zero_point");
+    }
+    y = emit(OpKind::MatMul, {a, b}, graph::MatMulAttrs{});
+  }
+  set_out(0, make_integer(y, kInt32, value_shape(y), {-bound, bound}));
+}
+
+// round(acc * M) + y_zp, saturated to y_type (M per output channel along axis).
+ValueId Importer::requantize(ValueId acc, const Values& multiplier, std::int64_t rank,
+                             std::int64_t axis, const Values& y_zp, int y_type) {
+  QuantParams p;
+  p.type = y_type;
+  p.scale = {1.0};
+  p.zero_point = y_zp;
+  ValueId t = emit(OpKind::Multiply, {acc, param_constant(multiplier, rank, axis, "multiplier")},
+                   NoAttrs{}, "rescale");
+  return emit_quantize(t, p, rank);
+}
+
+void Importer::op_qlinear_conv(AttrReader& a) {
+  Operand& x = in(0);
+  Operand& w = in(3);
+  if (x.type != kUint8 && x.type != kInt8) unsupported("input type " + onnx_type_name(x.type));
+  if (w.type != kUint8 && w.type != kInt8) unsupported("weight type " + onnx_type_name(w.type));
+  const Literal& xs = lit_in(1, "x_scale");
+  const Values xzp = lit_in(2, "x_zero_point").values;
+  const Literal& wsc = lit_in(4, "w_scale");
+  const Values wzp = lit_in(5, "w_zero_point").values;
+  const Literal& ys = lit_in(6, "y_scale");
+  const Literal& yzp = lit_in(7, "y_zero_point");
+  expect(xs.values.size() == 1 && xzp.size() == 1 && ys.values.size() == 1 &&
+             yzp.values.size() == 1,
+         "x and y quantization must be per tensor");
+  const graph::ConvAttrs attrs = conv_attrs(a, x.shape, w.shape);
+  const std::int64_t rank = rank_of(x.shape);
+  const ValueId xv = subtract_zero_point(f32(x), xzp, rank, -1);
+  const ValueId wv = integer_weight(w, wzp, 0, false, rank);
+  std::vector<ValueId> inputs{xv, wv};
+  double bias_max = 0;
+  if (has_in(8)) {
+    Operand& bias = in(8);
+    inputs.push_back(f32(bias));
+    bias_max = max_abs(int_range(bias));
+  }
+  const double bound = integer_conv_bound(x, xzp, w, wzp, 1) + bias_max;
+  if (bound > kF32ExactLimit) {
+    spdlog::warn("import {}: accumulators up to {} exceed 2^24; the unfused f32 reference may "
+                 "round them",
+                 label(), bound);
+  }
+  const ValueId acc = emit(OpKind::Convolution, std::move(inputs), attrs, "conv");
+  Values m(wsc.values.size());
+  for (std::size_t k = 0; k < m.size(); ++k) {
+    const float xw = static_cast<float>(xs.values[0]) * static_cast<float>(wsc.values[k]);
+    m[k] = static_cast<double>(xw / static_cast<float>(ys.values[0]));
+  }
+  const ValueId y = requantize(acc, m, rank, m.size() > 1 ? 1 : -1, yzp.values, yzp.type);
+  Operand o;
+  o.type = yzp.type;
+  o.value = y;
+  o.shape = value_shape(y);
+  o.range = type_range(yzp.type);
+  set_out(0, o);
+}
+
+void Importer::op_qlinear_matmul(AttrReader&) {
+  Operand& A = in(0);
+  Operand& B = in(3);
+  if (A.type != kUint8 && A.type != kInt8) unsupported("A type " + onnx_type_name(A.type));
+  if (B.type != kUint8 && B.type != kInt8) unsupported("B type " + onnx_type_name(B.type));
+  expect(A.shape.size() >= 2 && B.shape.size() >= 2, "operands must have rank >= 2");
+  const Literal& as = lit_in(1, "a_scale");
+  const Values azp = lit_in(2, "a_zero_point").values;
+  const Literal& bs = lit_in(4, "b_scale");
+  const Values bzp = lit_in(5, "b_zero_point").values;
+  const Literal& ys = lit_in(6, "y_scale");
+  const Literal& yzp = lit_in(7, "y_zero_point");
+  expect(as.values.size() == 1 && azp.size() == 1 && ys.values.size() == 1 &&
+             yzp.values.size() == 1,
+         "a and y quantization must be per tensor");
+  const std::int64_t ra = rank_of(A.shape);
+  const ValueId a = subtract_zero_point(f32(A), azp, ra, -1);
+  const double bound = integer_conv_bound(A, azp, B, bzp, 0);
+  if (bound > kF32ExactLimit) {
+    spdlog::warn("import {}: accumulators up to {} exceed 2^24; the unfused f32 reference may "
+                 "round them",
+                 label(), bound);
+  }
+  ValueId acc;
+  if (B.shape.size() == 2 && B.literal) {
+    acc = emit(OpKind::FullyConnected, {a, integer_weight(B, bzp, 0, true, 2)}, NoAttrs{},
+               "matmul");
+  } else {
+    ValueId b = integer_weight(B, {0.0}, -1, false, rank_of(B.shape));
+    if (bzp.size() > 1 || bzp[0] != 0.0) {
+      b = emit(OpKind::Subtract, {b, f32_constant(bzp, {i64(bzp.size())}, "b_zero_point")},
+               NoAttrs{}, "sub_b_zero_point");
+    }
+    acc = emit(OpKind::MatMul, {a, b}, graph::MatMulAttrs{}, "matmul");
+  }
+  const std::int64_t rank = rank_of(value_shape(acc));
+  Values m(bs.values.size());
+  for (std::size_t k = 0; k < m.size(); ++k) {
+    const float ab = static_cast<float>(as.values[0]) * static_cast<float>(bs.values[k]);
+    m[k] = static_cast<double>(ab / static_cast<float>(ys.values[0]));
+  }
+  const ValueId y = requantize(acc, m, rank, m.size() > 1 ? rank - 1 : -1, yzp.values, yzp.type);
+  Operand o;
+  o.type = yzp.type;
+  o.value = y;
+  o.shape = value_shape(y);
+  o.range = type_range(yzp.type);
+  set_out(0, o);
+}
+
+}  // namespace qfuse::onnx::impl

@@ -1,0 +1,321 @@
+// ONNX import: shape and data movement (Flatten, Reshape, Squeeze, Transpose, Concat, Slice, Resize), ReduceMean, Pow, Softmax.
+
+#include "graph/onnx/import_internal.hpp"
+
+namespace qfuse::onnx::impl {
+
+void Importer::op_flatten(AttrReader& a) {
+  Operand x = in(0);
+  const std::int64_t r = rank_of(x.shape);
+  std::int64_t axis = a.i("axis", 1);
+  if (axis < 0) axis += r;
+  expect(axis >= 0 && axis <= r, "axis out of range");
+  const auto split = x.shape.begin() + axis;
+  const Shape out{std::accumulate(x.shape.begin(), split, std::int64_t{1}, std::multiplies<>()),
+                  std::accumulate(split, x.shape.end(), std::int64_t{1}, std::multiplies<>())};
+  reshape_to(x, out);
+  set_out(0, x);
+}
+
+void Importer::op_reshape(AttrReader& a) {
+  Operand x = in(0);
+  const Literal& spec = lit_in(1, "the target shape");
+  const bool allow_zero = a.i("allowzero", 0) != 0;
+  Shape out;
+  std::int64_t infer_at = -1, known = 1;
+  for (std::size_t k = 0; k < spec.values.size(); ++k) {
+    auto d = static_cast<std::int64_t>(spec.values[k]);
+    if (d == 0 && !allow_zero) {
+      expect(k < x.shape.size(), "0 in the target shape has no input dimension to copy");
+      d = x.shape[k];
+    }
+    if (d == -1) {
+      expect(infer_at < 0, "more than one -1 in the target shape");
+      infer_at = i64(k);
+      d = 1;
+    } else {
+      known *= d;
+    }
+    out.push_back(d);
+  }
+  const std::int64_t total = element_count(x.shape);
+  if (infer_at >= 0) {
+    expect(known > 0 && total % known == 0, "cannot infer -1 in the target shape");
+    out[sz(infer_at)] = total / known;
+  }
+  expect(element_count(out) == total, "target shape " + to_string(out) + " has " +
+                                          std::to_string(element_count(out)) +
+                                          " elements (expected " + std::to_string(total) + ")");
+  for (auto d : out) {
+    if (d < 1) unsupported("empty tensors are not supported (shape " + to_string(out) + ")");
+  }
+  reshape_to(x, out);
+  set_out(0, x);
+}
+
+Ints Importer::axes_attribute_or_input(AttrReader& a, bool input_required) {
+  Ints axes;
+  if (opset_ < 13) {
+    axes = a.ints("axes");
+  } else if (input_required || has_in(1)) {
+    for (double v : lit_in(1, "axes").values) axes.push_back(static_cast<std::int64_t>(v));
+  }
+  return axes;
+}
+
+void Importer::op_squeeze(AttrReader& a) {
+  Operand x = in(0);
+  const Ints axes = axes_attribute_or_input(a, false);
+  const std::int64_t r = rank_of(x.shape);
+  std::set<std::int64_t> drop;
+  for (auto ax : axes) {
+    const std::int64_t n = normalize_axis(ax, r, "axis");
+    expect(x.shape[sz(n)] == 1, "axis " + std::to_string(ax) + " has size " +
+                                    std::to_string(x.shape[sz(n)]) + " (expected 1)");
+    drop.insert(n);
+  }
+  Shape out;
+  for (std::int64_t d = 0; d < r; ++d) {
+    const bool squeeze = axes.empty() ? x.shape[sz(d)] == 1 : drop.count(d) > 0;
+    if (!squeeze) out.push_back(x.shape[sz(d)]);
+  }
+  reshape_to(x, out);
+  set_out(0, x);
+}
+
+void Importer::op_unsqueeze(AttrReader& a) {
+  Operand x = in(0);
+  const Ints axes = axes_attribute_or_input(a, true);
+  const std::int64_t r = rank_of(x.shape) + i64(axes.size());
+  std::set<std::int64_t> add;
+  for (auto ax : axes) add.insert(normalize_axis(ax, r, "axis"));
+  expect(add.size() == axes.size(), "repeated axes");
+  Shape out;
+  std::size_t k = 0;
+  for (std::int64_t d = 0; d < r; ++d) out.push_back(add.count(d) ? 1 : x.shape[k++]);
+  reshape_to(x, out);
+  set_out(0, x);
+}
+
+void Importer::op_transpose(AttrReader& a) {
+  Operand& x = in(0);
+  Ints perm = a.ints("perm");
+  if (perm.empty()) {
+    for (std::size_t d = x.shape.size(); d-- > 0;) perm.push_back(i64(d));
+  }
+  expect(perm.size() == x.shape.size(), "perm has the wrong length");
+  Shape out;
+  for (auto p : perm) out.push_back(x.shape.at(sz(p)));
+  if (x.shape.size() <= 1) {
+    set_out(0, x);
+    return;
+  }
+  Operand y = x;
+  y.f32_value = ValueId{};
+  y.quantized = nullptr;
+  y.dq_weight = nullptr;
+  y.value = emit(OpKind::Transpose, {x.value}, graph::TransposeAttrs{perm});
+  if (value_type(y.value) == ElementType::f32) y.f32_value = y.value;
+  y.shape = out;
+  set_out(0, y);
+}
+
+void Importer::op_concat(AttrReader& a) {
+  Operand& first = in(0);
+  const std::int64_t axis = normalize_axis(a.i("axis", 0), rank_of(first.shape), "axis");
+  std::vector<ValueId> inputs;
+  Shape out = first.shape;
+  out[sz(axis)] = 0;
+  bool all_native = true;
+  std::optional<Interval> r;
+  for (std::size_t k = 0; k < num_inputs(); ++k) {
+    Operand& o = in(k);
+    if (o.type != first.type) malformed("inputs have different element types");
+    out[sz(axis)] += o.shape.at(sz(axis));
+    if (o.literal || value_type(o.value) == ElementType::f32) all_native = false;
+    if (is_integer_type(o.type)) {
+      const Interval q = int_range(o);
+      r = r ? Interval{std::min(r->lo, q.lo), std::max(r->hi, q.hi)} : q;
+    }
+  }
+  for (std::size_t k = 0; k < num_inputs(); ++k) {
+    inputs.push_back(all_native && !is_float(first.type) ? in(k).value : f32(in(k)));
+  }
+  const ValueId y = emit(OpKind::Concat, std::move(inputs), graph::ConcatAttrs{axis});
+  Operand o;
+  o.type = first.type;
+  o.value = y;
+  o.shape = out;
+  o.range = r;
+  if (value_type(y) == ElementType::f32) o.f32_value = y;
+  set_out(0, o);
+}
+
+// A slice of a runtime tensor (slices of constants fold in try_fold).
+void Importer::op_slice(AttrReader&) {
+  Operand& x = in(0);
+  const Values& starts = lit_in(1, "starts").values;
+  const Values& ends = lit_in(2, "ends").values;
+  const std::int64_t r = rank_of(x.shape);
+  Values axes;
+  if (has_in(3)) axes = lit_in(3, "axes").values;
+  if (axes.empty()) {
+    for (std::size_t d = 0; d < starts.size(); ++d) axes.push_back(static_cast<double>(d));
+  }
+  expect(starts.size() == axes.size() && ends.size() == axes.size(),
+         "starts, ends and axes differ in length");
+  if (has_in(4)) {
+    for (double st : lit_in(4, "steps").values) {
+      if (st != 1.0) unsupported("steps other than 1 on a runtime tensor are not supported");
+    }
+  }
+  graph::SliceAttrs sa;
+  sa.begin.assign(sz(r), 0);
+  sa.size = x.shape;
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    const std::int64_t ax = normalize_axis(static_cast<std::int64_t>(axes[k]), r, "axis");
+    const double dim = static_cast<double>(x.shape[sz(ax)]);
+    const auto clampd = [dim](double v) { return std::clamp(v < 0 ? v + dim : v, 0.0, dim); };
+    const auto b = static_cast<std::int64_t>(clampd(starts[k]));
+    const auto e = static_cast<std::int64_t>(clampd(ends[k]));
+    if (e <= b) unsupported("the slice of axis " + std::to_string(ax) + " is empty");
+    sa.begin[sz(ax)] = b;
+    sa.size[sz(ax)] = e - b;
+  }
+  if (sa.size == x.shape) {
+    set_out(0, x);
+    return;
+  }
+  Operand y = x;
+  y.f32_value = ValueId{};
+  y.quantized = nullptr;
+  y.dq_weight = nullptr;
+  y.value = emit(OpKind::Slice, {x.value}, sa);
+  if (value_type(y.value) == ElementType::f32) y.f32_value = y.value;
+  y.shape = sa.size;
+  set_out(0, y);
+}
+
+void Importer::op_reduce_mean(AttrReader& a) {
+  Operand& x = in(0);
+  require_float(x, "the input");
+  const std::int64_t r = rank_of(x.shape);
+  Ints axes = a.ints("axes");
+  if (axes.empty()) {
+    for (std::int64_t d = 0; d < r; ++d) axes.push_back(d);
+  }
+  const bool keepdims = a.i("keepdims", 1) != 0;
+  Shape kept = x.shape;
+  std::set<std::int64_t> reduced;
+  for (auto ax : axes) reduced.insert(normalize_axis(ax, r, "axis"));
+  expect(reduced.size() == axes.size(), "repeated axes");
+  Shape dropped;
+  for (std::int64_t d = 0; d < r; ++d) {
+    if (reduced.count(d)) {
+      kept[sz(d)] = 1;
+    } else {
+      dropped.push_back(x.shape[sz(d)]);
+    }
+  }
+  Operand y = make_float(emit(OpKind::ReduceMean, {f32(x)},
+                              graph::ReduceAttrs{Ints(reduced.begin(), reduced.end())}),
+                         kept);
+  if (!keepdims) reshape_to(y, dropped);
+  set_out(0, y);
+}
+
+void Importer::op_pow(AttrReader&) {
+  Operand& x = in(0);
+  require_float(x, "the base");
+  const Literal& e = lit_in(1, "the exponent");
+  if (e.values.size() != 1) unsupported("only a single-valued exponent is supported");
+  const auto p = static_cast<float>(e.values[0]);
+  set_out(0, make_float(emit(OpKind::Power, {f32(x)}, graph::PowerAttrs{p}), x.shape));
+}
+
+void Importer::op_softmax(AttrReader& a) {
+  Operand& x = in(0);
+  require_float(x, "the input");
+  const std::int64_t r = rank_of(x.shape);
+  expect(r >= 1, "the input must have rank >= 1");
+  if (opset_ >= 13) {
+    const std::int64_t axis = normalize_axis(a.i("axis", -1), r, "axis");
+    set_out(0, make_float(emit(OpKind::Softmax, {f32(x)}, graph::SoftmaxAttrs{axis}), x.shape));
+    return;
+  }
+  // Before opset 13 the input is read as a matrix [d0 * .. * d(axis-1), rest].
+  const std::int64_t axis = normalize_axis(a.i("axis", 1), r, "axis");
+  Operand y = x;
+  const std::int64_t outer = std::accumulate(x.shape.begin(), x.shape.begin() + axis,
+                                             std::int64_t{1}, std::multiplies<>());
+  reshape_to(y, {outer, element_count(x.shape) / outer});
+  Operand z = make_float(emit(OpKind::Softmax, {f32(y)}, graph::SoftmaxAttrs{1}), y.shape);
+  reshape_to(z, x.shape);
+  set_out(0, z);
+}
+
+void Importer::op_resize(AttrReader& a) {
+  Operand& x = in(0);
+  require_float(x, "the input");
+  graph::ResizeAttrs r;
+  const std::string mode = a.s("mode", "nearest");
+  if (mode == "nearest") {
+    r.mode = graph::ResizeMode::nearest;
+  } else if (mode == "linear") {
+    r.mode = graph::ResizeMode::linear;
+  } else {
+    a.unsupported_value("mode", "value '" + mode + "' (expected nearest or linear)");
+  }
+  std::size_t scales_i = 1, sizes_i = 3;
+  if (opset_ < 11) {
+    // Resize-10: (X, scales), asymmetric coordinates, nearest rounds down.
+    r.transform = graph::CoordinateTransform::asymmetric;
+    r.nearest_mode = graph::NearestMode::floor;
+    sizes_i = 99;
+  } else {
+    scales_i = 2;
+    static const std::map<std::string, graph::CoordinateTransform> kTransforms = {
+        {"half_pixel", graph::CoordinateTransform::half_pixel},
+        {"pytorch_half_pixel", graph::CoordinateTransform::pytorch_half_pixel},
+        {"align_corners", graph::CoordinateTransform::align_corners},
+        {"asymmetric", graph::CoordinateTransform::asymmetric},
+        {"tf_half_pixel_for_nn", graph::CoordinateTransform::tf_half_pixel_for_nn}};
+    const std::string t = a.s("coordinate_transformation_mode", "half_pixel");
+    auto it = kTransforms.find(t);
+    if (it == kTransforms.end()) {
+      a.unsupported_value("coordinate_transformation_mode", "value '" + t + "'");
+    }
+    r.transform = it->second;
+    static const std::map<std::string, graph::NearestMode> kNearest = {
+        {"round_prefer_floor", graph::NearestMode::round_prefer_floor},
+        {"round_prefer_ceil", graph::NearestMode::round_prefer_ceil},
+        {"floor", graph::NearestMode::floor},
+        {"ceil", graph::NearestMode::ceil}};
+    const std::string nm = a.s("nearest_mode", "round_prefer_floor");
+    auto jt = kNearest.find(nm);
+    if (jt == kNearest.end()) a.unsupported_value("nearest_mode", "value '" + nm + "'");
+    r.nearest_mode = jt->second;
+    a.ignore("cubic_coeff_a");        // cubic mode only
+    a.ignore("extrapolation_value");  // tf_crop_and_resize only
+    if (a.i("exclude_outside", 0) != 0) a.unsupported_value("exclude_outside", "= 1");
+  }
+  const std::size_t rank = x.shape.size();
+  if (has_in(sizes_i)) {
+    const Literal& s = lit_in(sizes_i, "sizes");
+    expect(s.values.size() == rank, "sizes has the wrong length");
+    for (double v : s.values) r.sizes.push_back(static_cast<std::int64_t>(v));
+  } else {
+    const Literal& s = lit_in(scales_i, "scales");
+    expect(s.values.size() == rank, "scales has the wrong length");
+    for (std::size_t d = 0; d < rank; ++d) {
+      const auto scale = static_cast<float>(s.values[d]);
+      r.scales.push_back(scale);
+      r.sizes.push_back(static_cast<std::int64_t>(
+          std::floor(static_cast<double>(x.shape[d]) * static_cast<double>(scale))));
+    }
+  }
+  const ValueId y = emit(OpKind::Resize, {f32(x)}, r);
+  set_out(0, make_float(y, value_shape(y)));
+}
+
+}  // namespace qfuse::onnx::impl
