@@ -358,6 +358,25 @@ class Importer {
   std::optional<Values> constant_values(const Operand& o) const;
   ValueId requantize(ValueId acc, const Values& multiplier, std::int64_t rank,
                      std::int64_t axis, const Values& y_zp, int y_type);
+  // The integer operators' shared steps.
+  void require_int8(const Operand& o, const std::string& what) const;
+  // ConvInteger / MatMulInteger zero points (input i, 0 when absent).
+  Values optional_zero_points(std::size_t i, const char* what);
+  // QLinearConv / QLinearMatMul: x(0), x_scale(1), x_zero_point(2), w(3),
+  // w_scale(4), w_zero_point(5), y_scale(6), y_zero_point(7); x and y per tensor.
+  struct QLinearParams {
+    double x_scale;
+    Values x_zp, w_scale, w_zp;
+    double y_scale;
+    const Literal* y_zp;
+  };
+  QLinearParams qlinear_params(const char* x_name, const char* w_name);
+  // round(acc * x_scale * w_scale[c] / y_scale) + y_zp as the node's output.
+  void set_requantized_output(ValueId acc, const QLinearParams& q, std::int64_t axis);
+  void warn_if_inexact(double accumulator_bound) const;
+  // A (zero point already subtracted) times B - b_zp: a fully-connected layer
+  // when B is a constant matrix, else a MatMul.
+  ValueId integer_matmul(ValueId a, Operand& B, const Values& b_zp, const std::string& name);
 
   const ::onnx::ModelProto& model_;
   const ImportOptions& options_;

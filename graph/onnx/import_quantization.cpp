@@ -189,17 +189,73 @@ double Importer::integer_conv_bound(Operand& x, const Values& x_zp, Operand& w,
   return worst * xmax;
 }
 
-namespace {
-Values zero_points(const Literal* z) { return z ? z->values : Values{0.0}; }
-}  // namespace
+void Importer::require_int8(const Operand& o, const std::string& what) const {
+  if (o.type != kUint8 && o.type != kInt8) unsupported(what + " type " + onnx_type_name(o.type));
+}
+
+Values Importer::optional_zero_points(std::size_t i, const char* what) {
+  return has_in(i) ? lit_in(i, what).values : Values{0.0};
+}
+
+void Importer::warn_if_inexact(double accumulator_bound) const {
+  if (accumulator_bound > kF32ExactLimit) {
+    spdlog::warn("import {}: accumulators up to {} exceed 2^24; the unfused f32 reference may "
+                 "round them",
+                 label(), accumulator_bound);
+  }
+}
+
+ValueId Importer::integer_matmul(ValueId a, Operand& B, const Values& b_zp,
+                                 const std::string& name) {
+  if (B.shape.size() == 2 && B.literal) {
+    return emit(OpKind::FullyConnected, {a, integer_weight(B, b_zp, 0, true, 2)}, NoAttrs{}, name);
+  }
+  ValueId b = integer_weight(B, {0.0}, -1, false, rank_of(B.shape));
+  if (b_zp.size() > 1 || b_zp[0] != 0.0) {
+    b = emit(OpKind::Subtract, {b, f32_constant(b_zp, {i64(b_zp.size())}, "b_zero_point")},
+             NoAttrs{}, "sub_b_zero_point");
+  }
+  return emit(OpKind::MatMul, {a, b}, graph::MatMulAttrs{}, name);
+}
+
+Importer::QLinearParams Importer::qlinear_params(const char* x_name, const char* w_name) {
+  const std::string x(x_name), w(w_name);
+  const Literal& xs = lit_in(1, (x + "_scale").c_str());
+  const Literal& xzp = lit_in(2, (x + "_zero_point").c_str());
+  const Literal& ws = lit_in(4, (w + "_scale").c_str());
+  const Literal& wzp = lit_in(5, (w + "_zero_point").c_str());
+  const Literal& ys = lit_in(6, "y_scale");
+  const Literal& yzp = lit_in(7, "y_zero_point");
+  expect(xs.values.size() == 1 && xzp.values.size() == 1 && ys.values.size() == 1 &&
+             yzp.values.size() == 1,
+         x + " and y quantization must be per tensor");
+  return {xs.values[0], xzp.values, ws.values, wzp.values, ys.values[0], &yzp};
+}
+
+void Importer::set_requantized_output(ValueId acc, const QLinearParams& q, std::int64_t axis) {
+  const std::int64_t rank = rank_of(value_shape(acc));
+  Values m(q.w_scale.size());
+  for (std::size_t k = 0; k < m.size(); ++k) {
+    const float xw = static_cast<float>(q.x_scale) * static_cast<float>(q.w_scale[k]);
+    m[k] = static_cast<double>(xw / static_cast<float>(q.y_scale));
+  }
+  const int y_type = q.y_zp->type;
+  const ValueId y = requantize(acc, m, rank, m.size() > 1 ? axis : -1, q.y_zp->values, y_type);
+  Operand o;
+  o.type = y_type;
+  o.value = y;
+  o.shape = value_shape(y);
+  o.range = type_range(y_type);
+  set_out(0, o);
+}
 
 void Importer::op_conv_integer(AttrReader& a) {
   Operand& x = in(0);
   Operand& w = in(1);
-  if (x.type != kUint8 && x.type != kInt8) unsupported("input type " + onnx_type_name(x.type));
-  if (w.type != kUint8 && w.type != kInt8) unsupported("weight type " + onnx_type_name(w.type));
-  const Values xzp = zero_points(has_in(2) ? &lit_in(2, "x_zero_point") : nullptr);
-  const Values wzp = zero_points(has_in(3) ? &lit_in(3, "w_zero_point") : nullptr);
+  require_int8(x, "input");
+  require_int8(w, "weight");
+  const Values xzp = optional_zero_points(2, "x_zero_point");
+  const Values wzp = optional_zero_points(3, "w_zero_point");
   expect(xzp.size() == 1, "x_zero_point must be a scalar");
   const graph::ConvAttrs attrs = conv_attrs(a, x.shape, w.shape);
   const std::int64_t rank = rank_of(x.shape);
@@ -213,11 +269,11 @@ void Importer::op_conv_integer(AttrReader& a) {
 void Importer::op_matmul_integer(AttrReader&) {
   Operand& A = in(0);
   Operand& B = in(1);
-  if (A.type != kUint8 && A.type != kInt8) unsupported("A type " + onnx_type_name(A.type));
-  if (B.type != kUint8 && B.type != kInt8) unsupported("B type " + onnx_type_name(B.type));
+  require_int8(A, "A");
+  require_int8(B, "B");
   expect(A.shape.size() >= 2 && B.shape.size() >= 2, "operands must have rank >= 2");
-  const Values azp = zero_points(has_in(2) ? &lit_in(2, "a_zero_point") : nullptr);
-  const Values bzp = zero_points(has_in(3) ? &lit_in(3, "b_zero_point") : nullptr);
+  const Values azp = optional_zero_points(2, "a_zero_point");
+  const Values bzp = optional_zero_points(3, "b_zero_point");
   const std::int64_t ra = rank_of(A.shape);
   // a_zero_point: scalar or one per row of A; b_zero_point: scalar or one per column.
   ValueId a = f32(A);
@@ -230,17 +286,7 @@ void Importer::op_matmul_integer(AttrReader&) {
     a = subtract_zero_point(a, azp, ra, -1);
   }
   const double bound = integer_conv_bound(A, azp, B, bzp, 0);
-  ValueId y;
-  if (B.shape.size() == 2 && B.literal) {
-    y = emit(OpKind::FullyConnected, {a, integer_weight(B, bzp, 0, true, 2)});
-  } else {
-    ValueId b = integer_weight(B, {0.0}, -1, false, rank_of(B.shape));
-    if (bzp.size() > 1 || bzp[0] != 0.0) {
-      b = emit(OpKind::Subtract, {b, f32_constant(bzp, {i64(bzp.size())}, "b_zero_point")},
-               NoAttrs{}, "sub_b_zero_point");
-    }
-    y = emit(OpKind::MatMul, {a, b}, graph::MatMulAttrs{});
-  }
+  const ValueId y = integer_matmul(a, B, bzp, "");
   set_out(0, make_integer(y, kInt32, value_shape(y), {-bound, bound}));
 }
 
@@ -259,97 +305,34 @@ ValueId Importer::requantize(ValueId acc, const Values& multiplier, std::int64_t
 void Importer::op_qlinear_conv(AttrReader& a) {
   Operand& x = in(0);
   Operand& w = in(3);
-  if (x.type != kUint8 && x.type != kInt8) unsupported("input type " + onnx_type_name(x.type));
-  if (w.type != kUint8 && w.type != kInt8) unsupported("weight type " + onnx_type_name(w.type));
-  const Literal& xs = lit_in(1, "x_scale");
-  const Values xzp = lit_in(2, "x_zero_point").values;
-  const Literal& wsc = lit_in(4, "w_scale");
-  const Values wzp = lit_in(5, "w_zero_point").values;
-  const Literal& ys = lit_in(6, "y_scale");
-  const Literal& yzp = lit_in(7, "y_zero_point");
-  expect(xs.values.size() == 1 && xzp.size() == 1 && ys.values.size() == 1 &&
-             yzp.values.size() == 1,
-         "x and y quantization must be per tensor");
+  require_int8(x, "input");
+  require_int8(w, "weight");
+  const QLinearParams q = qlinear_params("x", "w");
   const graph::ConvAttrs attrs = conv_attrs(a, x.shape, w.shape);
   const std::int64_t rank = rank_of(x.shape);
-  const ValueId xv = subtract_zero_point(f32(x), xzp, rank, -1);
-  const ValueId wv = integer_weight(w, wzp, 0, false, rank);
-  std::vector<ValueId> inputs{xv, wv};
+  std::vector<ValueId> inputs{subtract_zero_point(f32(x), q.x_zp, rank, -1),
+                              integer_weight(w, q.w_zp, 0, false, rank)};
   double bias_max = 0;
   if (has_in(8)) {
     Operand& bias = in(8);
     inputs.push_back(f32(bias));
     bias_max = max_abs(int_range(bias));
   }
-  const double bound = integer_conv_bound(x, xzp, w, wzp, 1) + bias_max;
-  if (bound > kF32ExactLimit) {
-    spdlog::warn("import {}: accumulators up to {} exceed 2^24; the unfused f32 reference may "
-                 "round them",
-                 label(), bound);
-  }
-  const ValueId acc = emit(OpKind::Convolution, std::move(inputs), attrs, "conv");
-  Values m(wsc.values.size());
-  for (std::size_t k = 0; k < m.size(); ++k) {
-    const float xw = static_cast<float>(xs.values[0]) * static_cast<float>(wsc.values[k]);
-    m[k] = static_cast<double>(xw / static_cast<float>(ys.values[0]));
-  }
-  const ValueId y = requantize(acc, m, rank, m.size() > 1 ? 1 : -1, yzp.values, yzp.type);
-  Operand o;
-  o.type = yzp.type;
-  o.value = y;
-  o.shape = value_shape(y);
-  o.range = type_range(yzp.type);
-  set_out(0, o);
+  warn_if_inexact(integer_conv_bound(x, q.x_zp, w, q.w_zp, 1) + bias_max);
+  set_requantized_output(emit(OpKind::Convolution, std::move(inputs), attrs, "conv"), q, 1);
 }
 
 void Importer::op_qlinear_matmul(AttrReader&) {
   Operand& A = in(0);
   Operand& B = in(3);
-  if (A.type != kUint8 && A.type != kInt8) unsupported("A type " + onnx_type_name(A.type));
-  if (B.type != kUint8 && B.type != kInt8) unsupported("B type " + onnx_type_name(B.type));
+  require_int8(A, "A");
+  require_int8(B, "B");
   expect(A.shape.size() >= 2 && B.shape.size() >= 2, "operands must have rank >= 2");
-  const Literal& as = lit_in(1, "a_scale");
-  const Values azp = lit_in(2, "a_zero_point").values;
-  const Literal& bs = lit_in(4, "b_scale");
-  const Values bzp = lit_in(5, "b_zero_point").values;
-  const Literal& ys = lit_in(6, "y_scale");
-  const Literal& yzp = lit_in(7, "y_zero_point");
-  expect(as.values.size() == 1 && azp.size() == 1 && ys.values.size() == 1 &&
-             yzp.values.size() == 1,
-         "a and y quantization must be per tensor");
-  const std::int64_t ra = rank_of(A.shape);
-  const ValueId a = subtract_zero_point(f32(A), azp, ra, -1);
-  const double bound = integer_conv_bound(A, azp, B, bzp, 0);
-  if (bound > kF32ExactLimit) {
-    spdlog::warn("import {}: accumulators up to {} exceed 2^24; the unfused f32 reference may "
-                 "round them",
-                 label(), bound);
-  }
-  ValueId acc;
-  if (B.shape.size() == 2 && B.literal) {
-    acc = emit(OpKind::FullyConnected, {a, integer_weight(B, bzp, 0, true, 2)}, NoAttrs{},
-               "matmul");
-  } else {
-    ValueId b = integer_weight(B, {0.0}, -1, false, rank_of(B.shape));
-    if (bzp.size() > 1 || bzp[0] != 0.0) {
-      b = emit(OpKind::Subtract, {b, f32_constant(bzp, {i64(bzp.size())}, "b_zero_point")},
-               NoAttrs{}, "sub_b_zero_point");
-    }
-    acc = emit(OpKind::MatMul, {a, b}, graph::MatMulAttrs{}, "matmul");
-  }
-  const std::int64_t rank = rank_of(value_shape(acc));
-  Values m(bs.values.size());
-  for (std::size_t k = 0; k < m.size(); ++k) {
-    const float ab = static_cast<float>(as.values[0]) * static_cast<float>(bs.values[k]);
-    m[k] = static_cast<double>(ab / static_cast<float>(ys.values[0]));
-  }
-  const ValueId y = requantize(acc, m, rank, m.size() > 1 ? rank - 1 : -1, yzp.values, yzp.type);
-  Operand o;
-  o.type = yzp.type;
-  o.value = y;
-  o.shape = value_shape(y);
-  o.range = type_range(yzp.type);
-  set_out(0, o);
+  const QLinearParams q = qlinear_params("a", "b");
+  const ValueId a = subtract_zero_point(f32(A), q.x_zp, rank_of(A.shape), -1);
+  warn_if_inexact(integer_conv_bound(A, q.x_zp, B, q.w_zp, 0));
+  const ValueId acc = integer_matmul(a, B, q.w_zp, "matmul");
+  set_requantized_output(acc, q, rank_of(value_shape(acc)) - 1);
 }
 
 }  // namespace qfuse::onnx::impl
