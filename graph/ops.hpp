@@ -134,6 +134,14 @@ struct GeluAttrs {
 // Convert: to an integer type rounds half to even and saturates.
 struct ConvertAttrs {
   ElementType to = ElementType::f32;
+  // f32 -> u8/s8 only: a per-tensor quantization, the FakeQuantize with input
+  // range [input_low, input_high] and 256 levels onto the whole type:
+  //   clamp(round_half_even((x - input_low) * 255 / (input_high - input_low)), 0, 255)
+  //   + the type's minimum.
+  // A plain conversion when both are 0.
+  float input_low = 0.0f;
+  float input_high = 0.0f;
+  bool quantizes() const { return input_low != 0.0f || input_high != 0.0f; }
   bool operator==(const ConvertAttrs&) const = default;
 };
 

@@ -70,8 +70,10 @@ constexpr std::array<PassEntry, 7> kFuse{{
     {"fuse_post_op_chain", fuse_post_op_chain},
     {"eliminate_dead_nodes", eliminate_dead_nodes},
 }};
-// What no layer took: constant expressions evaluated once.
-constexpr std::array<PassEntry, 3> kFold{{
+// What no layer took: quantizations as oneDNN reorders, constant expressions
+// evaluated once.
+constexpr std::array<PassEntry, 4> kFold{{
+    {"quantize_by_convert", quantize_by_convert},
     {"eliminate_dead_nodes", eliminate_dead_nodes},  // before folding what nobody reads
     {"fold_constants", fold_constants},
     {"eliminate_dead_nodes", eliminate_dead_nodes},

@@ -439,9 +439,20 @@ OutputSpec check_node(NodeChecker& c) {
                    to_string(c.shape(0)));
       return {c.shape(0), ElementType::f32};
     }
-    case OpKind::Convert:
+    case OpKind::Convert: {
       c.expect_inputs(1, 1);
-      return {c.shape(0), std::get<ConvertAttrs>(n.attrs).to};
+      const auto& a = std::get<ConvertAttrs>(n.attrs);
+      if (a.quantizes()) {
+        c.expect_type(0, ElementType::f32);
+        c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,
+                 "a quantizing Convert (input range) writes u8 or s8");
+        c.expect(std::isfinite(a.input_low) && std::isfinite(a.input_high) &&
+                     a.input_low < a.input_high,
+                 "input range [" + std::to_string(a.input_low) + ", " +
+                     std::to_string(a.input_high) + "] is empty or not finite");
+      }
+      return {c.shape(0), a.to};
+    }
     case OpKind::BatchNormalization: {
       c.expect_inputs(5, 5);
       c.expect_rank(0, 2, 5);

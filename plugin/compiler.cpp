@@ -239,6 +239,10 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
         op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
                                           in_place[id.index]);
       } else if (node.kind == graph::OpKind::Convert &&
+                 node.attr<graph::ConvertAttrs>().quantizes()) {
+        op = plugin::make_quantize(impl->graph, node,
+                                   layout_of(node.outputs[0]) == plugin::Layout::channels_last);
+      } else if (node.kind == graph::OpKind::Convert &&
                  (layout_of(node.inputs[0]) != plugin::Layout::plain ||
                   layout_of(node.outputs[0]) != plugin::Layout::plain)) {
         const graph::Value& in = impl->graph.value(node.inputs[0]);

@@ -50,6 +50,10 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx);
 // ending in an u8/s8 destination when a quantize-only FakeQuantize closes it.
 bool fuse_post_op_chain(Graph& g, PassContext& ctx);
 
+// A quantize-only FakeQuantize per tensor + its Convert to u8/s8 that no
+// layer took -> one quantizing Convert (a oneDNN reorder with scale and zero point).
+bool quantize_by_convert(Graph& g, PassContext& ctx);
+
 // Constant expressions feeding a layer's bias (an int32 DequantizeLinear) are
 // evaluated, leaving the weights' dequantize for the layer.
 bool lower_bias(Graph& g, PassContext& ctx);

@@ -15,6 +15,10 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
 std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
                                                 const graph::Node& node);
 
+// A quantizing Convert (ConvertAttrs::quantizes), writing plain or channels last.
+std::unique_ptr<ExecutableOp> make_quantize(const graph::Graph& graph, const graph::Node& node,
+                                            bool channels_last);
+
 // Convert as a oneDNN reorder between the given layouts.
 std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,
                                            const dnnl::memory::desc& src,

@@ -125,6 +125,71 @@ class FakeQuantizeOp final : public ExecutableOp {
   double levels_ = 256.0;
 };
 
+// A quantizing Convert: FakeQuantize's formula, computed as FakeQuantizeOp
+// does (f64, the same operations in the same order, so every tie rounds the
+// same way), writing the stored u8/s8 directly, plain or channels last. One
+// straight loop per channel plane, no per-element broadcasting.
+class QuantizeOp final : public ExecutableOp {
+ public:
+  QuantizeOp(const graph::Graph& g, const Node& node, bool channels_last) : ExecutableOp(node) {
+    const auto& a = node.attr<graph::ConvertAttrs>();
+    il_ = a.input_low;
+    range_ = static_cast<double>(a.input_high) - static_cast<double>(a.input_low);
+    lo_ = a.to == ElementType::u8 ? 0 : -128;
+    const Shape& s = g.value(node.inputs[0]).shape;
+    channels_last_ = channels_last && s.size() >= 3;
+    outer_ = s.empty() ? 1 : s[0];
+    channels_ = s.size() >= 2 ? s[1] : 1;
+    inner_ = 1;
+    for (std::size_t i = 2; i < s.size(); ++i) inner_ *= s[i];
+    if (s.size() < 2) outer_ = element_count(s), channels_ = 1;
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const float* x = ctx.in(node().inputs[0]).data<float>().data();
+    Tensor& out = ctx.out(node().outputs[0]);
+    if (lo_ == 0) {
+      run(x, out.data<std::uint8_t>().data());
+    } else {
+      run(x, out.data<std::int8_t>().data());
+    }
+  }
+
+  std::string implementation() const override { return "qfuse:quantize"; }
+
+ private:
+  template <typename T>
+  void run(const float* x, T* y) const {
+    const double il = il_, range = range_;
+    const int lo = lo_;
+    // Round half to even of t in [0, 255] by adding and removing 1.5 * 2^52
+    // (the default rounding mode does the rounding); vectorizes, unlike nearbyint.
+    constexpr double kRound = 6755399441055744.0;
+    const auto plane = [&](const float* src, T* dst, std::int64_t n, std::int64_t stride) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        double t = (static_cast<double>(src[i]) - il) * 255.0 / range;
+        t = std::max(0.0, std::min(255.0, t));  // NaN -> 255, as min(255, NaN) is 255
+        t = (t + kRound) - kRound;
+        dst[i * stride] = static_cast<T>(static_cast<int>(t) + lo);
+      }
+    };
+    if (!channels_last_) {
+      plane(x, y, outer_ * channels_ * inner_, 1);
+      return;
+    }
+    for (std::int64_t n = 0; n < outer_; ++n) {
+      for (std::int64_t c = 0; c < channels_; ++c) {
+        plane(x + (n * channels_ + c) * inner_, y + n * channels_ * inner_ + c, inner_, channels_);
+      }
+    }
+  }
+
+  double il_ = 0.0, range_ = 1.0;
+  int lo_ = 0;
+  bool channels_last_ = false;
+  std::int64_t outer_ = 1, channels_ = 1, inner_ = 1;
+};
+
 // Convert to s32 by a loop: oneDNN 2.6's reorders disagree on values at or
 // beyond 2^31 (some wrap to INT32_MIN). Rounds half to even, saturates.
 class ConvertToS32Op final : public ExecutableOp {
@@ -307,6 +372,11 @@ std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
   return std::make_unique<BroadcastBinaryOp>(graph, node);
 }
 
+std::unique_ptr<ExecutableOp> make_quantize(const graph::Graph& graph, const graph::Node& node,
+                                            bool channels_last) {
+  return std::make_unique<QuantizeOp>(graph, node, channels_last);
+}
+
 std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
                                                 const graph::Node& node) {
   switch (node.kind) {
@@ -315,6 +385,9 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
     case OpKind::Flatten: return std::make_unique<CopyOp>(node);
     case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node);
     case OpKind::Convert:
+      if (node.attr<graph::ConvertAttrs>().quantizes()) {
+        return std::make_unique<QuantizeOp>(graph, node, false);
+      }
       if (node.attr<graph::ConvertAttrs>().to == ElementType::s32) {
         return std::make_unique<ConvertToS32Op>(node);
       }

@@ -201,5 +201,39 @@ TEST(FakeQuantize, InvertedOutputRange) {
   EXPECT_TRUE(all_equal(y, {1, 1, 0, -1}));
 }
 
+// A quantizing Convert (what a FakeQuantize + Convert to u8/s8 becomes when
+// no layer takes them) stores exactly the FakeQuantize's level: random
+// values, values on the grid's ties, values beyond the range and infinities.
+void expect_quantizing_convert_matches(ElementType to, float il, float ih) {
+  std::mt19937 rng(11);
+  const Shape shape{1, 8, 5, 7};
+  Tensor x = random_tensor(shape, rng, il - 0.5f, ih + 0.5f);
+  auto v = x.data<float>();
+  const double step = (static_cast<double>(ih) - il) / 255.0;
+  for (std::size_t i = 0; i < v.size(); i += 3) {
+    v[i] = static_cast<float>(il + (static_cast<double>(i % 255) + 0.5) * step);  // ties
+  }
+  v[1] = std::numeric_limits<float>::infinity();
+  v[2] = -std::numeric_limits<float>::infinity();
+  graph::ConvertAttrs a{to};
+  a.input_low = il;
+  a.input_high = ih;
+  const Tensor y = run_op(OpKind::Convert, {input(x)}, a);
+  ASSERT_EQ(y.type(), to);
+  const double lo = to == ElementType::u8 ? 0.0 : -128.0;
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    const double e = fake_quantize_reference(v[idx(i)], il, ih, lo, lo + 255.0, 256);
+    ASSERT_EQ(y.as_float(i), e) << "x = " << v[idx(i)] << " at " << i;
+  }
+}
+
+TEST(QuantizingConvert, U8MatchesFakeQuantizeLevels) {
+  expect_quantizing_convert_matches(ElementType::u8, -0.7f, 2.9f);
+}
+
+TEST(QuantizingConvert, S8MatchesFakeQuantizeLevels) {
+  expect_quantizing_convert_matches(ElementType::s8, -1.28f, 1.27f);
+}
+
 }  // namespace
 }  // namespace qfuse::test
