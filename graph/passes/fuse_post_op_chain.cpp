@@ -13,6 +13,8 @@
 //   Add of another tensor of the same shape (a residual):
 //     dequantized int8 r = (rq - Zr) * Sr -> Sum(rq, Sr) [+ Shift(-Sr * Zr)]
 //     any other f32 tensor               -> Binary(add, full tensor)
+//   Multiply by an f32 runtime tensor of the output's shape or of one value per
+//     channel (a gate), Add of a per-channel one -> Binary(mul | add)
 //   Convert(u8|s8) right after a FakeQuantize whose levels are the integers of
 //     that type -> the destination type (the chain ends there)
 // Every prefix is offered to the backend (LayerOracle); the longest one it
@@ -57,6 +59,18 @@ std::optional<cp::Eltwise> eltwise_of(const Node& n) {
     case OpKind::Sqrt: return cp::Eltwise{cp::EltwiseAlg::sqrt, 0.0f, 0.0f};
     default: return std::nullopt;
   }
+}
+
+// `s` broadcast against `out` varies only along `axis`: [C], [1, C, 1, 1], ...
+bool is_per_channel(const Shape& s, const Shape& out, std::size_t axis) {
+  if (s.size() > out.size() || s.empty()) return false;
+  const std::size_t offset = out.size() - s.size();
+  if (axis < offset) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const std::size_t d = i + offset;
+    if (s[i] != (d == axis ? out[d] : 1)) return false;
+  }
+  return true;
 }
 
 cp::DataType to_composer(ElementType t) {
@@ -135,10 +149,23 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
         }
         return a;
       }
-      if (n.kind != OpKind::Add || g.value(other).shape != shape ||
-          g.value(other).type != ElementType::f32) {
-        return std::nullopt;
+      if (g.value(other).type != ElementType::f32) return std::nullopt;
+      // A runtime tensor of one value per channel (squeeze-excitation's gate
+      // computed from something other than this layer's output) or of the
+      // output's shape: a binary post-op reading it.
+      const bool full = g.value(other).shape == shape;
+      const bool per_channel = !full && is_per_channel(g.value(other).shape, shape, axis);
+      if ((n.kind == OpKind::Multiply && (full || per_channel)) ||
+          (n.kind == OpKind::Add && per_channel)) {
+        a.steps.push_back(cp::Binary{n.kind == OpKind::Multiply ? cp::BinaryAlg::mul
+                                                                : cp::BinaryAlg::add,
+                                     next_external,
+                                     full ? cp::Broadcast::full : cp::Broadcast::per_channel,
+                                     cp::DataType::f32});
+        a.externals.push_back(other);
+        return a;
       }
+      if (n.kind != OpKind::Add || !full) return std::nullopt;
       // Residual: a dequantized int8 tensor is read directly by a sum post-op.
       const Node* mul = producer_of(g, other, OpKind::Multiply);
       if (mul != nullptr) {

@@ -1,0 +1,108 @@
+// A Mul of an int8 layer's output by a runtime per-channel gate (a
+// squeeze-excitation gate computed from the block input) joins the layer as a
+// binary_mul post-op reading the gate, and the FakeQuantize after it makes the
+// destination u8. Fused matches unfused within 1 LSB. The usual SE block,
+// whose gate is computed from the layer's own output, cannot: the layer must
+// finish before its gate exists, so the Mul stays a separate op.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "fusion_test_util.hpp"
+
+namespace qfuse::test::fusion {
+namespace {
+
+constexpr float kAct = 0.02f;
+
+ValueId act_q(Builder& b, ValueId x, const std::string& name) {
+  return b.fake_quantize(x, 0.0f, 255 * kAct, 0.0f, 255 * kAct, 256, name);
+}
+
+// sigmoid(1x1 conv(GlobalAveragePool(t))): one gate value per channel, [1, oc, 1, 1].
+ValueId gate_of(Builder& b, ValueId t, std::int64_t oc) {
+  const Shape s = b.graph().value(t).shape;
+  graph::PoolAttrs gap;
+  gap.kernel = {s[2], s[3]};
+  gap.strides = {1, 1};
+  const ValueId pooled = b.op(OpKind::AvgPool, {t}, gap, "gap");
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d(0.0f, 0.5f);
+  std::vector<float> w(static_cast<std::size_t>(oc * s[1]));
+  for (float& v : w) v = d(rng);
+  const ValueId g = b.convolution(pooled, b.constant("gate.w", {oc, s[1], 1, 1}, w), std::nullopt,
+                                  graph::ConvAttrs{}, "gate_conv");
+  return b.unary(OpKind::Sigmoid, g, "gate");
+}
+
+struct Built {
+  graph::Graph graph;
+  std::string output;
+  FqRange out;
+};
+
+// x -> FQ -> conv1 -> relu -> Mul(gate) -> FQ -> conv2 -> FQ(s8)
+// gate from x (from_block_input) or from conv1's own output (the usual SE).
+Built build(bool from_block_input) {
+  Built net;
+  Builder b(net.graph);
+  const ValueId x = act_q(b, b.input("x", {1, 4, 8, 8}), "x.q");
+  const ValueId y = b.relu(quantized_conv(b, x, 8, 1, "conv1"));
+  const ValueId gate = gate_of(b, from_block_input ? x : y, 8);
+  ValueId z = act_q(b, b.binary(OpKind::Multiply, y, gate, "gate_mul"), "gated.q");
+  z = quantized_conv(b, z, 8, 2, "conv2");
+  net.out = make_range(Quant::s8, 8.0 / 127.0);
+  z = b.fake_quantize(z, net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "out.q");
+  b.output(z);
+  net.output = net.graph.value(z).name;
+  return net;
+}
+
+void expect_within_one_lsb(const Built& net, const CompiledModel& fused) {
+  const CompiledModel unfused = compile(net.graph, {.fuse = false});
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> d(0.0f, 5.0f);
+  std::vector<float> xv(256);
+  for (float& v : xv) v = d(rng);
+  const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, xv);
+  const Comparison c = compare_quantized(run(fused, "x", x, net.output),
+                                         run(unfused, "x", x, net.output), net.out);
+  EXPECT_LE(c.max_diff, 1) << c.first_diffs;
+  EXPECT_GE(c.equal_fraction(), 0.99) << c.first_diffs;
+}
+
+TEST(GatePostOp, GateFromTheBlockInputIsABinaryMulPostOp) {
+  const Built net = build(true);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  bool conv1_gated = false, mul_left = false;
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node == "conv1") {
+      conv1_gated = l.post_ops.find("binary_mul(per_channel") != std::string::npos &&
+                    l.precision == "int8" && is_int8_implementation(l.implementation);
+    }
+    mul_left |= l.node == "gate_mul";
+  }
+  EXPECT_TRUE(conv1_gated) << describe_layers(fused);
+  EXPECT_FALSE(mul_left) << describe_layers(fused);
+  expect_within_one_lsb(net, fused);
+}
+
+// Named negative: the gate needs conv1's output (GlobalAveragePool reads it
+// too), so conv1's output has two readers and the Mul runs on its own.
+TEST(GatePostOp, GateFromTheLayersOwnOutputStaysASeparateMul) {
+  const Built net = build(false);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  bool mul_left = false;
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node == "conv1") {
+      EXPECT_EQ(l.post_ops.find("binary_mul"), std::string::npos) << l.post_ops;
+    }
+    mul_left |= l.node == "gate_mul";
+  }
+  EXPECT_TRUE(mul_left) << describe_layers(fused);
+  expect_within_one_lsb(net, fused);
+}
+
+}  // namespace
+}  // namespace qfuse::test::fusion
