@@ -22,7 +22,8 @@ dnnl::memory::desc dense_desc(const dnnl::memory::dims& dims, dnnl::memory::data
   return dnnl::memory::desc(dims, type, strides);
 }
 
-dnnl::memory::desc binary_desc(const BinaryPostOp& op, const dnnl::memory::dims& dst_dims) {
+dnnl::memory::desc binary_desc(const BinaryPostOp& op, const dnnl::memory::dims& dst_dims,
+                               FullTensorLayout full) {
   if (op.broadcast == Broadcast::per_channel) {
     dnnl::memory::dims dims{1};
     for (std::size_t i = 1; i < dst_dims.size(); ++i) {
@@ -33,8 +34,18 @@ dnnl::memory::desc binary_desc(const BinaryPostOp& op, const dnnl::memory::dims&
                                                 : dnnl::memory::data_type::f32);
   }
   const auto* external = std::get_if<ExternalTensor>(&op.tensor);
-  return dense_desc(dst_dims, external != nullptr ? to_dnnl(external->data_type)
-                                                  : dnnl::memory::data_type::f32);
+  const auto type = external != nullptr ? to_dnnl(external->data_type) : dnnl::memory::data_type::f32;
+  if (full == FullTensorLayout::plain || dst_dims.size() < 3) return dense_desc(dst_dims, type);
+  dnnl::memory::dims strides(dst_dims.size());
+  const auto channels = dst_dims[1];
+  dnnl::memory::dim s = channels;
+  for (std::size_t i = dst_dims.size(); i-- > 2;) {
+    strides[i] = s;
+    s *= dst_dims[i];
+  }
+  strides[1] = 1;
+  strides[0] = s;
+  return dnnl::memory::desc(dst_dims, type, strides);
 }
 
 void require_channel_dim(const dnnl::memory::dims& dst_dims, int channels) {
@@ -94,7 +105,8 @@ dnnl::algorithm to_dnnl(BinaryAlg alg) {
 }
 
 dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
-                                         const dnnl::memory::dims& dst_dims) {
+                                         const dnnl::memory::dims& dst_dims,
+                                         FullTensorLayout full) {
   require_channel_dim(dst_dims, plan.channels);
   dnnl::primitive_attr attr;
   if (!plan.output_scales.empty()) {
@@ -109,7 +121,7 @@ dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
     if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
       ops.append_eltwise(e->scale, to_dnnl(e->alg), e->alpha, e->beta);
     } else if (const auto* b = std::get_if<BinaryPostOp>(&op)) {
-      ops.append_binary(to_dnnl(b->alg), binary_desc(*b, dst_dims));
+      ops.append_binary(to_dnnl(b->alg), binary_desc(*b, dst_dims, full));
     } else {
       const auto& s = std::get<SumPostOp>(op);
       // Same type as the destination: leave it implicit, which every
@@ -127,7 +139,8 @@ dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
 }
 
 std::vector<BinaryPostOpArg> binary_post_op_args(const PostOpsPlan& plan,
-                                                 const dnnl::memory::dims& dst_dims) {
+                                                 const dnnl::memory::dims& dst_dims,
+                                                 FullTensorLayout full) {
   require_channel_dim(dst_dims, plan.channels);
   std::vector<BinaryPostOpArg> args;
   for (std::size_t i = 0; i < plan.post_ops.size(); ++i) {
@@ -138,7 +151,7 @@ std::vector<BinaryPostOpArg> binary_post_op_args(const PostOpsPlan& plan,
     BinaryPostOpArg arg;
     arg.post_op_index = static_cast<int>(i);
     arg.arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1;
-    arg.desc = binary_desc(*b, dst_dims);
+    arg.desc = binary_desc(*b, dst_dims, full);
     if (const auto* external = std::get_if<ExternalTensor>(&b->tensor)) {
       arg.external_input = external->input;
     } else {

@@ -17,13 +17,19 @@ dnnl::memory::data_type to_dnnl(DataType type);
 dnnl::algorithm to_dnnl(EltwiseAlg alg);
 dnnl::algorithm to_dnnl(BinaryAlg alg);
 
+// How a binary post-op reads a tensor of the destination's shape: dense in
+// {N, C, spatial...} order, or channels last (the layout of int8
+// convolution destinations; oneDNN's jit kernels want it to match).
+enum class FullTensorLayout { plain, channels_last };
+
 // Output scales (mask 0, or 1 << 1 for per output channel), destination zero
 // point and post-ops. `dst_dims` is the destination shape {N, C, spatial...};
 // binary post-ops need it for their tensor descriptors.
 // Throws dnnl::error if oneDNN rejects an attribute (the caller then runs
 // the chain unfused).
 dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
-                                         const dnnl::memory::dims& dst_dims);
+                                         const dnnl::memory::dims& dst_dims,
+                                         FullTensorLayout full = FullTensorLayout::plain);
 
 // The tensor binary post-op number `post_op_index` reads, passed at execution
 // as argument `arg` (DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1).
@@ -38,7 +44,8 @@ struct BinaryPostOpArg {
 };
 
 std::vector<BinaryPostOpArg> binary_post_op_args(const PostOpsPlan& plan,
-                                                 const dnnl::memory::dims& dst_dims);
+                                                 const dnnl::memory::dims& dst_dims,
+                                                 FullTensorLayout full = FullTensorLayout::plain);
 
 // Memory objects holding the constant binary tensors, keyed by argument.
 std::unordered_map<int, dnnl::memory> make_constant_post_op_memory(

@@ -33,6 +33,8 @@ struct Build {
   std::optional<std::size_t> sum_input;
   bool spatial = false;
   Layout dst_layout = Layout::plain;
+  // How binary post-ops read a tensor of the destination's shape.
+  composer::FullTensorLayout full_layout = composer::FullTensorLayout::plain;
 };
 
 Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_shape,
@@ -67,6 +69,9 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     b.dst_dims = out_shape;
     b.spatial = true;
     b.dst_layout = dst_layout;
+    if (dst_layout == Layout::channels_last) {
+      b.full_layout = composer::FullTensorLayout::channels_last;
+    }
   } else {
     // Matrix products run on 2D views: rows = every leading dim.
     const std::int64_t k = x.shape.back();
@@ -76,7 +81,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     b.dst_md = plain_desc(Shape{rows, oc}, a.dst_type);
     b.dst_dims = {rows, oc};
   }
-  dnnl::primitive_attr attr = composer::make_primitive_attr(b.plan, b.dst_dims);
+  dnnl::primitive_attr attr = composer::make_primitive_attr(b.plan, b.dst_dims, b.full_layout);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (a.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {a.src_zero_point});
 
@@ -194,8 +199,26 @@ class QuantizedLayerOp final : public ExecutableOp {
       std::memcpy(bias_.get_data_handle(), bias.raw_data(), bias.byte_size());
     }
     // Binary post-op tensors: constants owned here, externals bound per run.
-    binary_args_ = composer::binary_post_op_args(b_.plan, b_.dst_dims);
+    binary_args_ = composer::binary_post_op_args(b_.plan, b_.dst_dims, b_.full_layout);
     constant_args_ = composer::make_constant_post_op_memory(binary_args_, engine_);
+    // A full-tensor operand is read channels last; one stored plain is
+    // reordered into a staging area first.
+    const std::size_t first_external = a.first_external_input();
+    for (const auto& arg : binary_args_) {
+      if (!arg.external_input || b_.full_layout != composer::FullTensorLayout::channels_last ||
+          arg.desc.dims() != b_.dst_dims) {
+        continue;
+      }
+      const ValueId v = node.inputs[first_external + static_cast<std::size_t>(*arg.external_input)];
+      const graph::Value& t = g.value(v);
+      if (layout_of(v) == Layout::channels_last) continue;
+      Stage st{offset, layout_desc(t.shape, t.type, Layout::plain), {}};
+      st.reorder = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine_, st.user_md, engine_, arg.desc));
+      offset = align(offset + arg.desc.get_size());
+      binary_stages_.emplace(arg.arg, std::move(st));
+    }
+    total_scratch_ = offset;
     if (b_.sum_input && !sum_in_place_) {
       // The sum post-op reads the residual from the destination buffer, in
       // the residual's data type: copy it there first.
@@ -232,7 +255,14 @@ class QuantizedLayerOp final : public ExecutableOp {
     for (const auto& arg : binary_args_) {
       if (arg.external_input) {
         const ValueId v = n.inputs[first_external + static_cast<std::size_t>(*arg.external_input)];
-        st.args.at(arg.arg).set_data_handle(const_cast<void*>(ctx.in(v).raw_data()));
+        void* data = const_cast<void*>(ctx.in(v).raw_data());
+        if (const auto it = binary_stages_.find(arg.arg); it != binary_stages_.end()) {
+          memory user(it->second.user_md, engine_, data);
+          st.args.at(arg.arg).set_data_handle(scratch + it->second.offset);
+          it->second.reorder.execute(ctx.stream(), user, st.args.at(arg.arg));
+        } else {
+          st.args.at(arg.arg).set_data_handle(data);
+        }
       }
     }
     if (scratchpad_md_.get_size() > 0) st.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
@@ -310,6 +340,7 @@ class QuantizedLayerOp final : public ExecutableOp {
   memory::desc residual_md_, residual_dst_md_;
   dnnl::reorder residual_copy_;
   std::optional<Stage> src_stage_, dst_stage_;
+  std::unordered_map<int, Stage> binary_stages_;  // by post-op argument
   bool sum_in_place_ = false;
   std::size_t total_scratch_ = 0;
 };

@@ -104,5 +104,35 @@ TEST(GatePostOp, GateFromTheLayersOwnOutputStaysASeparateMul) {
   expect_within_one_lsb(net, fused);
 }
 
+// A residual Add of an f32 tensor that is not quantized (the model quantizes
+// the layer inputs only, so the skip branch stays f32, as in the PP-OCR
+// exports) joins the second layer as a full-tensor binary_add post-op. The
+// operand is stored plain and read channels last, like the destination.
+TEST(GatePostOp, F32ResidualIsAFullTensorBinaryAdd) {
+  Built net;
+  Builder b(net.graph);
+  const ValueId x = act_q(b, b.input("x", {1, 4, 8, 8}), "x.q");
+  const ValueId skip = quantized_conv(b, x, 8, 1, "conv1");  // f32, two readers
+  const ValueId y = quantized_conv(b, act_q(b, b.relu(skip), "skip.q"), 8, 2, "conv2");
+  ValueId z = act_q(b, b.binary(OpKind::Add, y, skip, "residual"), "sum.q");
+  z = quantized_conv(b, z, 8, 3, "conv3");
+  net.out = make_range(Quant::s8, 8.0 / 127.0);
+  z = b.fake_quantize(z, net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "out.q");
+  b.output(z);
+  net.output = net.graph.value(z).name;
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  bool conv2_adds = false, add_left = false;
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node == "conv2") {
+      conv2_adds = l.post_ops.find("binary_add(full") != std::string::npos &&
+                   is_int8_implementation(l.implementation);
+    }
+    add_left |= l.node == "residual";
+  }
+  EXPECT_TRUE(conv2_adds) << describe_layers(fused);
+  EXPECT_FALSE(add_left) << describe_layers(fused);
+  expect_within_one_lsb(net, fused);
+}
+
 }  // namespace
 }  // namespace qfuse::test::fusion

@@ -15,6 +15,7 @@
 #include "qfuse/qfuse.hpp"
 #ifdef QFUSE_HAVE_ONNX
 #include "graph/onnx/importer.hpp"
+#include "graph/passes/pattern.hpp"
 #endif
 #include "tools/common/models.hpp"
 #include "tools/common/npy.hpp"
@@ -319,6 +320,36 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
     }
     for (const FusionRefusal* r : it->second) {
       std::cout << "      " << r->pass << ": " << r->reason << '\n';
+    }
+  }
+  // Why each other op stays f32, counted per op type and cause.
+  const graph::Graph& g = model.graph();
+  std::map<std::string, graph::NodeId> node_of;
+  for (graph::NodeId id : g.topological_order()) node_of[g.node(id).name] = id;
+  std::map<std::string, std::map<std::string, int>> causes;
+  for (const LayerInfo& l : layers) {
+    const std::string op = source_op(l.op);
+    if (l.precision != "f32" || is_layer_op(op) || !node_of.count(l.node)) continue;
+    const graph::Node& n = g.node(node_of[l.node]);
+    std::string cause = "reads f32 data (nothing quantized before it in the file)";
+    for (graph::ValueId in : n.inputs) {
+      const graph::Value& v = g.value(in);
+      if (!v.is_constant() && (v.type != ElementType::f32 || graph::pattern::dequantize_chain(g, in))) {
+        cause = "reads dequantized int8 data; no int8 form of it here";
+      }
+    }
+    if (const auto it = by_node.find(l.node); it != by_node.end()) {
+      cause = it->second.front()->pass + ": " + it->second.front()->reason;
+    }
+    ++causes[op][cause];
+  }
+  if (!causes.empty()) {
+    std::cout << "\nother ops left in f32, and why:\n";
+    for (const auto& [op, by_cause] : causes) {
+      for (const auto& [cause, n] : by_cause) {
+        std::cout << "  " << std::left << std::setw(20) << op << std::right << std::setw(4) << n
+                  << "  " << cause << '\n';
+      }
     }
   }
   if (!model.refusals().empty()) {
