@@ -331,15 +331,16 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
     const std::string op = source_op(l.op);
     if (l.precision != "f32" || is_layer_op(op) || !node_of.count(l.node)) continue;
     const graph::Node& n = g.node(node_of[l.node]);
+    // A refusal explains the op only when it had int8 data to work with.
     std::string cause = "reads f32 data (nothing quantized before it in the file)";
     for (graph::ValueId in : n.inputs) {
       const graph::Value& v = g.value(in);
       if (!v.is_constant() && (v.type != ElementType::f32 || graph::pattern::dequantize_chain(g, in))) {
         cause = "reads dequantized int8 data; no int8 form of it here";
+        if (const auto it = by_node.find(l.node); it != by_node.end()) {
+          cause = it->second.front()->pass + ": " + it->second.front()->reason;
+        }
       }
-    }
-    if (const auto it = by_node.find(l.node); it != by_node.end()) {
-      cause = it->second.front()->pass + ": " + it->second.front()->reason;
     }
     ++causes[op][cause];
   }
