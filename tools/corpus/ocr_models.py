@@ -292,6 +292,9 @@ def quantize(model, ranges, activations):
                 ins[2] = out
         nodes.append(helper.make_node(n.op_type, ins, list(n.output), name=n.name,
                                       **_attrs(n)))
+    # The float weights (Paddle writes them as Constant nodes) are read by nobody now.
+    read = {i for n in nodes for i in n.input}
+    nodes = [n for n in nodes if n.op_type != "Constant" or n.output[0] in read]
     del g.node[:]
     g.node.extend(nodes)
     g.initializer.extend(new_inits)
