@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "graph/broadcast.hpp"
 #include "graph/graph.hpp"
 #include "qfuse/error.hpp"
 
@@ -94,25 +95,6 @@ class NodeChecker {
   Node& node_;
   bool quantized_ = false;
 };
-
-// Numpy broadcasting of two shapes; nullopt when incompatible.
-std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
-  const std::size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  for (std::size_t i = 0; i < r; ++i) {
-    const std::int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    const std::int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1) return std::nullopt;
-    out[i] = std::max(da, db);
-  }
-  return out;
-}
-
-// `from` broadcasts to exactly `to` (unidirectional).
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  auto b = broadcast_shapes(from, to);
-  return b && *b == to;
-}
 
 // What convolution and deconvolution share: inputs x, w[, b] of one rank
 // (1D to 3D spatial), groups, and the per-spatial-dim attributes (filled

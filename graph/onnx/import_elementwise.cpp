@@ -65,11 +65,11 @@ void Importer::op_reciprocal(AttrReader&) {
 }
 
 Operand Importer::binary(OpKind kind, Operand& x, Operand& y, const std::string& suffix) {
-  bool ok = false;
-  Shape out_shape = broadcast(x.shape, y.shape, ok);
-  if (!ok) {
+  const auto broadcast = broadcast_shapes(x.shape, y.shape);
+  if (!broadcast) {
     malformed("shapes " + to_string(x.shape) + " and " + to_string(y.shape) + " do not broadcast");
   }
+  Shape out_shape = *broadcast;
   if (x.type != y.type) {
     malformed("operand types differ (" + onnx_type_name(x.type) + " and " +
               onnx_type_name(y.type) + ")");
@@ -129,9 +129,7 @@ void Importer::op_prelu(AttrReader&) {
   Operand& slope = in(1);
   require_float(x, "the input");
   require_float(slope, "the slope");
-  bool ok = false;
-  Shape out = broadcast(x.shape, slope.shape, ok);
-  if (!ok || out != x.shape) {
+  if (!graph::broadcasts_to(slope.shape, x.shape)) {
     unsupported("slope shape " + to_string(slope.shape) + " must broadcast to the input " +
                 to_string(x.shape));
   }

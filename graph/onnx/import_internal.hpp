@@ -17,6 +17,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "graph/broadcast.hpp"
 #include "graph/builder.hpp"
 #include "graph/onnx/importer.hpp"
 #include "graph/onnx/proto_utils.hpp"
@@ -390,10 +391,10 @@ class Importer {
   std::string base_;
 };
 
+using graph::broadcast_offsets;
+using graph::broadcast_shapes;
+
 // Shape helpers shared by folding and IR emission (importer.cpp).
-Shape broadcast(const Shape& a, const Shape& b, bool& ok);
-// Offsets into `shape` (right-aligned, broadcast) for every element of `out`.
-std::vector<std::size_t> broadcast_offsets(const Shape& shape, const Shape& out);
 Values transpose_values(const Values& v, const Shape& shape, const Ints& perm, Shape& out_shape);
 // Casts one value the way ONNX (numpy astype) does, for folding.
 double cast_value(double v, int to);

@@ -15,44 +15,6 @@ namespace impl {
 // ---------------------------------------------------------------------------
 // Shape helpers shared by folding and IR emission.
 
-Shape broadcast(const Shape& a, const Shape& b, bool& ok) {
-  const std::size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  ok = true;
-  for (std::size_t i = 0; i < r; ++i) {
-    const std::int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    const std::int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1) ok = false;
-    out[i] = std::max(da, db);
-  }
-  return out;
-}
-
-// Offsets into `shape` (right-aligned, broadcast) for every element of `out`.
-std::vector<std::size_t> broadcast_offsets(const Shape& shape, const Shape& out) {
-  const std::size_t r = out.size();
-  Shape padded(r - shape.size(), 1);
-  padded.insert(padded.end(), shape.begin(), shape.end());
-  std::vector<std::int64_t> strides(r, 0);
-  std::int64_t s = 1;
-  for (std::size_t i = r; i-- > 0;) {
-    strides[i] = padded[i] == 1 ? 0 : s;
-    s *= padded[i];
-  }
-  std::vector<std::size_t> offsets(sz(element_count(out)));
-  std::vector<std::int64_t> idx(r, 0);
-  for (std::size_t k = 0; k < offsets.size(); ++k) {
-    std::int64_t off = 0;
-    for (std::size_t d = 0; d < r; ++d) off += idx[d] * strides[d];
-    offsets[k] = sz(off);
-    for (std::size_t d = r; d-- > 0;) {
-      if (++idx[d] < out[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return offsets;
-}
-
 Values transpose_values(const Values& v, const Shape& shape, const Ints& perm, Shape& out_shape) {
   const std::size_t r = shape.size();
   out_shape.assign(r, 0);
@@ -555,10 +517,10 @@ bool Importer::try_fold(AttrReader& a) {
     // Elementwise binary with numpy broadcasting; Min/Max/Add/Mul may be variadic.
     if (num_inputs() != 2) return false;
     const Literal& y = *in(1).literal;
-    bool ok = false;
-    Shape out = broadcast(x.shape, y.shape, ok);
-    expect(ok, "shapes " + to_string(x.shape) + " and " + to_string(y.shape) +
-                   " do not broadcast");
+    const auto shape = graph::broadcast_shapes(x.shape, y.shape);
+    expect(shape.has_value(), "shapes " + to_string(x.shape) + " and " + to_string(y.shape) +
+                                  " do not broadcast");
+    const Shape out = *shape;
     const auto ox = broadcast_offsets(x.shape, out);
     const auto oy = broadcast_offsets(y.shape, out);
     const bool f = x.type == kFloat;

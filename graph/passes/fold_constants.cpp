@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "graph/broadcast.hpp"
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
 
@@ -22,22 +23,6 @@ std::vector<float> as_floats(const Tensor& t) {
   std::vector<float> v(static_cast<std::size_t>(t.size()));
   for (std::int64_t i = 0; i < t.size(); ++i) v[static_cast<std::size_t>(i)] = t.as_float(i);
   return v;
-}
-
-// Index into a broadcast operand of shape `s` (right-aligned) for output
-// element `i` of shape `out`.
-std::size_t broadcast_index(const Shape& s, const Shape& out, std::int64_t i) {
-  std::size_t idx = 0, stride = 1;
-  for (std::size_t d = out.size(); d-- > 0;) {
-    const std::int64_t coord = i % out[d];
-    i /= out[d];
-    const std::size_t sd = d + s.size() >= out.size() ? d + s.size() - out.size() : SIZE_MAX;
-    if (sd != SIZE_MAX && sd < s.size()) {
-      if (s[sd] != 1) idx += static_cast<std::size_t>(coord) * stride;
-      stride *= static_cast<std::size_t>(s[sd]);
-    }
-  }
-  return idx;
 }
 
 }  // namespace
@@ -66,9 +51,10 @@ ValueId fold_constant_node(Graph& g, NodeId id) {
     const Shape sa = g.value(n.inputs[0]).shape, sb = g.value(n.inputs[1]).shape;
     const std::vector<float> a = as_floats(*g.value(n.inputs[0]).constant);
     const std::vector<float> b = as_floats(*g.value(n.inputs[1]).constant);
+    const std::vector<std::size_t> ia = broadcast_offsets(sa, shape), ib = broadcast_offsets(sb, shape);
     for (std::size_t i = 0; i < result.size(); ++i) {
-      const float x = a[broadcast_index(sa, shape, static_cast<std::int64_t>(i))];
-      const float y = b[broadcast_index(sb, shape, static_cast<std::int64_t>(i))];
+      const float x = a[ia[i]];
+      const float y = b[ib[i]];
       result[i] = n.kind == OpKind::Multiply ? x * y : n.kind == OpKind::Add ? x + y : x - y;
     }
   }

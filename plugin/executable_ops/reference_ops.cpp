@@ -6,47 +6,17 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/broadcast.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/ops.hpp"
 
 namespace qfuse::plugin {
 namespace {
 
+using graph::broadcast_strides;
+using graph::for_each_broadcast;
 using graph::Node;
 using graph::OpKind;
-
-// Element strides of a dense tensor, with 0 for broadcast (size-1) dims of a
-// shape right-aligned to `rank`.
-std::vector<std::int64_t> broadcast_strides(const Shape& shape, std::size_t rank) {
-  const Shape padded = pad_rank(shape, rank);
-  std::vector<std::int64_t> strides(rank, 0);
-  std::int64_t s = 1;
-  for (std::size_t i = rank; i-- > 0;) {
-    strides[i] = padded[i] == 1 ? 0 : s;
-    s *= padded[i];
-  }
-  return strides;
-}
-
-// Calls f(out_index, offsets...) over a dense output with broadcast inputs.
-template <class F>
-void for_each_broadcast(const Shape& out, const std::vector<std::vector<std::int64_t>>& strides,
-                        F&& f) {
-  const std::size_t rank = out.size();
-  const std::int64_t total = element_count(out);
-  std::vector<std::int64_t> index(rank, 0);
-  std::vector<std::int64_t> offsets(strides.size(), 0);
-  for (std::int64_t i = 0; i < total; ++i) {
-    f(i, offsets);
-    for (std::size_t d = rank; d-- > 0;) {
-      ++index[d];
-      for (std::size_t k = 0; k < strides.size(); ++k) offsets[k] += strides[k][d];
-      if (index[d] < out[d]) break;
-      for (std::size_t k = 0; k < strides.size(); ++k) offsets[k] -= strides[k][d] * out[d];
-      index[d] = 0;
-    }
-  }
-}
 
 class BroadcastBinaryOp final : public ExecutableOp {
  public:

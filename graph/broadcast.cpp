@@ -1,0 +1,45 @@
+#include "graph/broadcast.hpp"
+
+#include <algorithm>
+
+namespace qfuse::graph {
+
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  const std::size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (std::size_t i = 0; i < r; ++i) {
+    const std::int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const std::int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = std::max(da, db);
+  }
+  return out;
+}
+
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  const auto b = broadcast_shapes(from, to);
+  return b && *b == to;
+}
+
+std::vector<std::int64_t> broadcast_strides(const Shape& shape, std::size_t rank) {
+  std::vector<std::int64_t> strides(rank, 0);
+  std::int64_t s = 1;
+  for (std::size_t i = rank; i-- > 0;) {
+    const std::size_t back = rank - 1 - i;
+    const std::int64_t d = back < shape.size() ? shape[shape.size() - 1 - back] : 1;
+    strides[i] = d == 1 ? 0 : s;
+    s *= d;
+  }
+  return strides;
+}
+
+std::vector<std::size_t> broadcast_offsets(const Shape& shape, const Shape& out) {
+  std::vector<std::size_t> offsets(static_cast<std::size_t>(element_count(out)));
+  for_each_broadcast(out, {broadcast_strides(shape, out.size())},
+                     [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+                       offsets[static_cast<std::size_t>(i)] = static_cast<std::size_t>(off[0]);
+                     });
+  return offsets;
+}
+
+}  // namespace qfuse::graph
