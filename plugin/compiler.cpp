@@ -26,10 +26,11 @@ void init_logging() {
 namespace plugin {
 
 std::unique_ptr<ExecutableOp> make_unfused_op(const graph::Graph& graph, const graph::Node& node,
-                                              const dnnl::engine& engine) {
+                                              const dnnl::engine& engine,
+                                              const LayoutOf& layout_of = {}) {
   try {
-    if (auto op = make_reference_op(graph, node)) return op;
-    if (auto op = make_dnnl_op(graph, node, engine)) return op;
+    if (auto op = make_reference_op(graph, node, layout_of)) return op;
+    if (auto op = make_dnnl_op(graph, node, engine, layout_of)) return op;
   } catch (const dnnl::error& e) {
     throw CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
                        node.name + "': oneDNN refused the primitive (" + e.what() + ")");
@@ -98,49 +99,108 @@ bool is_spatial_quantized(graph::OpKind kind) {
          kind == graph::OpKind::QuantizedDeconvolution;
 }
 
-// MaxPool / AvgPool on u8/s8: oneDNN 2.6 runs them with jit channels last
-// (its plain-layout int8 pooling is the reference loop).
-bool is_int8_pool(const graph::Graph& g, const graph::Node& n) {
-  return (n.kind == graph::OpKind::MaxPool || n.kind == graph::OpKind::AvgPool) &&
-         g.value(n.inputs[0]).type != ElementType::f32;
+// Ops that run on channels-last buffers as well as plain ones, and which of
+// their operands must then share one layout (`same`): the elementwise ops and
+// pools (input and output), binary ops (the operands of the output's shape and
+// the output; a broadcast operand is read plain), and Convert (a reorder or
+// the quantizing loop, any layouts). Int8 convolutions read and write either
+// (staging the other), their full-tensor post-op operands too.
+bool is_unary_eltwise(graph::OpKind k) {
+  using graph::OpKind;
+  switch (k) {
+    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Elu: case OpKind::Sigmoid:
+    case OpKind::Tanh: case OpKind::Gelu: case OpKind::HSwish: case OpKind::HSigmoid:
+    case OpKind::Swish: case OpKind::Exp: case OpKind::Abs: case OpKind::Sqrt:
+    case OpKind::Round: case OpKind::Clamp: return true;
+    default: return false;
+  }
 }
 
-// u8/s8 activations that only travel between int8 convolutions, int8 pools
-// and the reorders that quantize or dequantize them are stored channels last,
-// the layout oneDNN's int8 kernels want; everything else stays plain. A pool
-// reads and writes one layout, so one whose two sides disagree makes both
-// plain (repeated until nothing changes).
+bool is_binary_on_dnnl(const graph::Graph& g, const graph::Node& n) {
+  if (!graph::is_elementwise_binary(n.kind)) return false;
+  const Shape& out = g.value(n.outputs[0]).shape;
+  // make_binary needs one operand of the output's shape (the other
+  // broadcast); both broadcast falls back to a plain loop.
+  return g.value(n.inputs[0]).shape == out || g.value(n.inputs[1]).shape == out;
+}
+
+// The operands of `n` that must share the output's layout, with the output;
+// empty when `n` imposes nothing or cannot run channels last at all.
+std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph::Node& n) {
+  using graph::OpKind;
+  const Shape& out = g.value(n.outputs[0]).shape;
+  if (is_unary_eltwise(n.kind) || n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool) {
+    return {n.inputs[0], n.outputs[0]};
+  }
+  if (is_binary_on_dnnl(g, n)) {
+    std::vector<graph::ValueId> group{n.outputs[0]};
+    for (graph::ValueId v : n.inputs) {
+      if (g.value(v).shape == out) group.push_back(v);
+    }
+    return group;
+  }
+  return {};
+}
+
+// `n` reads or writes `v` in either layout.
+bool takes_channels_last(const graph::Graph& g, const graph::Node& n, graph::ValueId v) {
+  using graph::OpKind;
+  if (is_spatial_quantized(n.kind)) return true;
+  if (n.kind == OpKind::Convert) {
+    return n.attr<graph::ConvertAttrs>().to != ElementType::s32 &&
+           g.value(n.inputs[0]).type != ElementType::s32;  // the s32 loop is plain
+  }
+  const auto group = same_layout_group(g, n);
+  return std::find(group.begin(), group.end(), v) != group.end();
+}
+
+// Spatial dims all 1: both layouts are the same bytes.
+bool layout_free(const Shape& s) {
+  return std::all_of(s.begin() + 2, s.end(), [](std::int64_t d) { return d == 1; });
+}
+
+// Activations (rank 3 to 5, f32 / u8 / s8) whose producer and readers all take
+// channels last are stored so (any whose spatial dims are all 1 whenever its
+// producer takes it: nobody can tell), the layout oneDNN's int8 convolutions want:
+// the data then crosses no reorder between them and the elementwise ops, pools
+// and quantizations around them. A group of operands that must share a layout
+// but does not is made plain, repeated until nothing changes. Graph inputs
+// and outputs are plain.
 std::vector<plugin::Layout> plan_layouts(const graph::Graph& g) {
   std::vector<plugin::Layout> layouts(g.value_count(), plugin::Layout::plain);
-  const auto int8_kernel = [&g](const graph::Node& n) {
-    return is_spatial_quantized(n.kind) || is_int8_pool(g, n);
-  };
   for (std::uint32_t i = 0; i < g.value_count(); ++i) {
     const graph::ValueId id{i};
     const graph::Value& v = g.value(id);
     if (v.shape.size() < 3 || v.shape.size() > 5) continue;
-    if (v.type != ElementType::u8 && v.type != ElementType::s8) continue;
+    if (v.type != ElementType::u8 && v.type != ElementType::s8 && v.type != ElementType::f32) {
+      continue;
+    }
     if (!v.producer.valid() || g.is_graph_output(id)) continue;
     const graph::Node& p = g.node(v.producer);
-    if (!int8_kernel(p) && p.kind != graph::OpKind::Convert) continue;
-    bool ok = true;
-    for (graph::NodeId c : g.consumers(id)) {
-      const graph::Node& n = g.node(c);
-      ok = ok && (n.kind == graph::OpKind::Convert || int8_kernel(n));
+    if (p.erased || !takes_channels_last(g, p, id)) continue;
+    bool ok = layout_free(v.shape);
+    if (!ok) {
+      ok = true;
+      for (graph::NodeId c : g.consumers(id)) ok = ok && takes_channels_last(g, g.node(c), id);
     }
     if (ok) layouts[i] = plugin::Layout::channels_last;
   }
+  const std::vector<graph::NodeId> order = g.topological_order();
   for (bool changed = true; changed;) {
     changed = false;
-    for (graph::NodeId id : g.topological_order()) {
-      const graph::Node& n = g.node(id);
-      if (!is_int8_pool(g, n)) continue;
-      auto& in = layouts[n.inputs[0].index];
-      auto& out = layouts[n.outputs[0].index];
-      if (in != out) {
-        in = out = plugin::Layout::plain;
-        changed = true;
+    for (graph::NodeId id : order) {
+      std::vector<graph::ValueId> group;
+      for (graph::ValueId v : same_layout_group(g, g.node(id))) {
+        if (!layout_free(g.value(v).shape)) group.push_back(v);
       }
+      if (group.empty()) continue;
+      const plugin::Layout first = layouts[group[0].index];
+      const bool agree = std::all_of(group.begin(), group.end(), [&](graph::ValueId v) {
+        return layouts[v.index] == first;
+      });
+      if (agree) continue;
+      for (graph::ValueId v : group) layouts[v.index] = plugin::Layout::plain;
+      changed = true;
     }
   }
   return layouts;
@@ -239,10 +299,7 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
         op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
                                           in_place[id.index]);
       } else if (node.kind == graph::OpKind::Convert &&
-                 node.attr<graph::ConvertAttrs>().quantizes()) {
-        op = plugin::make_quantize(impl->graph, node,
-                                   layout_of(node.outputs[0]) == plugin::Layout::channels_last);
-      } else if (node.kind == graph::OpKind::Convert &&
+                 !node.attr<graph::ConvertAttrs>().quantizes() &&
                  (layout_of(node.inputs[0]) != plugin::Layout::plain ||
                   layout_of(node.outputs[0]) != plugin::Layout::plain)) {
         const graph::Value& in = impl->graph.value(node.inputs[0]);
@@ -250,16 +307,8 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
         op = plugin::make_convert(node, impl->engine,
                                   plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
                                   plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
-      } else if (is_int8_pool(impl->graph, node) &&
-                 layout_of(node.inputs[0]) == plugin::Layout::channels_last) {
-        const graph::Value& in = impl->graph.value(node.inputs[0]);
-        const graph::Value& out = impl->graph.value(node.outputs[0]);
-        op = plugin::make_pool(impl->graph, node, impl->engine,
-                               plugin::layout_desc(in.shape, in.type, plugin::Layout::channels_last),
-                               plugin::layout_desc(out.shape, out.type, plugin::Layout::channels_last),
-                               true);
       } else {
-        op = plugin::make_unfused_op(impl->graph, node, impl->engine);
+        op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of);
       }
     } catch (const dnnl::error& e) {
       throw CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +

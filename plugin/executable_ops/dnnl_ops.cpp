@@ -87,10 +87,14 @@ memory::dims to_dims(const graph::Ints& v) { return memory::dims(v.begin(), v.en
 struct Operands {
   const graph::Graph& graph;
   const Node& node;
+  const LayoutOf& layout_of;
   const graph::Value& in(std::size_t i) const { return graph.value(node.inputs[i]); }
   const graph::Value& out() const { return graph.value(node.outputs[0]); }
-  memory::desc in_md(std::size_t i) const { return plain_desc(in(i).shape, in(i).type); }
-  memory::desc out_md() const { return plain_desc(out().shape, out().type); }
+  Layout layout(graph::ValueId v) const { return layout_of ? layout_of(v) : Layout::plain; }
+  memory::desc in_md(std::size_t i) const {
+    return layout_desc(in(i).shape, in(i).type, layout(node.inputs[i]));
+  }
+  memory::desc out_md() const { return layout_desc(out().shape, out().type, layout(node.outputs[0])); }
   bool has(std::size_t i) const { return node.inputs.size() > i; }
 };
 
@@ -279,8 +283,14 @@ std::unique_ptr<ExecutableOp> make_binary(const Operands& o, const dnnl::engine&
     first = 1;
   }
   const std::size_t second = 1 - first;
-  const memory::desc src0 = plain_desc(pad_rank(o.in(first).shape, rank), ElementType::f32);
-  const memory::desc src1 = plain_desc(pad_rank(o.in(second).shape, rank), ElementType::f32);
+  // A full-shape operand in its buffer's layout; a broadcast one is plain
+  // (with size-1 spatial dims both layouts are the same bytes).
+  const auto operand = [&](std::size_t i) {
+    return o.in(i).shape == out ? o.in_md(i)
+                                : plain_desc(pad_rank(o.in(i).shape, rank), ElementType::f32);
+  };
+  const memory::desc src0 = operand(first);
+  const memory::desc src1 = operand(second);
   dnnl::binary::desc desc(binary_algorithm(o.node.kind), src0, src1, o.out_md());
   dnnl::binary::primitive_desc pd(desc, user_scratchpad(), engine);
   return make_op(o.node, engine, pd,
@@ -326,10 +336,10 @@ bool is_global(const Operands& o, const graph::PoolAttrs& a) {
   return true;
 }
 
-std::unique_ptr<ExecutableOp> make_pool(const Operands& o, const dnnl::engine& engine,
-                                        const memory::desc& src, const memory::desc& dst,
-                                        bool channels_last) {
+std::unique_ptr<ExecutableOp> make_pool(const Operands& o, const dnnl::engine& engine) {
   const auto& a = o.node.attr<graph::PoolAttrs>();
+  const memory::desc src = o.in_md(0), dst = o.out_md();
+  const bool channels_last = o.layout(o.node.inputs[0]) == Layout::channels_last;
   dnnl::primitive_attr attr = user_scratchpad();
   if (a.out_scale != 1.0f || a.out_shift != 0.0f) {
     dnnl::post_ops po;
@@ -430,15 +440,9 @@ std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::
                  {{DNNL_ARG_FROM, node.inputs[0], src}, {DNNL_ARG_TO, node.outputs[0], dst}});
 }
 
-std::unique_ptr<ExecutableOp> make_pool(const graph::Graph& graph, const graph::Node& node,
-                                        const dnnl::engine& engine, const memory::desc& src,
-                                        const memory::desc& dst, bool channels_last) {
-  return make_pool(Operands{graph, node}, engine, src, dst, channels_last);
-}
-
 std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const graph::Node& node,
-                                           const dnnl::engine& engine) {
-  const Operands o{graph, node};
+                                           const dnnl::engine& engine, const LayoutOf& layout_of) {
+  const Operands o{graph, node, layout_of};
   switch (node.kind) {
     case OpKind::Convolution: return make_convolution(o, engine);
     case OpKind::Deconvolution: return make_deconvolution(o, engine);
@@ -481,7 +485,7 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
     case OpKind::PRelu: return make_prelu(o, engine);
     case OpKind::BatchNormalization: return make_batch_norm(o, engine);
     case OpKind::MaxPool:
-    case OpKind::AvgPool: return make_pool(o, engine, o.in_md(0), o.out_md(), false);
+    case OpKind::AvgPool: return make_pool(o, engine);
     case OpKind::Transpose: return make_transpose(o, engine);
     case OpKind::Concat: return make_concat(o, engine);
     case OpKind::Convert: return make_reorder(o, engine, o.in_md(0));

@@ -97,17 +97,20 @@ class FakeQuantizeOp final : public ExecutableOp {
 
 // A quantizing Convert: FakeQuantize's formula, computed as FakeQuantizeOp
 // does (f64, the same operations in the same order, so every tie rounds the
-// same way), writing the stored u8/s8 directly, plain or channels last. One
-// straight loop per channel plane, no per-element broadcasting.
+// same way), writing the stored u8/s8 directly. Input and output each plain or
+// channels last: one straight loop when they agree, else one per channel plane.
 class QuantizeOp final : public ExecutableOp {
  public:
-  QuantizeOp(const graph::Graph& g, const Node& node, bool channels_last) : ExecutableOp(node) {
+  QuantizeOp(const graph::Graph& g, const Node& node, bool in_channels_last,
+             bool out_channels_last)
+      : ExecutableOp(node) {
     const auto& a = node.attr<graph::ConvertAttrs>();
     il_ = a.input_low;
     range_ = static_cast<double>(a.input_high) - static_cast<double>(a.input_low);
     lo_ = a.to == ElementType::u8 ? 0 : -128;
     const Shape& s = g.value(node.inputs[0]).shape;
-    channels_last_ = channels_last && s.size() >= 3;
+    in_cl_ = in_channels_last && s.size() >= 3;
+    out_cl_ = out_channels_last && s.size() >= 3;
     outer_ = s.empty() ? 1 : s[0];
     channels_ = s.size() >= 2 ? s[1] : 1;
     inner_ = 1;
@@ -135,28 +138,37 @@ class QuantizeOp final : public ExecutableOp {
     // Round half to even of t in [0, 255] by adding and removing 1.5 * 2^52
     // (the default rounding mode does the rounding); vectorizes, unlike nearbyint.
     constexpr double kRound = 6755399441055744.0;
-    const auto plane = [&](const float* src, T* dst, std::int64_t n, std::int64_t stride) {
+    const auto plane = [&](const float* src, T* dst, std::int64_t src_stride, std::int64_t n,
+                           std::int64_t dst_stride) {
       for (std::int64_t i = 0; i < n; ++i) {
-        double t = (static_cast<double>(src[i]) - il) * 255.0 / range;
+        double t = (static_cast<double>(src[i * src_stride]) - il) * 255.0 / range;
         t = std::max(0.0, std::min(255.0, t));  // NaN -> 255, as min(255, NaN) is 255
         t = (t + kRound) - kRound;
-        dst[i * stride] = static_cast<T>(static_cast<int>(t) + lo);
+        dst[i * dst_stride] = static_cast<T>(static_cast<int>(t) + lo);
       }
     };
-    if (!channels_last_) {
-      plane(x, y, outer_ * channels_ * inner_, 1);
+    if (in_cl_ == out_cl_) {
+      plane(x, y, 1, outer_ * channels_ * inner_, 1);
       return;
     }
+    // Offsets of element (n, c, 0) and the step along the spatial dims.
+    const std::int64_t plain_step = 1, cl_step = channels_;
     for (std::int64_t n = 0; n < outer_; ++n) {
       for (std::int64_t c = 0; c < channels_; ++c) {
-        plane(x + (n * channels_ + c) * inner_, y + n * channels_ * inner_ + c, inner_, channels_);
+        const std::int64_t plain = (n * channels_ + c) * inner_;
+        const std::int64_t cl = n * channels_ * inner_ + c;
+        if (in_cl_) {
+          plane(x + cl, y + plain, cl_step, inner_, plain_step);
+        } else {
+          plane(x + plain, y + cl, plain_step, inner_, cl_step);
+        }
       }
     }
   }
 
   double il_ = 0.0, range_ = 1.0;
   int lo_ = 0;
-  bool channels_last_ = false;
+  bool in_cl_ = false, out_cl_ = false;
   std::int64_t outer_ = 1, channels_ = 1, inner_ = 1;
 };
 
@@ -342,13 +354,12 @@ std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
   return std::make_unique<BroadcastBinaryOp>(graph, node);
 }
 
-std::unique_ptr<ExecutableOp> make_quantize(const graph::Graph& graph, const graph::Node& node,
-                                            bool channels_last) {
-  return std::make_unique<QuantizeOp>(graph, node, channels_last);
-}
-
 std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
-                                                const graph::Node& node) {
+                                                const graph::Node& node,
+                                                const LayoutOf& layout_of) {
+  const auto cl = [&layout_of](graph::ValueId v) {
+    return layout_of && layout_of(v) == Layout::channels_last;
+  };
   switch (node.kind) {
     case OpKind::FakeQuantize: return std::make_unique<FakeQuantizeOp>(graph, node);
     case OpKind::Reshape:
@@ -356,7 +367,7 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
     case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node);
     case OpKind::Convert:
       if (node.attr<graph::ConvertAttrs>().quantizes()) {
-        return std::make_unique<QuantizeOp>(graph, node, false);
+        return std::make_unique<QuantizeOp>(graph, node, cl(node.inputs[0]), cl(node.outputs[0]));
       }
       if (node.attr<graph::ConvertAttrs>().to == ElementType::s32) {
         return std::make_unique<ConvertToS32Op>(node);
