@@ -203,6 +203,16 @@ int run_command(const Args& args) {
   return 0;
 }
 
+// The process's peak resident set (VmHWM), in MiB; 0 where /proc has none.
+double peak_rss_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  }
+  return 0.0;
+}
+
 int bench_command(const Args& args) {
   const std::string model_name = model_argument(args);
   const int requests = std::max(1, args.int_value("--requests", 1));
@@ -244,13 +254,14 @@ int bench_command(const Args& args) {
   std::vector<double> all;
   for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   const double throughput = static_cast<double>(all.size()) / elapsed_s;
+  const double rss_mib = peak_rss_mib();
   std::cout << std::fixed << std::setprecision(3) << "model " << model_name << " ("
             << (args.flag("--unfused") ? "unfused" : "fused") << "), " << requests
             << " request(s) x " << per_request << " thread(s), " << all.size()
             << " inferences in " << elapsed_s << " s\n"
             << "latency ms: median " << median(all) << "  p90 " << percentile(all, 0.9)
             << "  min " << percentile(all, 0.0) << "\nthroughput: " << throughput
-            << " inferences/s\n";
+            << " inferences/s\npeak RSS: " << rss_mib << " MiB (the whole process, compile included)\n";
   if (auto path = args.value("--json")) {
     std::ofstream out(*path);
     if (!out) throw IoError("write " + *path + ": cannot create the file");
@@ -260,7 +271,8 @@ int bench_command(const Args& args) {
         << ", \"inferences\": " << all.size() << ", \"seconds\": " << elapsed_s
         << ", \"latency_ms_median\": " << median(all)
         << ", \"latency_ms_p90\": " << percentile(all, 0.9)
-        << ", \"throughput_per_s\": " << throughput << "}\n";
+        << ", \"throughput_per_s\": " << throughput << ", \"peak_rss_mib\": " << rss_mib
+        << "}\n";
   }
   return 0;
 }

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""qfuse against ONNX Runtime 1.30 CPU, side by side, on every model of a corpus.
+
+For each MODEL.onnx in CORPUS_DIR (default build/corpus): the same inputs
+(the model's recorded input when the corpus has one, else deterministic
+uniform values in [-1, 1]) run through ONNX Runtime (npm onnxruntime-node,
+installed on first use into bench/peers/.ort with ONNXRUNTIME_NODE_INSTALL=skip:
+its CPU binaries ship in the package) and through qfuse, at 1 and 2 threads.
+One row per model: medians and their ratio (ORT / qfuse, above 1 qfuse is
+faster), peak RSS of each process (ORT's without Node's own before the
+session), and the largest difference between the two outputs: in LSB of the
+output grid when the model dequantizes its output, else absolute; and how
+much is equal (elements on a grid, rows with the same argmax otherwise).
+
+    bench/peers/peers.py [CORPUS_DIR] [--qfuse build/tools/qfuse] [--seconds 3]
+
+Not part of CI: it times things and may download the npm package.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zlib
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ORT_DIR = os.path.join(HERE, ".ort")
+ORT_VERSION = "1.30.0"
+
+
+def ensure_ort():
+    if os.path.isdir(os.path.join(ORT_DIR, "node_modules", "onnxruntime-node")):
+        return
+    os.makedirs(ORT_DIR, exist_ok=True)
+    env = dict(os.environ, ONNXRUNTIME_NODE_INSTALL="skip")
+    subprocess.run(["npm", "install", "--prefix", ORT_DIR, "--no-audit", "--no-fund",
+                    f"onnxruntime-node@{ORT_VERSION}"], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+
+
+def make_inputs(path, out_dir):
+    model = onnx.load(path)
+    inits = {t.name for t in model.graph.initializer}
+    stem = os.path.basename(path)[:-5]
+    recorded = os.path.join(os.path.dirname(path),
+                            re.sub(r"_(qdq|wq|f32)$", "", stem) + "_f32.input.npy")
+    rng = np.random.default_rng(zlib.crc32(stem.encode()))
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        shape = [d.dim_value for d in tt.shape.dim]
+        if os.path.exists(recorded) and len(model.graph.input) - len(inits) <= 1:
+            x = np.load(recorded).astype(np.float32)
+        else:
+            x = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+        np.save(os.path.join(out_dir, vi.name + ".npy"), x)
+
+
+def output_steps(path):
+    """Output name -> quantization step when a DequantizeLinear makes it."""
+    model = onnx.load(path)
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    consts = {n.output[0]: numpy_helper.to_array(n.attribute[0].t)
+              for n in model.graph.node if n.op_type == "Constant" and n.attribute}
+    steps = {}
+    for n in model.graph.node:
+        if n.op_type == "DequantizeLinear" and any(n.output[0] == o.name for o in model.graph.output):
+            s = inits.get(n.input[1], consts.get(n.input[1]))
+            if s is not None and s.size == 1:
+                steps[n.output[0]] = float(s.reshape(-1)[0])
+    return steps
+
+
+def run(cmd, env=None):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(" ".join(cmd) + " failed:\n" + p.stderr[-2000:])
+    return p.stdout
+
+
+def ort(path, inputs, outputs, threads, seconds):
+    out = run(["node", os.path.join(HERE, "ort_run.js"), path, inputs, outputs, str(threads),
+               str(seconds)], env=dict(os.environ, NODE_PATH=os.path.join(ORT_DIR, "node_modules")))
+    r = json.loads(out.strip().splitlines()[-1])
+    return r["median_ms"], r["peak_rss_mib"] - r["base_rss_mib"]
+
+
+def qfuse(exe, path, inputs, outputs, threads, seconds, tmp):
+    js = os.path.join(tmp, f"bench{threads}.json")
+    run([exe, "bench", path, "--threads", str(threads), "--time", str(seconds), "--json", js])
+    r = json.load(open(js))
+    run([exe, "run", path, "--inputs", inputs, "--outputs", outputs, "--threads", str(threads),
+         "--repeat", "0"])
+    return r["latency_ms_median"], r["peak_rss_mib"]
+
+
+def compare(path, ort_out, qf_out):
+    steps = output_steps(path)
+    worst, equal, total, unit = 0.0, 0, 0, "LSB"
+    for f in sorted(os.listdir(ort_out)):
+        a = np.load(os.path.join(ort_out, f)).astype(np.float64)
+        b = np.load(os.path.join(qf_out, f)).astype(np.float64)
+        d = np.abs(a - b)
+        step = steps.get(f[:-4])
+        if step:
+            d = d / step
+            equal += int((d < 0.01).sum())
+        else:
+            # No grid (a softmax, logits): the answer is what counts, so
+            # "equal" is the share of rows with the same argmax.
+            unit = "abs"
+            rows_a = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+            rows_b = b.reshape(-1, b.shape[-1]) if b.ndim else b.reshape(1, 1)
+            same = rows_a.argmax(axis=1) == rows_b.argmax(axis=1)
+            equal += int(same.sum()) * (d.size // max(1, same.size))
+        total += d.size
+        worst = max(worst, float(d.max()) if d.size else 0.0)
+    return worst, unit, 100.0 * equal / max(1, total)
+
+
+def implementations(exe, paths):
+    impls = set()
+    for p in paths:
+        out = subprocess.run([exe, "compare", p], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True).stdout
+        impls.update(re.findall(r"\[Quantized\w+\] (\S+)", out))
+    return sorted(impls)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("corpus", nargs="?", default=os.path.join("build", "corpus"))
+    ap.add_argument("--qfuse", default=os.path.join("build", "tools", "qfuse"))
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--only", nargs="*")
+    args = ap.parse_args()
+    ensure_ort()
+    models = sorted(f[:-5] for f in os.listdir(args.corpus) if f.endswith(".onnx"))
+    if args.only:
+        models = [m for m in models if m in args.only]
+    paths = [os.path.join(args.corpus, m + ".onnx") for m in models]
+    print("int8 implementations: " + ", ".join(implementations(args.qfuse, paths)))
+    print("| model | ORT 1t ms | qfuse 1t ms | ratio 1t | ORT 2t ms | qfuse 2t ms | ratio 2t "
+          "| ORT RSS MiB | qfuse RSS MiB | max diff | equal |")
+    print("| --- " * 11 + "|")
+    for m, path in zip(models, paths):
+        with tempfile.TemporaryDirectory() as tmp:
+            inputs = os.path.join(tmp, "in")
+            os.makedirs(inputs)
+            make_inputs(path, inputs)
+            row, rss = [], [0.0, 0.0]
+            for t in (1, 2):
+                o_ms, o_rss = ort(path, inputs, os.path.join(tmp, "ort"), t, args.seconds)
+                q_ms, q_rss = qfuse(args.qfuse, path, inputs, os.path.join(tmp, "qf"), t,
+                                    args.seconds, tmp)
+                row += [f"{o_ms:.3f}", f"{q_ms:.3f}", f"{o_ms / q_ms:.2f}x"]
+                rss = [max(rss[0], o_rss), max(rss[1], q_rss)]
+            worst, unit, eq = compare(path, os.path.join(tmp, "ort"), os.path.join(tmp, "qf"))
+            diff = f"{worst:.3g} {unit}"
+            print(f"| {m} | " + " | ".join(row) + f" | {rss[0]:.1f} | {rss[1]:.1f} | {diff} | {eq:.1f}% |")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
