@@ -5,6 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "graph/broadcast.hpp"
 #include "plugin/dnnl_utils.hpp"
@@ -95,6 +100,51 @@ class FakeQuantizeOp final : public ExecutableOp {
   double levels_ = 256.0;
 };
 
+// The quantization level of x by FakeQuantize's f64 formula, stored as T:
+// clamp((x - il) * 255 / range, 0, 255) rounded half to even, plus lo. The
+// rounding adds and removes 1.5 * 2^52 (the default rounding mode rounds);
+// NaN lands on 255.
+constexpr double kRoundHalfEven = 6755399441055744.0;
+
+template <typename T>
+T quantize_level(float x, double il, double range, int lo) {
+  double t = (static_cast<double>(x) - il) * 255.0 / range;
+  t = t < 255.0 ? t : 255.0;
+  t = t > 0.0 ? t : 0.0;
+  t = (t + kRoundHalfEven) - kRoundHalfEven;
+  return static_cast<T>(static_cast<int>(t) + lo);
+}
+
+// quantize_level over a contiguous span, four values per step with SSE2 (the
+// same f64 operations, so the same results).
+template <typename T>
+void quantize_span(const float* x, T* y, std::int64_t n, double il, double range, int lo) {
+  std::int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128d vil = _mm_set1_pd(il), v255 = _mm_set1_pd(255.0), vrange = _mm_set1_pd(range);
+  const __m128d vzero = _mm_setzero_pd(), vround = _mm_set1_pd(kRoundHalfEven);
+  const __m128i vlo = _mm_set1_epi32(lo);
+  const auto level = [&](__m128d t) {
+    t = _mm_div_pd(_mm_mul_pd(_mm_sub_pd(t, vil), v255), vrange);
+    t = _mm_min_pd(t, v255);  // NaN -> 255 (minpd returns the second operand)
+    t = _mm_max_pd(t, vzero);
+    t = _mm_sub_pd(_mm_add_pd(t, vround), vround);
+    return _mm_cvttpd_epi32(t);  // two int32 in the low half
+  };
+  for (; i + 4 <= n; i += 4) {
+    const __m128 f = _mm_loadu_ps(x + i);
+    const __m128i lo2 = level(_mm_cvtps_pd(f));
+    const __m128i hi2 = level(_mm_cvtps_pd(_mm_movehl_ps(f, f)));
+    const __m128i q = _mm_add_epi32(_mm_unpacklo_epi64(lo2, hi2), vlo);
+    const __m128i w = _mm_packs_epi32(q, q);  // in [-128, 255]: exact in int16
+    const __m128i b = std::is_same_v<T, std::uint8_t> ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w);
+    const std::int32_t four = _mm_cvtsi128_si32(b);
+    std::memcpy(y + i, &four, 4);
+  }
+#endif
+  for (; i < n; ++i) y[i] = quantize_level<T>(x[i], il, range, lo);
+}
+
 // A quantizing Convert: FakeQuantize's formula, computed as FakeQuantizeOp
 // does (f64, the same operations in the same order, so every tie rounds the
 // same way), writing the stored u8/s8 directly. Input and output each plain or
@@ -135,36 +185,46 @@ class QuantizeOp final : public ExecutableOp {
   void run(const float* x, T* y) const {
     const double il = il_, range = range_;
     const int lo = lo_;
-    // Round half to even of t in [0, 255] by adding and removing 1.5 * 2^52
-    // (the default rounding mode does the rounding); vectorizes, unlike nearbyint.
-    constexpr double kRound = 6755399441055744.0;
     const auto plane = [&](const float* src, T* dst, std::int64_t src_stride, std::int64_t n,
                            std::int64_t dst_stride) {
+      if (src_stride == 1 && dst_stride == 1) {
+        quantize_span(src, dst, n, il, range, lo);
+        return;
+      }
       for (std::int64_t i = 0; i < n; ++i) {
-        double t = (static_cast<double>(src[i * src_stride]) - il) * 255.0 / range;
-        t = std::max(0.0, std::min(255.0, t));  // NaN -> 255, as min(255, NaN) is 255
-        t = (t + kRound) - kRound;
-        dst[i * dst_stride] = static_cast<T>(static_cast<int>(t) + lo);
+        dst[i * dst_stride] = quantize_level<T>(src[i * src_stride], il, range, lo);
       }
     };
+    // On all of the request's threads once there is enough work to share.
+    const std::int64_t total = outer_ * channels_ * inner_;
+    const bool parallel = total >= kParallelFrom;
     if (in_cl_ == out_cl_) {
-      plane(x, y, 1, outer_ * channels_ * inner_, 1);
+      constexpr std::int64_t kChunk = 4096;
+      const std::int64_t chunks = (total + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (parallel)
+      for (std::int64_t k = 0; k < chunks; ++k) {
+        const std::int64_t begin = k * kChunk;
+        plane(x + begin, y + begin, 1, std::min(kChunk, total - begin), 1);
+      }
       return;
     }
     // Offsets of element (n, c, 0) and the step along the spatial dims.
     const std::int64_t plain_step = 1, cl_step = channels_;
-    for (std::int64_t n = 0; n < outer_; ++n) {
-      for (std::int64_t c = 0; c < channels_; ++c) {
-        const std::int64_t plain = (n * channels_ + c) * inner_;
-        const std::int64_t cl = n * channels_ * inner_ + c;
-        if (in_cl_) {
-          plane(x + cl, y + plain, cl_step, inner_, plain_step);
-        } else {
-          plane(x + plain, y + cl, plain_step, inner_, cl_step);
-        }
+    const std::int64_t planes = outer_ * channels_;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t p = 0; p < planes; ++p) {
+      const std::int64_t n = p / channels_, c = p % channels_;
+      const std::int64_t plain = (n * channels_ + c) * inner_;
+      const std::int64_t cl = n * channels_ * inner_ + c;
+      if (in_cl_) {
+        plane(x + cl, y + plain, cl_step, inner_, plain_step);
+      } else {
+        plane(x + plain, y + cl, plain_step, inner_, cl_step);
       }
     }
   }
+
+  static constexpr std::int64_t kParallelFrom = 32768;
 
   double il_ = 0.0, range_ = 1.0;
   int lo_ = 0;
