@@ -146,6 +146,11 @@ std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph
 bool takes_channels_last(const graph::Graph& g, const graph::Node& n, graph::ValueId v) {
   using graph::OpKind;
   if (is_spatial_quantized(n.kind)) return true;
+  // An f32 convolution with constant weights, on its source and destination.
+  if (n.kind == OpKind::Convolution && g.value(n.inputs[1]).is_constant() &&
+      g.value(n.inputs[0]).type == ElementType::f32) {
+    return v == n.inputs[0] || v == n.outputs[0];
+  }
   if (n.kind == OpKind::Convert) {
     return n.attr<graph::ConvertAttrs>().to != ElementType::s32 &&
            g.value(n.inputs[0]).type != ElementType::s32;  // the s32 loop is plain

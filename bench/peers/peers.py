@@ -157,6 +157,11 @@ def main():
             os.makedirs(inputs)
             make_inputs(path, inputs)
             row, rss = [], [0.0, 0.0]
+            try:
+                ort(path, inputs, os.path.join(tmp, "ort"), 1, 0)
+            except RuntimeError as e:
+                print(f"| {m} | ONNX Runtime cannot run it: {e.args[0].splitlines()[-1][:160]} |")
+                continue
             for t in (1, 2):
                 o_ms, o_rss = ort(path, inputs, os.path.join(tmp, "ort"), t, args.seconds)
                 q_ms, q_rss = qfuse(args.qfuse, path, inputs, os.path.join(tmp, "qf"), t,

@@ -2,6 +2,7 @@
 // Each builder only describes the primitive and which graph value feeds which
 // oneDNN argument; DnnlOp does the rest.
 
+#include <cstring>
 #include <unordered_map>
 
 #include "plugin/dnnl_utils.hpp"
@@ -98,8 +99,116 @@ struct Operands {
   bool has(std::size_t i) const { return node.inputs.size() > i; }
 };
 
+// An f32 convolution with constant weights: the weights are reordered once
+// into the layout the implementation picks (format any), the source and
+// destination are the buffers' layouts (channels last between layers, where
+// oneDNN runs brgconv rather than gemm). When only oneDNN's reference
+// implementation takes that pair, the destination is written in the layout
+// the primitive picks and reordered into the buffer after it.
+class ConvolutionOp final : public ExecutableOp {
+ public:
+  ConvolutionOp(const Node& node, const dnnl::engine& engine,
+                dnnl::convolution_forward::primitive_desc pd, const memory::desc& w_plain,
+                const Tensor& weights, const Tensor* bias, const memory::desc& user_dst)
+      : ExecutableOp(node), engine_(engine), pd_(std::move(pd)), user_dst_md_(user_dst) {
+    primitive_ = dnnl::convolution_forward(pd_);
+    dnnl::stream s(engine_);
+    weights_ = memory(pd_.weights_desc(), engine_);
+    memory plain(w_plain, engine_, const_cast<void*>(weights.raw_data()));
+    dnnl::reorder(plain, weights_).execute(s, plain, weights_);
+    s.wait();
+    if (bias != nullptr) {
+      bias_ = memory(pd_.bias_desc(), engine_);
+      std::memcpy(bias_.get_data_handle(), bias->raw_data(), bias->byte_size());
+    }
+    scratch_ = pd_.scratchpad_desc().get_size();
+    implementation_ = pd_.impl_info_str();
+    if (pd_.dst_desc() != user_dst_md_) {
+      stage_offset_ = (scratch_ + 63) / 64 * 64;
+      scratch_ = stage_offset_ + pd_.dst_desc().get_size();
+      dst_reorder_ = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine_, pd_.dst_desc(), engine_, user_dst_md_));
+      implementation_ += " + reorder";
+    }
+  }
+
+  void execute(ExecContext& ctx) const override {
+    // This request's memory objects, made on its first run; later runs only
+    // point them at the buffers.
+    struct State {
+      std::unordered_map<int, memory> args;
+      memory user_dst;  // the staged destination's target
+    };
+    std::any& slot = ctx.op_state();
+    if (!slot.has_value()) {
+      State st;
+      st.args.emplace(DNNL_ARG_SRC, memory(pd_.src_desc(), engine_, nullptr));
+      st.args.emplace(DNNL_ARG_WEIGHTS, weights_);
+      if (bias_) st.args.emplace(DNNL_ARG_BIAS, bias_);
+      st.args.emplace(DNNL_ARG_DST, memory(pd_.dst_desc(), engine_, nullptr));
+      st.args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), engine_, nullptr));
+      st.user_dst = memory(user_dst_md_, engine_, nullptr);
+      slot = std::move(st);
+    }
+    State& st = std::any_cast<State&>(slot);
+    auto* scratch = static_cast<std::uint8_t*>(ctx.scratchpad());
+    void* user_dst = ctx.out(node().outputs[0]).raw_data();
+    st.args.at(DNNL_ARG_SRC).set_data_handle(const_cast<void*>(ctx.in(node().inputs[0]).raw_data()));
+    st.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
+    st.args.at(DNNL_ARG_DST).set_data_handle(dst_reorder_ ? scratch + stage_offset_ : user_dst);
+    primitive_.execute(ctx.stream(), st.args);
+    if (dst_reorder_) {
+      st.user_dst.set_data_handle(user_dst);
+      dst_reorder_.execute(ctx.stream(), st.args.at(DNNL_ARG_DST), st.user_dst);
+    }
+    ctx.stream().wait();
+  }
+
+  std::string implementation() const override { return implementation_; }
+  std::size_t scratchpad_size() const override { return scratch_; }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::primitive primitive_;
+  memory::desc user_dst_md_;
+  memory weights_, bias_;
+  dnnl::reorder dst_reorder_;
+  std::size_t scratch_ = 0, stage_offset_ = 0;
+  std::string implementation_;
+};
+
 std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::engine& engine) {
   const auto& a = o.node.attr<graph::ConvAttrs>();
+  if (o.in(1).is_constant() && (!o.has(2) || o.in(2).is_constant()) &&
+      o.in(0).type == ElementType::f32) {
+    const Shape& w = o.in(1).shape;
+    memory::desc w_plain = o.in_md(1);
+    if (a.groups > 1) {
+      Shape grouped{a.groups, w[0] / a.groups};
+      grouped.insert(grouped.end(), w.begin() + 1, w.end());
+      w_plain = plain_desc(grouped, ElementType::f32);
+    }
+    const memory::desc w_any(w_plain.dims(), memory::data_type::f32, memory::format_tag::any);
+    const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();
+    const auto make_pd = [&](const memory::desc& dst) {
+      dnnl::convolution_forward::desc desc(
+          prop_kind::forward_inference, algorithm::convolution_direct, o.in_md(0), w_any, b_md,
+          dst, to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
+          to_dims(a.pads_end));
+      return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), engine);
+    };
+    auto pd = make_pd(o.out_md());
+    if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) {
+      auto any = make_pd(memory::desc(o.out_md().dims(), memory::data_type::f32,
+                                      memory::format_tag::any));
+      if (std::string(any.impl_info_str()).find("ref") == std::string::npos) pd = any;
+    }
+    return std::make_unique<ConvolutionOp>(o.node, engine, std::move(pd), w_plain,
+                                           *o.in(1).constant,
+                                           o.has(2) ? o.in(2).constant.get() : nullptr,
+                                           o.out_md());
+  }
   const Shape& w = o.in(1).shape;
   memory::desc w_md = o.in_md(1);
   if (a.groups > 1) {
