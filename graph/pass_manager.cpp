@@ -70,12 +70,15 @@ constexpr std::array<PassEntry, 7> kFuse{{
     {"fuse_post_op_chain", fuse_post_op_chain},
     {"eliminate_dead_nodes", eliminate_dead_nodes},
 }};
-// What no layer took: quantizations as oneDNN reorders, constant expressions
-// evaluated once.
-constexpr std::array<PassEntry, 4> kFold{{
+// What no layer took: quantizations as one pass each, constant expressions
+// evaluated once, and scales and shifts after the f32 layers (whose weights
+// are constant by now) folded into their weights and biases.
+constexpr std::array<PassEntry, 6> kFold{{
     {"quantize_by_convert", quantize_by_convert},
     {"eliminate_dead_nodes", eliminate_dead_nodes},  // before folding what nobody reads
     {"fold_constants", fold_constants},
+    {"fold_scale_into_layer", fold_scale_into_layer},
+    {"fuse_bias", fuse_bias},
     {"eliminate_dead_nodes", eliminate_dead_nodes},
 }};
 

@@ -54,6 +54,10 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx);
 // layer took -> one quantizing Convert (a oneDNN reorder with scale and zero point).
 bool quantize_by_convert(Graph& g, PassContext& ctx);
 
+// An f32 layer with constant weights followed by a Multiply by a per-tensor
+// or per-channel constant takes it into its weights and bias.
+bool fold_scale_into_layer(Graph& g, PassContext& ctx);
+
 // Constant expressions feeding a layer's bias (an int32 DequantizeLinear) are
 // evaluated, leaving the weights' dequantize for the layer.
 bool lower_bias(Graph& g, PassContext& ctx);
