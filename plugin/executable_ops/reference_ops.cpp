@@ -62,6 +62,45 @@ class BroadcastBinaryOp final : public ExecutableOp {
 //   else q = round_half_to_even((x - il) * (L - 1) / (ih - il)),
 //        y = q * (oh - ol) / (L - 1) + ol.
 // Multiplying before dividing keeps values that sit exactly on a tie exact.
+// Rounds half to even a double in [0, 2^51] by adding and removing 1.5 * 2^52
+// (the default rounding mode does the rounding); NaN stays NaN.
+constexpr double kRoundHalfEven = 6755399441055744.0;
+
+// FakeQuantize with per-tensor ranges il < ih over a contiguous span: the
+// same f64 operations as the general loop below, two values per step with
+// SSE2, so the same results.
+void fake_quantize_span(const float* x, float* y, std::int64_t n, double il, double ih,
+                        double ol, double oh, double steps) {
+  const double range = ih - il, out_range = oh - ol;
+  const auto one = [&](double v) {
+    if (v <= il) return ol;
+    if (v > ih) return oh;
+    const double q = ((v - il) * steps / range + kRoundHalfEven) - kRoundHalfEven;
+    return q * out_range / steps + ol;
+  };
+  std::int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128d vil = _mm_set1_pd(il), vih = _mm_set1_pd(ih), vol = _mm_set1_pd(ol);
+  const __m128d voh = _mm_set1_pd(oh), vsteps = _mm_set1_pd(steps), vrange = _mm_set1_pd(range);
+  const __m128d vout = _mm_set1_pd(out_range), vround = _mm_set1_pd(kRoundHalfEven);
+  const auto two = [&](__m128d v) {
+    __m128d q = _mm_div_pd(_mm_mul_pd(_mm_sub_pd(v, vil), vsteps), vrange);
+    q = _mm_sub_pd(_mm_add_pd(q, vround), vround);
+    const __m128d mid = _mm_add_pd(_mm_div_pd(_mm_mul_pd(q, vout), vsteps), vol);
+    const __m128d le = _mm_cmple_pd(v, vil), gt = _mm_cmpgt_pd(v, vih);
+    const __m128d upper = _mm_or_pd(_mm_and_pd(gt, voh), _mm_andnot_pd(gt, mid));
+    return _mm_cvtpd_ps(_mm_or_pd(_mm_and_pd(le, vol), _mm_andnot_pd(le, upper)));
+  };
+  for (; i + 4 <= n; i += 4) {
+    const __m128 f = _mm_loadu_ps(x + i);
+    const __m128 lo = two(_mm_cvtps_pd(f));
+    const __m128 hi = two(_mm_cvtps_pd(_mm_movehl_ps(f, f)));
+    _mm_storeu_ps(y + i, _mm_movelh_ps(lo, hi));
+  }
+#endif
+  for (; i < n; ++i) y[i] = static_cast<float>(one(static_cast<double>(x[i])));
+}
+
 class FakeQuantizeOp final : public ExecutableOp {
  public:
   FakeQuantizeOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
@@ -70,6 +109,22 @@ class FakeQuantizeOp final : public ExecutableOp {
       strides_.push_back(broadcast_strides(g.value(node.inputs[i]).shape, out_shape_.size()));
     }
     levels_ = static_cast<double>(node.attr<graph::FakeQuantizeAttrs>().levels);
+    // Constant per-tensor ranges with il < ih: the straight loop.
+    per_tensor_ = true;
+    for (std::size_t i = 1; i < 5; ++i) {
+      const graph::Value& r = g.value(node.inputs[i]);
+      per_tensor_ = per_tensor_ && r.is_constant() && element_count(r.shape) == 1;
+    }
+    if (per_tensor_) {
+      for (std::size_t i = 0; i < 4; ++i) {
+        ranges_[i] = static_cast<double>(g.value(node.inputs[i + 1]).constant->as_float(0));
+      }
+      per_tensor_ = ranges_[0] < ranges_[1];
+    }
+  }
+
+  std::string implementation() const override {
+    return per_tensor_ ? "qfuse:fake_quantize" : "reference";
   }
 
   void execute(ExecContext& ctx) const override {
@@ -77,6 +132,18 @@ class FakeQuantizeOp final : public ExecutableOp {
     for (std::size_t i = 0; i < 5; ++i) in[i] = ctx.in(node().inputs[i]).data<float>().data();
     float* y = ctx.out(node().outputs[0]).data<float>().data();
     const double steps = levels_ - 1.0;
+    if (per_tensor_) {
+      const std::int64_t total = element_count(out_shape_);
+      constexpr std::int64_t kChunk = 4096;
+      const std::int64_t chunks = (total + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (total >= 32768)
+      for (std::int64_t k = 0; k < chunks; ++k) {
+        const std::int64_t begin = k * kChunk;
+        fake_quantize_span(in[0] + begin, y + begin, std::min(kChunk, total - begin), ranges_[0],
+                           ranges_[1], ranges_[2], ranges_[3], steps);
+      }
+      return;
+    }
     for_each_broadcast(out_shape_, strides_, [&](std::int64_t i, const auto& off) {
       const double x = in[0][off[0]];
       const double il = in[1][off[1]], ih = in[2][off[2]];
@@ -98,13 +165,13 @@ class FakeQuantizeOp final : public ExecutableOp {
   Shape out_shape_;
   std::vector<std::vector<std::int64_t>> strides_;
   double levels_ = 256.0;
+  bool per_tensor_ = false;
+  double ranges_[4] = {0, 0, 0, 0};  // il, ih, ol, oh
 };
 
 // The quantization level of x by FakeQuantize's f64 formula, stored as T:
-// clamp((x - il) * 255 / range, 0, 255) rounded half to even, plus lo. The
-// rounding adds and removes 1.5 * 2^52 (the default rounding mode rounds);
-// NaN lands on 255.
-constexpr double kRoundHalfEven = 6755399441055744.0;
+// clamp((x - il) * 255 / range, 0, 255) rounded half to even, plus lo; NaN
+// lands on 255.
 
 template <typename T>
 T quantize_level(float x, double il, double range, int lo) {
