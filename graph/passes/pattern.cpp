@@ -29,6 +29,12 @@ std::optional<std::vector<float>> constant_f32(const Graph& g, ValueId v) {
   return std::vector<float>(data.begin(), data.end());
 }
 
+std::optional<float> scalar_constant(const Graph& g, ValueId v) {
+  const auto values = constant_f32(g, v);
+  if (!values || values->size() != 1) return std::nullopt;
+  return (*values)[0];
+}
+
 std::optional<std::vector<float>> channel_vector(const Graph& g, ValueId v, const Shape& shape,
                                                  std::size_t axis) {
   auto values = constant_f32(g, v);

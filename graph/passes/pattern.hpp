@@ -17,6 +17,8 @@ const Node* producer_of(const Graph& g, ValueId v, OpKind kind);
 
 // Values of an f32 constant.
 std::optional<std::vector<float>> constant_f32(const Graph& g, ValueId v);
+// The value of a one-element f32 constant.
+std::optional<float> scalar_constant(const Graph& g, ValueId v);
 
 // A constant that, broadcast against `shape`, varies at most along `axis`:
 // its values as one number (size 1) or one per index of that axis.

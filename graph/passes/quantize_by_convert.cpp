@@ -24,12 +24,6 @@ namespace {
 constexpr std::string_view kPass = "quantize_by_convert";
 using namespace pattern;
 
-std::optional<float> scalar_of(const Graph& g, ValueId v) {
-  const Value& c = g.value(v);
-  if (!c.is_constant() || element_count(c.shape) != 1) return std::nullopt;
-  return (*constant_f32(g, v))[0];
-}
-
 }  // namespace
 
 bool quantize_by_convert(Graph& g, PassContext& ctx) {
@@ -40,8 +34,8 @@ bool quantize_by_convert(Graph& g, PassContext& ctx) {
     if (!cv_id || g.node(*cv_id).kind != OpKind::Convert) continue;
     const ConvertAttrs to = g.node(*cv_id).attr<ConvertAttrs>();
     if ((to.to != ElementType::u8 && to.to != ElementType::s8) || to.quantizes()) continue;
-    const auto il = scalar_of(g, fq.inputs[1]), ih = scalar_of(g, fq.inputs[2]);
-    const auto lo = scalar_of(g, fq.inputs[3]), hi = scalar_of(g, fq.inputs[4]);
+    const auto il = scalar_constant(g, fq.inputs[1]), ih = scalar_constant(g, fq.inputs[2]);
+    const auto lo = scalar_constant(g, fq.inputs[3]), hi = scalar_constant(g, fq.inputs[4]);
     if (!il || !ih || !lo || !hi) {
       ctx.reject(kPass, fq.name, "its ranges are not per tensor; it runs as qfuse's loop");
       continue;

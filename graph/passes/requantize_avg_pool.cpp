@@ -29,12 +29,6 @@ namespace {
 constexpr std::string_view kPass = "requantize_avg_pool";
 using namespace pattern;
 
-std::optional<float> scalar_of(const Graph& g, ValueId v) {
-  const Value& c = g.value(v);
-  if (!c.is_constant() || element_count(c.shape) != 1) return std::nullopt;
-  return (*constant_f32(g, v))[0];
-}
-
 bool has_padding(const PoolAttrs& a) {
   for (std::size_t i = 0; i < a.pads_begin.size(); ++i) {
     if (a.pads_begin[i] != 0 || a.pads_end[i] != 0) return true;
@@ -58,8 +52,8 @@ bool requantize_avg_pool(Graph& g, PassContext& ctx) {
     const ElementType t = g.node(*cv_id).attr<ConvertAttrs>().to;
     if (t != ElementType::u8 && t != ElementType::s8) continue;
 
-    const auto il = scalar_of(g, fq.inputs[1]), ih = scalar_of(g, fq.inputs[2]);
-    const auto lo = scalar_of(g, fq.inputs[3]), hi = scalar_of(g, fq.inputs[4]);
+    const auto il = scalar_constant(g, fq.inputs[1]), ih = scalar_constant(g, fq.inputs[2]);
+    const auto lo = scalar_constant(g, fq.inputs[3]), hi = scalar_constant(g, fq.inputs[4]);
     if (!il || !ih || !lo || !hi) {
       ctx.reject(kPass, pool.name, "the FakeQuantize after it ('" + fq.name +
                                        "') is not per tensor; the pool stays f32");

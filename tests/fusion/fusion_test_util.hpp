@@ -612,4 +612,36 @@ inline bool is_int8_implementation(const std::string& impl) {
   return !impl.empty() && impl != "reference" && impl.find("ref") == std::string::npos;
 }
 
+// A network of the int8 data-flow tests (input "x" [1, 4, 8, 8]): its
+// graph, its output's name and that output's grid.
+struct SmallNet {
+  graph::Graph graph;
+  std::string output;
+  FqRange out;
+};
+
+// Closes `net` at `y` with an s8 FakeQuantize on [-8, 8]: the output grid.
+inline void close_with_s8_output(Builder& b, ValueId y, SmallNet& net) {
+  net.out = make_range(Quant::s8, 8.0 / 127.0);
+  y = b.fake_quantize(y, net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "out.q");
+  b.output(y);
+  net.output = net.graph.value(y).name;
+}
+
+// `fused` against the unfused graph on inputs uniform in [0, 5]: within 1 LSB
+// of the output grid, and at least `min_equal` of the elements equal.
+inline void expect_within_one_lsb(const SmallNet& net, const CompiledModel& fused, unsigned seed,
+                                  double min_equal = 0.99) {
+  const CompiledModel unfused = compile(net.graph, {.fuse = false});
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(0.0f, 5.0f);
+  std::vector<float> xv(256);
+  for (float& v : xv) v = d(rng);
+  const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, xv);
+  const Comparison c = compare_quantized(run(fused, "x", x, net.output),
+                                         run(unfused, "x", x, net.output), net.out);
+  EXPECT_LE(c.max_diff, 1) << c.first_diffs;
+  EXPECT_GE(c.equal_fraction(), min_equal) << c.first_diffs;
+}
+
 }  // namespace qfuse::test::fusion

@@ -47,24 +47,15 @@ struct Case {
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
 
-struct Built {
-  graph::Graph graph;
-  std::string output;
-  FqRange out;
-};
-
 // x -> FQ -> conv1 -> FQ(in) -> AvgPool "pool" -> FQ(out) -> conv2 -> FQ(s8) -> y
-Built build(const Case& c) {
-  Built net;
+SmallNet build(const Case& c) {
+  SmallNet net;
   Builder b(net.graph);
   const ValueId x = quantize(b, b.input("x", {1, 4, 8, 8}), Grid{0.02f}, "x.q");
   ValueId y = quantize(b, quantized_conv(b, x, 8, 1, "conv1"), c.in, "conv1.q");
   y = quantize(b, b.op(OpKind::AvgPool, {y}, c.pool, "pool"), c.out, "pool.q");
   y = quantized_conv(b, y, 8, 2, "conv2");
-  net.out = make_range(Quant::s8, 8.0 / 127.0);
-  y = b.fake_quantize(y, net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "out.q");
-  b.output(y);
-  net.output = net.graph.value(y).name;
+  close_with_s8_output(b, y, net);
   return net;
 }
 
@@ -72,9 +63,8 @@ class Int8AvgPool : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Int8AvgPool, PoolsU8WithinOneLsb) {
   const Case& c = GetParam();
-  const Built net = build(c);
+  const SmallNet net = build(c);
   const CompiledModel fused = compile(net.graph, {.fuse = true});
-  const CompiledModel unfused = compile(net.graph, {.fuse = false});
   EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
   bool found = false;
   for (const LayerInfo& l : fused.layers()) {
@@ -93,15 +83,7 @@ TEST_P(Int8AvgPool, PoolsU8WithinOneLsb) {
     }
     EXPECT_TRUE(explained) << describe_layers(fused);
   }
-  std::mt19937 rng(6);
-  std::uniform_real_distribution<float> d(0.0f, 5.0f);
-  std::vector<float> xv(256);
-  for (float& v : xv) v = d(rng);
-  const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, xv);
-  const Comparison cmp = compare_quantized(run(fused, "x", x, net.output),
-                                           run(unfused, "x", x, net.output), net.out);
-  EXPECT_LE(cmp.max_diff, 1) << cmp.first_diffs;
-  EXPECT_GE(cmp.equal_fraction(), 0.98) << cmp.first_diffs;
+  expect_within_one_lsb(net, fused, 6, 0.98);
 }
 
 // conv1's output spans about [-6, 6]. Scales are powers of two, so the

@@ -30,15 +30,9 @@ struct Case {
   bool expect_int8;    // the mover runs on u8
 };
 
-struct Built {
-  graph::Graph graph;
-  std::string output;
-  FqRange out;
-};
-
 // x -> FQ -> conv1 -> relu -> [FQ] -> mover -> [FQ] -> conv2 -> FQ(s8) -> y
-Built build(const Case& c, bool fq_before_mover = true) {
-  Built net;
+SmallNet build(const Case& c, bool fq_before_mover = true) {
+  SmallNet net;
   Builder b(net.graph);
   const ValueId x = act_fq(b, b.input("x", {1, 4, 8, 8}), "x.q");
   ValueId y = b.relu(quantized_conv(b, x, 8, 1, "conv1"));
@@ -46,16 +40,12 @@ Built build(const Case& c, bool fq_before_mover = true) {
   y = c.mover(b, y);
   if (c.requantize || !fq_before_mover) y = act_fq(b, y, "mover.q");
   y = quantized_conv(b, y, 8, 2, "conv2");
-  net.out = make_range(Quant::s8, 8.0 / 127.0);
-  y = b.fake_quantize(y, net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "out.q");
-  b.output(y);
-  net.output = net.graph.value(y).name;
+  close_with_s8_output(b, y, net);
   return net;
 }
 
-void expect_int8_mover_and_one_lsb(const Built& net, bool expect_int8) {
+void expect_int8_mover_and_one_lsb(const SmallNet& net, bool expect_int8) {
   const CompiledModel fused = compile(net.graph, {.fuse = true});
-  const CompiledModel unfused = compile(net.graph, {.fuse = false});
   EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
   bool found = false;
   for (const LayerInfo& l : fused.layers()) {
@@ -64,15 +54,7 @@ void expect_int8_mover_and_one_lsb(const Built& net, bool expect_int8) {
     EXPECT_EQ(l.precision == "int8", expect_int8) << l.precision << describe_layers(fused);
   }
   EXPECT_TRUE(found) << describe_layers(fused);
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> d(0.0f, 5.0f);
-  std::vector<float> xv(256);
-  for (float& v : xv) v = d(rng);
-  const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, xv);
-  const Comparison c = compare_quantized(run(fused, "x", x, net.output),
-                                         run(unfused, "x", x, net.output), net.out);
-  EXPECT_LE(c.max_diff, 1) << c.first_diffs;
-  EXPECT_GE(c.equal_fraction(), 0.99) << c.first_diffs;
+  expect_within_one_lsb(net, fused, 3, 0.99);
 }
 
 graph::PoolAttrs pool2x2() {
@@ -138,8 +120,8 @@ INSTANTIATE_TEST_SUITE_P(
 // grid is requantized to the output's by the layer that makes it (its chain
 // ends on the output grid); a branch that is also a graph output cannot be,
 // so the Concat stays f32 (the refusal says why). All within 1 LSB.
-Built concat_net(float second_scale, bool right_is_output = false) {
-  Built net;
+SmallNet concat_net(float second_scale, bool right_is_output = false) {
+  SmallNet net;
   Builder b(net.graph);
   const ValueId x = act_fq(b, b.input("x", {1, 4, 8, 8}), "x.q");
   const ValueId l = act_fq(b, b.relu(quantized_conv(b, x, 8, 1, "left")), "left.q");
@@ -148,15 +130,12 @@ Built concat_net(float second_scale, bool right_is_output = false) {
   ValueId y = b.op(graph::OpKind::Concat, {l, r}, graph::ConcatAttrs{1}, "mover");
   y = act_fq(b, y, "mover.q");
   y = quantized_conv(b, y, 8, 3, "conv2");
-  net.out = make_range(Quant::s8, 8.0 / 127.0);
-  y = b.fake_quantize(y, net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "out.q");
-  b.output(y);
-  net.output = net.graph.value(y).name;
+  close_with_s8_output(b, y, net);
   return net;
 }
 
 TEST(Int8Concat, EqualGridsConcatOnU8) {
-  const Built net = concat_net(kActScale);
+  const SmallNet net = concat_net(kActScale);
   const CompiledModel fused = compile(net.graph, {.fuse = true});
   EXPECT_EQ(quantized_layers(fused).size(), 3u) << describe_layers(fused);
   for (const LayerInfo& l : fused.layers()) {
@@ -171,7 +150,7 @@ TEST(Int8Concat, EqualGridsConcatOnU8) {
   EXPECT_LE(c.max_diff, 1) << c.first_diffs;
 }
 
-void expect_concat(const Built& net, const std::string& precision, std::size_t int8_layers) {
+void expect_concat(const SmallNet& net, const std::string& precision, std::size_t int8_layers) {
   const CompiledModel fused = compile(net.graph, {.fuse = true});
   EXPECT_EQ(quantized_layers(fused).size(), int8_layers) << describe_layers(fused);
   for (const LayerInfo& l : fused.layers()) {
@@ -179,16 +158,7 @@ void expect_concat(const Built& net, const std::string& precision, std::size_t i
       EXPECT_EQ(l.precision, precision) << describe_layers(fused);
     }
   }
-  const CompiledModel unfused = compile(net.graph, {.fuse = false});
-  std::mt19937 rng(4);
-  std::uniform_real_distribution<float> d(0.0f, 5.0f);
-  std::vector<float> xv(256);
-  for (float& v : xv) v = d(rng);
-  const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, xv);
-  const Comparison c = compare_quantized(run(fused, "x", x, net.output),
-                                         run(unfused, "x", x, net.output), net.out);
-  EXPECT_LE(c.max_diff, 1) << c.first_diffs;
-  EXPECT_GE(c.equal_fraction(), 0.99) << c.first_diffs;
+  expect_within_one_lsb(net, fused, 4, 0.99);
 }
 
 TEST(Int8Concat, AnotherGridIsRequantizedByTheLayerThatMakesIt) {
@@ -196,7 +166,7 @@ TEST(Int8Concat, AnotherGridIsRequantizedByTheLayerThatMakesIt) {
 }
 
 TEST(Int8ConcatNegative, InputThatIsAlsoAGraphOutputKeepsConcatF32WithAReason) {
-  const Built net = concat_net(2 * kActScale, true);
+  const SmallNet net = concat_net(2 * kActScale, true);
   expect_concat(net, "f32", 3);
   const CompiledModel fused = compile(net.graph, {.fuse = true});
   bool explained = false;
@@ -210,7 +180,7 @@ TEST(Int8ConcatNegative, InputThatIsAlsoAGraphOutputKeepsConcatF32WithAReason) {
 // A second reader of the op's input: quantizing it would change what that
 // reader sees, so the FakeQuantize stays below the op.
 TEST(Int8DataMovementNegative, InputWithASecondReaderKeepsMaxPoolF32) {
-  Built net;
+  SmallNet net;
   Builder b(net.graph);
   const ValueId x = act_fq(b, b.input("x", {1, 4, 8, 8}), "x.q");
   const ValueId y = b.relu(quantized_conv(b, x, 8, 1, "conv1"));
@@ -250,7 +220,7 @@ TEST(Int8DataMovementNegative, LinearResizeStaysF32) {
 // A per-channel grid does not commute with Transpose of the channel axis
 // handling here: the FakeQuantize stays below the op.
 TEST(Int8DataMovementNegative, PerChannelQuantizeAfterTheOpStaysBelowIt) {
-  Built net;
+  SmallNet net;
   Builder b(net.graph);
   const ValueId x = act_fq(b, b.input("x", {1, 4, 8, 8}), "x.q");
   const ValueId y = b.relu(quantized_conv(b, x, 8, 1, "conv1"));

@@ -94,24 +94,15 @@ const std::vector<Case>& cases() {
   return k;
 }
 
-struct Built {
-  graph::Graph graph;
-  std::string output;
-  FqRange out;
-};
-
 // x -> FQ -> conv1 -> activation -> FQ -> conv2 -> FQ(s8) -> y
-Built build(const Case& c) {
-  Built net;
+SmallNet build(const Case& c) {
+  SmallNet net;
   Builder b(net.graph);
   const ValueId x = b.fake_quantize(b.input("x", {1, 4, 8, 8}), 0.0f, 5.1f, 0.0f, 5.1f, 256, "x.q");
   ValueId y = c.act(b, quantized_conv(b, x, 8, 1, "conv1"));
   y = b.fake_quantize(y, c.lo, c.hi, c.lo, c.hi, 256, "act.q");
   y = quantized_conv(b, y, 8, 2, "conv2");
-  net.out = make_range(Quant::s8, 8.0 / 127.0);
-  y = b.fake_quantize(y, net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "out.q");
-  b.output(y);
-  net.output = net.graph.value(y).name;
+  close_with_s8_output(b, y, net);
   return net;
 }
 
@@ -119,9 +110,8 @@ class SpelledActivation : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SpelledActivation, JoinsTheLayerChainWithinOneLsb) {
   const Case& c = GetParam();
-  const Built net = build(c);
+  const SmallNet net = build(c);
   const CompiledModel fused = compile(net.graph, {.fuse = true});
-  const CompiledModel unfused = compile(net.graph, {.fuse = false});
   EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
   // Between the two convolutions: nothing but the layers themselves when the
   // activation joined conv1's chain.
@@ -135,15 +125,7 @@ TEST_P(SpelledActivation, JoinsTheLayerChainWithinOneLsb) {
   } else {
     EXPECT_GT(f32_between, 0u) << describe_layers(fused);
   }
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> d(0.0f, 5.0f);
-  std::vector<float> xv(256);
-  for (float& v : xv) v = d(rng);
-  const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, xv);
-  const Comparison cmp = compare_quantized(run(fused, "x", x, net.output),
-                                           run(unfused, "x", x, net.output), net.out);
-  EXPECT_LE(cmp.max_diff, 1) << cmp.first_diffs;
-  EXPECT_GE(cmp.equal_fraction(), 0.98) << cmp.first_diffs;
+  expect_within_one_lsb(net, fused, 5, 0.98);
 }
 
 INSTANTIATE_TEST_SUITE_P(Forms, SpelledActivation, ::testing::ValuesIn(cases()),
