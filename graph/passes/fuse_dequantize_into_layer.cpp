@@ -64,14 +64,18 @@ std::vector<double> weight_sums(const Graph& g, ValueId wq, const Node& layer, s
   const Tensor& w = *g.value(wq).constant;
   const auto data = w.data<std::int8_t>();
   const Shape& s = w.shape();
-  // FullyConnected and transposed MatMul weights are [N, K]; MatMul's are [K, N].
-  const bool rows_are_channels =
-      layer.kind == OpKind::FullyConnected || layer.attr<MatMulAttrs>().transpose_b;
+  // Convolution weights are [N, K...], FullyConnected and transposed MatMul
+  // weights [N, K]; MatMul's are [K, N].
+  const bool rows_are_channels = layer.kind == OpKind::Convolution ||
+                                 layer.kind == OpKind::FullyConnected ||
+                                 layer.attr<MatMulAttrs>().transpose_b;
+  const std::int64_t rows = s[0];
+  const std::int64_t cols = element_count(s) / rows;
   std::vector<double> sums(n, 0.0);
-  for (std::int64_t i = 0; i < s[0]; ++i) {
-    for (std::int64_t j = 0; j < s[1]; ++j) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) {
       const auto c = static_cast<std::size_t>(rows_are_channels ? i : j);
-      sums[c] += data[static_cast<std::size_t>(i * s[1] + j)];
+      sums[c] += data[static_cast<std::size_t>(i * cols + j)];
     }
   }
   return sums;
@@ -162,9 +166,11 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
       }
     }
     // Bias in accumulator units, plus the source zero point of a matrix
-    // product: sum_k w[n,k] * (x[k] - z) = sum_k w[n,k] * x[k] - z * sum_k w[n,k],
-    // exact because a matrix product has no padding (oneDNN 2.6 refuses
-    // source zero points on int8 inner products).
+    // product or an unpadded convolution:
+    // sum_k w[n,k] * (x[k] - z) = sum_k w[n,k] * x[k] - z * sum_k w[n,k],
+    // exact where every window lies inside the input (no padding). oneDNN
+    // 2.6 refuses source zero points on int8 inner products, and on
+    // convolutions takes them only in kernels slower than brgconv.
     std::vector<float> acc_bias(channels, 0.0f);
     bool use_acc_bias = false;
     if (bias) {
@@ -176,7 +182,12 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
         attrs.chain.steps.push_back(composer::Shift{*bias});
       }
     }
-    if (!spatial && attrs.src_zero_point != 0) {
+    const auto* conv = std::get_if<ConvAttrs>(&layer.attrs);
+    const bool unpadded =
+        conv != nullptr && layer.kind == OpKind::Convolution &&
+        std::all_of(conv->pads_begin.begin(), conv->pads_begin.end(), [](auto p) { return p == 0; }) &&
+        std::all_of(conv->pads_end.begin(), conv->pads_end.end(), [](auto p) { return p == 0; });
+    if ((!spatial || unpadded) && attrs.src_zero_point != 0) {
       const std::vector<double> sums = weight_sums(g, w->quantized, layer, channels);
       for (std::size_t c = 0; c < channels; ++c) {
         acc_bias[c] -= static_cast<float>(attrs.src_zero_point * sums[c]);

@@ -408,6 +408,37 @@ TEST(FuseDequantizeIntoLayer, DequantizedInputAndWeightsBecomeOneQuantizedLayer)
   EXPECT_EQ(scale->values.size(), 8u);
 }
 
+// An asymmetric u8 input (zero point 100): an unpadded convolution takes the
+// zero point into its bias (-100 * sum of its weights, exact in the
+// accumulator), so oneDNN runs it without a source zero point; a padded one
+// keeps it (a padded 0 is not the real 0), and so matches unfused only by
+// oneDNN's own zero-point handling. Both match the unfused graph within 1e-5.
+TEST(FuseDequantizeIntoLayer, SourceZeroPointGoesIntoTheBiasOfAnUnpaddedConvolution) {
+  for (const bool padded : {false, true}) {
+    Graph g;
+    Builder b(g);
+    const ValueId x = b.input("x", {1, 4, 6, 6});
+    const float s = 0.02f;
+    const ValueId q = b.fake_quantize(x, -100 * s, 155 * s, -100 * s, 155 * s, 256, "fq_in");
+    graph::ConvAttrs attrs;
+    if (padded) attrs = {.pads_begin = {1, 1}, .pads_end = {1, 1}};
+    b.output(b.convolution(q, conv_weights(b, "w", 8, 4, true), std::nullopt, attrs, "conv"));
+    const Graph before = g;
+    PassContext ctx = context();
+    run_fusion_passes(g, ctx);
+    const Node* conv = nullptr;
+    for (NodeId id : g.topological_order()) {
+      if (g.node(id).kind == OpKind::QuantizedConvolution) conv = &g.node(id);
+    }
+    ASSERT_NE(conv, nullptr);
+    const auto& a = conv->attr<QuantizedLayerAttrs>();
+    EXPECT_EQ(a.src_zero_point, padded ? 100 : 0);
+    EXPECT_EQ(a.has_bias, !padded);
+    const Tensor x_in = input_tensor({1, 4, 6, 6}, -2.5f, 3.5f, 41);
+    expect_close(run(g, x_in), run(before, x_in), 1e-5f);
+  }
+}
+
 TEST(FusePostOpChain, ConvFqReluFqBecomesOneInt8ConvWithU8Destination) {
   Graph g = quantized_block(true);
   PassContext ctx = context();
