@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/ops.hpp"
@@ -335,8 +336,15 @@ class EltwiseSequenceOp final : public ExecutableOp {
   }
 
   void execute(ExecContext& ctx) const override {
-    memory src(src_md_, engine_, const_cast<void*>(ctx.in(node().inputs[0]).raw_data()));
-    memory dst(dst_md_, engine_, ctx.out(node().outputs[0]).raw_data());
+    // This request's memory objects, made on its first run.
+    std::any& slot = ctx.op_state();
+    if (!slot.has_value()) {
+      slot = std::pair<memory, memory>{memory(src_md_, engine_, nullptr),
+                                       memory(dst_md_, engine_, nullptr)};
+    }
+    auto& [src, dst] = std::any_cast<std::pair<memory, memory>&>(slot);
+    src.set_data_handle(const_cast<void*>(ctx.in(node().inputs[0]).raw_data()));
+    dst.set_data_handle(ctx.out(node().outputs[0]).raw_data());
     for (std::size_t i = 0; i < primitives_.size(); ++i) {
       primitives_[i].execute(ctx.stream(), {{DNNL_ARG_SRC, i == 0 ? src : dst}, {DNNL_ARG_DST, dst}});
     }

@@ -257,7 +257,8 @@ class QuantizedLayerOp final : public ExecutableOp {
         const ValueId v = n.inputs[first_external + static_cast<std::size_t>(*arg.external_input)];
         void* data = const_cast<void*>(ctx.in(v).raw_data());
         if (const auto it = binary_stages_.find(arg.arg); it != binary_stages_.end()) {
-          memory user(it->second.user_md, engine_, data);
+          memory& user = st.staged_binary.at(arg.arg);
+          user.set_data_handle(data);
           st.args.at(arg.arg).set_data_handle(scratch + it->second.offset);
           it->second.reorder.execute(ctx.stream(), user, st.args.at(arg.arg));
         } else {
@@ -304,6 +305,7 @@ class QuantizedLayerOp final : public ExecutableOp {
   struct State {
     std::unordered_map<int, memory> args;
     memory user_src, user_dst, residual, residual_in_dst;
+    std::unordered_map<int, memory> staged_binary;  // plain operands of binary_stages_
   };
 
   State make_state() const {
@@ -318,6 +320,9 @@ class QuantizedLayerOp final : public ExecutableOp {
     }
     if (scratchpad_md_.get_size() > 0) {
       st.args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, nullptr));
+    }
+    for (const auto& [arg, stage] : binary_stages_) {
+      st.staged_binary.emplace(arg, memory(stage.user_md, engine_, nullptr));
     }
     if (src_stage_) st.user_src = memory(src_stage_->user_md, engine_, nullptr);
     if (dst_stage_) st.user_dst = memory(dst_stage_->user_md, engine_, nullptr);
