@@ -109,5 +109,26 @@ TEST(GatePostOp, F32ResidualIsAFullTensorBinaryAdd) {
   expect_within_one_lsb(net, fused, 2);
 }
 
+// The same with the network's input as the residual: a graph input is stored
+// plain, so the layer stages it channels last before the primitive reads it.
+TEST(GatePostOp, PlainResidualIsStagedChannelsLast) {
+  SmallNet net;
+  Builder b(net.graph);
+  const ValueId input = b.input("x", {1, 4, 8, 8});
+  const ValueId y = quantized_conv(b, act_q(b, input, "x.q"), 4, 4, "conv1");
+  ValueId z = act_q(b, b.binary(OpKind::Add, y, input, "residual"), "sum.q");
+  close_with_s8_output(b, quantized_conv(b, z, 8, 5, "conv2"), net);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  bool conv1_adds = false;
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node == "conv1") {
+      conv1_adds = l.post_ops.find("binary_add(full") != std::string::npos &&
+                   is_int8_implementation(l.implementation);
+    }
+  }
+  EXPECT_TRUE(conv1_adds) << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 6);
+}
+
 }  // namespace
 }  // namespace qfuse::test::fusion
