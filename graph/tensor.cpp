@@ -1,3 +1,4 @@
+#include <cstring>
 #include <sstream>
 
 #include "qfuse/tensor.hpp"
@@ -51,11 +52,35 @@ Tensor::Tensor(ElementType type, Shape shape) : type_(type), shape_(std::move(sh
   }
 }
 
+Tensor Tensor::view(ElementType type, Shape shape, void* data) {
+  Tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.view_ = data;
+  return t;
+}
+
+Tensor::Tensor(const Tensor& other) : type_(other.type_), shape_(other.shape_) {
+  if (other.view_ == nullptr) {
+    storage_ = other.storage_;
+    return;
+  }
+  *this = Tensor(type_, shape_);
+  std::memcpy(raw_data(), other.view_, byte_size());
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) *this = Tensor(other);
+  return *this;
+}
+
 void* Tensor::raw_data() {
+  if (view_ != nullptr) return view_;
   return std::visit([](auto& v) -> void* { return v.data(); }, storage_);
 }
 
 const void* Tensor::raw_data() const {
+  if (view_ != nullptr) return view_;
   return std::visit([](const auto& v) -> const void* { return v.data(); }, storage_);
 }
 
@@ -70,8 +95,19 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 float Tensor::as_float(std::int64_t i) const {
-  return std::visit([i](const auto& v) { return static_cast<float>(v.at(static_cast<std::size_t>(i))); },
-                    storage_);
+  if (i < 0 || i >= size()) {
+    throw std::out_of_range("Tensor::as_float: element " + std::to_string(i) + " of " +
+                            std::to_string(size()));
+  }
+  const auto k = static_cast<std::size_t>(i);
+  const void* p = raw_data();
+  switch (type_) {
+    case ElementType::f32: return static_cast<const float*>(p)[k];
+    case ElementType::s8: return static_cast<const std::int8_t*>(p)[k];
+    case ElementType::u8: return static_cast<const std::uint8_t*>(p)[k];
+    case ElementType::s32: return static_cast<float>(static_cast<const std::int32_t*>(p)[k]);
+  }
+  return 0.0f;
 }
 
 }  // namespace qfuse

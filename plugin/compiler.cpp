@@ -12,6 +12,7 @@
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantized_layer.hpp"
 #include "plugin/execution.hpp"
+#include "plugin/memory_plan.hpp"
 
 namespace qfuse {
 
@@ -105,34 +106,15 @@ bool is_spatial_quantized(graph::OpKind kind) {
 // the output; a broadcast operand is read plain), and Convert (a reorder or
 // the quantizing loop, any layouts). Int8 convolutions read and write either
 // (staging the other), their full-tensor post-op operands too.
-bool is_unary_eltwise(graph::OpKind k) {
-  using graph::OpKind;
-  switch (k) {
-    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Elu: case OpKind::Sigmoid:
-    case OpKind::Tanh: case OpKind::Gelu: case OpKind::HSwish: case OpKind::HSigmoid:
-    case OpKind::Swish: case OpKind::Exp: case OpKind::Abs: case OpKind::Sqrt:
-    case OpKind::Round: case OpKind::Clamp: return true;
-    default: return false;
-  }
-}
-
-bool is_binary_on_dnnl(const graph::Graph& g, const graph::Node& n) {
-  if (!graph::is_elementwise_binary(n.kind)) return false;
-  const Shape& out = g.value(n.outputs[0]).shape;
-  // make_binary needs one operand of the output's shape (the other
-  // broadcast); both broadcast falls back to a plain loop.
-  return g.value(n.inputs[0]).shape == out || g.value(n.inputs[1]).shape == out;
-}
-
 // The operands of `n` that must share the output's layout, with the output;
 // empty when `n` imposes nothing or cannot run channels last at all.
 std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph::Node& n) {
   using graph::OpKind;
   const Shape& out = g.value(n.outputs[0]).shape;
-  if (is_unary_eltwise(n.kind) || n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool) {
+  if (plugin::is_unary_eltwise(n.kind) || n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool) {
     return {n.inputs[0], n.outputs[0]};
   }
-  if (is_binary_on_dnnl(g, n)) {
+  if (plugin::is_binary_on_dnnl(g, n)) {
     std::vector<graph::ValueId> group{n.outputs[0]};
     for (graph::ValueId v : n.inputs) {
       if (g.value(v).shape == out) group.push_back(v);
@@ -211,48 +193,6 @@ std::vector<plugin::Layout> plan_layouts(const graph::Graph& g) {
   return layouts;
 }
 
-// An int8 layer whose sum post-op reads residual R may write its result
-// straight into R's buffer (the sum then reads R in place, no copy) when R
-// is dead afterwards: every other reader of R runs earlier, R is not a graph
-// input, output or constant, it is not another input of the layer, and it
-// has the output's type and layout with no staging in between.
-std::vector<std::uint32_t> plan_sum_in_place(const graph::Graph& g,
-                                             const std::vector<graph::NodeId>& order,
-                                             const std::vector<plugin::Layout>& layouts,
-                                             std::vector<bool>& in_place) {
-  std::vector<std::uint32_t> buffer_of(g.value_count());
-  for (std::uint32_t i = 0; i < buffer_of.size(); ++i) buffer_of[i] = i;
-  std::vector<std::size_t> position(g.node_capacity(), 0);
-  for (std::size_t k = 0; k < order.size(); ++k) position[order[k].index] = k;
-  in_place.assign(g.node_capacity(), false);
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    const graph::Node& n = g.node(order[k]);
-    if (!graph::is_quantized_layer(n.kind)) continue;
-    const auto& a = n.attr<graph::QuantizedLayerAttrs>();
-    const composer::Sum* sum = nullptr;
-    for (const composer::Step& step : a.chain.steps) {
-      if (const auto* s = std::get_if<composer::Sum>(&step)) sum = s;
-    }
-    if (sum == nullptr) continue;
-    const graph::ValueId r = n.inputs[a.first_external_input() + static_cast<std::size_t>(sum->input)];
-    const graph::ValueId out = n.outputs[0];
-    const graph::Value& rv = g.value(r);
-    const bool spatial = is_spatial_quantized(n.kind);
-    bool ok = !rv.is_constant() && rv.producer.valid() && !g.is_graph_output(r) &&
-              rv.type == g.value(out).type && layouts[r.index] == layouts[out.index] &&
-              (!spatial || layouts[out.index] == plugin::Layout::channels_last) &&
-              std::count(n.inputs.begin(), n.inputs.end(), r) == 1;
-    for (graph::NodeId c : g.consumers(r)) {
-      ok = ok && (c == order[k] || position[c.index] < k);
-    }
-    if (!ok) continue;
-    buffer_of[out.index] = buffer_of[r.index];
-    in_place[order[k].index] = true;
-    spdlog::debug("compile: {} writes over its residual '{}'", n.name, rv.name);
-  }
-  return buffer_of;
-}
-
 }  // namespace
 
 CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) {
@@ -294,15 +234,14 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   const std::vector<plugin::Layout> layouts = plan_layouts(impl->graph);
   const auto layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
   const std::vector<graph::NodeId> order = impl->graph.topological_order();
-  std::vector<bool> in_place;
-  impl->buffer_of = plan_sum_in_place(impl->graph, order, layouts, in_place);
+  impl->memory = plugin::plan_memory(impl->graph, order, layouts);
   for (graph::NodeId id : order) {
     const graph::Node& node = impl->graph.node(id);
     std::unique_ptr<plugin::ExecutableOp> op;
     try {
       if (graph::is_quantized_layer(node.kind)) {
         op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
-                                          in_place[id.index]);
+                                          impl->memory.sum_in_place[id.index]);
       } else if (node.kind == graph::OpKind::Convert &&
                  !node.attr<graph::ConvertAttrs>().quantizes() &&
                  (layout_of(node.inputs[0]) != plugin::Layout::plain ||
@@ -331,6 +270,11 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   }
   spdlog::info("compile: {} executable nodes ({})", impl->ops.size(),
                options.fuse ? "fused" : "unfused");
+  spdlog::info(
+      "compile: intermediate tensors in a {:.2f} MiB arena ({:.2f} MiB unshared), {} views, {} in place",
+      static_cast<double>(impl->memory.arena_bytes) / (1 << 20),
+      static_cast<double>(impl->memory.unshared_bytes) / (1 << 20), impl->memory.views,
+      impl->memory.in_place);
   return CompiledModel(std::move(impl));
 }
 

@@ -10,27 +10,24 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "graph/graph.hpp"
+#include "plugin/memory_plan.hpp"
 #include "qfuse/qfuse.hpp"
 
 namespace qfuse::plugin {
 
-// Buffers of one inference request, indexed by ValueId; constants are read
-// from the graph.
+// The tensors of one inference request, indexed by ValueId (views into the
+// request's arena, see memory_plan.hpp); constants are read from the graph.
 class ExecContext {
  public:
-  ExecContext(const graph::Graph& graph, std::vector<Tensor>& buffers,
-              const std::vector<std::uint32_t>& buffer_of, dnnl::stream& stream, void* scratchpad)
-      : graph_(graph),
-        buffers_(buffers),
-        buffer_of_(buffer_of),
-        stream_(stream),
-        scratchpad_(scratchpad) {}
+  ExecContext(const graph::Graph& graph, std::vector<Tensor>& tensors, dnnl::stream& stream,
+              void* scratchpad)
+      : graph_(graph), tensors_(tensors), stream_(stream), scratchpad_(scratchpad) {}
 
   const Tensor& in(graph::ValueId id) const {
     const graph::Value& v = graph_.value(id);
-    return v.is_constant() ? *v.constant : buffers_[buffer_of_[id.index]];
+    return v.is_constant() ? *v.constant : tensors_[id.index];
   }
-  Tensor& out(graph::ValueId id) { return buffers_[buffer_of_[id.index]]; }
+  Tensor& out(graph::ValueId id) { return tensors_[id.index]; }
   dnnl::stream& stream() { return stream_; }
   void* scratchpad() { return scratchpad_; }
 
@@ -42,8 +39,7 @@ class ExecContext {
 
  private:
   const graph::Graph& graph_;
-  std::vector<Tensor>& buffers_;
-  const std::vector<std::uint32_t>& buffer_of_;
+  std::vector<Tensor>& tensors_;
   dnnl::stream& stream_;
   void* scratchpad_;
   std::any* op_state_ = nullptr;
@@ -87,9 +83,7 @@ struct CompiledModel::Impl {
   std::vector<std::unique_ptr<plugin::ExecutableOp>> ops;
   std::vector<std::string> fusion_log;
   std::vector<FusionRefusal> refusals;
-  // The buffer each value lives in (its own index unless an int8 layer
-  // writes its result over the residual its sum post-op reads).
-  std::vector<std::uint32_t> buffer_of;
+  plugin::MemoryPlan memory;
   std::size_t scratchpad_size = 0;
 };
 

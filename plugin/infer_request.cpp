@@ -1,3 +1,6 @@
+#include <cstdlib>
+#include <cstring>
+
 #include <omp.h>
 
 #include <spdlog/spdlog.h>
@@ -9,7 +12,9 @@ namespace qfuse {
 struct InferRequest::Impl {
   std::shared_ptr<const CompiledModel::Impl> model;
   dnnl::stream stream;
-  std::vector<Tensor> buffers;  // by ValueId; constants stay empty
+  // Intermediate values and outputs, 64-byte aligned (see memory_plan.hpp).
+  std::unique_ptr<std::byte[], void (*)(void*)> arena{nullptr, std::free};
+  std::vector<Tensor> tensors;  // by ValueId: inputs own theirs, the rest view the arena
   std::vector<std::uint8_t> scratchpad;
   std::vector<std::any> op_states;  // one per executable op
   int threads = 0;
@@ -33,14 +38,25 @@ InferRequest CompiledModel::create_infer_request() const {
   impl->model = impl_;
   impl->stream = dnnl::stream(impl_->engine);
   const graph::Graph& g = impl_->graph;
-  impl->buffers.resize(g.value_count());
+  const plugin::MemoryPlan& plan = impl_->memory;
+  if (plan.arena_bytes > 0) {
+    impl->arena.reset(static_cast<std::byte*>(
+        std::aligned_alloc(plugin::MemoryPlan::kAlignment, plan.arena_bytes)));
+    if (!impl->arena) {
+      throw InferenceError("create_infer_request: cannot allocate the " +
+                           std::to_string(plan.arena_bytes) + "-byte tensor arena");
+    }
+    // Every op writes its whole output: garbage here must never show.
+    std::memset(impl->arena.get(), 0xff, plan.arena_bytes);
+  }
+  impl->tensors.resize(g.value_count());
   for (std::uint32_t i = 0; i < g.value_count(); ++i) {
     const graph::Value& v = g.value(graph::ValueId{i});
-    const bool used = v.producer.valid() ||
-                      std::find(g.inputs().begin(), g.inputs().end(), graph::ValueId{i}) !=
-                          g.inputs().end();
-    if (!v.is_constant() && used && impl_->buffer_of[i] == i) {
-      impl->buffers[i] = Tensor(v.type, v.shape);
+    const std::int64_t offset = plan.offset[i];
+    if (offset == plugin::MemoryPlan::kOwned) {
+      impl->tensors[i] = Tensor(v.type, v.shape);
+    } else if (offset >= 0) {
+      impl->tensors[i] = Tensor::view(v.type, v.shape, impl->arena.get() + offset);
     }
   }
   impl->scratchpad.resize(impl_->scratchpad_size);
@@ -60,25 +76,24 @@ void InferRequest::set_input(const std::string& name, const Tensor& tensor) {
                          to_string(tensor.shape()) + " (expected " +
                          std::string(to_string(dst.type())) + to_string(dst.shape()) + ")");
   }
-  dst = tensor;
+  std::memcpy(dst.raw_data(), tensor.raw_data(), tensor.byte_size());
 }
 
 Tensor& InferRequest::input(const std::string& name) {
-  return impl_->buffers[impl_->find(name, impl_->graph().inputs(), "input").index];
+  return impl_->tensors[impl_->find(name, impl_->graph().inputs(), "input").index];
 }
 
 const Tensor& InferRequest::output(const std::string& name) const {
   graph::ValueId id = impl_->find(name, impl_->graph().outputs(), "output");
   const graph::Value& v = impl_->graph().value(id);
-  return v.is_constant() ? *v.constant : impl_->buffers[impl_->model->buffer_of[id.index]];
+  return v.is_constant() ? *v.constant : impl_->tensors[id.index];
 }
 
 void InferRequest::set_threads(int threads) { impl_->threads = threads; }
 
 void InferRequest::infer() {
   if (impl_->threads > 0) omp_set_num_threads(impl_->threads);
-  plugin::ExecContext ctx(impl_->graph(), impl_->buffers, impl_->model->buffer_of, impl_->stream,
-                          impl_->scratchpad.data());
+  plugin::ExecContext ctx(impl_->graph(), impl_->tensors, impl_->stream, impl_->scratchpad.data());
   for (std::size_t i = 0; i < impl_->model->ops.size(); ++i) {
     const auto& op = impl_->model->ops[i];
     ctx.set_op_state(&impl_->op_states[i]);

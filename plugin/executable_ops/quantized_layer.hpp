@@ -7,12 +7,9 @@
 #include <string>
 
 #include "plugin/execution.hpp"
+#include "plugin/layout.hpp"
 
 namespace qfuse::plugin {
-
-// How a u8/s8 activation is stored: dense C order, or channels last
-// (N, spatial..., C), the layout oneDNN's int8 convolutions run fastest on.
-enum class Layout : std::uint8_t { plain, channels_last };
 
 dnnl::memory::desc layout_desc(const Shape& shape, ElementType type, Layout layout);
 

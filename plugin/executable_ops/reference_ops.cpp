@@ -322,14 +322,17 @@ class ConvertToS32Op final : public ExecutableOp {
   }
 };
 
-// Reshape and Flatten keep the bytes; only the shape changes.
+// Reshape and Flatten keep the bytes; only the shape changes. The memory plan
+// usually makes the output a view of the input, leaving nothing to copy.
 class CopyOp final : public ExecutableOp {
  public:
   using ExecutableOp::ExecutableOp;
   void execute(ExecContext& ctx) const override {
     const Tensor& x = ctx.in(node().inputs[0]);
-    std::memcpy(ctx.out(node().outputs[0]).raw_data(), x.raw_data(), x.byte_size());
+    void* y = ctx.out(node().outputs[0]).raw_data();
+    if (y != x.raw_data()) std::memcpy(y, x.raw_data(), x.byte_size());
   }
+  std::string implementation() const override { return "qfuse:copy"; }
 };
 
 // Resize with ONNX's coordinate transforms. Nearest is a gather through an

@@ -37,11 +37,23 @@ using Shape = std::vector<std::int64_t>;
 std::int64_t element_count(const Shape& shape);
 std::string to_string(const Shape& shape);
 
-// A dense, C-ordered tensor that owns its elements.
+// A dense, C-ordered tensor. It owns its elements, except a view, which reads
+// and writes memory owned elsewhere (a request's arena); a copy of a view owns
+// a copy of its elements.
 class Tensor {
  public:
   Tensor() = default;
   Tensor(ElementType type, Shape shape);  // zero-filled
+  // `data` holds element_count(shape) elements of `type` and outlives the view.
+  static Tensor view(ElementType type, Shape shape, void* data);
+
+  Tensor(const Tensor& other);
+  Tensor& operator=(const Tensor& other);
+  Tensor(Tensor&& other) noexcept = default;
+  Tensor& operator=(Tensor&& other) noexcept = default;
+  ~Tensor() = default;
+
+  bool is_view() const { return view_ != nullptr; }
 
   template <class T>
   static Tensor from_vector(Shape shape, std::vector<T> values);
@@ -71,6 +83,7 @@ class Tensor {
   ElementType type_ = ElementType::f32;
   Shape shape_;
   Storage storage_;
+  void* view_ = nullptr;
 };
 
 template <class T>
@@ -88,8 +101,11 @@ Tensor Tensor::from_vector(Shape shape, std::vector<T> values) {
 
 template <class T>
 std::span<T> Tensor::data() {
+  if (view_ != nullptr && type_ == element_type_of<T>()) {
+    return {static_cast<T*>(view_), static_cast<std::size_t>(size())};
+  }
   auto* v = std::get_if<std::vector<T>>(&storage_);
-  if (v == nullptr) {
+  if (view_ != nullptr || v == nullptr) {
     throw std::logic_error("Tensor::data: element type is " + std::string(to_string(type_)));
   }
   return {v->data(), v->size()};
@@ -97,8 +113,11 @@ std::span<T> Tensor::data() {
 
 template <class T>
 std::span<const T> Tensor::data() const {
+  if (view_ != nullptr && type_ == element_type_of<T>()) {
+    return {static_cast<const T*>(view_), static_cast<std::size_t>(size())};
+  }
   const auto* v = std::get_if<std::vector<T>>(&storage_);
-  if (v == nullptr) {
+  if (view_ != nullptr || v == nullptr) {
     throw std::logic_error("Tensor::data: element type is " + std::string(to_string(type_)));
   }
   return {v->data(), v->size()};

@@ -1,0 +1,197 @@
+#include "plugin/memory_plan.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include <spdlog/spdlog.h>
+
+#include "composer/post_op_chain.hpp"
+#include "plugin/dnnl_utils.hpp"
+
+namespace qfuse::plugin {
+
+using graph::NodeId;
+using graph::OpKind;
+using graph::ValueId;
+
+bool is_unary_eltwise(OpKind k) {
+  switch (k) {
+    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Elu: case OpKind::Sigmoid:
+    case OpKind::Tanh: case OpKind::Gelu: case OpKind::HSwish: case OpKind::HSigmoid:
+    case OpKind::Swish: case OpKind::Exp: case OpKind::Abs: case OpKind::Sqrt:
+    case OpKind::Round: case OpKind::Clamp: return true;
+    default: return false;
+  }
+}
+
+bool is_binary_on_dnnl(const graph::Graph& g, const graph::Node& n) {
+  if (!graph::is_elementwise_binary(n.kind)) return false;
+  const Shape& out = g.value(n.outputs[0]).shape;
+  return g.value(n.inputs[0]).shape == out || g.value(n.inputs[1]).shape == out;
+}
+
+namespace {
+
+bool is_commutative(OpKind kind) {
+  return kind == OpKind::Add || kind == OpKind::Multiply || kind == OpKind::Minimum ||
+         kind == OpKind::Maximum;
+}
+
+std::size_t aligned(std::size_t bytes) {
+  return (bytes + MemoryPlan::kAlignment - 1) / MemoryPlan::kAlignment * MemoryPlan::kAlignment;
+}
+
+// The input whose bytes the node's output may take over: the source of an
+// elementwise op, the first source of oneDNN's binary primitive (the one of
+// the output's shape; its destination may alias only that one) or the
+// residual of an int8 layer's sum post-op. Invalid when there is none.
+ValueId overwritable_input(const graph::Graph& g, const graph::Node& n) {
+  if (n.outputs.size() != 1) return {};
+  const Shape& out = g.value(n.outputs[0]).shape;
+  if (is_unary_eltwise(n.kind)) return n.inputs[0];
+  if (is_binary_on_dnnl(g, n)) {
+    const std::size_t rank = out.size();
+    // make_binary's choice of its first source.
+    if (pad_rank(g.value(n.inputs[0]).shape, rank) == out) return n.inputs[0];
+    if (is_commutative(n.kind) && pad_rank(g.value(n.inputs[1]).shape, rank) == out) {
+      return n.inputs[1];
+    }
+    return {};
+  }
+  if (graph::is_quantized_layer(n.kind)) {
+    const auto& a = n.attr<graph::QuantizedLayerAttrs>();
+    for (const composer::Step& step : a.chain.steps) {
+      if (const auto* s = std::get_if<composer::Sum>(&step)) {
+        return n.inputs[a.first_external_input() + static_cast<std::size_t>(s->input)];
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const graph::Graph& g, const std::vector<NodeId>& order,
+                       const std::vector<Layout>& layouts) {
+  const std::size_t values = g.value_count();
+  const auto end = static_cast<std::int64_t>(order.size());
+  MemoryPlan plan;
+  plan.offset.assign(values, MemoryPlan::kNone);
+  plan.sum_in_place.assign(g.node_capacity(), false);
+
+  // When each value is produced and last read (graph outputs: after the end).
+  std::vector<std::int64_t> defined(values, -1), last_read(values, -1);
+  for (std::int64_t k = 0; k < end; ++k) {
+    const graph::Node& n = g.node(order[static_cast<std::size_t>(k)]);
+    for (ValueId v : n.inputs) last_read[v.index] = k;
+    for (ValueId v : n.outputs) defined[v.index] = k;
+  }
+  for (ValueId v : g.outputs()) last_read[v.index] = end;
+  for (ValueId v : g.inputs()) plan.offset[v.index] = MemoryPlan::kOwned;
+
+  // Buffers: each value its own until it joins its input's. A buffer lives
+  // from its first value's producer to its values' last reader.
+  std::vector<std::uint32_t> root(values);
+  std::iota(root.begin(), root.end(), 0u);
+  std::vector<std::int64_t> last(last_read);
+  const auto in_arena = [&](ValueId v) {
+    return !g.value(v).is_constant() && defined[root[v.index]] >= 0;
+  };
+  const auto join = [&](ValueId out, ValueId in) {
+    const std::uint32_t b = root[in.index];
+    root[out.index] = b;
+    last[b] = std::max(last[b], last_read[out.index]);
+  };
+
+  for (std::int64_t k = 0; k < end; ++k) {
+    const NodeId id = order[static_cast<std::size_t>(k)];
+    const graph::Node& n = g.node(id);
+    if (n.outputs.empty()) continue;
+    const ValueId out = n.outputs[0];
+    const graph::Value& ov = g.value(out);
+    if (n.kind == OpKind::Reshape || n.kind == OpKind::Flatten) {
+      // Same bytes under another shape; both stay readable.
+      if (in_arena(n.inputs[0]) && g.value(n.inputs[0]).type == ov.type) {
+        join(out, n.inputs[0]);
+        ++plan.views;
+      }
+      continue;
+    }
+    const ValueId x = overwritable_input(g, n);
+    if (!x.valid() || !in_arena(x)) continue;
+    const graph::Value& xv = g.value(x);
+    const std::uint32_t b = root[x.index];
+    // Nothing reads the buffer after this op, and the op reads it once.
+    bool ok = xv.type == ov.type && xv.shape == ov.shape &&
+              layouts[x.index] == layouts[out.index] && last[b] <= k;
+    ok = ok && std::count_if(n.inputs.begin(), n.inputs.end(), [&](ValueId v) {
+                 return !g.value(v).is_constant() && root[v.index] == b;
+               }) == 1;
+    if (graph::is_quantized_layer(n.kind)) {
+      // The layer writes straight into the residual's buffer only when no
+      // staging comes between: int8 convolutions write channels last.
+      const bool spatial = n.kind == OpKind::QuantizedConvolution ||
+                           n.kind == OpKind::QuantizedDeconvolution;
+      ok = ok && (!spatial || layouts[out.index] == Layout::channels_last);
+      if (ok) plan.sum_in_place[id.index] = true;
+    }
+    if (!ok) continue;
+    join(out, x);
+    ++plan.in_place;
+    spdlog::debug("compile: {} writes over '{}'", n.name, xv.name);
+  }
+
+  // Place buffers, largest first, at the lowest offset free throughout their
+  // lifetime.
+  struct Buffer {
+    std::uint32_t root;
+    std::size_t bytes;
+    std::int64_t from, to;
+    std::size_t offset = 0;
+  };
+  std::vector<Buffer> buffers;
+  for (std::uint32_t v = 0; v < values; ++v) {
+    if (root[v] != v || !in_arena(ValueId{v})) continue;
+    const graph::Value& val = g.value(ValueId{v});
+    const std::size_t bytes =
+        aligned(static_cast<std::size_t>(element_count(val.shape)) * element_size(val.type));
+    buffers.push_back({v, bytes, defined[v], std::max(last[v], defined[v])});
+  }
+  for (std::uint32_t v = 0; v < values; ++v) {
+    if (!in_arena(ValueId{v})) continue;
+    const graph::Value& val = g.value(ValueId{v});
+    plan.unshared_bytes +=
+        aligned(static_cast<std::size_t>(element_count(val.shape)) * element_size(val.type));
+  }
+  std::vector<std::size_t> by_size(buffers.size());
+  std::iota(by_size.begin(), by_size.end(), std::size_t{0});
+  std::stable_sort(by_size.begin(), by_size.end(), [&](std::size_t a, std::size_t b) {
+    return buffers[a].bytes > buffers[b].bytes;
+  });
+  std::vector<const Buffer*> placed;
+  for (std::size_t i : by_size) {
+    Buffer& buf = buffers[i];
+    std::vector<const Buffer*> live;
+    for (const Buffer* p : placed) {
+      if (p->from <= buf.to && buf.from <= p->to) live.push_back(p);
+    }
+    std::sort(live.begin(), live.end(),
+              [](const Buffer* a, const Buffer* b) { return a->offset < b->offset; });
+    std::size_t offset = 0;
+    for (const Buffer* p : live) {
+      if (offset + buf.bytes <= p->offset) break;
+      offset = std::max(offset, p->offset + p->bytes);
+    }
+    buf.offset = offset;
+    plan.arena_bytes = std::max(plan.arena_bytes, offset + buf.bytes);
+    placed.push_back(&buf);
+  }
+  std::vector<std::int64_t> root_offset(values, MemoryPlan::kNone);
+  for (const Buffer& buf : buffers) root_offset[buf.root] = static_cast<std::int64_t>(buf.offset);
+  for (std::uint32_t v = 0; v < values; ++v) {
+    if (in_arena(ValueId{v})) plan.offset[v] = root_offset[root[v]];
+  }
+  return plan;
+}
+
+}  // namespace qfuse::plugin

@@ -1,0 +1,163 @@
+// The memory plan: intermediate values share one arena by liveness, views and
+// in-place ops share their input's bytes, and none of it changes a result.
+// The safety check recomputes lifetimes from the graph itself; the numeric
+// checks compare with naive loops.
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+
+#include <gmock/gmock.h>
+
+#include "plugin/memory_plan.hpp"
+#include "test_util.hpp"
+
+namespace qfuse::test {
+namespace {
+
+using graph::NodeId;
+using graph::ValueId;
+using plugin::Layout;
+using plugin::MemoryPlan;
+
+std::size_t bytes_of(const graph::Value& v) {
+  return static_cast<std::size_t>(element_count(v.shape)) * element_size(v.type);
+}
+
+// No op writes into the bytes of a value that is still to be read, except
+// its last reader writing an elementwise result over it (in place). Views
+// (Reshape / Flatten onto their input's bytes) write nothing.
+void expect_no_live_overlap(const graph::Graph& g, const MemoryPlan& plan) {
+  const std::vector<NodeId> order = g.topological_order();
+  const auto end = static_cast<std::int64_t>(order.size());
+  std::vector<std::int64_t> from(g.value_count(), -1), to(g.value_count(), -1);
+  std::vector<const graph::Node*> producer(g.value_count(), nullptr);
+  for (std::int64_t k = 0; k < end; ++k) {
+    const graph::Node& n = g.node(order[idx(k)]);
+    for (ValueId v : n.inputs) to[v.index] = k;
+    for (ValueId v : n.outputs) {
+      from[v.index] = to[v.index] = k;
+      producer[v.index] = &n;
+    }
+  }
+  for (ValueId v : g.outputs()) to[v.index] = end;
+  int writes = 0;
+  for (std::uint32_t w = 0; w < g.value_count(); ++w) {
+    const std::int64_t ow = plan.offset[w];
+    if (ow < 0) continue;
+    const graph::Node& p = *producer[w];
+    const bool view = (p.kind == OpKind::Reshape || p.kind == OpKind::Flatten) &&
+                      plan.offset[p.inputs[0].index] == ow;
+    if (view) continue;
+    ++writes;
+    const graph::Value& wv = g.value(ValueId{w});
+    for (std::uint32_t v = 0; v < g.value_count(); ++v) {
+      const std::int64_t ov = plan.offset[v];
+      if (v == w || ov < 0) continue;
+      const graph::Value& vv = g.value(ValueId{v});
+      const bool overlap = static_cast<std::size_t>(ov) < static_cast<std::size_t>(ow) + bytes_of(wv) &&
+                           static_cast<std::size_t>(ow) < static_cast<std::size_t>(ov) + bytes_of(vv);
+      if (!overlap || from[w] < from[v] || from[w] > to[v]) continue;
+      const bool in_place = from[w] == to[v] && ov == ow && vv.shape == wv.shape &&
+                            vv.type == wv.type &&
+                            std::find(p.inputs.begin(), p.inputs.end(), ValueId{v}) != p.inputs.end();
+      EXPECT_TRUE(in_place) << "'" << p.name << "' writes '" << wv.name << "' over '" << vv.name
+                            << "', which is read until step " << to[v];
+    }
+  }
+  EXPECT_GT(writes, 0);
+}
+
+MemoryPlan plan_of(const graph::Graph& g) {
+  return plugin::plan_memory(g, g.topological_order(),
+                             std::vector<Layout>(g.value_count(), Layout::plain));
+}
+
+// x -> 12 x (Multiply by a constant, Relu) -> y: two live buffers suffice.
+TEST(MemoryPlan, AChainReusesTwoBuffers) {
+  graph::Graph g;
+  graph::Builder b(g);
+  const Shape shape{1, 16, 32, 32};
+  ValueId v = b.input("x", shape);
+  for (int i = 0; i < 12; ++i) v = b.relu(b.multiply(v, b.scalar(0.5f + static_cast<float>(i))));
+  b.output(v);
+  const MemoryPlan plan = plan_of(g);
+  const std::size_t tensor = 16 * 32 * 32 * 4;
+  EXPECT_EQ(plan.unshared_bytes, 24 * tensor);
+  EXPECT_LE(plan.arena_bytes, 2 * tensor);
+  EXPECT_EQ(plan.in_place, 24 - 1);  // all but the first Multiply, which reads the input
+  expect_no_live_overlap(g, plan);
+}
+
+// A value read again later keeps its bytes: Relu(x) may not overwrite x when
+// x + Relu(x) follows; views of a value keep it alive.
+graph::Graph branchy(Shape shape) {
+  graph::Graph g;
+  graph::Builder b(g);
+  const ValueId x = b.input("x", shape);
+  const ValueId a = b.multiply(x, b.scalar(2.0f));                 // a = 2x
+  const ValueId r = b.relu(a);                                     // r = relu(a)
+  const ValueId s = b.add(a, r);                                   // a read after relu
+  const ValueId flat = b.op(OpKind::Reshape, {s}, graph::ReshapeAttrs{{element_count(shape)}});
+  const ValueId t = b.unary(OpKind::Sigmoid, s);                   // s read after its view
+  const ValueId back = b.op(OpKind::Reshape, {flat}, graph::ReshapeAttrs{shape});
+  const ValueId u = b.multiply(t, back);                           // t * s
+  const ValueId w = b.unary(OpKind::Tanh, u);
+  b.output(w);
+  b.output(s);  // an output read by later ops stays intact
+  return g;
+}
+
+TEST(MemoryPlan, LiveValuesNeverShareBytes) {
+  const graph::Graph g = branchy({2, 8, 5, 7});
+  const MemoryPlan plan = plan_of(g);
+  EXPECT_EQ(plan.views, 2);
+  EXPECT_GT(plan.in_place, 0);
+  expect_no_live_overlap(g, plan);
+}
+
+// Runs `branchy` twice on one request (the second run reads whatever the
+// first left in the arena) against naive loops.
+TEST(MemoryPlan, SharedBuffersGiveTheDefinedResults) {
+  const Shape shape{2, 8, 5, 7};
+  const graph::Graph g = branchy(shape);
+  const CompiledModel model = compile(g, {.fuse = false});
+  InferRequest request = model.create_infer_request();
+  std::mt19937 rng(7);
+  for (int run = 0; run < 2; ++run) {
+    const Tensor x = random_tensor(shape, rng, -2.0f, 2.0f);
+    request.set_input("x", x);
+    request.infer();
+    const auto w = request.output(model.output_names()[0]).data<float>();
+    const auto s = request.output(model.output_names()[1]).data<float>();
+    for (std::int64_t i = 0; i < x.size(); ++i) {
+      const double a = 2.0 * x.data<float>()[idx(i)];
+      const double si = a + std::max(a, 0.0);
+      const double wi = std::tanh(1.0 / (1.0 + std::exp(-si)) * si);
+      ASSERT_NEAR(s[idx(i)], si, 1e-6 * (1 + std::fabs(si))) << "run " << run << " element " << i;
+      ASSERT_NEAR(w[idx(i)], wi, 1e-5) << "run " << run << " element " << i;
+    }
+  }
+}
+
+// A copy of an output owns its elements: the next inference does not change it.
+TEST(MemoryPlan, ACopiedOutputOutlivesTheNextInference) {
+  const Shape shape{2, 8, 5, 7};
+  const graph::Graph g = branchy(shape);
+  const CompiledModel model = compile(g);
+  InferRequest request = model.create_infer_request();
+  std::mt19937 rng(8);
+  request.set_input("x", random_tensor(shape, rng));
+  request.infer();
+  const std::string name = model.output_names()[0];
+  const Tensor first = request.output(name);
+  const std::vector<double> kept = to_double(first);
+  EXPECT_FALSE(first.is_view());
+  request.set_input("x", random_tensor(shape, rng));
+  request.infer();
+  EXPECT_EQ(to_double(first), kept);
+  EXPECT_NE(to_double(request.output(name)), kept);
+}
+
+}  // namespace
+}  // namespace qfuse::test
