@@ -84,10 +84,21 @@ std::vector<LayerInfo> CompiledModel::layers() const {
   std::vector<LayerInfo> layers;
   for (const auto& op : impl_->ops) {
     const graph::Node& n = op->node();
-    layers.push_back({n.name, std::string(graph::to_string(n.kind)), op->implementation(),
-                      op->post_ops(), precision_of(impl_->graph, n)});
+    const bool reorder_node = n.kind == graph::OpKind::Convert &&
+                              !n.attr<graph::ConvertAttrs>().quantizes() &&
+                              op->implementation().rfind("qfuse", 0) != 0 &&
+                              op->implementation() != "reference";
+    const std::string impl = op->implementation();
+    layers.push_back({n.name, std::string(graph::to_string(n.kind)), impl, op->post_ops(),
+                      precision_of(impl_->graph, n), op->staged_reorders() + (reorder_node ? 1 : 0),
+                      impl == "reference"});
   }
   return layers;
+}
+
+MemoryInfo CompiledModel::memory() const {
+  const plugin::MemoryPlan& m = impl_->memory;
+  return {m.arena_bytes, m.unshared_bytes, m.views, m.in_place};
 }
 
 const std::vector<std::string>& CompiledModel::fusion_log() const { return impl_->fusion_log; }

@@ -58,6 +58,9 @@ class ExecutableOp {
   // oneDNN's implementation name, or "reference" for qfuse's own loops.
   virtual std::string implementation() const { return "reference"; }
   virtual std::size_t scratchpad_size() const { return 0; }
+  // Reorders the op runs each inference besides its own work: layouts staged
+  // in and out of its primitive.
+  virtual int staged_reorders() const { return 0; }
   // The fused post-op list, for logs and dumps; empty for unfused nodes.
   virtual std::string post_ops() const { return {}; }
 

@@ -167,6 +167,7 @@ class ConvolutionOp final : public ExecutableOp {
 
   std::string implementation() const override { return implementation_; }
   std::size_t scratchpad_size() const override { return scratch_; }
+  int staged_reorders() const override { return dst_reorder_ ? 1 : 0; }
 
  private:
   dnnl::engine engine_;

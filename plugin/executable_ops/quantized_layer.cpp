@@ -290,6 +290,10 @@ class QuantizedLayerOp final : public ExecutableOp {
     return composer::describe(b_.plan) + (sum_in_place_ ? " (sum in place)" : "");
   }
   std::size_t scratchpad_size() const override { return total_scratch_; }
+  int staged_reorders() const override {
+    return (src_stage_ ? 1 : 0) + (dst_stage_ ? 1 : 0) + static_cast<int>(binary_stages_.size()) +
+           (b_.sum_input && !sum_in_place_ ? 1 : 0);
+  }
 
 
  private:

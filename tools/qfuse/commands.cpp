@@ -365,6 +365,23 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
       }
     }
   }
+  int convert_reorders = 0, staged = 0;
+  std::vector<const LayerInfo*> scalar;
+  for (const LayerInfo& l : layers) {
+    if (l.op == "Convert") convert_reorders += l.reorders;
+    else staged += l.reorders;
+    if (l.scalar_fallback) scalar.push_back(&l);
+  }
+  std::cout << "\nreorders per inference: " << convert_reorders + staged << " (" << convert_reorders
+            << " Convert nodes, " << staged << " staged inside layers)\n";
+  const MemoryInfo mem = model.memory();
+  std::cout << std::fixed << std::setprecision(2) << "memory: intermediate tensors in a "
+            << static_cast<double>(mem.arena_bytes) / (1 << 20) << " MiB arena ("
+            << static_cast<double>(mem.unshared_bytes) / (1 << 20) << " MiB one buffer each), "
+            << mem.views << " views, " << mem.in_place << " ops in place\n"
+            << std::defaultfloat;
+  std::cout << "scalar fallback loops: " << scalar.size() << '\n';
+  for (const LayerInfo* l : scalar) std::cout << "  " << l->node << " [" << l->op << "]\n";
   if (!model.refusals().empty()) {
     std::cout << "\nrefusals (" << model.refusals().size() << "):\n";
     for (const FusionRefusal& r : model.refusals()) {
@@ -386,8 +403,10 @@ int dump_command(const Args& args) {
   }
   std::cout << graph::to_text(model.graph()) << "\nlayers:\n";
   for (const LayerInfo& l : layers) {
-    std::cout << "  " << l.node << " [" << l.op << "] " << l.precision << ' ' << l.implementation
-              << '\n';
+    std::cout << "  " << l.node << " [" << l.op << "] " << l.precision << ' ' << l.implementation;
+    if (l.reorders > 0) std::cout << "  (" << l.reorders << " reorder" << (l.reorders > 1 ? "s" : "") << ")";
+    if (l.scalar_fallback) std::cout << "  SCALAR FALLBACK";
+    std::cout << '\n';
     if (!l.post_ops.empty()) std::cout << "      " << l.post_ops << '\n';
   }
   if (!model.fusion_log().empty()) {

@@ -42,6 +42,21 @@ struct LayerInfo {
   // "int8" (reads and writes u8/s8), "f32", or "quantize" / "dequantize"
   // for the conversions between the two.
   std::string precision;
+  // Reorders per inference: 1 for a Convert that only changes layout or
+  // type, plus the layouts an op stages in and out of its primitive.
+  int reorders = 0;
+  // qfuse's scalar fallback loop ("reference") rather than a vectorized,
+  // multithreaded kernel.
+  bool scalar_fallback = false;
+};
+
+// Where a request keeps its tensors: intermediate values share one arena by
+// liveness (graph inputs have their own buffers).
+struct MemoryInfo {
+  std::size_t arena_bytes = 0;
+  std::size_t unshared_bytes = 0;  // the same tensors, one buffer each
+  int views = 0;                   // Reshape / Flatten outputs on their input's bytes
+  int in_place = 0;                // ops writing over an input nothing reads after them
 };
 
 // Why a fusion pass left a candidate node alone (one reason per refusal).
@@ -65,6 +80,7 @@ class CompiledModel {
   InferRequest create_infer_request() const;
 
   const graph::Graph& graph() const;
+  MemoryInfo memory() const;
   std::vector<std::string> input_names() const;
   std::vector<std::string> output_names() const;
   // One entry per executed node, in execution order.
