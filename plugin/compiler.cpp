@@ -112,18 +112,27 @@ bool is_spatial_quantized(graph::OpKind kind) {
 }
 
 // Ops that run on channels-last buffers as well as plain ones, and which of
-// their operands must then share one layout (`same`): the elementwise ops and
-// pools (input and output), binary ops (the operands of the output's shape and
-// the output; a broadcast operand is read plain), and Convert (a reorder or
-// the quantizing loop, any layouts). Int8 convolutions read and write either
-// (staging the other), their full-tensor post-op operands too.
-// The operands of `n` that must share the output's layout, with the output;
-// empty when `n` imposes nothing or cannot run channels last at all.
+// their operands must then share one layout: elementwise ops, pools and
+// nearest Resize (input and output), Concat (all of them), binary ops (the
+// operands of the output's shape and the output; a broadcast operand is read
+// plain). Convert and Slice (reorders, or the quantizing loop) take any
+// layouts; int8 convolutions read and write either (staging the other), their
+// full-tensor post-op operands too.
+//
+// same_layout_group: the operands of `n` that must share the output's layout,
+// with the output; empty when `n` imposes nothing or cannot run channels last.
 std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph::Node& n) {
   using graph::OpKind;
   const Shape& out = g.value(n.outputs[0]).shape;
-  if (plugin::is_unary_eltwise(n.kind) || n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool) {
+  if (plugin::is_unary_eltwise(n.kind) || n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool ||
+      (n.kind == OpKind::Resize &&
+       n.attr<graph::ResizeAttrs>().mode == graph::ResizeMode::nearest)) {
     return {n.inputs[0], n.outputs[0]};
+  }
+  if (n.kind == OpKind::Concat) {
+    std::vector<graph::ValueId> group(n.inputs.begin(), n.inputs.end());
+    group.push_back(n.outputs[0]);
+    return group;
   }
   if (plugin::is_binary_on_dnnl(g, n)) {
     std::vector<graph::ValueId> group{n.outputs[0]};
@@ -144,6 +153,7 @@ bool takes_channels_last(const graph::Graph& g, const graph::Node& n, graph::Val
       g.value(n.inputs[0]).type == ElementType::f32) {
     return v == n.inputs[0] || v == n.outputs[0];
   }
+  if (n.kind == OpKind::Slice) return true;  // a reorder from a view, any layouts
   if (n.kind == OpKind::Convert) {
     return n.attr<graph::ConvertAttrs>().to != ElementType::s32 &&
            g.value(n.inputs[0]).type != ElementType::s32;  // the s32 loop is plain

@@ -335,26 +335,40 @@ class CopyOp final : public ExecutableOp {
   std::string implementation() const override { return "qfuse:copy"; }
 };
 
-// Resize with ONNX's coordinate transforms. Nearest is a gather through an
-// index table made once (any element type: f32, u8, s8); linear interpolates
-// f32 one axis at a time (multilinear is separable).
+// Resize with ONNX's coordinate transforms. Nearest copies blocks through a
+// table made once (any element type: f32, u8, s8; plain or channels last, the
+// same for input and output): one entry per output block, a block being the
+// trailing dims the resize leaves alone, so a channels-last upsample copies
+// whole pixels. Linear interpolates f32 one axis at a time (multilinear is
+// separable) on plain tensors.
 class ResizeOp final : public ExecutableOp {
  public:
-  ResizeOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
+  ResizeOp(const graph::Graph& g, const Node& node, bool channels_last) : ExecutableOp(node) {
     in_shape_ = g.value(node.inputs[0]).shape;
     attrs_ = node.attr<graph::ResizeAttrs>();
-    if (attrs_.mode == graph::ResizeMode::nearest) source_ = nearest_sources();
+    element_bytes_ = element_size(g.value(node.inputs[0]).type);
+    if (attrs_.mode == graph::ResizeMode::nearest) make_block_table(channels_last);
+  }
+
+  std::string implementation() const override {
+    return attrs_.mode == graph::ResizeMode::nearest ? "qfuse:resize_nearest" : "reference";
   }
 
   void execute(ExecContext& ctx) const override {
     const Tensor& x = ctx.in(node().inputs[0]);
     Tensor& out = ctx.out(node().outputs[0]);
     if (attrs_.mode == graph::ResizeMode::nearest) {
-      switch (element_size(x.type())) {
-        case 1: gather<std::uint8_t>(x, out); return;
-        case 4: gather<std::uint32_t>(x, out); return;
-        default: throw InferenceError("Resize '" + node().name + "': unexpected element size");
+      const auto* in = static_cast<const std::uint8_t*>(x.raw_data());
+      auto* y = static_cast<std::uint8_t*>(out.raw_data());
+      const auto blocks = static_cast<std::int64_t>(source_.size());
+      const std::size_t bytes = block_ * element_bytes_;
+#pragma omp parallel for schedule(static) if (blocks * static_cast<std::int64_t>(bytes) >= 65536)
+      for (std::int64_t i = 0; i < blocks; ++i) {
+        std::memcpy(y + static_cast<std::size_t>(i) * bytes,
+                    in + static_cast<std::size_t>(source_[static_cast<std::size_t>(i)]) * element_bytes_,
+                    bytes);
       }
+      return;
     }
     std::vector<float> cur(x.data<float>().begin(), x.data<float>().end());
     Shape shape = in_shape_;
@@ -415,36 +429,47 @@ class ResizeOp final : public ExecutableOp {
     return std::clamp(static_cast<std::int64_t>(i), std::int64_t{0}, in_shape_[d] - 1);
   }
 
-  // The input element each output element copies.
-  std::vector<std::int64_t> nearest_sources() const {
+  // Fills source_ (the input element offset of each output block) and
+  // block_ (elements per block). Dims run in memory order, outermost first.
+  void make_block_table(bool channels_last) {
     const std::size_t rank = in_shape_.size();
-    std::vector<std::vector<std::int64_t>> offset(rank);
-    std::int64_t stride = 1;
-    for (std::size_t d = rank; d-- > 0;) {
-      for (std::int64_t o = 0; o < attrs_.sizes[d]; ++o) {
-        offset[d].push_back(nearest_index(d, o) * stride);
-      }
-      stride *= in_shape_[d];
+    std::vector<std::size_t> order(rank);
+    for (std::size_t i = 0; i < rank; ++i) order[i] = i;
+    if (channels_last && rank >= 3) std::rotate(order.begin() + 1, order.begin() + 2, order.end());
+    std::vector<std::int64_t> stride(rank);
+    std::int64_t st = 1;
+    for (std::size_t i = rank; i-- > 0;) {
+      stride[order[i]] = st;
+      st *= in_shape_[order[i]];
     }
-    std::vector<std::int64_t> source(static_cast<std::size_t>(element_count(attrs_.sizes)));
-    std::vector<std::int64_t> index(rank, 0);
-    for (std::int64_t& src : source) {
+    // Trailing dims copied as they are form the block.
+    std::size_t copied = rank;
+    block_ = 1;
+    while (copied > 0) {
+      const std::size_t d = order[copied - 1];
+      bool identity = attrs_.sizes[d] == in_shape_[d];
+      for (std::int64_t o = 0; identity && o < attrs_.sizes[d]; ++o) identity = nearest_index(d, o) == o;
+      if (!identity) break;
+      block_ *= static_cast<std::size_t>(in_shape_[d]);
+      --copied;
+    }
+    std::vector<std::vector<std::int64_t>> offset(copied);
+    std::int64_t blocks = 1;
+    for (std::size_t i = 0; i < copied; ++i) {
+      const std::size_t d = order[i];
+      for (std::int64_t o = 0; o < attrs_.sizes[d]; ++o) offset[i].push_back(nearest_index(d, o) * stride[d]);
+      blocks *= attrs_.sizes[d];
+    }
+    source_.assign(static_cast<std::size_t>(blocks), 0);
+    std::vector<std::int64_t> index(copied, 0);
+    for (std::int64_t& src : source_) {
       src = 0;
-      for (std::size_t d = 0; d < rank; ++d) src += offset[d][static_cast<std::size_t>(index[d])];
-      for (std::size_t d = rank; d-- > 0;) {
-        if (++index[d] < attrs_.sizes[d]) break;
-        index[d] = 0;
+      for (std::size_t i = 0; i < copied; ++i) src += offset[i][static_cast<std::size_t>(index[i])];
+      for (std::size_t i = copied; i-- > 0;) {
+        if (++index[i] < attrs_.sizes[order[i]]) break;
+        index[i] = 0;
       }
     }
-    return source;
-  }
-
-  // Copies elements of T's size, whatever their type.
-  template <class T>
-  void gather(const Tensor& x, Tensor& y) const {
-    const auto* in = static_cast<const T*>(x.raw_data());
-    auto* out = static_cast<T*>(y.raw_data());
-    for (std::size_t i = 0; i < source_.size(); ++i) out[i] = in[source_[i]];
   }
 
   std::vector<float> resize_linear_axis(const std::vector<float>& x, const Shape& shape,
@@ -474,6 +499,8 @@ class ResizeOp final : public ExecutableOp {
 
   Shape in_shape_;
   graph::ResizeAttrs attrs_;
+  std::size_t element_bytes_ = 0;
+  std::size_t block_ = 1;
   std::vector<std::int64_t> source_;
 };
 
@@ -494,7 +521,7 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
     case OpKind::FakeQuantize: return std::make_unique<FakeQuantizeOp>(graph, node);
     case OpKind::Reshape:
     case OpKind::Flatten: return std::make_unique<CopyOp>(node);
-    case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node);
+    case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node, cl(node.inputs[0]));
     case OpKind::Convert:
       if (node.attr<graph::ConvertAttrs>().quantizes()) {
         return std::make_unique<QuantizeOp>(graph, node, cl(node.inputs[0]), cl(node.outputs[0]));

@@ -28,6 +28,7 @@ struct Case {
   Mover mover;         // builds the op under test, named "mover"
   bool requantize;     // ORT's form: the same FakeQuantize after the op too
   bool expect_int8;    // the mover runs on u8
+  bool channels_last = false;  // ... channels last: conv1 writes its layout, no reorder
 };
 
 // x -> FQ -> conv1 -> relu -> [FQ] -> mover -> [FQ] -> conv2 -> FQ(s8) -> y
@@ -44,7 +45,8 @@ SmallNet build(const Case& c, bool fq_before_mover = true) {
   return net;
 }
 
-void expect_int8_mover_and_one_lsb(const SmallNet& net, bool expect_int8) {
+void expect_int8_mover_and_one_lsb(const SmallNet& net, bool expect_int8,
+                                   bool channels_last = false) {
   const CompiledModel fused = compile(net.graph, {.fuse = true});
   EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
   bool found = false;
@@ -54,6 +56,11 @@ void expect_int8_mover_and_one_lsb(const SmallNet& net, bool expect_int8) {
     EXPECT_EQ(l.precision == "int8", expect_int8) << l.precision << describe_layers(fused);
   }
   EXPECT_TRUE(found) << describe_layers(fused);
+  for (const LayerInfo& l : fused.layers()) {
+    if (channels_last && (l.node == "conv1" || l.node == "mover")) {
+      EXPECT_EQ(l.reorders, 0) << l.node << describe_layers(fused);
+    }
+  }
   expect_within_one_lsb(net, fused, 3, 0.99);
 }
 
@@ -90,6 +97,27 @@ ValueId resize_nearest(Builder& b, ValueId x) {
   return b.op(graph::OpKind::Resize, {x}, r, "mover");
 }
 
+// Half-pixel centres at a non-integer scale (8 -> 12).
+ValueId resize_nearest_half_pixel(Builder& b, ValueId x) {
+  graph::ResizeAttrs r;
+  r.mode = graph::ResizeMode::nearest;
+  r.transform = graph::CoordinateTransform::half_pixel;
+  r.nearest_mode = graph::NearestMode::round_prefer_floor;
+  r.sizes = {1, 8, 12, 12};
+  return b.op(graph::OpKind::Resize, {x}, r, "mover");
+}
+
+// Width only; the height keeps its size but tf_half_pixel_for_nn with
+// round_prefer_ceil still shifts its rows by one.
+ValueId resize_nearest_shifted_rows(Builder& b, ValueId x) {
+  graph::ResizeAttrs r;
+  r.mode = graph::ResizeMode::nearest;
+  r.transform = graph::CoordinateTransform::tf_half_pixel_for_nn;
+  r.nearest_mode = graph::NearestMode::round_prefer_ceil;
+  r.sizes = {1, 8, 8, 13};
+  return b.op(graph::OpKind::Resize, {x}, r, "mover");
+}
+
 ValueId reshape_roundtrip(Builder& b, ValueId x) {
   const ValueId flat = b.op(graph::OpKind::Reshape, {x}, graph::ReshapeAttrs{{1, 8, 64}}, "flat");
   return b.op(graph::OpKind::Reshape, {flat}, graph::ReshapeAttrs{{1, 8, 8, 8}}, "mover");
@@ -98,21 +126,25 @@ ValueId reshape_roundtrip(Builder& b, ValueId x) {
 class Int8DataMovement : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Int8DataMovement, RunsOnU8BetweenInt8LayersWithinOneLsb) {
-  expect_int8_mover_and_one_lsb(build(GetParam()), GetParam().expect_int8);
+  expect_int8_mover_and_one_lsb(build(GetParam()), GetParam().expect_int8,
+                                GetParam().channels_last);
 }
 
 // Quantized only after the op: the FakeQuantize moves above it.
 TEST_P(Int8DataMovement, QuantizeAfterTheOpMovesAboveIt) {
-  expect_int8_mover_and_one_lsb(build(GetParam(), false), GetParam().expect_int8);
+  expect_int8_mover_and_one_lsb(build(GetParam(), false), GetParam().expect_int8,
+                                GetParam().channels_last);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Ops, Int8DataMovement,
-    ::testing::Values(Case{"MaxPool", max_pool, true, true},
-                      Case{"MaxPoolNoRequantize", max_pool, false, true},
+    ::testing::Values(Case{"MaxPool", max_pool, true, true, true},
+                      Case{"MaxPoolNoRequantize", max_pool, false, true, true},
                       Case{"Transpose", transpose_hw, true, true},
-                      Case{"Slice", slice_crop, true, true},
-                      Case{"ResizeNearest", resize_nearest, true, true},
+                      Case{"Slice", slice_crop, true, true, true},
+                      Case{"ResizeNearest", resize_nearest, true, true, true},
+                      Case{"ResizeNearestHalfPixel", resize_nearest_half_pixel, true, true, true},
+                      Case{"ResizeNearestShiftedRows", resize_nearest_shifted_rows, true, true, true},
                       Case{"Reshape", reshape_roundtrip, true, true}),
     [](const auto& p) { return p.param.name; });
 
@@ -142,7 +174,12 @@ TEST(Int8Concat, EqualGridsConcatOnU8) {
     if (l.node == "mover") {
       EXPECT_EQ(l.precision, "int8") << describe_layers(fused);
     }
+    // Both branches write channels last and the Concat joins them so.
+    if (l.node == "mover" || l.node == "left" || l.node == "right") {
+      EXPECT_EQ(l.reorders, 0) << l.node << describe_layers(fused);
+    }
   }
+  expect_within_one_lsb(net, fused, 4, 0.99);
   const CompiledModel unfused = compile(net.graph, {.fuse = false});
   const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, std::vector<float>(256, 1.3f));
   const Comparison c = compare_quantized(run(fused, "x", x, net.output),
