@@ -1,0 +1,50 @@
+// Which oneDNN kernel an int8 layer gets: AMX only for brgemm kernels with a
+// long reduction, the AVX-512 VNNI kernels for short ones (faster at one
+// image's sizes). Either way fused matches unfused within 1 LSB.
+
+#include <gtest/gtest.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "fusion_test_util.hpp"
+
+namespace qfuse::test::fusion {
+namespace {
+
+bool has_amx() {
+  return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+}
+
+// x[1, 4, 8, 8] -> conv3x3 (4 -> 64 channels: 36 values per output)
+//   -> FQ -> conv3x3 (64 -> 64: 576 values per output) -> FQ(s8)
+SmallNet short_then_long() {
+  SmallNet net;
+  Builder b(net.graph);
+  const ValueId x = b.fake_quantize(b.input("x", {1, 4, 8, 8}), 0.0f, 5.1f, 0.0f, 5.1f, 256, "x.q");
+  ValueId y = b.relu(quantized_conv(b, x, 64, 1, "short"));
+  y = b.fake_quantize(y, 0.0f, 5.1f, 0.0f, 5.1f, 256, "short.q");
+  y = quantized_conv(b, y, 64, 2, "long");
+  close_with_s8_output(b, y, net);
+  return net;
+}
+
+TEST(ImplementationChoice, AmxOnlyForLongReductions) {
+  const SmallNet net = short_then_long();
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  const auto layers = quantized_layers(fused);
+  ASSERT_EQ(layers.size(), 2u) << describe_layers(fused);
+  for (const LayerInfo& l : layers) {
+    EXPECT_TRUE(is_int8_implementation(l.implementation)) << describe_layers(fused);
+    const bool amx = l.implementation.find("amx") != std::string::npos;
+    if (l.node == "short") {
+      EXPECT_FALSE(amx) << describe_layers(fused);
+    }
+    if (l.node == "long" && has_amx()) {
+      EXPECT_TRUE(amx && l.implementation.rfind("brg", 0) == 0) << describe_layers(fused);
+    }
+  }
+  expect_within_one_lsb(net, fused, 5);
+}
+
+}  // namespace
+}  // namespace qfuse::test::fusion
