@@ -93,10 +93,21 @@ void InferRequest::set_threads(int threads) { impl_->threads = threads; }
 
 void InferRequest::infer() {
   if (impl_->threads > 0) omp_set_num_threads(impl_->threads);
+  const int team = omp_get_max_threads();
   plugin::ExecContext ctx(impl_->graph(), impl_->tensors, impl_->stream, impl_->scratchpad.data());
   for (std::size_t i = 0; i < impl_->model->ops.size(); ++i) {
     const auto& op = impl_->model->ops[i];
     ctx.set_op_state(&impl_->op_states[i]);
+    // oneDNN sizes its work for the threads it was created with; fewer are safe.
+    const bool alone = team > 1 && impl_->model->single_threaded[i];
+    if (alone) omp_set_num_threads(1);
+    const struct Restore {
+      bool alone;
+      int team;
+      ~Restore() {
+        if (alone) omp_set_num_threads(team);
+      }
+    } restore{alone, team};
     try {
       op->execute(ctx);
     } catch (const dnnl::error& e) {
