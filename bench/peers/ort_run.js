@@ -4,7 +4,8 @@
 //   {"median_ms": ..., "runs": ..., "peak_rss_mib": ..., "base_rss_mib": ...}
 // base_rss_mib is the process before the session exists (Node itself).
 //
-//   node ort_run.js MODEL INPUT_DIR OUTPUT_DIR THREADS SECONDS
+//   node ort_run.js MODEL INPUT_DIR OUTPUT_DIR THREADS SECONDS [OPTIMIZATION]
+// OPTIMIZATION is ORT's graph optimization level (default all).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -46,12 +47,12 @@ function writeNpy(file, tensor) {
 }
 
 async function main() {
-  const [model, inputDir, outputDir, threads, seconds] = process.argv.slice(2);
+  const [model, inputDir, outputDir, threads, seconds, level] = process.argv.slice(2);
   const base = process.memoryUsage().rss / 1048576;
   const ort = require('onnxruntime-node');
   const session = await ort.InferenceSession.create(model, {
     intraOpNumThreads: Number(threads), interOpNumThreads: 1,
-    executionMode: 'sequential', graphOptimizationLevel: 'all', logSeverityLevel: 3});
+    executionMode: 'sequential', graphOptimizationLevel: level || 'all', logSeverityLevel: 3});
   const feeds = {};
   for (const name of session.inputNames) {
     const t = readNpy(path.join(inputDir, name + '.npy'));

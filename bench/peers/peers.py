@@ -13,6 +13,7 @@ output grid when the model dequantizes its output, else absolute; and how
 much is equal (elements on a grid, rows with the same argmax otherwise).
 
     bench/peers/peers.py [CORPUS_DIR] [--qfuse build/tools/qfuse] [--seconds 3]
+                         [--only MODEL ...] [--ort-optimization all|extended|basic|disabled]
 
 Not part of CI: it times things and may download the npm package.
 """
@@ -86,9 +87,13 @@ def run(cmd, env=None):
     return p.stdout
 
 
+ORT_OPT = "all"
+
+
 def ort(path, inputs, outputs, threads, seconds):
     out = run(["node", os.path.join(HERE, "ort_run.js"), path, inputs, outputs, str(threads),
-               str(seconds)], env=dict(os.environ, NODE_PATH=os.path.join(ORT_DIR, "node_modules")))
+               str(seconds), ORT_OPT],
+              env=dict(os.environ, NODE_PATH=os.path.join(ORT_DIR, "node_modules")))
     r = json.loads(out.strip().splitlines()[-1])
     return r["median_ms"], r["peak_rss_mib"] - r["base_rss_mib"]
 
@@ -141,7 +146,13 @@ def main():
     ap.add_argument("--qfuse", default=os.path.join("build", "tools", "qfuse"))
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--ort-optimization", default="all",
+                    choices=["disabled", "basic", "extended", "all"],
+                    help="ONNX Runtime's graph optimization level (disabled: it runs the QDQ "
+                         "graph as written, for telling its rewrites from qfuse's numerics)")
     args = ap.parse_args()
+    global ORT_OPT
+    ORT_OPT = args.ort_optimization
     ensure_ort()
     models = sorted(f[:-5] for f in os.listdir(args.corpus) if f.endswith(".onnx"))
     if args.only:
