@@ -12,6 +12,7 @@
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantized_layer.hpp"
 #include "plugin/execution.hpp"
+#include "plugin/f32_post_ops.hpp"
 #include "plugin/memory_plan.hpp"
 
 namespace qfuse {
@@ -28,10 +29,11 @@ namespace plugin {
 
 std::unique_ptr<ExecutableOp> make_unfused_op(const graph::Graph& graph, const graph::Node& node,
                                               const dnnl::engine& engine,
-                                              const LayoutOf& layout_of = {}) {
+                                              const LayoutOf& layout_of = {},
+                                              const F32Chain* chain = nullptr) {
   try {
     if (auto op = make_reference_op(graph, node, layout_of)) return op;
-    if (auto op = make_dnnl_op(graph, node, engine, layout_of)) return op;
+    if (auto op = make_dnnl_op(graph, node, engine, layout_of, chain)) return op;
   } catch (const dnnl::error& e) {
     throw CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
                        node.name + "': oneDNN refused the primitive (" + e.what() + ")");
@@ -283,6 +285,13 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     }
     graph::verify(impl->graph);
   }
+  // f32 layers take the elementwise ops after them as post-ops (fused mode only:
+  // unfused runs every node alone, the reference).
+  std::unordered_map<std::uint32_t, plugin::F32Chain> chains;
+  if (options.fuse) {
+    chains = plugin::absorb_f32_post_ops(impl->graph, impl->fusion_log);
+    graph::verify(impl->graph);
+  }
   const std::vector<plugin::Layout> layouts = plan_layouts(impl->graph);
   const auto layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
   const std::vector<graph::NodeId> order = impl->graph.topological_order();
@@ -304,7 +313,9 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
                                   plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
                                   plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
       } else {
-        op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of);
+        const auto chain = chains.find(id.index);
+        op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of,
+                                     chain != chains.end() ? &chain->second : nullptr);
       }
     } catch (const dnnl::error& e) {
       throw CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +

@@ -8,6 +8,7 @@
 
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/ops.hpp"
+#include "plugin/f32_post_ops.hpp"
 
 namespace qfuse::plugin {
 namespace {
@@ -90,6 +91,7 @@ struct Operands {
   const graph::Graph& graph;
   const Node& node;
   const LayoutOf& layout_of;
+  const F32Chain* chain = nullptr;  // post-ops a layer absorbed
   const graph::Value& in(std::size_t i) const { return graph.value(node.inputs[i]); }
   const graph::Value& out() const { return graph.value(node.outputs[0]); }
   Layout layout(graph::ValueId v) const { return layout_of ? layout_of(v) : Layout::plain; }
@@ -100,26 +102,33 @@ struct Operands {
   bool has(std::size_t i) const { return node.inputs.size() > i; }
 };
 
-// An f32 convolution with constant weights: the weights are reordered once
-// into the layout the implementation picks (format any), the source and
-// destination are the buffers' layouts (channels last between layers, where
-// oneDNN runs brgconv rather than gemm). When only oneDNN's reference
+// An f32 layer (convolution, fully connected) with constant weights: the
+// weights are reordered once into the layout the implementation picks (format
+// any), the source and destination are the buffers' layouts (for convolutions
+// channels last between layers, where oneDNN runs brgconv rather than gemm). When only oneDNN's reference
 // implementation takes that pair, the destination is written in the layout
 // the primitive picks and reordered into the buffer after it.
-class ConvolutionOp final : public ExecutableOp {
+class ConstantWeightsOp final : public ExecutableOp {
  public:
-  ConvolutionOp(const Node& node, const dnnl::engine& engine,
-                dnnl::convolution_forward::primitive_desc pd, const memory::desc& w_plain,
-                const Tensor& weights, const Tensor* bias, const memory::desc& user_dst)
-      : ExecutableOp(node), engine_(engine), pd_(std::move(pd)), user_dst_md_(user_dst) {
-    primitive_ = dnnl::convolution_forward(pd_);
+  ConstantWeightsOp(const Node& node, const dnnl::engine& engine, dnnl::primitive_desc pd,
+                    const memory::desc& w_plain, const Tensor& weights, const Tensor* bias,
+                    const memory::desc& user_dst,
+                    std::vector<std::pair<int, memory>> post_op_args = {},
+                    std::string post_ops = {})
+      : ExecutableOp(node),
+        engine_(engine),
+        pd_(std::move(pd)),
+        user_dst_md_(user_dst),
+        post_op_args_(std::move(post_op_args)),
+        post_ops_(std::move(post_ops)) {
+    primitive_ = dnnl::primitive(pd_.get());
     dnnl::stream s(engine_);
     weights_ = memory(pd_.weights_desc(), engine_);
     memory plain(w_plain, engine_, const_cast<void*>(weights.raw_data()));
     dnnl::reorder(plain, weights_).execute(s, plain, weights_);
     s.wait();
     if (bias != nullptr) {
-      bias_ = memory(pd_.bias_desc(), engine_);
+      bias_ = memory(pd_.weights_desc(1), engine_);
       std::memcpy(bias_.get_data_handle(), bias->raw_data(), bias->byte_size());
     }
     scratch_ = pd_.scratchpad_desc().get_size();
@@ -146,6 +155,7 @@ class ConvolutionOp final : public ExecutableOp {
       st.args.emplace(DNNL_ARG_SRC, memory(pd_.src_desc(), engine_, nullptr));
       st.args.emplace(DNNL_ARG_WEIGHTS, weights_);
       if (bias_) st.args.emplace(DNNL_ARG_BIAS, bias_);
+      for (const auto& [arg, mem] : post_op_args_) st.args.emplace(arg, mem);
       st.args.emplace(DNNL_ARG_DST, memory(pd_.dst_desc(), engine_, nullptr));
       st.args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), engine_, nullptr));
       st.user_dst = memory(user_dst_md_, engine_, nullptr);
@@ -166,19 +176,38 @@ class ConvolutionOp final : public ExecutableOp {
   }
 
   std::string implementation() const override { return implementation_; }
+  std::string post_ops() const override { return post_ops_; }
   std::size_t scratchpad_size() const override { return scratch_; }
   int staged_reorders() const override { return dst_reorder_ ? 1 : 0; }
 
  private:
   dnnl::engine engine_;
-  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::primitive_desc pd_;
   dnnl::primitive primitive_;
   memory::desc user_dst_md_;
   memory weights_, bias_;
   dnnl::reorder dst_reorder_;
   std::size_t scratch_ = 0, stage_offset_ = 0;
   std::string implementation_;
+  std::vector<std::pair<int, memory>> post_op_args_;  // constant binary operands
+  std::string post_ops_;
 };
+
+// The primitive attributes of an f32 layer: user scratchpad, and the post-ops
+// of the chain it absorbed (their constant operands go to `args`).
+dnnl::primitive_attr layer_attr(const Operands& o, const dnnl::engine& engine, int channel_axis,
+                                int rank, std::vector<std::pair<int, memory>>& args) {
+  dnnl::primitive_attr attr = user_scratchpad();
+  if (o.chain != nullptr) {
+    const Shape& out = o.out().shape;
+    const std::int64_t channels =
+        out[channel_axis == 1 ? std::size_t{1} : out.size() - 1];
+    args = apply_chain(*o.chain, attr, engine, channels, channel_axis, rank);
+  }
+  return attr;
+}
+
+std::string chain_text(const Operands& o) { return o.chain != nullptr ? describe(*o.chain) : ""; }
 
 std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::engine& engine) {
   const auto& a = o.node.attr<graph::ConvAttrs>();
@@ -193,12 +222,15 @@ std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::en
     }
     const memory::desc w_any(w_plain.dims(), memory::data_type::f32, memory::format_tag::any);
     const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();
+    std::vector<std::pair<int, memory>> post_args;
+    const dnnl::primitive_attr attr =
+        layer_attr(o, engine, 1, static_cast<int>(o.out().shape.size()), post_args);
     const auto make_pd = [&](const memory::desc& dst) {
       dnnl::convolution_forward::desc desc(
           prop_kind::forward_inference, algorithm::convolution_direct, o.in_md(0), w_any, b_md,
           dst, to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
           to_dims(a.pads_end));
-      return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), engine);
+      return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
     };
     auto pd = make_pd(o.out_md());
     if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) {
@@ -206,10 +238,10 @@ std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::en
                                       memory::format_tag::any));
       if (std::string(any.impl_info_str()).find("ref") == std::string::npos) pd = any;
     }
-    return std::make_unique<ConvolutionOp>(o.node, engine, std::move(pd), w_plain,
-                                           *o.in(1).constant,
-                                           o.has(2) ? o.in(2).constant.get() : nullptr,
-                                           o.out_md());
+    return std::make_unique<ConstantWeightsOp>(o.node, engine, std::move(pd), w_plain,
+                                               *o.in(1).constant,
+                                               o.has(2) ? o.in(2).constant.get() : nullptr,
+                                               o.out_md(), std::move(post_args), chain_text(o));
   }
   const Shape& w = o.in(1).shape;
   memory::desc w_md = o.in_md(1);
@@ -279,6 +311,18 @@ std::unique_ptr<ExecutableOp> make_fully_connected(const Operands& o,
   const memory::desc x_md = plain_desc(memory::dims{n, k}, ElementType::f32);
   const memory::desc y_md = plain_desc(memory::dims{n, oc}, ElementType::f32);
   const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();
+  if (o.in(1).is_constant() && (!o.has(2) || o.in(2).is_constant())) {
+    // Constant weights: reordered once into the layout the kernel picks.
+    const memory::desc w_any(o.in_md(1).dims(), memory::data_type::f32, memory::format_tag::any);
+    std::vector<std::pair<int, memory>> post_args;
+    const dnnl::primitive_attr attr = layer_attr(o, engine, 1, 2, post_args);
+    dnnl::inner_product_forward::desc desc(prop_kind::forward_inference, x_md, w_any, b_md, y_md);
+    dnnl::inner_product_forward::primitive_desc pd(desc, attr, engine);
+    return std::make_unique<ConstantWeightsOp>(o.node, engine, std::move(pd), o.in_md(1),
+                                               *o.in(1).constant,
+                                               o.has(2) ? o.in(2).constant.get() : nullptr, y_md,
+                                               std::move(post_args), chain_text(o));
+  }
   dnnl::inner_product_forward::desc desc(prop_kind::forward_inference, x_md, o.in_md(1), b_md,
                                          y_md);
   dnnl::inner_product_forward::primitive_desc pd(desc, user_scratchpad(), engine);
@@ -559,8 +603,9 @@ std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::
 }
 
 std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const graph::Node& node,
-                                           const dnnl::engine& engine, const LayoutOf& layout_of) {
-  const Operands o{graph, node, layout_of};
+                                           const dnnl::engine& engine, const LayoutOf& layout_of,
+                                           const F32Chain* chain) {
+  const Operands o{graph, node, layout_of, chain};
   switch (node.kind) {
     case OpKind::Convolution: return make_convolution(o, engine);
     case OpKind::Deconvolution: return make_deconvolution(o, engine);

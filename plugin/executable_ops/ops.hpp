@@ -14,9 +14,12 @@ using LayoutOf = std::function<Layout(graph::ValueId)>;
 // A single oneDNN primitive for the node, or null when oneDNN has no
 // primitive for this operator. Elementwise ops, binary ops, pools and
 // reorders read and write the layouts `layout_of` gives; the rest are plain.
+// `chain`: the post-ops an f32 Convolution / FullyConnected absorbed.
+struct F32Chain;
 std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const graph::Node& node,
                                            const dnnl::engine& engine,
-                                           const LayoutOf& layout_of = {});
+                                           const LayoutOf& layout_of = {},
+                                           const F32Chain* chain = nullptr);
 
 // qfuse's own loops: FakeQuantize, Resize, Reshape, Flatten; null
 // for anything else.

@@ -99,7 +99,10 @@ TEST(InferRequest, ModelReportsNamesAndLayers) {
   const CompiledModel model = compile(m.g);
   EXPECT_EQ(model.input_names(), std::vector<std::string>{"x"});
   EXPECT_EQ(model.output_names(), std::vector<std::string>{m.output});
-  EXPECT_EQ(model.layers().size(), 3u);
+  // Fused, the fully-connected layer takes the Relu and the scale as post-ops.
+  ASSERT_EQ(model.layers().size(), 1u);
+  EXPECT_EQ(model.layers()[0].post_ops, "eltwise_relu; binary_mul(per_channel)");
+  EXPECT_EQ(compile(m.g, {.fuse = false}).layers().size(), 3u);
 }
 
 // One compiled model, two requests on two threads with different inputs,

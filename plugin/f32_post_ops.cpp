@@ -1,0 +1,175 @@
+#include "plugin/f32_post_ops.hpp"
+
+#include <optional>
+
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "plugin/dnnl_utils.hpp"
+
+namespace qfuse::plugin {
+
+using dnnl::algorithm;
+using graph::NodeId;
+using graph::OpKind;
+using graph::ValueId;
+
+namespace {
+
+F32PostOp eltwise(algorithm alg, float alpha = 0.0f, float beta = 0.0f) {
+  return {false, alg, alpha, beta, {}};
+}
+
+// `c` as a binary post-op on `cur`: the other operand a constant with one
+// value, or one per channel along `axis` of `shape`.
+std::optional<F32PostOp> binary_step(const graph::Graph& g, const graph::Node& c, ValueId cur,
+                                     const Shape& shape, std::size_t axis) {
+  if (!graph::is_elementwise_binary(c.kind) || c.inputs.size() != 2) return std::nullopt;
+  if (c.inputs[0] == c.inputs[1]) return std::nullopt;
+  const int which = c.inputs[0] == cur ? 0 : (c.inputs[1] == cur ? 1 : -1);
+  if (which < 0) return std::nullopt;
+  const graph::Value& other = g.value(c.inputs[static_cast<std::size_t>(1 - which)]);
+  if (!other.is_constant() || other.type != ElementType::f32) return std::nullopt;
+  algorithm alg = algorithm::undef;
+  switch (c.kind) {
+    case OpKind::Add: alg = algorithm::binary_add; break;
+    case OpKind::Multiply: alg = algorithm::binary_mul; break;
+    case OpKind::Minimum: alg = algorithm::binary_min; break;
+    case OpKind::Maximum: alg = algorithm::binary_max; break;
+    case OpKind::Subtract: alg = which == 0 ? algorithm::binary_sub : algorithm::undef; break;
+    case OpKind::Divide: alg = which == 0 ? algorithm::binary_div : algorithm::undef; break;
+    default: break;
+  }
+  if (alg == algorithm::undef || other.shape.size() > shape.size()) return std::nullopt;
+  // Right-aligned, every dim 1 but the channel axis.
+  const std::size_t lead = shape.size() - other.shape.size();
+  for (std::size_t i = 0; i < other.shape.size(); ++i) {
+    const std::int64_t d = other.shape[i];
+    if (d != 1 && !(lead + i == axis && d == shape[axis])) return std::nullopt;
+  }
+  const auto values = other.constant->data<float>();
+  return F32PostOp{true, alg, 0.0f, 0.0f, std::vector<float>(values.begin(), values.end())};
+}
+
+}  // namespace
+
+std::vector<F32PostOp> eltwise_steps(const graph::Node& n) {
+  switch (n.kind) {
+    case OpKind::Relu: return {eltwise(algorithm::eltwise_relu)};
+    case OpKind::LeakyRelu:
+      return {eltwise(algorithm::eltwise_relu, n.attr<graph::AlphaAttrs>().alpha)};
+    case OpKind::Elu: return {eltwise(algorithm::eltwise_elu, n.attr<graph::AlphaAttrs>().alpha)};
+    case OpKind::Sigmoid: return {eltwise(algorithm::eltwise_logistic)};
+    case OpKind::Tanh: return {eltwise(algorithm::eltwise_tanh)};
+    case OpKind::Gelu:
+      return {eltwise(n.attr<graph::GeluAttrs>().approximation == graph::GeluApproximation::erf
+                          ? algorithm::eltwise_gelu_erf
+                          : algorithm::eltwise_gelu_tanh)};
+    case OpKind::HSwish: return {eltwise(algorithm::eltwise_hardswish)};
+    // HSigmoid(x) = min(max(x + 3, 0), 6) / 6 = clip(x / 6 + 1/2, 0, 1).
+    case OpKind::HSigmoid:
+      return {eltwise(algorithm::eltwise_linear, 1.0f / 6.0f, 0.5f),
+              eltwise(algorithm::eltwise_clip_v2, 0.0f, 1.0f)};
+    case OpKind::Swish: return {eltwise(algorithm::eltwise_swish, n.attr<graph::AlphaAttrs>().alpha)};
+    case OpKind::Exp: return {eltwise(algorithm::eltwise_exp)};
+    case OpKind::Abs: return {eltwise(algorithm::eltwise_abs)};
+    case OpKind::Sqrt: return {eltwise(algorithm::eltwise_sqrt)};
+    case OpKind::Round: return {eltwise(algorithm::eltwise_round)};
+    case OpKind::Clamp: {
+      const auto& a = n.attr<graph::ClampAttrs>();
+      return {eltwise(algorithm::eltwise_clip_v2, a.lo, a.hi)};
+    }
+    default: return {};
+  }
+}
+
+std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,
+                                                                std::vector<std::string>& log) {
+  std::unordered_map<std::uint32_t, F32Chain> chains;
+  for (NodeId id : g.topological_order()) {
+    const graph::Node& layer = g.node(id);
+    if (layer.erased || (layer.kind != OpKind::Convolution && layer.kind != OpKind::FullyConnected)) {
+      continue;
+    }
+    const bool constant_weights = layer.inputs.size() >= 2 &&
+                                  g.value(layer.inputs[1]).is_constant() &&
+                                  (layer.inputs.size() < 3 || g.value(layer.inputs[2]).is_constant());
+    const graph::Value& out = g.value(layer.outputs[0]);
+    if (!constant_weights || out.type != ElementType::f32 ||
+        g.value(layer.inputs[0]).type != ElementType::f32 || out.shape.size() < 2) {
+      continue;
+    }
+    const Shape shape = out.shape;
+    const std::size_t axis = layer.kind == OpKind::Convolution ? 1 : shape.size() - 1;
+    F32Chain chain;
+    std::vector<NodeId> absorbed;
+    ValueId cur = layer.outputs[0];
+    while (!g.is_graph_output(cur)) {
+      const std::vector<NodeId> readers = g.consumers(cur);
+      if (readers.size() != 1) break;
+      const graph::Node& c = g.node(readers[0]);
+      if (c.outputs.size() != 1 || g.value(c.outputs[0]).shape != shape ||
+          g.value(c.outputs[0]).type != ElementType::f32) {
+        break;
+      }
+      std::vector<F32PostOp> steps = eltwise_steps(c);
+      if (steps.empty()) {
+        if (c.inputs.size() != 2) break;
+        const std::optional<F32PostOp> b = binary_step(g, c, cur, shape, axis);
+        if (!b) break;
+        steps.push_back(*b);
+      }
+      chain.steps.insert(chain.steps.end(), steps.begin(), steps.end());
+      chain.absorbed.push_back(c.name);
+      absorbed.push_back(readers[0]);
+      cur = c.outputs[0];
+    }
+    if (absorbed.empty()) continue;
+    for (NodeId a : absorbed) g.erase_node(a);
+    g.node(id).outputs[0] = cur;
+    g.value(cur).producer = id;
+    std::string names;
+    for (const std::string& n : chain.absorbed) names += (names.empty() ? "" : ", ") + n;
+    log.push_back("absorb_f32_post_ops: " + g.node(id).name + " absorbed " + names + " (" +
+                  describe(chain) + ")");
+    chains.emplace(id.index, std::move(chain));
+  }
+  return chains;
+}
+
+std::vector<std::pair<int, dnnl::memory>> apply_chain(const F32Chain& chain,
+                                                      dnnl::primitive_attr& attr,
+                                                      const dnnl::engine& engine,
+                                                      std::int64_t channels, int channel_axis,
+                                                      int rank) {
+  dnnl::post_ops ops;
+  std::vector<std::pair<int, dnnl::memory>> args;
+  for (const F32PostOp& s : chain.steps) {
+    if (!s.binary) {
+      ops.append_eltwise(1.0f, s.alg, s.alpha, s.beta);
+      continue;
+    }
+    dnnl::memory::dims dims(static_cast<std::size_t>(rank), 1);
+    dims[static_cast<std::size_t>(channel_axis)] = s.values.size() == 1 ? 1 : channels;
+    const dnnl::memory::desc md = plain_desc(dims, ElementType::f32);
+    const int index = ops.len();
+    ops.append_binary(s.alg, md);
+    dnnl::memory m(md, engine);
+    std::copy(s.values.begin(), s.values.end(), static_cast<float*>(m.get_data_handle()));
+    args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, m);
+  }
+  attr.set_post_ops(ops);
+  return args;
+}
+
+std::string describe(const F32Chain& chain) {
+  std::string s;
+  for (const F32PostOp& step : chain.steps) {
+    if (!s.empty()) s += "; ";
+    std::string name = dnnl_alg_kind2str(static_cast<dnnl_alg_kind_t>(step.alg));
+    s += name;
+    if (step.binary) s += step.values.size() == 1 ? "(scalar)" : "(per_channel)";
+  }
+  return s;
+}
+
+}  // namespace qfuse::plugin

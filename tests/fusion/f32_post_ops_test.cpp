@@ -1,0 +1,131 @@
+// f32 layers with constant weights take the elementwise ops after them as
+// oneDNN post-ops: unary ops, and binary ops with a per-channel or scalar
+// constant, while nothing else reads the values in between. The fused model
+// matches the unfused one (every node alone) to float rounding; named
+// negatives stop the chain where a separate op must run.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "fusion_test_util.hpp"
+
+namespace qfuse::test::fusion {
+namespace {
+
+Tensor random_values(const Shape& shape, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<std::size_t>(element_count(shape)));
+  for (float& x : v) x = d(rng);
+  return Tensor::from_vector<float>(shape, std::move(v));
+}
+
+// x[1, 8, 10, 12] -> conv3x3 (16 channels, bias) -> tail -> output
+ValueId conv(Builder& b, ValueId x) {
+  graph::ConvAttrs a;
+  a.pads_begin = {1, 1};
+  a.pads_end = {1, 1};
+  return b.convolution(x, b.constant("w", random_values({16, 8, 3, 3}, 1, -0.3f, 0.3f)),
+                       b.constant("b", random_values({16}, 2)), a, "conv");
+}
+
+ValueId per_channel(Builder& b, const std::string& name, unsigned seed) {
+  return b.constant(name, random_values({1, 16, 1, 1}, seed, 0.5f, 1.5f));
+}
+
+// Fused against unfused on one random input; returns the fused layers.
+std::vector<LayerInfo> expect_matches_unfused(const graph::Graph& g, const std::string& output) {
+  const CompiledModel fused = compile(g, {.fuse = true});
+  const CompiledModel unfused = compile(g, {.fuse = false});
+  const Tensor x = random_values({1, 8, 10, 12}, 3, -2.0f, 2.0f);
+  const Tensor a = run(fused, "x", x, output);
+  const Tensor e = run(unfused, "x", x, output);
+  double worst = 0.0;
+  for (std::int64_t i = 0; i < e.size(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(a.as_float(i)) - e.as_float(i)));
+  }
+  EXPECT_LT(worst, 1e-5) << describe_layers(fused);
+  return fused.layers();
+}
+
+TEST(F32PostOps, ActivationAndAffineJoinTheConvolution) {
+  graph::Graph g;
+  Builder b(g);
+  ValueId y = conv(b, b.input("x", {1, 8, 10, 12}));
+  y = b.unary(OpKind::HSwish, y);
+  y = b.multiply(per_channel(b, "a", 4), y);  // the constant first: commutes
+  y = b.add(y, per_channel(b, "c", 5));
+  y = b.binary(OpKind::Divide, y, b.scalar(2.0f));
+  y = b.unary(OpKind::HSigmoid, y);
+  b.output(y);
+  const auto layers = expect_matches_unfused(g, g.value(y).name);
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0].post_ops,
+            "eltwise_hardswish; binary_mul(per_channel); binary_add(per_channel); "
+            "binary_div(scalar); eltwise_linear; eltwise_clip_v2");
+}
+
+TEST(F32PostOps, FullyConnectedTakesItsChainToo) {
+  graph::Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 8, 10, 12});
+  const ValueId flat = b.op(OpKind::Flatten, {x}, graph::FlattenAttrs{1});
+  ValueId y = b.fully_connected(flat, b.constant("w", random_values({32, 960}, 6, -0.1f, 0.1f)),
+                                b.constant("b", random_values({32}, 7)));
+  y = b.unary(OpKind::Gelu, y);
+  y = b.multiply(y, b.constant("s", random_values({32}, 8)));
+  b.output(y);
+  const auto layers = expect_matches_unfused(g, g.value(y).name);
+  ASSERT_EQ(layers.size(), 2u);  // Flatten, FullyConnected
+  EXPECT_EQ(layers[1].post_ops, "eltwise_gelu_erf; binary_mul(per_channel)");
+}
+
+// Each tail stops the chain at its first op, which then runs alone.
+struct StopCase {
+  std::string name;
+  std::function<ValueId(Builder&, ValueId)> tail;
+  std::size_t layers;  // executable nodes when fused
+};
+
+class F32PostOpsStop : public ::testing::TestWithParam<StopCase> {};
+
+TEST_P(F32PostOpsStop, TheChainEndsThere) {
+  graph::Graph g;
+  Builder b(g);
+  const ValueId y = GetParam().tail(b, conv(b, b.input("x", {1, 8, 10, 12})));
+  b.output(y);
+  const auto layers = expect_matches_unfused(g, g.value(y).name);
+  EXPECT_EQ(layers.size(), GetParam().layers);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Negatives, F32PostOpsStop,
+    ::testing::Values(
+        // The convolution's output is read twice: x * relu(x).
+        StopCase{"SecondReader",
+                 [](Builder& b, ValueId c) { return b.multiply(c, b.relu(c)); }, 3},
+        // constant - x is not x (op) constant.
+        StopCase{"ConstantMinusX",
+                 [](Builder& b, ValueId c) {
+                   return b.binary(OpKind::Subtract, per_channel(b, "k", 9), c);
+                 },
+                 2},
+        // An operand of the output's full shape is not a per-channel constant.
+        StopCase{"FullTensorConstant",
+                 [](Builder& b, ValueId c) {
+                   return b.add(c, b.constant("t", random_values({1, 16, 10, 12}, 10)));
+                 },
+                 2},
+        // Only the Relu joins; the Sigmoid reads a value that is also an output.
+        StopCase{"IntermediateIsAnOutput",
+                 [](Builder& b, ValueId c) {
+                   const ValueId r = b.relu(c);
+                   b.output(r);
+                   return b.unary(OpKind::Sigmoid, r);
+                 },
+                 2}),
+    [](const auto& p) { return p.param.name; });
+
+}  // namespace
+}  // namespace qfuse::test::fusion
