@@ -43,6 +43,7 @@ std::string_view to_string(OpKind kind) {
     case OpKind::ReduceMean: return "ReduceMean";
     case OpKind::Power: return "Power";
     case OpKind::Softmax: return "Softmax";
+    case OpKind::Lookup: return "Lookup";
     case OpKind::QuantizedConvolution: return "QuantizedConvolution";
     case OpKind::QuantizedDeconvolution: return "QuantizedDeconvolution";
     case OpKind::QuantizedFullyConnected: return "QuantizedFullyConnected";

@@ -58,6 +58,8 @@ enum class OpKind : std::uint8_t {
   ReduceMean,
   Power,
   Softmax,
+  // u8/s8 -> u8/s8 through a 256-entry table (LookupAttrs), made by the passes.
+  Lookup,
   // Fused int8 layers, made by the fusion passes (see QuantizedLayerAttrs).
   QuantizedConvolution,
   QuantizedDeconvolution,
@@ -255,10 +257,18 @@ struct SoftmaxAttrs {
   bool operator==(const SoftmaxAttrs&) const = default;
 };
 
+// Lookup: y = table[x - min(x's type)], stored as `to`. The passes make it
+// from an elementwise function of one int8 tensor that ends quantized.
+struct LookupAttrs {
+  std::vector<std::uint8_t> table;  // 256 stored values (s8 as their bytes)
+  ElementType to = ElementType::u8;
+  bool operator==(const LookupAttrs&) const = default;
+};
+
 using Attributes =
     std::variant<NoAttrs, ConvAttrs, DeconvAttrs, MatMulAttrs, FakeQuantizeAttrs, ClampAttrs,
                  AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
                  FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
-                 PowerAttrs, SoftmaxAttrs, QuantizedLayerAttrs>;
+                 PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs>;
 
 }  // namespace qfuse::graph

@@ -61,8 +61,9 @@ constexpr std::array<PassEntry, 2> kLower{{
     {"quantize_weights", quantize_weights},
     {"lower_bias", lower_bias},
 }};
-constexpr std::array<PassEntry, 7> kFuse{{
+constexpr std::array<PassEntry, 8> kFuse{{
     {"split_fake_quantize", split_fake_quantize},
+    {"lookup_elementwise", lookup_elementwise},
     {"hoist_data_movement_above_dequantize", hoist_data_movement_above_dequantize},
     {"requantize_avg_pool", requantize_avg_pool},
     {"eliminate_dead_nodes", eliminate_dead_nodes},

@@ -539,6 +539,16 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::Slice: return check_slice(c, std::get<SliceAttrs>(n.attrs));
     case OpKind::ReduceMean: return check_reduce(c, std::get<ReduceAttrs>(n.attrs));
     case OpKind::Power: return check_unary(c);
+    case OpKind::Lookup: {
+      c.expect_inputs(1, 1);
+      const auto& a = std::get<LookupAttrs>(n.attrs);
+      const ElementType in = c.in(0).type;
+      c.expect(in == ElementType::u8 || in == ElementType::s8, "a Lookup reads u8 or s8");
+      c.expect(a.to == ElementType::u8 || a.to == ElementType::s8, "a Lookup writes u8 or s8");
+      c.expect(a.table.size() == 256, "a Lookup table has 256 entries, not " +
+                                          std::to_string(a.table.size()));
+      return {c.shape(0), a.to};
+    }
     case OpKind::Softmax: {
       c.expect_inputs(1, 1);
       c.expect_type(0, ElementType::f32);

@@ -33,6 +33,11 @@ bool quantize_weights(Graph& g, PassContext& ctx);
 // u8/s8, and a dequantize (Convert to f32, Subtract zero point, Multiply scale).
 bool split_fake_quantize(Graph& g, PassContext& ctx);
 
+// An elementwise function of one tensor with at most 256 values (int8, or a
+// 256-level FakeQuantize) whose result is quantized -> one Lookup table from
+// codes to codes (quantized SiLU: x * Q(sigmoid(x)) -> Q).
+bool lookup_elementwise(Graph& g, PassContext& ctx);
+
 // Data movement (Reshape, Flatten, Transpose, Slice, Resize nearest, MaxPool,
 // Concat of equal grids) below a per-tensor dequantize moves onto the int8
 // tensor, so it runs on int8 and the dequantize reaches the layer after it.

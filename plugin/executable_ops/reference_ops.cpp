@@ -2,6 +2,7 @@
 // semantics qfuse promises), run as plain loops.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -504,6 +505,34 @@ class ResizeOp final : public ExecutableOp {
   std::vector<std::int64_t> source_;
 };
 
+// Lookup: one byte through a 256-entry table, any layout (input and output
+// share it), on all threads once there is enough to share.
+class LookupOp final : public ExecutableOp {
+ public:
+  LookupOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
+    const auto& a = node.attr<graph::LookupAttrs>();
+    std::copy(a.table.begin(), a.table.end(), table_.begin());
+    // s8 codes index from -128: flipping the sign bit of the byte does it.
+    flip_ = g.value(node.inputs[0]).type == ElementType::s8 ? 0x80 : 0x00;
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const Tensor& x = ctx.in(node().inputs[0]);
+    const auto* in = static_cast<const std::uint8_t*>(x.raw_data());
+    auto* out = static_cast<std::uint8_t*>(ctx.out(node().outputs[0]).raw_data());
+    const std::int64_t n = x.size();
+    const std::uint8_t flip = flip_;
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (std::int64_t i = 0; i < n; ++i) out[i] = table_[static_cast<std::uint8_t>(in[i] ^ flip)];
+  }
+
+  std::string implementation() const override { return "qfuse:lookup"; }
+
+ private:
+  std::array<std::uint8_t, 256> table_{};
+  std::uint8_t flip_ = 0;
+};
+
 }  // namespace
 
 std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
@@ -522,6 +551,7 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
     case OpKind::Reshape:
     case OpKind::Flatten: return std::make_unique<CopyOp>(node);
     case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node, cl(node.inputs[0]));
+    case OpKind::Lookup: return std::make_unique<LookupOp>(graph, node);
     case OpKind::Convert:
       if (node.attr<graph::ConvertAttrs>().quantizes()) {
         return std::make_unique<QuantizeOp>(graph, node, cl(node.inputs[0]), cl(node.outputs[0]));

@@ -1,0 +1,302 @@
+// lookup_elementwise
+//
+//   r (u8/s8, or a FakeQuantize onto 256 levels) -> f(...) -> FQ(quantize only) -> Convert(t)
+//     ==>  r -> Lookup(table, t)
+//
+// An elementwise function of a single tensor that has at most 256 values,
+// whose result is quantized, is a function from 256 codes to 256 codes: a
+// table. Quantized SiLU as ONNX Runtime's quantizer writes it is the common
+// case: x = DQ(Q(conv)), y = Q(x * DQ(Q(sigmoid(x)))). Five f32 ops become
+// one byte lookup, and the layer before writes its codes directly.
+//
+// f may use unary activations, FakeQuantize and Convert with per-tensor
+// constants, and binary ops between its own values or with one-element
+// constants; it must read its input twice (a chain of unary steps is left to
+// the layers' post-ops, which need no extra pass over the data). The root r is an int8 tensor, or the output of
+// a per-tensor FakeQuantize with 256 levels, which is then split into a
+// quantize to u8 (the code is the level) for the layer before to write.
+//
+// The table evaluates f on each code in double, rounding to f32 wherever the
+// graph stores f32, as the unfused runtime computes each op; oneDNN's
+// activations may differ from the exact function in the last bit, which can
+// move a result that sits within an ulp of a rounding tie by one step.
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "lookup_elementwise";
+using namespace pattern;
+
+bool is_int8(ElementType t) { return t == ElementType::u8 || t == ElementType::s8; }
+
+struct Ranges {
+  double il, ih, ol, oh, steps;
+};
+
+// Per-tensor constant ranges of a FakeQuantize.
+std::optional<Ranges> fq_ranges(const Graph& g, const Node& fq) {
+  const auto il = scalar_constant(g, fq.inputs[1]), ih = scalar_constant(g, fq.inputs[2]);
+  const auto ol = scalar_constant(g, fq.inputs[3]), oh = scalar_constant(g, fq.inputs[4]);
+  if (!il || !ih || !ol || !oh) return std::nullopt;
+  return Ranges{*il, *ih, *ol, *oh,
+                static_cast<double>(fq.attr<FakeQuantizeAttrs>().levels) - 1.0};
+}
+
+// FakeQuantize by its definition (as the runtime computes it, in double).
+double fake_quantize(double x, const Ranges& r) {
+  if (x <= std::min(r.il, r.ih)) return r.ol;
+  if (x > std::max(r.il, r.ih)) return r.oh;
+  const double q = std::nearbyint((x - r.il) * r.steps / (r.ih - r.il));
+  return q * (r.oh - r.ol) / r.steps + r.ol;
+}
+
+bool is_unary_function(OpKind k) {
+  switch (k) {
+    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Clamp: case OpKind::Sigmoid:
+    case OpKind::Tanh: case OpKind::HSwish: case OpKind::HSigmoid: case OpKind::Swish:
+    case OpKind::Exp: case OpKind::Abs: case OpKind::Sqrt: case OpKind::Elu: case OpKind::Gelu:
+    case OpKind::Round: return true;
+    default: return false;
+  }
+}
+
+// A node the table can evaluate, given its non-constant inputs.
+bool evaluable(const Graph& g, const Node& n) {
+  if (n.outputs.size() != 1) return false;
+  for (ValueId v : n.inputs) {
+    const Value& val = g.value(v);
+    if (val.is_constant() && element_count(val.shape) != 1) return false;
+  }
+  if (is_unary_function(n.kind) || is_elementwise_binary(n.kind)) {
+    return g.value(n.outputs[0]).type == ElementType::f32;
+  }
+  if (n.kind == OpKind::FakeQuantize) return fq_ranges(g, n).has_value();
+  return n.kind == OpKind::Convert;
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// One node on scalars; f32 results are rounded to float.
+double evaluate(const Graph& g, const Node& n, const std::vector<double>& in) {
+  const double x = in[0];
+  double y = 0.0;
+  switch (n.kind) {
+    case OpKind::Relu: y = x > 0 ? x : 0.0; break;
+    case OpKind::LeakyRelu: y = x > 0 ? x : n.attr<AlphaAttrs>().alpha * x; break;
+    case OpKind::Elu: y = x > 0 ? x : n.attr<AlphaAttrs>().alpha * std::expm1(x); break;
+    case OpKind::Clamp: {
+      const auto& a = n.attr<ClampAttrs>();
+      y = std::min(std::max(x, static_cast<double>(a.lo)), static_cast<double>(a.hi));
+      break;
+    }
+    case OpKind::Sigmoid: y = sigmoid(x); break;
+    case OpKind::Tanh: y = std::tanh(x); break;
+    case OpKind::HSwish: y = x * std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0; break;
+    case OpKind::HSigmoid: y = std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0; break;
+    case OpKind::Swish: y = x * sigmoid(n.attr<AlphaAttrs>().alpha * x); break;
+    case OpKind::Exp: y = std::exp(x); break;
+    case OpKind::Abs: y = std::fabs(x); break;
+    case OpKind::Sqrt: y = std::sqrt(x); break;
+    case OpKind::Round: y = std::nearbyint(x); break;
+    case OpKind::Gelu:
+      y = n.attr<GeluAttrs>().approximation == GeluApproximation::erf
+              ? 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))
+              : 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+      break;
+    case OpKind::FakeQuantize: y = fake_quantize(x, *fq_ranges(g, n)); break;
+    case OpKind::Convert: {
+      const auto& a = n.attr<ConvertAttrs>();
+      if (a.to == ElementType::f32) return static_cast<float>(x);
+      const double lo = a.to == ElementType::u8 ? 0.0 : -128.0;
+      if (a.quantizes()) {
+        const double level = fake_quantize(
+            x, {a.input_low, a.input_high, 0.0, 255.0, 255.0});
+        return level + lo;
+      }
+      return std::clamp(std::nearbyint(x), lo, lo + 255.0);
+    }
+    default: {
+      // Binary, on f32 operands.
+      const float a = static_cast<float>(in[0]), b = static_cast<float>(in[1]);
+      switch (n.kind) {
+        case OpKind::Add: return a + b;
+        case OpKind::Subtract: return a - b;
+        case OpKind::Multiply: return a * b;
+        case OpKind::Divide: return a / b;
+        case OpKind::Minimum: return std::min(a, b);
+        case OpKind::Maximum: return std::max(a, b);
+        default: return std::nan("");
+      }
+    }
+  }
+  return static_cast<float>(y);
+}
+
+// The function's nodes from `m` back to one root, in execution order, and the root.
+struct Function {
+  std::vector<NodeId> nodes;
+  ValueId root;
+};
+
+// A value the walk may stop at: int8, or a 256-level per-tensor FakeQuantize.
+bool root_candidate(const Graph& g, ValueId v) {
+  if (is_int8(g.value(v).type)) return true;
+  const Node* fq = producer_of(g, v, OpKind::FakeQuantize);
+  return fq != nullptr && fq->attr<FakeQuantizeAttrs>().levels == 256 && fq_ranges(g, *fq) &&
+         fq_ranges(g, *fq)->il < fq_ranges(g, *fq)->ih;
+}
+
+std::optional<Function> find_function(const Graph& g, ValueId m,
+                                      const std::map<std::uint32_t, std::size_t>& position) {
+  std::set<std::uint32_t> nodes;
+  std::set<std::uint32_t> leaves;
+  // Takes in the producer of `v` and walks on, stopping at root candidates.
+  std::function<bool(ValueId, bool)> walk = [&](ValueId v, bool expand) -> bool {
+    const Value& val = g.value(v);
+    if (val.is_constant()) return element_count(val.shape) == 1;
+    if (!expand && root_candidate(g, v)) {
+      leaves.insert(v.index);
+      return true;
+    }
+    if (!val.producer.valid()) return false;
+    const Node& p = g.node(val.producer);
+    if (!evaluable(g, p)) return false;
+    if (!nodes.insert(val.producer.index).second) return true;
+    for (ValueId in : p.inputs) {
+      if (!walk(in, false)) return false;
+    }
+    return true;
+  };
+  if (!walk(m, true)) return std::nullopt;
+  // Several leaves: open the latest until one is left.
+  while (leaves.size() > 1) {
+    std::uint32_t latest = *leaves.begin();
+    for (std::uint32_t l : leaves) {
+      const NodeId p = g.value(ValueId{l}).producer;
+      const NodeId q = g.value(ValueId{latest}).producer;
+      if (!q.valid() || (p.valid() && position.at(p.index) > position.at(q.index))) latest = l;
+    }
+    leaves.erase(latest);
+    if (!walk(ValueId{latest}, true)) return std::nullopt;
+  }
+  if (leaves.size() != 1) return std::nullopt;
+  Function f;
+  f.root = ValueId{*leaves.begin()};
+  for (std::uint32_t n : nodes) f.nodes.push_back(NodeId{n});
+  std::sort(f.nodes.begin(), f.nodes.end(), [&](NodeId a, NodeId b) {
+    return position.at(a.index) < position.at(b.index);
+  });
+  return f;
+}
+
+// f reads its input twice (x * g(x), x + g(x), ...): no layer's post-op
+// chain can, while a chain of unary steps is better left to them.
+bool reads_twice(const Graph& g, const std::vector<NodeId>& nodes) {
+  for (NodeId id : nodes) {
+    const Node& n = g.node(id);
+    if (is_elementwise_binary(n.kind) && !g.value(n.inputs[0]).is_constant() &&
+        !g.value(n.inputs[1]).is_constant()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool lookup_elementwise(Graph& g, PassContext& ctx) {
+  const std::vector<NodeId> order = g.topological_order();
+  std::map<std::uint32_t, std::size_t> position;
+  for (std::size_t k = 0; k < order.size(); ++k) position[order[k].index] = k;
+  for (NodeId id : order) {
+    const Node& cv = g.node(id);
+    if (cv.kind != OpKind::Convert) continue;
+    const ConvertAttrs to = cv.attr<ConvertAttrs>();
+    if (!is_int8(to.to) || to.quantizes()) continue;
+    const Node* fq = producer_of(g, cv.inputs[0], OpKind::FakeQuantize);
+    if (fq == nullptr || !sole_consumer(g, fq->outputs[0])) continue;
+    const auto out = fq_ranges(g, *fq);
+    const double lo = to.to == ElementType::u8 ? 0.0 : -128.0;
+    if (!out || fq->attr<FakeQuantizeAttrs>().levels != 256 || out->ol != lo ||
+        out->oh != lo + 255.0) {
+      continue;
+    }
+    const std::optional<Function> f = find_function(g, fq->inputs[0], position);
+    if (!f || !reads_twice(g, f->nodes)) continue;
+    const Node* root_fq = is_int8(g.value(f->root).type)
+                              ? nullptr
+                              : producer_of(g, f->root, OpKind::FakeQuantize);
+    const ElementType root_type = root_fq ? ElementType::u8 : g.value(f->root).type;
+    const double root_lo = root_type == ElementType::s8 ? -128.0 : 0.0;
+
+    // The table: f, then the closing FakeQuantize and Convert, on each code.
+    LookupAttrs attrs;
+    attrs.to = to.to;
+    attrs.table.resize(256);
+    for (int k = 0; k < 256; ++k) {
+      std::map<std::uint32_t, double> value;
+      if (root_fq != nullptr) {
+        const Ranges r = *fq_ranges(g, *root_fq);
+        value[f->root.index] = static_cast<float>(k * (r.oh - r.ol) / r.steps + r.ol);
+      } else {
+        value[f->root.index] = root_lo + k;
+      }
+      const auto read = [&](ValueId v) {
+        const Value& val = g.value(v);
+        return val.is_constant() ? static_cast<double>(val.constant->as_float(0))
+                                 : value.at(v.index);
+      };
+      for (NodeId nid : f->nodes) {
+        const Node& n = g.node(nid);
+        std::vector<double> in;
+        for (ValueId v : n.inputs) in.push_back(read(v));
+        value[n.outputs[0].index] = evaluate(g, n, in);
+      }
+      const double level = fake_quantize(read(fq->inputs[0]), *out);
+      const double code = std::clamp(std::nearbyint(level), lo, lo + 255.0);
+      attrs.table[static_cast<std::size_t>(k)] =
+          static_cast<std::uint8_t>(static_cast<std::int32_t>(code) & 0xff);
+    }
+
+    // Names and ids first: emitting nodes moves the node table.
+    const std::string name = cv.name, fq_name = fq->name;
+    const ValueId old = cv.outputs[0];
+    const std::string root_name = g.value(f->root).name;
+    ValueId source = f->root;
+    if (root_fq != nullptr) {
+      // The root's codes: its level, quantized to u8 by the same input range.
+      const Ranges r = *fq_ranges(g, *root_fq);
+      const ValueId x = root_fq->inputs[0];
+      const std::size_t rank = g.value(x).shape.size();
+      const std::string base = root_fq->name + "/code";
+      const auto scalar = [&](const std::string& n, double v) {
+        return add_channel_constant(g, base + "/" + n, {static_cast<float>(v)}, rank, 1);
+      };
+      const ValueId il = scalar("il", r.il), ih = scalar("ih", r.ih);
+      const ValueId zero = scalar("lo", 0.0), top = scalar("hi", 255.0);
+      const ValueId q = emit(g, OpKind::FakeQuantize, base + "/quantize", {x, il, ih, zero, top},
+                             FakeQuantizeAttrs{256});
+      source = emit(g, OpKind::Convert, base + "/to_u8", {q}, ConvertAttrs{ElementType::u8});
+    }
+    const ValueId y = emit(g, OpKind::Lookup, name + "/lookup", {source}, attrs);
+    replace_value(g, old, y);
+    g.erase_node(id);
+    ctx.log(kPass, std::to_string(f->nodes.size()) + " elementwise ops from '" + root_name +
+                       "' to " + fq_name + " -> one Lookup of its " +
+                       std::string(to_string(root_type)) + " codes");
+    return true;
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph

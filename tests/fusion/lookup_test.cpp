@@ -1,0 +1,91 @@
+// An elementwise function that reads one quantized tensor twice and ends
+// quantized becomes one Lookup of its codes: quantized SiLU as ONNX Runtime's
+// quantizer writes it (x * Q(sigmoid(x))), and x + tanh(x). The layer before
+// writes its codes, the layer after reads the Lookup's; fused matches
+// unfused within 1 LSB. A chain of unary steps stays a post-op chain.
+
+#include <gtest/gtest.h>
+
+#include "fusion_test_util.hpp"
+
+namespace qfuse::test::fusion {
+namespace {
+
+ValueId fq(Builder& b, ValueId x, float lo, float hi, const std::string& name) {
+  return b.fake_quantize(x, lo, hi, lo, hi, 256, name);
+}
+
+using Function = std::function<ValueId(Builder&, ValueId)>;
+
+struct Case {
+  std::string name;
+  Function f;           // of the first layer's quantized output
+  float out_lo, out_hi;  // the grid that closes f
+  float in_lo = -2.0f, in_hi = 191.0f / 32.0f;  // conv1's output grid
+};
+
+// x -> FQ -> conv1 -> FQ [-2, 6) -> f -> FQ(out) -> conv2 -> FQ(s8). Grids have
+// integer zero points, as quantizers write them.
+SmallNet build(const Case& c) {
+  SmallNet net;
+  Builder b(net.graph);
+  const ValueId x = fq(b, b.input("x", {1, 4, 8, 8}), 0.0f, 5.1f, "x.q");
+  const ValueId h = fq(b, quantized_conv(b, x, 8, 1, "conv1"), c.in_lo, c.in_hi, "conv1.q");
+  const ValueId y = fq(b, c.f(b, h), c.out_lo, c.out_hi, "f.q");
+  close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
+  return net;
+}
+
+ValueId silu_qdq(Builder& b, ValueId x) {
+  const ValueId s = fq(b, b.unary(OpKind::Sigmoid, x), 0.0f, 1.0f, "sigmoid.q");
+  return b.multiply(x, s);
+}
+
+ValueId x_plus_tanh(Builder& b, ValueId x) { return b.add(x, b.unary(OpKind::Tanh, x)); }
+
+class Lookup : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Lookup, OneTableBetweenTwoInt8Layers) {
+  const SmallNet net = build(GetParam());
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  std::vector<std::string> ops;
+  for (const LayerInfo& l : fused.layers()) ops.push_back(l.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Convert", "QuantizedConvolution", "Lookup",
+                                           "QuantizedConvolution"}))
+      << describe_layers(fused);
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node == "conv1") {
+      EXPECT_TRUE(l.post_ops.ends_with("| u8") || l.post_ops.ends_with("| s8")) << l.post_ops;
+    }
+    if (l.op == "Lookup") {
+      EXPECT_EQ(l.precision, "int8");
+      EXPECT_EQ(l.implementation, "qfuse:lookup");
+    }
+  }
+  expect_within_one_lsb(net, fused, 11, 0.99);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Functions, Lookup,
+    ::testing::Values(Case{"QuantizedSilu", silu_qdq, -0.5f, 5.875f},
+                      // A symmetric closing grid: the table holds s8 codes.
+                      Case{"QuantizedSiluS8", silu_qdq, -6.0f, 6.0f * 127.0f / 128.0f},
+                      Case{"XPlusTanh", x_plus_tanh, -3.0f, 7.2f},
+                      // A symmetric input grid: the table reads s8 codes.
+                      Case{"XPlusTanhS8Codes", x_plus_tanh, -3.0f, 7.2f, -4.0f, 4.0f * 127.0f / 128.0f}),
+    [](const auto& p) { return p.param.name; });
+
+// sigmoid(x) alone is a unary step: conv1 takes it as a post-op.
+TEST(LookupNegative, AUnaryChainStaysInTheLayer) {
+  const SmallNet net = build(Case{"Sigmoid", [](Builder& b, ValueId x) {
+                                    return b.unary(OpKind::Sigmoid, x);
+                                  },
+                                  0.0f, 1.0f});
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
+  EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 12, 0.99);
+}
+
+}  // namespace
+}  // namespace qfuse::test::fusion
