@@ -38,20 +38,24 @@ struct Build {
 };
 
 // oneDNN lists its AMX kernels first. At the sizes of one image they lose to
-// the AVX-512 VNNI kernels unless the reduction is long: each call configures
-// the tiles, and the non-brgemm AMX convolution is slower throughout (on
-// PP-OCR's layers: 1x1 convolutions reducing over 128+ channels run 10-40%
-// faster on AMX, those over 16-32 channels 25-35% slower, and the 3x3 ones
-// on 4-8 channels take 12 us on AMX against 2 us on VNNI). So AMX is kept only
-// for brgemm-based kernels reducing over at least `kAmxMinReduction` values;
-// otherwise the next implementation that is neither AMX nor reference runs.
+// the AVX-512 VNNI kernels unless the layer is large: each call configures
+// the tiles, and the non-brgemm AMX convolution is slower throughout. On
+// PP-OCR's layers, 1x1 convolutions reducing over 128+ channels with 29-55M
+// multiply-adds run 10-40% faster on AMX; those over 16-32 channels (2-8M)
+// 25-35% slower; 3x3 ones on 4-16 channels of an 8x8 to 17x17 image take 3-12
+// us on AMX against 1-2 us on VNNI. So AMX is kept only for brgemm-based
+// kernels reducing over at least `kAmxMinReduction` values and doing at least
+// `kAmxMinMacs` multiply-adds; otherwise the next implementation that is
+// neither AMX nor reference runs.
 constexpr std::int64_t kAmxMinReduction = 96;
+constexpr std::int64_t kAmxMinMacs = std::int64_t{1} << 24;
 
-void prefer_vnni_for_short_reductions(dnnl::primitive_desc& pd, std::int64_t reduction) {
+void prefer_vnni_for_small_layers(dnnl::primitive_desc& pd, std::int64_t reduction,
+                                  std::int64_t macs) {
   const auto is_amx = [](const std::string& impl) { return impl.find("amx") != std::string::npos; };
   const std::string first = pd.impl_info_str();
   if (!is_amx(first)) return;
-  if (first.rfind("brg", 0) == 0 && reduction >= kAmxMinReduction) return;
+  if (first.rfind("brg", 0) == 0 && reduction >= kAmxMinReduction && macs >= kAmxMinMacs) return;
   dnnl::primitive_desc candidate = pd;
   while (candidate.next_impl()) {
     const std::string impl = candidate.impl_info_str();
@@ -181,7 +185,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
       break;
     }
   }
-  prefer_vnni_for_short_reductions(b.pd, reduction);
+  prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
   return b;
 }
 

@@ -15,20 +15,20 @@ bool has_amx() {
   return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
 }
 
-// x[1, 4, 8, 8] -> conv3x3 (4 -> 64 channels: 36 values per output)
-//   -> FQ -> conv3x3 (64 -> 64: 576 values per output) -> FQ(s8)
+// x[1, 4, 8, 8] -> conv3x3 (4 -> 256 channels: 36 values per output)
+//   -> FQ -> conv3x3 (256 -> 256: 2304 values per output, 38M multiply-adds) -> FQ(s8)
 SmallNet short_then_long() {
   SmallNet net;
   Builder b(net.graph);
   const ValueId x = b.fake_quantize(b.input("x", {1, 4, 8, 8}), 0.0f, 5.1f, 0.0f, 5.1f, 256, "x.q");
-  ValueId y = b.relu(quantized_conv(b, x, 64, 1, "short"));
+  ValueId y = b.relu(quantized_conv(b, x, 256, 1, "short"));
   y = b.fake_quantize(y, 0.0f, 5.1f, 0.0f, 5.1f, 256, "short.q");
-  y = quantized_conv(b, y, 64, 2, "long");
+  y = quantized_conv(b, y, 256, 2, "long");
   close_with_s8_output(b, y, net);
   return net;
 }
 
-TEST(ImplementationChoice, AmxOnlyForLongReductions) {
+TEST(ImplementationChoice, AmxOnlyForLargeLayers) {
   const SmallNet net = short_then_long();
   const CompiledModel fused = compile(net.graph, {.fuse = true});
   const auto layers = quantized_layers(fused);
