@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include "composer/post_op_chain.hpp"
@@ -263,6 +264,19 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   auto impl = std::make_shared<CompiledModel::Impl>();
   impl->graph = graph;
   impl->options = options;
+  if (options.threads < 0) {
+    throw CompileError("compile: threads is " + std::to_string(options.threads) +
+                       " (expected 0 for the default, or a positive count)");
+  }
+  // Primitives are made for the team that will run them (oneDNN fixes some
+  // work splits and scratchpad sizes at creation).
+  const int caller_threads = omp_get_max_threads();
+  impl->threads = options.threads > 0 ? options.threads : caller_threads;
+  omp_set_num_threads(impl->threads);
+  const struct RestoreThreads {
+    int n;
+    ~RestoreThreads() { omp_set_num_threads(n); }
+  } restore_threads{caller_threads};
   graph::infer_shapes(impl->graph);
   graph::verify(impl->graph);
   try {
@@ -300,6 +314,9 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   for (graph::NodeId id : order) {
     const graph::Node& node = impl->graph.node(id);
     std::unique_ptr<plugin::ExecutableOp> op;
+    // A small op's primitive is made for one thread, so that it never forks.
+    const bool alone = runs_single_threaded(impl->graph, node);
+    omp_set_num_threads(alone ? 1 : impl->threads);
     try {
       if (graph::is_quantized_layer(node.kind)) {
         op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
@@ -330,7 +347,7 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
                    op->implementation(), op->post_ops());
     }
     impl->scratchpad_size = std::max(impl->scratchpad_size, op->scratchpad_size());
-    impl->single_threaded.push_back(runs_single_threaded(impl->graph, node));
+    impl->single_threaded.push_back(alone);
     impl->ops.push_back(std::move(op));
   }
   spdlog::info("compile: {} executable nodes ({})", impl->ops.size(),

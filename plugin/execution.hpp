@@ -87,6 +87,7 @@ struct CompiledModel::Impl {
   std::vector<std::string> fusion_log;
   std::vector<FusionRefusal> refusals;
   plugin::MemoryPlan memory;
+  int threads = 1;  // the team the primitives were made for
   // By op: too little work to share between threads (see compiler.cpp).
   std::vector<bool> single_threaded;
   std::size_t scratchpad_size = 0;

@@ -89,11 +89,24 @@ const Tensor& InferRequest::output(const std::string& name) const {
   return v.is_constant() ? *v.constant : impl_->tensors[id.index];
 }
 
-void InferRequest::set_threads(int threads) { impl_->threads = threads; }
+void InferRequest::set_threads(int threads) {
+  const int limit = impl_->model->threads;
+  if (threads > limit) {
+    spdlog::warn("set_threads({}): the model was compiled for {} threads; using {}", threads, limit,
+                 limit);
+    threads = limit;
+  }
+  impl_->threads = std::max(threads, 0);
+}
 
 void InferRequest::infer() {
-  if (impl_->threads > 0) omp_set_num_threads(impl_->threads);
-  const int team = omp_get_max_threads();
+  const int team = impl_->threads > 0 ? impl_->threads : impl_->model->threads;
+  const int caller_threads = omp_get_max_threads();
+  omp_set_num_threads(team);
+  const struct RestoreThreads {
+    int n;
+    ~RestoreThreads() { omp_set_num_threads(n); }
+  } restore_threads{caller_threads};
   plugin::ExecContext ctx(impl_->graph(), impl_->tensors, impl_->stream, impl_->scratchpad.data());
   for (std::size_t i = 0; i < impl_->model->ops.size(); ++i) {
     const auto& op = impl_->model->ops[i];

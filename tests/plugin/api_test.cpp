@@ -138,6 +138,22 @@ TEST(InferRequest, TwoThreadsShareOneCompiledModel) {
   }
 }
 
+// A model compiled for one thread runs on one, whatever the request asks
+// (its primitives' scratchpads are sized for one), and gives the same result.
+TEST(InferRequest, ThreadsAboveTheCompiledTeamAreCapped) {
+  SmallModel m;
+  const CompiledModel model = compile(m.g, {.threads = 1});
+  InferRequest request = model.create_infer_request();
+  request.set_threads(8);
+  std::mt19937 rng(54);
+  const Tensor x = random_tensor({4, 32}, rng);
+  request.set_input("x", x);
+  request.infer();
+  const auto e = m.expected(x);
+  EXPECT_TRUE(all_close(request.output(m.output), e.first, e.second));
+  EXPECT_THROW(compile(m.g, {.threads = -1}), CompileError);
+}
+
 // The model stays usable after the graph it was compiled from is gone, and a
 // copy of the model shares the plan.
 TEST(CompiledModel, OutlivesItsSourceGraphAndCopies) {

@@ -164,7 +164,9 @@ int run_command(const Args& args) {
   graph::Graph g = load_model(model_name, shape_bindings(args, model_name));
 
   const auto t0 = Clock::now();
-  const CompiledModel model = compile(g, compile_options(args));
+  CompileOptions options = compile_options(args);
+  options.threads = threads;
+  const CompiledModel model = compile(g, options);
   const double compile_ms = ms_since(t0);
   InferRequest request = model.create_infer_request();
   request.set_threads(threads);
@@ -222,8 +224,10 @@ int bench_command(const Args& args) {
   // parallel requests do not oversubscribe.
   const int per_request = std::max(1, total_threads / requests);
 
+  CompileOptions options = compile_options(args);
+  options.threads = per_request;
   const CompiledModel model =
-      compile(load_model(model_name, shape_bindings(args, model_name)), compile_options(args));
+      compile(load_model(model_name, shape_bindings(args, model_name)), options);
   std::vector<InferRequest> pool;
   for (int r = 0; r < requests; ++r) {
     pool.push_back(model.create_infer_request());

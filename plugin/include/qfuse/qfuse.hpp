@@ -28,6 +28,10 @@ struct CompileOptions {
   bool fuse = true;
   // Numerics-changing rewrite: drop the round inside FQ -> Sum -> FQ blocks.
   bool allow_residual_round_drop = false;
+  // OpenMP threads an inference may use at most: oneDNN sizes each
+  // primitive's work split and scratchpad for this many. 0: the runtime's
+  // default at compile (omp_get_max_threads()).
+  int threads = 0;
   // spdlog level for qfuse's log ("trace", "debug", "info", "warn", "error",
   // "off"); empty keeps the current one (QFUSE_LOG_LEVEL, or warn). The level
   // is process-wide, like spdlog's default logger.
@@ -115,7 +119,8 @@ class InferRequest {
   // The input buffer itself, to be filled in place.
   Tensor& input(const std::string& name);
   const Tensor& output(const std::string& name) const;
-  // OpenMP threads used by this request's primitives; 0 = the runtime default.
+  // OpenMP threads used by this request's primitives, at most the model's
+  // CompileOptions::threads (more are capped, with a warning); 0 = all of them.
   void set_threads(int threads);
 
   void infer();
