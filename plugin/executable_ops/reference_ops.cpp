@@ -121,11 +121,13 @@ class FakeQuantizeOp final : public ExecutableOp {
         ranges_[i] = static_cast<double>(g.value(node.inputs[i + 1]).constant->as_float(0));
       }
       per_tensor_ = ranges_[0] < ranges_[1];
+    } else {
+      per_channel_ = per_channel_ranges(g, node);
     }
   }
 
   std::string implementation() const override {
-    return per_tensor_ ? "qfuse:fake_quantize" : "reference";
+    return per_tensor_ || per_channel_ ? "qfuse:fake_quantize" : "reference";
   }
 
   void execute(ExecContext& ctx) const override {
@@ -142,6 +144,20 @@ class FakeQuantizeOp final : public ExecutableOp {
         const std::int64_t begin = k * kChunk;
         fake_quantize_span(in[0] + begin, y + begin, std::min(kChunk, total - begin), ranges_[0],
                            ranges_[1], ranges_[2], ranges_[3], steps);
+      }
+      return;
+    }
+    if (per_channel_) {
+      // One span per (n, c) plane with that channel's ranges.
+      const std::int64_t channels = out_shape_[1];
+      const std::int64_t inner = element_count(out_shape_) / (out_shape_[0] * channels);
+      const std::int64_t planes = out_shape_[0] * channels;
+#pragma omp parallel for schedule(static) if (planes * inner >= 32768)
+      for (std::int64_t p = 0; p < planes; ++p) {
+        const auto c = static_cast<std::size_t>(p % channels);
+        fake_quantize_span(in[0] + p * inner, y + p * inner, inner, channel_ranges_[0][c],
+                           channel_ranges_[1][c], channel_ranges_[2][c], channel_ranges_[3][c],
+                           steps);
       }
       return;
     }
@@ -163,11 +179,38 @@ class FakeQuantizeOp final : public ExecutableOp {
   }
 
  private:
+  // Constant ranges varying at most along axis 1 of a full input, il < ih in
+  // every channel: fills channel_ranges_.
+  bool per_channel_ranges(const graph::Graph& g, const Node& node) {
+    const std::size_t rank = out_shape_.size();
+    if (rank < 2 || g.value(node.inputs[0]).shape != out_shape_) return false;
+    const auto channels = static_cast<std::size_t>(out_shape_[1]);
+    for (std::size_t i = 0; i < 4; ++i) {
+      const graph::Value& r = g.value(node.inputs[i + 1]);
+      if (!r.is_constant() || r.shape.size() > rank) return false;
+      const std::size_t lead = rank - r.shape.size();
+      for (std::size_t d = 0; d < r.shape.size(); ++d) {
+        if (r.shape[d] != 1 && lead + d != 1) return false;
+      }
+      const std::int64_t n = element_count(r.shape);
+      if (n != 1 && n != out_shape_[1]) return false;
+      for (std::size_t c = 0; c < channels; ++c) {
+        channel_ranges_[i].push_back(r.constant->as_float(n == 1 ? 0 : static_cast<std::int64_t>(c)));
+      }
+    }
+    for (std::size_t c = 0; c < channels; ++c) {
+      if (!(channel_ranges_[0][c] < channel_ranges_[1][c])) return false;
+    }
+    return true;
+  }
+
   Shape out_shape_;
   std::vector<std::vector<std::int64_t>> strides_;
   double levels_ = 256.0;
   bool per_tensor_ = false;
-  double ranges_[4] = {0, 0, 0, 0};  // il, ih, ol, oh
+  bool per_channel_ = false;
+  double ranges_[4] = {0, 0, 0, 0};             // il, ih, ol, oh
+  std::vector<double> channel_ranges_[4];       // the same, per channel
 };
 
 // The quantization level of x by FakeQuantize's f64 formula, stored as T:

@@ -102,6 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
                       FqCase{"per_tensor_L16", {1, 3, 5, 5}, {1}, 16},
                       FqCase{"per_tensor_L2", {1, 3, 5, 5}, {1}, 2},
                       FqCase{"per_channel_L256", {2, 4, 3, 3}, {1, 4, 1, 1}, 256},
+                      // Enough elements for the per-channel planes to run on all threads.
+                      FqCase{"per_channel_large_L256", {2, 16, 40, 30}, {1, 16, 1, 1}, 256},
                       FqCase{"per_channel_3d_range_L255", {2, 4, 3, 3}, {4, 1, 1}, 255},
                       FqCase{"per_channel_L16", {1, 6, 2, 7}, {1, 6, 1, 1}, 16},
                       FqCase{"per_channel_inverted_L256", {1, 4, 5, 5}, {1, 4, 1, 1}, 256},
