@@ -102,10 +102,11 @@ struct Operands {
   bool has(std::size_t i) const { return node.inputs.size() > i; }
 };
 
-// An f32 layer (convolution, fully connected) with constant weights: the
-// weights are reordered once into the layout the implementation picks (format
-// any), the source and destination are the buffers' layouts (for convolutions
-// channels last between layers, where oneDNN runs brgconv rather than gemm). When only oneDNN's reference
+// An f32 layer (convolution, deconvolution, fully connected, matmul) with
+// constant weights: the weights are reordered once into the layout the
+// implementation picks (format any), the source and destination are the
+// buffers' layouts (for convolutions channels last between layers, where
+// oneDNN runs brgconv rather than gemm). When only oneDNN's reference
 // implementation takes that pair, the destination is written in the layout
 // the primitive picks and reordered into the buffer after it.
 class ConstantWeightsOp final : public ExecutableOp {
@@ -289,6 +290,19 @@ std::unique_ptr<ExecutableOp> make_deconvolution(const Operands& o, const dnnl::
     pads_end.push_back(a.pads_end[i] - a.output_padding[i]);
   }
   const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();
+  if (o.in(1).is_constant() && (!o.has(2) || o.in(2).is_constant())) {
+    // Constant weights: reordered once into the kernel's layout.
+    const memory::desc w_any(w_md.dims(), memory::data_type::f32, memory::format_tag::any);
+    dnnl::deconvolution_forward::desc desc(
+        prop_kind::forward_inference, algorithm::deconvolution_direct, o.in_md(0), w_any, b_md,
+        o.out_md(), to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
+        pads_end);
+    dnnl::deconvolution_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+    return std::make_unique<ConstantWeightsOp>(o.node, engine, std::move(pd), w_md,
+                                               *o.in(1).constant,
+                                               o.has(2) ? o.in(2).constant.get() : nullptr,
+                                               o.out_md());
+  }
   dnnl::deconvolution_forward::desc desc(
       prop_kind::forward_inference, algorithm::deconvolution_direct, o.in_md(0), w_md, b_md,
       o.out_md(), to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
@@ -347,6 +361,14 @@ std::unique_ptr<ExecutableOp> make_matmul(const Operands& o, const dnnl::engine&
   const std::size_t rank = o.out().shape.size();
   const memory::desc a_md = matmul_operand(o.in(0).shape, rank, a.transpose_a);
   const memory::desc b_md = matmul_operand(o.in(1).shape, rank, a.transpose_b);
+  if (o.in(1).is_constant()) {
+    // Constant right operand: reordered once into the kernel's layout.
+    const memory::desc b_any(b_md.dims(), memory::data_type::f32, memory::format_tag::any);
+    dnnl::matmul::desc desc(a_md, b_any, o.out_md());
+    dnnl::matmul::primitive_desc pd(desc, user_scratchpad(), engine);
+    return std::make_unique<ConstantWeightsOp>(o.node, engine, std::move(pd), b_md,
+                                               *o.in(1).constant, nullptr, o.out_md());
+  }
   dnnl::matmul::desc desc(a_md, b_md, o.out_md());
   dnnl::matmul::primitive_desc pd(desc, user_scratchpad(), engine);
   return make_op(o.node, engine, pd,

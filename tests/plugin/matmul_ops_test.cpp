@@ -68,14 +68,17 @@ struct MatMulCase {
   bool transpose_b;
 };
 
-class MatMulTest : public ::testing::TestWithParam<MatMulCase> {};
+// The right operand as a runtime input, and as a constant (reordered once
+// into the kernel's layout).
+class MatMulTest : public ::testing::TestWithParam<std::tuple<MatMulCase, bool>> {};
 
 TEST_P(MatMulTest, MatchesBroadcastLoops) {
-  const MatMulCase& c = GetParam();
+  const MatMulCase& c = std::get<0>(GetParam());
+  const bool constant_b = std::get<1>(GetParam());
   std::mt19937 rng(99);
   const Tensor a = random_tensor(c.a, rng);
   const Tensor b = random_tensor(c.b, rng);
-  const Tensor y = run_op(OpKind::MatMul, {input(a), input(b)},
+  const Tensor y = run_op(OpKind::MatMul, {input(a), constant_b ? constant(b) : input(b)},
                           graph::MatMulAttrs{c.transpose_a, c.transpose_b});
 
   const std::size_t ra = c.a.size(), rb = c.b.size();
@@ -116,7 +119,7 @@ TEST_P(MatMulTest, MatchesBroadcastLoops) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MatMulTest,
-    ::testing::Values(MatMulCase{"plain_2d", {5, 7}, {7, 3}, false, false},
+    ::testing::Combine(::testing::Values(MatMulCase{"plain_2d", {5, 7}, {7, 3}, false, false},
                       MatMulCase{"transpose_a", {7, 5}, {7, 3}, true, false},
                       MatMulCase{"transpose_b", {5, 7}, {3, 7}, false, true},
                       MatMulCase{"transpose_both", {7, 5}, {3, 7}, true, true},
@@ -127,7 +130,10 @@ INSTANTIATE_TEST_SUITE_P(
                       MatMulCase{"broadcast_batch_ones", {2, 1, 3, 4}, {1, 3, 4, 2}, false, false},
                       MatMulCase{"broadcast_batch_transpose_a", {1, 4, 3}, {5, 4, 2}, true, false},
                       MatMulCase{"rank4_both_transposed", {2, 3, 4, 5}, {2, 3, 6, 4}, true, true}),
-    CaseName{});
+                       ::testing::Bool()),
+    [](const auto& p) {
+      return std::get<0>(p.param).name + (std::get<1>(p.param) ? "_constant_b" : "_input_b");
+    });
 
 }  // namespace
 }  // namespace qfuse::test
