@@ -427,14 +427,15 @@ class EltwiseSequenceOp final : public ExecutableOp {
   std::string implementation_;
 };
 
-// HSigmoid(x) = min(max(x + 3, 0), 6) / 6 = clip(x / 6 + 1/2, 0, 1).
-std::unique_ptr<ExecutableOp> make_hsigmoid(const Operands& o, const dnnl::engine& engine) {
-  const auto fwd = prop_kind::forward_inference;
-  return std::make_unique<EltwiseSequenceOp>(
-      o.node, engine, o.in_md(0), o.out_md(),
-      std::vector<dnnl::eltwise_forward::desc>{
-          {fwd, algorithm::eltwise_linear, o.in_md(0), 1.0f / 6.0f, 0.5f},
-          {fwd, algorithm::eltwise_clip_v2, o.out_md(), 0.0f, 1.0f}});
+// Several eltwise steps (HSigmoid: linear, then clip) as one op.
+std::unique_ptr<ExecutableOp> make_eltwise_sequence(const Operands& o, const dnnl::engine& engine,
+                                                    const std::vector<F32PostOp>& steps) {
+  std::vector<dnnl::eltwise_forward::desc> descs;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    descs.emplace_back(prop_kind::forward_inference, steps[i].alg, i == 0 ? o.in_md(0) : o.out_md(),
+                       steps[i].alpha, steps[i].beta);
+  }
+  return std::make_unique<EltwiseSequenceOp>(o.node, engine, o.in_md(0), o.out_md(), descs);
 }
 
 algorithm binary_algorithm(OpKind kind) {
@@ -628,6 +629,11 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
                                            const dnnl::engine& engine, const LayoutOf& layout_of,
                                            const F32Chain* chain) {
   const Operands o{graph, node, layout_of, chain};
+  // Unary activations: the same algorithms an f32 layer's absorbed post-ops use.
+  if (const std::vector<F32PostOp> steps = eltwise_steps(node); !steps.empty()) {
+    if (steps.size() == 1) return make_eltwise(o, engine, steps[0].alg, steps[0].alpha, steps[0].beta);
+    return make_eltwise_sequence(o, engine, steps);
+  }
   switch (node.kind) {
     case OpKind::Convolution: return make_convolution(o, engine);
     case OpKind::Deconvolution: return make_deconvolution(o, engine);
@@ -639,34 +645,6 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
     case OpKind::Divide:
     case OpKind::Minimum:
     case OpKind::Maximum: return make_binary(o, engine);
-    case OpKind::Relu: return make_eltwise(o, engine, algorithm::eltwise_relu, 0.0f, 0.0f);
-    case OpKind::LeakyRelu:
-      return make_eltwise(o, engine, algorithm::eltwise_relu,
-                          node.attr<graph::AlphaAttrs>().alpha, 0.0f);
-    case OpKind::Elu:
-      return make_eltwise(o, engine, algorithm::eltwise_elu, node.attr<graph::AlphaAttrs>().alpha,
-                          0.0f);
-    case OpKind::Sigmoid: return make_eltwise(o, engine, algorithm::eltwise_logistic, 0.0f, 0.0f);
-    case OpKind::Tanh: return make_eltwise(o, engine, algorithm::eltwise_tanh, 0.0f, 0.0f);
-    case OpKind::Gelu:
-      return make_eltwise(o, engine,
-                          node.attr<graph::GeluAttrs>().approximation ==
-                                  graph::GeluApproximation::erf
-                              ? algorithm::eltwise_gelu_erf
-                              : algorithm::eltwise_gelu_tanh,
-                          0.0f, 0.0f);
-    case OpKind::HSwish: return make_eltwise(o, engine, algorithm::eltwise_hardswish, 0.0f, 0.0f);
-    case OpKind::HSigmoid: return make_hsigmoid(o, engine);
-    case OpKind::Swish: return make_eltwise(o, engine, algorithm::eltwise_swish,
-                                             node.attr<graph::AlphaAttrs>().alpha, 0.0f);
-    case OpKind::Exp: return make_eltwise(o, engine, algorithm::eltwise_exp, 0.0f, 0.0f);
-    case OpKind::Abs: return make_eltwise(o, engine, algorithm::eltwise_abs, 0.0f, 0.0f);
-    case OpKind::Sqrt: return make_eltwise(o, engine, algorithm::eltwise_sqrt, 0.0f, 0.0f);
-    case OpKind::Round: return make_eltwise(o, engine, algorithm::eltwise_round, 0.0f, 0.0f);
-    case OpKind::Clamp: {
-      const auto& a = node.attr<graph::ClampAttrs>();
-      return make_eltwise(o, engine, algorithm::eltwise_clip_v2, a.lo, a.hi);
-    }
     case OpKind::PRelu: return make_prelu(o, engine);
     case OpKind::BatchNormalization: return make_batch_norm(o, engine);
     case OpKind::MaxPool:

@@ -88,34 +88,32 @@ ValueId slice_crop(Builder& b, ValueId x) {
   return b.op(graph::OpKind::Slice, {x}, graph::SliceAttrs{{0, 0, 1, 2}, {1, 8, 6, 5}}, "mover");
 }
 
-ValueId resize_nearest(Builder& b, ValueId x) {
+ValueId nearest(Builder& b, ValueId x, graph::CoordinateTransform transform,
+                graph::NearestMode mode, Shape sizes) {
   graph::ResizeAttrs r;
   r.mode = graph::ResizeMode::nearest;
-  r.transform = graph::CoordinateTransform::asymmetric;
-  r.nearest_mode = graph::NearestMode::floor;
-  r.sizes = {1, 8, 16, 16};
+  r.transform = transform;
+  r.nearest_mode = mode;
+  r.sizes = std::move(sizes);
   return b.op(graph::OpKind::Resize, {x}, r, "mover");
+}
+
+ValueId resize_nearest(Builder& b, ValueId x) {
+  return nearest(b, x, graph::CoordinateTransform::asymmetric, graph::NearestMode::floor,
+                 {1, 8, 16, 16});
 }
 
 // Half-pixel centres at a non-integer scale (8 -> 12).
 ValueId resize_nearest_half_pixel(Builder& b, ValueId x) {
-  graph::ResizeAttrs r;
-  r.mode = graph::ResizeMode::nearest;
-  r.transform = graph::CoordinateTransform::half_pixel;
-  r.nearest_mode = graph::NearestMode::round_prefer_floor;
-  r.sizes = {1, 8, 12, 12};
-  return b.op(graph::OpKind::Resize, {x}, r, "mover");
+  return nearest(b, x, graph::CoordinateTransform::half_pixel,
+                 graph::NearestMode::round_prefer_floor, {1, 8, 12, 12});
 }
 
 // Width only; the height keeps its size but tf_half_pixel_for_nn with
 // round_prefer_ceil still shifts its rows by one.
 ValueId resize_nearest_shifted_rows(Builder& b, ValueId x) {
-  graph::ResizeAttrs r;
-  r.mode = graph::ResizeMode::nearest;
-  r.transform = graph::CoordinateTransform::tf_half_pixel_for_nn;
-  r.nearest_mode = graph::NearestMode::round_prefer_ceil;
-  r.sizes = {1, 8, 8, 13};
-  return b.op(graph::OpKind::Resize, {x}, r, "mover");
+  return nearest(b, x, graph::CoordinateTransform::tf_half_pixel_for_nn,
+                 graph::NearestMode::round_prefer_ceil, {1, 8, 8, 13});
 }
 
 ValueId reshape_roundtrip(Builder& b, ValueId x) {
