@@ -86,6 +86,13 @@ bool evaluable(const Graph& g, const Node& n) {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
+// A stored u8/s8 value from `lo`: rounded half to even and saturated; NaN (a
+// function undefined at some code) lands on the top, as qfuse's quantize does.
+double to_code(double x, double lo) {
+  if (std::isnan(x)) return lo + 255.0;
+  return std::clamp(std::nearbyint(x), lo, lo + 255.0);
+}
+
 // One node on scalars; f32 results are rounded to float.
 double evaluate(const Graph& g, const Node& n, const std::vector<double>& in) {
   const double x = in[0];
@@ -123,7 +130,7 @@ double evaluate(const Graph& g, const Node& n, const std::vector<double>& in) {
             x, {a.input_low, a.input_high, 0.0, 255.0, 255.0});
         return level + lo;
       }
-      return std::clamp(std::nearbyint(x), lo, lo + 255.0);
+      return to_code(x, lo);
     }
     default: {
       // Binary, on f32 operands.
@@ -262,8 +269,7 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
         for (ValueId v : n.inputs) in.push_back(read(v));
         value[n.outputs[0].index] = evaluate(g, n, in);
       }
-      const double level = fake_quantize(read(fq->inputs[0]), *out);
-      const double code = std::clamp(std::nearbyint(level), lo, lo + 255.0);
+      const double code = to_code(fake_quantize(read(fq->inputs[0]), *out), lo);
       attrs.table[static_cast<std::size_t>(k)] =
           static_cast<std::uint8_t>(static_cast<std::int32_t>(code) & 0xff);
     }
