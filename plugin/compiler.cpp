@@ -28,6 +28,29 @@ void init_logging() {
 
 namespace plugin {
 
+std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n) {
+  using graph::OpKind;
+  const bool layer = graph::is_quantized_layer(n.kind) || n.kind == OpKind::Convolution ||
+                     n.kind == OpKind::Deconvolution || n.kind == OpKind::FullyConnected ||
+                     n.kind == OpKind::MatMul;
+  const Shape& out = g.value(n.outputs[0]).shape;
+  if (!layer || n.inputs.size() < 2 || out.size() < 2) return 0;
+  const Shape& w = g.value(n.inputs[1]).shape;
+  const Shape& in = g.value(n.inputs[0]).shape;
+  const std::int64_t out_elements = element_count(out);
+  switch (n.kind) {
+    case OpKind::Convolution:
+    case OpKind::QuantizedConvolution: return element_count(w) * (out_elements / out[1]);
+    case OpKind::Deconvolution:
+    case OpKind::QuantizedDeconvolution: return element_count(w) * (element_count(in) / in[1]);
+    case OpKind::MatMul:  // [.., M, K] x [.., K, N]: K per output element
+      return out_elements *
+             (n.attr<graph::MatMulAttrs>().transpose_a ? in[in.size() - 2] : in.back());
+    case OpKind::QuantizedMatMul: return out_elements * in.back();  // activations not transposed
+    default: return element_count(w) * (out_elements / out.back());
+  }
+}
+
 std::unique_ptr<ExecutableOp> make_unfused_op(const graph::Graph& graph, const graph::Node& node,
                                               const dnnl::engine& engine,
                                               const LayoutOf& layout_of = {},
@@ -93,8 +116,8 @@ std::vector<LayerInfo> CompiledModel::layers() const {
                               op->implementation() != "reference";
     const std::string impl = op->implementation();
     layers.push_back({n.name, std::string(graph::to_string(n.kind)), impl, op->post_ops(),
-                      precision_of(impl_->graph, n), op->staged_reorders() + (reorder_node ? 1 : 0),
-                      impl == "reference"});
+                      precision_of(impl_->graph, n), plugin::layer_macs(impl_->graph, n),
+                      op->staged_reorders() + (reorder_node ? 1 : 0), impl == "reference"});
   }
   return layers;
 }
@@ -227,26 +250,9 @@ constexpr std::int64_t kSerialMacs = std::int64_t{1} << 19;
 constexpr std::int64_t kSerialElements = 16384;
 
 bool runs_single_threaded(const graph::Graph& g, const graph::Node& n) {
-  using graph::OpKind;
-  const Shape& out = g.value(n.outputs[0]).shape;
-  const std::int64_t out_elements = element_count(out);
-  const bool layer = graph::is_quantized_layer(n.kind) || n.kind == OpKind::Convolution ||
-                     n.kind == OpKind::Deconvolution || n.kind == OpKind::FullyConnected ||
-                     n.kind == OpKind::MatMul;
-  if (!layer || n.inputs.size() < 2 || out.size() < 2) return out_elements < kSerialElements;
-  const graph::Value& w = g.value(n.inputs[1]);
-  const Shape& in = g.value(n.inputs[0]).shape;
-  std::int64_t macs = 0;
-  switch (n.kind) {
-    case OpKind::Convolution:
-    case OpKind::QuantizedConvolution: macs = element_count(w.shape) * (out_elements / out[1]); break;
-    case OpKind::Deconvolution:
-    case OpKind::QuantizedDeconvolution:
-      macs = element_count(w.shape) * (element_count(in) / in[1]);
-      break;
-    default: macs = element_count(w.shape) * (out_elements / out.back()); break;
-  }
-  return macs < kSerialMacs;
+  const std::int64_t macs = plugin::layer_macs(g, n);
+  if (macs > 0) return macs < kSerialMacs;
+  return element_count(g.value(n.outputs[0]).shape) < kSerialElements;
 }
 
 }  // namespace

@@ -70,6 +70,10 @@ class ExecutableOp {
   graph::Node node_;
 };
 
+// Multiply-adds per inference of a convolution / deconvolution /
+// fully-connected / matmul node (f32 or quantized); 0 for any other node.
+std::int64_t layer_macs(const graph::Graph& graph, const graph::Node& node);
+
 // Creates the unfused executable for one node. Throws CompileError naming the
 // node when oneDNN refuses it.
 std::unique_ptr<ExecutableOp> make_unfused_op(const graph::Graph& graph, const graph::Node& node,

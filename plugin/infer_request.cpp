@@ -1,3 +1,4 @@
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -18,6 +19,8 @@ struct InferRequest::Impl {
   std::vector<std::uint8_t> scratchpad;
   std::vector<std::any> op_states;  // one per executable op
   int threads = 0;
+  bool profiling = false;
+  std::vector<std::vector<double>> node_times_us;  // by op, one entry per inference
 
   const graph::Graph& graph() const { return model->graph; }
 
@@ -89,6 +92,15 @@ const Tensor& InferRequest::output(const std::string& name) const {
   return v.is_constant() ? *v.constant : impl_->tensors[id.index];
 }
 
+void InferRequest::set_profiling(bool on) {
+  impl_->profiling = on;
+  impl_->node_times_us.assign(on ? impl_->model->ops.size() : 0, {});
+}
+
+const std::vector<std::vector<double>>& InferRequest::node_times_us() const {
+  return impl_->node_times_us;
+}
+
 void InferRequest::set_threads(int threads) {
   const int limit = impl_->model->threads;
   if (threads > limit) {
@@ -122,7 +134,14 @@ void InferRequest::infer() {
       }
     } restore{alone, team};
     try {
+      const auto t0 = impl_->profiling ? std::chrono::steady_clock::now()
+                                       : std::chrono::steady_clock::time_point{};
       op->execute(ctx);
+      if (impl_->profiling) {
+        impl_->node_times_us[i].push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count());
+      }
     } catch (const dnnl::error& e) {
       throw InferenceError("infer " + std::string(graph::to_string(op->node().kind)) + " node '" +
                            op->node().name + "': oneDNN failed (" + e.what() + ")");

@@ -319,6 +319,24 @@ class QuantizeOp final : public ExecutableOp {
       }
       return;
     }
+    if (!in_cl_ && out_cl_) {
+      // Plain to channels last (a graph input): each channel plane quantized
+      // a block of pixels at a time with the vector loop, then interleaved.
+      constexpr std::int64_t kBlock = 512;
+      const std::int64_t blocks = (inner_ + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (parallel)
+      for (std::int64_t k = 0; k < outer_ * blocks; ++k) {
+        const std::int64_t n = k / blocks, begin = (k % blocks) * kBlock;
+        const std::int64_t len = std::min(kBlock, inner_ - begin);
+        T level[kBlock];
+        T* dst = y + (n * inner_ + begin) * channels_;
+        for (std::int64_t c = 0; c < channels_; ++c) {
+          quantize_span(x + (n * channels_ + c) * inner_ + begin, level, len, il, range, lo);
+          for (std::int64_t i = 0; i < len; ++i) dst[i * channels_ + c] = level[i];
+        }
+      }
+      return;
+    }
     // Offsets of element (n, c, 0) and the step along the spatial dims.
     const std::int64_t plain_step = 1, cl_step = channels_;
     const std::int64_t planes = outer_ * channels_;

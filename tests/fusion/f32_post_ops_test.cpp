@@ -61,6 +61,7 @@ TEST(F32PostOps, ActivationAndAffineJoinTheConvolution) {
   b.output(y);
   const auto layers = expect_matches_unfused(g, g.value(y).name);
   ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0].macs, 16 * 8 * 9 * 10 * 12);  // OC x IC x 3x3 x output pixels
   EXPECT_EQ(layers[0].post_ops,
             "eltwise_hardswish; binary_mul(per_channel); binary_add(per_channel); "
             "binary_div(scalar); eltwise_linear; eltwise_clip_v2");

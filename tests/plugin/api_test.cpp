@@ -154,6 +154,33 @@ TEST(InferRequest, ThreadsAboveTheCompiledTeamAreCapped) {
   EXPECT_THROW(compile(m.g, {.threads = -1}), CompileError);
 }
 
+// Profiling times each executed node and changes nothing that runs; the
+// fully-connected layer reports its multiply-adds (4 rows x 16 x 32).
+TEST(InferRequest, ProfilingTimesEveryNodeAndKeepsResults) {
+  SmallModel m;
+  const CompiledModel model = compile(m.g);
+  std::mt19937 rng(55);
+  const Tensor x = random_tensor({4, 32}, rng);
+  InferRequest plain = model.create_infer_request();
+  plain.set_input("x", x);
+  plain.infer();
+  InferRequest profiled = model.create_infer_request();
+  profiled.set_profiling(true);
+  profiled.set_input("x", x);
+  profiled.infer();
+  profiled.infer();
+  EXPECT_EQ(to_double(profiled.output(m.output)), to_double(plain.output(m.output)));
+  const auto layers = model.layers();
+  ASSERT_EQ(profiled.node_times_us().size(), layers.size());
+  for (const auto& times : profiled.node_times_us()) {
+    ASSERT_EQ(times.size(), 2u);
+    for (double t : times) EXPECT_GE(t, 0.0);
+  }
+  EXPECT_EQ(layers[0].macs, 4 * 16 * 32);
+  profiled.set_profiling(false);
+  EXPECT_TRUE(profiled.node_times_us().empty());
+}
+
 // The model stays usable after the graph it was compiled from is gone, and a
 // copy of the model shares the plan.
 TEST(CompiledModel, OutlivesItsSourceGraphAndCopies) {

@@ -12,6 +12,8 @@
 #include <map>
 #include <thread>
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include "qfuse/qfuse.hpp"
 #ifdef QFUSE_HAVE_ONNX
 #include "graph/onnx/importer.hpp"
@@ -43,6 +45,44 @@ double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
   return v[std::min(i, v.size() - 1)];
+}
+
+// oneDNN's CPU ISA levels by the names --isa takes.
+const std::vector<std::pair<std::string, dnnl::cpu_isa>>& isa_names() {
+  static const std::vector<std::pair<std::string, dnnl::cpu_isa>> kNames = {
+      {"sse41", dnnl::cpu_isa::sse41},
+      {"avx", dnnl::cpu_isa::avx},
+      {"avx2", dnnl::cpu_isa::avx2},
+      {"avx2_vnni", dnnl::cpu_isa::avx2_vnni},
+      {"avx512_core", dnnl::cpu_isa::avx512_core},
+      {"avx512_core_vnni", dnnl::cpu_isa::avx512_core_vnni},
+      {"avx512_core_bf16", dnnl::cpu_isa::avx512_core_bf16},
+      {"avx512_core_amx", dnnl::cpu_isa::avx512_core_amx},
+      {"all", dnnl::cpu_isa::all},
+  };
+  return kNames;
+}
+
+std::string isa_name(dnnl::cpu_isa isa) {
+  for (const auto& [name, value] : isa_names()) {
+    if (value == isa) return name;
+  }
+  return "other";
+}
+
+// --isa caps the instruction set oneDNN may use; before any primitive exists.
+void apply_isa(const Args& args) {
+  const auto isa = args.value("--isa");
+  if (!isa) return;
+  std::string known;
+  for (const auto& [name, value] : isa_names()) {
+    if (name == *isa) {
+      dnnl::set_max_cpu_isa(value);
+      return;
+    }
+    known += (known.empty() ? "" : ", ") + name;
+  }
+  throw UsageError("--isa " + *isa + ": unknown (expected one of " + known + ")");
 }
 
 std::string model_argument(const Args& args) {
@@ -215,7 +255,68 @@ double peak_rss_mib() {
   return 0.0;
 }
 
+// What --per-layer prints: each executed node's median time, sorted, with its
+// share of the sum, and GOPS for layers.
+struct NodeTime {
+  const LayerInfo* layer;
+  double median_us;
+};
+
+std::vector<NodeTime> node_medians(const std::vector<LayerInfo>& layers,
+                                   const std::vector<std::vector<double>>& times) {
+  std::vector<NodeTime> rows;
+  for (std::size_t i = 0; i < layers.size() && i < times.size(); ++i) {
+    rows.push_back({&layers[i], median(times[i])});
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const NodeTime& a, const NodeTime& b) { return a.median_us > b.median_us; });
+  return rows;
+}
+
+double gops(const LayerInfo& l, double us) {
+  return l.macs > 0 && us > 0 ? 2.0 * static_cast<double>(l.macs) / (us * 1e3) : 0.0;
+}
+
+std::string shorten(const std::string& s, std::size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+
+void print_per_layer(const std::vector<NodeTime>& rows) {
+  double total = 0.0;
+  for (const NodeTime& r : rows) total += r.median_us;
+  std::cout << "\nper node (medians; sum " << std::fixed << std::setprecision(3) << total / 1000.0
+            << " ms):\n"
+            << std::left << std::setw(36) << "node" << std::setw(24) << "op" << std::setw(11)
+            << "precision" << std::setw(40) << "implementation" << std::right << std::setw(10)
+            << "median us" << std::setw(8) << "%" << std::setw(9) << "GOPS" << std::setw(9)
+            << "reorders" << "  post-ops\n";
+  for (const NodeTime& r : rows) {
+    const LayerInfo& l = *r.layer;
+    const double g = gops(l, r.median_us);
+    std::cout << std::left << std::setw(36) << shorten(l.node, 35) << std::setw(24) << l.op
+              << std::setw(11) << l.precision << std::setw(40) << shorten(l.implementation, 39)
+              << std::right << std::setprecision(1) << std::setw(10) << r.median_us << std::setw(8)
+              << (total > 0 ? 100.0 * r.median_us / total : 0.0) << std::setw(9);
+    if (g > 0) {
+      std::cout << g;
+    } else {
+      std::cout << "";
+    }
+    std::cout << std::setw(9) << l.reorders << "  " << shorten(l.post_ops, 60) << '\n';
+  }
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out + "\"";
+}
+
 int bench_command(const Args& args) {
+  apply_isa(args);
   const std::string model_name = model_argument(args);
   const int requests = std::max(1, args.int_value("--requests", 1));
   const int total_threads = args.int_value("--threads", omp_get_max_threads());
@@ -235,6 +336,8 @@ int bench_command(const Args& args) {
     fill_inputs(model, pool.back(), std::nullopt);
     pool.back().infer();  // warm-up
   }
+  const bool per_layer = args.flag("--per-layer");
+  if (per_layer) pool[0].set_profiling(true);
 
   std::vector<std::vector<double>> latencies(static_cast<std::size_t>(requests));
   const auto start = Clock::now();
@@ -265,7 +368,15 @@ int bench_command(const Args& args) {
             << " inferences in " << elapsed_s << " s\n"
             << "latency ms: median " << median(all) << "  p90 " << percentile(all, 0.9)
             << "  min " << percentile(all, 0.0) << "\nthroughput: " << throughput
-            << " inferences/s\npeak RSS: " << rss_mib << " MiB (the whole process, compile included)\n";
+            << " inferences/s\npeak RSS: " << rss_mib
+            << " MiB (the whole process, compile included)\noneDNN ISA: "
+            << isa_name(dnnl::get_effective_cpu_isa()) << '\n';
+  const std::vector<LayerInfo> layers = model.layers();
+  std::vector<NodeTime> rows;
+  if (per_layer) {
+    rows = node_medians(layers, pool[0].node_times_us());
+    print_per_layer(rows);
+  }
   if (auto path = args.value("--json")) {
     std::ofstream out(*path);
     if (!out) throw IoError("write " + *path + ": cannot create the file");
@@ -276,7 +387,21 @@ int bench_command(const Args& args) {
         << ", \"latency_ms_median\": " << median(all)
         << ", \"latency_ms_p90\": " << percentile(all, 0.9)
         << ", \"throughput_per_s\": " << throughput << ", \"peak_rss_mib\": " << rss_mib
-        << "}\n";
+        << ", \"isa\": " << json_string(isa_name(dnnl::get_effective_cpu_isa()));
+    if (per_layer) {
+      out << ", \"nodes\": [";
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const LayerInfo& l = *rows[i].layer;
+        out << (i ? ", " : "") << "{\"node\": " << json_string(l.node)
+            << ", \"op\": " << json_string(l.op) << ", \"precision\": " << json_string(l.precision)
+            << ", \"implementation\": " << json_string(l.implementation)
+            << ", \"post_ops\": " << json_string(l.post_ops) << ", \"median_us\": "
+            << rows[i].median_us << ", \"gops\": " << gops(l, rows[i].median_us)
+            << ", \"reorders\": " << l.reorders << "}";
+      }
+      out << "]";
+    }
+    out << "}\n";
   }
   return 0;
 }

@@ -46,6 +46,9 @@ struct LayerInfo {
   // "int8" (reads and writes u8/s8), "f32", or "quantize" / "dequantize"
   // for the conversions between the two.
   std::string precision;
+  // Multiply-adds per inference of a convolution / deconvolution /
+  // fully-connected / matmul layer; 0 for other ops.
+  std::int64_t macs = 0;
   // Reorders per inference: 1 for a Convert that only changes layout or
   // type, plus the layouts an op stages in and out of its primitive.
   int reorders = 0;
@@ -124,6 +127,12 @@ class InferRequest {
   void set_threads(int threads);
 
   void infer();
+
+  // Per-node timing: while on, each inference records how long each executed
+  // node took (the order of CompiledModel::layers()), in microseconds. The
+  // nodes run exactly as without it; switching it on clears what was kept.
+  void set_profiling(bool on);
+  const std::vector<std::vector<double>>& node_times_us() const;
 
   struct Impl;
 
