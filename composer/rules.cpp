@@ -157,7 +157,8 @@ std::optional<std::string> hsigmoid_is_clipped_affine(Work& work) {
 std::optional<std::string> uniform_channels_are_per_tensor(Work& work) {
   const auto collapse = [](std::vector<float>& v) {
     if (v.size() > 1 && all_equal(v)) {
-      v.resize(1);
+      // erase, not resize(1): GCC 12 at -O3 warns (array-bounds) on the shrinking resize.
+      v.erase(v.begin() + 1, v.end());
       return true;
     }
     return false;
@@ -178,7 +179,7 @@ std::optional<std::string> uniform_channels_are_per_tensor(Work& work) {
     }
   }
   if (work.output_scales.size() > 1 && all_equal(work.output_scales)) {
-    work.output_scales.resize(1);
+    work.output_scales.erase(work.output_scales.begin() + 1, work.output_scales.end());
     return fmt::format("output scales {}", work.output_scales.front());
   }
   return std::nullopt;

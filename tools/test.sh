@@ -2,6 +2,7 @@
 # Installs the dependencies, builds everything and runs all tests with ctest.
 #   tools/test.sh             release build (RelWithDebInfo) in build/
 #   tools/test.sh --sanitize  ASan + UBSan build in build-asan/
+#   tools/test.sh --release   Release build (-O3: its own warnings and inlining) in build-release/
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -13,6 +14,9 @@ if [ "${1:-}" = "--sanitize" ]; then
   # Every ASan (leaks included) and UBSan finding fails the test.
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+elif [ "${1:-}" = "--release" ]; then
+  build="${QFUSE_BUILD_DIR:-$root/build-release}"
+  cmake_args=(-DCMAKE_BUILD_TYPE=Release)
 fi
 
 bash "$root/cmake/install_deps.sh"

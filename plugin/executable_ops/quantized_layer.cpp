@@ -50,6 +50,10 @@ struct Build {
 constexpr std::int64_t kAmxMinReduction = 96;
 constexpr std::int64_t kAmxMinMacs = std::int64_t{1} << 24;
 
+// oneDNN's implementation iterator keeps a pointer to the operation
+// descriptor it was made from: call this while that descriptor lives (a later
+// next_impl() reads a dead stack object: it found nothing in -O3 builds, and
+// is what made earlier attempts at iterating crash).
 void prefer_vnni_for_small_layers(dnnl::primitive_desc& pd, std::int64_t reduction,
                                   std::int64_t macs) {
   const auto is_amx = [](const std::string& impl) { return impl.find("amx") != std::string::npos; };
@@ -134,6 +138,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
           to_dnnl_dilations(c.dilations), to_dims(c.pads_begin), to_dims(c.pads_end));
       b.pd = dnnl::convolution_forward::primitive_desc(d, attr, engine);
       reduction = element_count(w.shape) / w.shape[0];  // IC / groups * kernel
+      prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
       break;
     }
     case OpKind::QuantizedDeconvolution: {
@@ -160,6 +165,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
           to_dnnl_dilations(c.dilations), to_dims(c.pads_begin), pads_end);
       b.pd = dnnl::deconvolution_forward::primitive_desc(d, attr, engine);
       reduction = element_count(w.shape) / w.shape[1] / c.groups;  // IC / groups * kernel
+      prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
       break;
     }
     case OpKind::QuantizedFullyConnected: {
@@ -168,6 +174,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
                                           any(b.weights_md_plain), bias_md, b.dst_md);
       b.pd = dnnl::inner_product_forward::primitive_desc(d, attr, engine);
       reduction = x.shape.back();
+      prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
       break;
     }
     default: {
@@ -182,10 +189,10 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
       dnnl::matmul::desc d(b.src_md, any(b.weights_md_plain), bias2d, b.dst_md);
       b.pd = dnnl::matmul::primitive_desc(d, attr, engine);
       reduction = x.shape.back();
+      prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
       break;
     }
   }
-  prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
   return b;
 }
 

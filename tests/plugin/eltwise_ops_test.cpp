@@ -145,7 +145,10 @@ using UnaryParam = std::tuple<UnaryCase, Shape>;
 struct UnaryName {
   std::string operator()(const ::testing::TestParamInfo<UnaryParam>& p) const {
     std::string s = std::get<0>(p.param).name + "_shape";
-    for (auto d : std::get<1>(p.param)) s += "_" + std::to_string(d);
+    for (auto d : std::get<1>(p.param)) {
+      s += '_';  // appended: GCC 12 at -O3 warns (restrict) on "_" + to_string
+      s += std::to_string(d);
+    }
     return s;
   }
 };

@@ -44,7 +44,8 @@ inline Tensor run_op(OpKind kind, const std::vector<Operand>& operands,
   graph::Builder b(g);
   std::vector<graph::ValueId> ids;
   for (std::size_t i = 0; i < operands.size(); ++i) {
-    const std::string name = "x" + std::to_string(i);
+    std::string name = "x";  // appended: GCC 12 at -O3 warns (restrict) on "x" + to_string
+    name += std::to_string(i);
     const Operand& o = operands[i];
     ids.push_back(o.is_constant ? b.constant(name, o.tensor)
                                 : b.input(name, o.tensor.shape(), o.tensor.type()));
@@ -54,7 +55,7 @@ inline Tensor run_op(OpKind kind, const std::vector<Operand>& operands,
   const CompiledModel model = compile(g, {.fuse = false});
   InferRequest request = model.create_infer_request();
   for (std::size_t i = 0; i < operands.size(); ++i) {
-    if (!operands[i].is_constant) request.set_input("x" + std::to_string(i), operands[i].tensor);
+    if (!operands[i].is_constant) request.set_input(std::string("x").append(std::to_string(i)), operands[i].tensor);
   }
   request.infer();
   return request.output(g.value(y).name);

@@ -165,8 +165,9 @@ void write_dot(std::ostream& out, const graph::Graph& g, const std::vector<Layer
     for (graph::ValueId in : n.inputs) {
       const graph::Value& v = g.value(in);
       if (v.is_constant()) continue;
-      const std::string from = v.producer.valid() ? "n" + std::to_string(v.producer.index)
-                                                  : "v" + std::to_string(in.index);
+      // Appended, not "n" + to_string(...): GCC 12 at -O3 warns (restrict) on that.
+      std::string from(1, v.producer.valid() ? 'n' : 'v');
+      from += std::to_string(v.producer.valid() ? v.producer.index : in.index);
       out << "  \"" << from << "\" -> \"n" << id.index << "\" [label=\""
           << to_string(v.type) << to_string(v.shape) << "\"];\n";
     }
