@@ -1,6 +1,7 @@
 // The subcommands run, bench and dump.
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -328,14 +329,19 @@ int bench_command(const Args& args) {
 
   CompileOptions options = compile_options(args);
   options.threads = per_request;
-  const CompiledModel model =
-      compile(load_model(model_name, shape_bindings(args, model_name)), options);
+  graph::Graph graph = load_model(model_name, shape_bindings(args, model_name));
+  const auto compile_start = Clock::now();
+  const CompiledModel model = compile(graph, options);
+  const double compile_ms = ms_since(compile_start);
   std::vector<InferRequest> pool;
+  double first_ms = 0.0;
   for (int r = 0; r < requests; ++r) {
     pool.push_back(model.create_infer_request());
     pool.back().set_threads(per_request);
     fill_inputs(model, pool.back(), std::nullopt);
+    const auto t = Clock::now();
     pool.back().infer();  // warm-up
+    if (r == 0) first_ms = ms_since(t);
   }
   const bool per_layer = args.flag("--per-layer");
   if (per_layer) pool[0].set_profiling(true);
@@ -343,12 +349,25 @@ int bench_command(const Args& args) {
   std::vector<std::vector<double>> latencies(static_cast<std::size_t>(requests));
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration<double>(seconds);
+  // A progress bar on a terminal, drawn by request 0 between its inferences
+  // when the whole percent changes.
+  const bool progress = isatty(STDOUT_FILENO) != 0;
+  int shown = -1;
   const auto work = [&](int r) {
     omp_set_num_threads(per_request);
     while (Clock::now() < deadline) {
       const auto t = Clock::now();
       pool[static_cast<std::size_t>(r)].infer();
       latencies[static_cast<std::size_t>(r)].push_back(ms_since(t));
+      if (r == 0 && progress) {
+        const int pct = std::min(100, static_cast<int>(ms_since(start) / (10.0 * seconds)));
+        if (pct != shown) {
+          shown = pct;
+          std::cout << "\r[" << std::string(static_cast<std::size_t>(pct / 5), '#')
+                    << std::string(static_cast<std::size_t>(20 - pct / 5), ' ') << "] " << pct
+                    << "%" << std::flush;
+        }
+      }
     }
   };
   // Request 0 runs on this thread (whose OpenMP team is already warm), the
@@ -358,6 +377,7 @@ int bench_command(const Args& args) {
   work(0);
   for (auto& w : workers) w.join();
   const double elapsed_s = ms_since(start) / 1000.0;
+  if (progress) std::cout << "\r" << std::string(32, ' ') << "\r";
 
   std::vector<double> all;
   for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
@@ -367,8 +387,10 @@ int bench_command(const Args& args) {
             << (args.flag("--unfused") ? "unfused" : "fused") << "), " << requests
             << " request(s) x " << per_request << " thread(s), " << all.size()
             << " inferences in " << elapsed_s << " s\n"
+            << "compile: " << compile_ms << " ms, first inference: " << first_ms << " ms\n"
             << "latency ms: median " << median(all) << "  p90 " << percentile(all, 0.9)
-            << "  min " << percentile(all, 0.0) << "\nthroughput: " << throughput
+            << "  p99 " << percentile(all, 0.99) << "  min " << percentile(all, 0.0) << "  max "
+            << percentile(all, 1.0) << "\nthroughput: " << throughput
             << " inferences/s\npeak RSS: " << rss_mib
             << " MiB (the whole process, compile included)\noneDNN ISA: "
             << isa_name(dnnl::get_effective_cpu_isa()) << '\n';
@@ -381,12 +403,16 @@ int bench_command(const Args& args) {
   if (auto path = args.value("--json")) {
     std::ofstream out(*path);
     if (!out) throw IoError("write " + *path + ": cannot create the file");
-    out << std::fixed << std::setprecision(4) << "{\"model\": \"" << model_name
-        << "\", \"mode\": \"" << (args.flag("--unfused") ? "unfused" : "fused")
+    out << std::fixed << std::setprecision(4) << "{\"model\": " << json_string(model_name)
+        << ", \"mode\": \"" << (args.flag("--unfused") ? "unfused" : "fused")
         << "\", \"requests\": " << requests << ", \"threads_per_request\": " << per_request
         << ", \"inferences\": " << all.size() << ", \"seconds\": " << elapsed_s
+        << ", \"compile_ms\": " << compile_ms << ", \"first_inference_ms\": " << first_ms
         << ", \"latency_ms_median\": " << median(all)
         << ", \"latency_ms_p90\": " << percentile(all, 0.9)
+        << ", \"latency_ms_p99\": " << percentile(all, 0.99)
+        << ", \"latency_ms_min\": " << percentile(all, 0.0)
+        << ", \"latency_ms_max\": " << percentile(all, 1.0)
         << ", \"throughput_per_s\": " << throughput << ", \"peak_rss_mib\": " << rss_mib
         << ", \"isa\": " << json_string(isa_name(dnnl::get_effective_cpu_isa()));
     if (per_layer) {
