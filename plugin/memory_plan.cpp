@@ -7,6 +7,7 @@
 
 #include "composer/post_op_chain.hpp"
 #include "plugin/dnnl_utils.hpp"
+#include "plugin/f32_post_ops.hpp"
 
 namespace qfuse::plugin {
 
@@ -14,15 +15,7 @@ using graph::NodeId;
 using graph::OpKind;
 using graph::ValueId;
 
-bool is_unary_eltwise(OpKind k) {
-  switch (k) {
-    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Elu: case OpKind::Sigmoid:
-    case OpKind::Tanh: case OpKind::Gelu: case OpKind::HSwish: case OpKind::HSigmoid:
-    case OpKind::Swish: case OpKind::Exp: case OpKind::Abs: case OpKind::Sqrt:
-    case OpKind::Round: case OpKind::Clamp: return true;
-    default: return false;
-  }
-}
+bool is_unary_eltwise(const graph::Node& n) { return !eltwise_steps(n).empty(); }
 
 bool is_binary_on_dnnl(const graph::Graph& g, const graph::Node& n) {
   if (!graph::is_elementwise_binary(n.kind)) return false;
@@ -48,7 +41,7 @@ std::size_t aligned(std::size_t bytes) {
 ValueId overwritable_input(const graph::Graph& g, const graph::Node& n) {
   if (n.outputs.size() != 1) return {};
   const Shape& out = g.value(n.outputs[0]).shape;
-  if (is_unary_eltwise(n.kind)) return n.inputs[0];
+  if (is_unary_eltwise(n)) return n.inputs[0];
   if (is_binary_on_dnnl(g, n)) {
     const std::size_t rank = out.size();
     // make_binary's choice of its first source.

@@ -212,15 +212,16 @@ std::string chain_text(const Operands& o) { return o.chain != nullptr ? describe
 
 std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::engine& engine) {
   const auto& a = o.node.attr<graph::ConvAttrs>();
+  const Shape& w = o.in(1).shape;
+  memory::desc w_plain = o.in_md(1);
+  if (a.groups > 1) {
+    // [OC, IC/g, k...] is [g, OC/g, IC/g, k...] in the same memory.
+    Shape grouped{a.groups, w[0] / a.groups};
+    grouped.insert(grouped.end(), w.begin() + 1, w.end());
+    w_plain = plain_desc(grouped, ElementType::f32);
+  }
   if (o.in(1).is_constant() && (!o.has(2) || o.in(2).is_constant()) &&
       o.in(0).type == ElementType::f32) {
-    const Shape& w = o.in(1).shape;
-    memory::desc w_plain = o.in_md(1);
-    if (a.groups > 1) {
-      Shape grouped{a.groups, w[0] / a.groups};
-      grouped.insert(grouped.end(), w.begin() + 1, w.end());
-      w_plain = plain_desc(grouped, ElementType::f32);
-    }
     const memory::desc w_any(w_plain.dims(), memory::data_type::f32, memory::format_tag::any);
     const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();
     std::vector<std::pair<int, memory>> post_args;
@@ -244,14 +245,7 @@ std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::en
                                                o.has(2) ? o.in(2).constant.get() : nullptr,
                                                o.out_md(), std::move(post_args), chain_text(o));
   }
-  const Shape& w = o.in(1).shape;
-  memory::desc w_md = o.in_md(1);
-  if (a.groups > 1) {
-    // [OC, IC/g, k...] is [g, OC/g, IC/g, k...] in the same memory.
-    Shape grouped{a.groups, w[0] / a.groups};
-    grouped.insert(grouped.end(), w.begin() + 1, w.end());
-    w_md = plain_desc(grouped, ElementType::f32);
-  }
+  const memory::desc& w_md = w_plain;
   const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();
   dnnl::convolution_forward::desc desc(
       prop_kind::forward_inference, algorithm::convolution_direct, o.in_md(0), w_md, b_md,
