@@ -174,11 +174,17 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
     std::vector<float> acc_bias(channels, 0.0f);
     bool use_acc_bias = false;
     if (bias) {
-      const bool divisible = std::all_of(scale.begin(), scale.end(), [](float s) { return s != 0.0f; });
+      // A zero scale, or one so small that the bias overflows f32 in
+      // accumulator units: the bias stays a real-valued shift.
+      bool divisible = true;
+      for (std::size_t c = 0; c < channels; ++c) {
+        acc_bias[c] = scale[c] != 0.0f ? (*bias)[c] / scale[c] : 0.0f;
+        divisible = divisible && scale[c] != 0.0f && std::isfinite(acc_bias[c]);
+      }
       if (divisible) {
-        for (std::size_t c = 0; c < channels; ++c) acc_bias[c] = (*bias)[c] / scale[c];
         use_acc_bias = true;
       } else {
+        std::fill(acc_bias.begin(), acc_bias.end(), 0.0f);
         attrs.chain.steps.push_back(composer::Shift{*bias});
       }
     }

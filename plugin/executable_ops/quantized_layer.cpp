@@ -6,6 +6,7 @@
 #include "plugin/executable_ops/quantized_layer.hpp"
 
 #include <any>
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 
@@ -35,6 +36,9 @@ struct Build {
   Layout dst_layout = Layout::plain;
   // How binary post-ops read a tensor of the destination's shape.
   composer::FullTensorLayout full_layout = composer::FullTensorLayout::plain;
+  // Per output scale (one, or one per channel): what the bias is multiplied
+  // by where a tiny scale was raised (lift_tiny_output_scales); empty: none.
+  std::vector<double> bias_factor;
 };
 
 // oneDNN lists its AMX kernels first. At the sizes of one image they lose to
@@ -71,6 +75,28 @@ void prefer_vnni_for_small_layers(dnnl::primitive_desc& pd, std::int64_t reducti
   }
 }
 
+// A layer whose weights in one channel are all (nearly) zero gets a tiny
+// weight scale, and that channel an output scale that can be a denormal float
+// (PP-OCRv4 rec: 1.1e-43). oneDNN multiplies every accumulator by it, and
+// denormal arithmetic takes microcode assists: that 1x1 convolution ran 5x
+// slower than its neighbours. Below 2^-100 the accumulator's part,
+// |acc * scale| < 2^31 * 2^-100, is far below anything an 8-bit output (or
+// f32 rounding of the bias's part) can show, so such a channel's scale is
+// raised to 2^-100 and its bias, which oneDNN adds before scaling, lowered by
+// the same factor: (acc + bias) * scale keeps its value up to 2^-69.
+constexpr float kMinOutputScale = 0x1p-100f;
+
+void lift_tiny_output_scales(Build& b) {
+  for (std::size_t c = 0; c < b.plan.output_scales.size(); ++c) {
+    float& s = b.plan.output_scales[c];
+    if (s == 0.0f || std::fabs(s) >= kMinOutputScale) continue;
+    const float lifted = std::copysign(kMinOutputScale, s);
+    if (b.bias_factor.empty()) b.bias_factor.assign(b.plan.output_scales.size(), 1.0);
+    b.bias_factor[c] = static_cast<double>(s) / static_cast<double>(lifted);
+    s = lifted;
+  }
+}
+
 Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_shape,
                       const dnnl::engine& engine, const CompileOptions& options,
                       Layout src_layout, Layout dst_layout) {
@@ -81,6 +107,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   if (!composed.fused()) throw std::invalid_argument("composer: " + composed.reason);
   Build b;
   b.plan = *composed.plan;
+  lift_tiny_output_scales(b);
   for (const auto& op : b.plan.post_ops) {
     if (const auto* s = std::get_if<composer::SumPostOp>(&op)) {
       b.sum_input = a.first_external_input() + static_cast<std::size_t>(s->input);
@@ -240,6 +267,14 @@ class QuantizedLayerOp final : public ExecutableOp {
       const Tensor& bias = *g.value(node.inputs[2]).constant;
       bias_ = memory(b_.pd.weights_desc(1), engine_);
       std::memcpy(bias_.get_data_handle(), bias.raw_data(), bias.byte_size());
+      if (!b_.bias_factor.empty()) {
+        auto* values = static_cast<float*>(bias_.get_data_handle());
+        const std::size_t n = static_cast<std::size_t>(element_count(bias.shape()));
+        for (std::size_t c = 0; c < n; ++c) {
+          const double f = b_.bias_factor[b_.bias_factor.size() == 1 ? 0 : c];
+          values[c] = static_cast<float>(static_cast<double>(values[c]) * f);
+        }
+      }
     }
     // Binary post-op tensors: constants owned here, externals bound per run.
     binary_args_ = composer::binary_post_op_args(b_.plan, b_.dst_dims, b_.full_layout);
