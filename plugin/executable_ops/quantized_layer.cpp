@@ -5,6 +5,7 @@
 
 #include "plugin/executable_ops/quantized_layer.hpp"
 
+#include <algorithm>
 #include <any>
 #include <cmath>
 #include <cstring>
@@ -43,14 +44,16 @@ struct Build {
 
 // oneDNN lists its AMX kernels first. At the sizes of one image they lose to
 // the AVX-512 VNNI kernels unless the layer is large: each call configures
-// the tiles, and the non-brgemm AMX convolution is slower throughout. On
-// PP-OCR's layers, 1x1 convolutions reducing over 128+ channels with 29-55M
-// multiply-adds run 10-40% faster on AMX; those over 16-32 channels (2-8M)
-// 25-35% slower; 3x3 ones on 4-16 channels of an 8x8 to 17x17 image take 3-12
-// us on AMX against 1-2 us on VNNI. So AMX is kept only for brgemm-based
-// kernels reducing over at least `kAmxMinReduction` values and doing at least
-// `kAmxMinMacs` multiply-adds; otherwise the next implementation that is
-// neither AMX nor reference runs.
+// the tiles. On PP-OCR's layers, 1x1 convolutions reducing over 128+ channels
+// with 29-55M multiply-adds run 10-40% faster on AMX; those over 16-32
+// channels (2-8M) 25-35% slower; 3x3 ones on 4-16 channels of an 8x8 to 17x17
+// image take 3-12 us on AMX against 1-2 us on VNNI. On ResNet-50's 3x3 64 ->
+// 64 layer at 56x56 (116M), where brgconv refuses the chain (a source or
+// destination zero point), the non-brgemm AMX kernel takes 65-75 us against
+// 190 us on VNNI, and the AMX deconvolution 40 us against 50 us (the layer
+// suite, bench/bench_layers.cpp). So AMX is kept for layers reducing over at
+// least `kAmxMinReduction` values with at least `kAmxMinMacs` multiply-adds;
+// otherwise the next implementation that is neither AMX nor reference runs.
 constexpr std::int64_t kAmxMinReduction = 96;
 constexpr std::int64_t kAmxMinMacs = std::int64_t{1} << 24;
 
@@ -63,7 +66,7 @@ void prefer_vnni_for_small_layers(dnnl::primitive_desc& pd, std::int64_t reducti
   const auto is_amx = [](const std::string& impl) { return impl.find("amx") != std::string::npos; };
   const std::string first = pd.impl_info_str();
   if (!is_amx(first)) return;
-  if (first.rfind("brg", 0) == 0 && reduction >= kAmxMinReduction && macs >= kAmxMinMacs) return;
+  if (reduction >= kAmxMinReduction && macs >= kAmxMinMacs) return;
   dnnl::primitive_desc candidate = pd;
   while (candidate.next_impl()) {
     const std::string impl = candidate.impl_info_str();
@@ -191,7 +194,9 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
           any(b.weights_md_plain), bias_md, b.dst_md, to_dims(c.strides),
           to_dnnl_dilations(c.dilations), to_dims(c.pads_begin), pads_end);
       b.pd = dnnl::deconvolution_forward::primitive_desc(d, attr, engine);
-      reduction = element_count(w.shape) / w.shape[1] / c.groups;  // IC / groups * kernel
+      // Each output sums IC / groups * kernel / stride^2 products on average.
+      reduction = element_count(w.shape) / w.shape[1] / c.groups;
+      for (const std::int64_t s : c.strides) reduction /= std::max<std::int64_t>(s, 1);
       prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
       break;
     }
