@@ -1,5 +1,6 @@
 #include "composer/post_ops_plan.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <type_traits>
 
@@ -8,9 +9,15 @@
 namespace qfuse::composer {
 namespace {
 
+// Up to eight values in full; longer vectors (per-channel scales of wide
+// layers) as their count and range, so that logs and dumps stay readable.
 std::string values_text(const std::vector<float>& v) {
   if (v.size() == 1) {
     return fmt::format("{}", v.front());
+  }
+  if (v.size() > 8) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return fmt::format("[{} values in {}..{}]", v.size(), *lo, *hi);
   }
   std::string out = "[";
   for (std::size_t i = 0; i < v.size(); ++i) {

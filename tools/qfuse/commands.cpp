@@ -20,6 +20,7 @@
 #include "graph/onnx/importer.hpp"
 #include "graph/passes/pattern.hpp"
 #endif
+#include "tools/common/isa.hpp"
 #include "tools/common/models.hpp"
 #include "tools/common/npy.hpp"
 #include "tools/qfuse/cli.hpp"
@@ -48,42 +49,15 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-// oneDNN's CPU ISA levels by the names --isa takes.
-const std::vector<std::pair<std::string, dnnl::cpu_isa>>& isa_names() {
-  static const std::vector<std::pair<std::string, dnnl::cpu_isa>> kNames = {
-      {"sse41", dnnl::cpu_isa::sse41},
-      {"avx", dnnl::cpu_isa::avx},
-      {"avx2", dnnl::cpu_isa::avx2},
-      {"avx2_vnni", dnnl::cpu_isa::avx2_vnni},
-      {"avx512_core", dnnl::cpu_isa::avx512_core},
-      {"avx512_core_vnni", dnnl::cpu_isa::avx512_core_vnni},
-      {"avx512_core_bf16", dnnl::cpu_isa::avx512_core_bf16},
-      {"avx512_core_amx", dnnl::cpu_isa::avx512_core_amx},
-      {"all", dnnl::cpu_isa::all},
-  };
-  return kNames;
-}
-
-std::string isa_name(dnnl::cpu_isa isa) {
-  for (const auto& [name, value] : isa_names()) {
-    if (value == isa) return name;
-  }
-  return "other";
-}
-
 // --isa caps the instruction set oneDNN may use; before any primitive exists.
 void apply_isa(const Args& args) {
   const auto isa = args.value("--isa");
   if (!isa) return;
-  std::string known;
-  for (const auto& [name, value] : isa_names()) {
-    if (name == *isa) {
-      dnnl::set_max_cpu_isa(value);
-      return;
-    }
-    known += (known.empty() ? "" : ", ") + name;
+  try {
+    tools::set_max_isa(*isa);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
   }
-  throw UsageError("--isa " + *isa + ": unknown (expected one of " + known + ")");
 }
 
 std::string model_argument(const Args& args) {
@@ -393,7 +367,7 @@ int bench_command(const Args& args) {
             << percentile(all, 1.0) << "\nthroughput: " << throughput
             << " inferences/s\npeak RSS: " << rss_mib
             << " MiB (the whole process, compile included)\noneDNN ISA: "
-            << isa_name(dnnl::get_effective_cpu_isa()) << '\n';
+            << tools::effective_isa() << '\n';
   const std::vector<LayerInfo> layers = model.layers();
   std::vector<NodeTime> rows;
   if (per_layer) {
@@ -414,7 +388,7 @@ int bench_command(const Args& args) {
         << ", \"latency_ms_min\": " << percentile(all, 0.0)
         << ", \"latency_ms_max\": " << percentile(all, 1.0)
         << ", \"throughput_per_s\": " << throughput << ", \"peak_rss_mib\": " << rss_mib
-        << ", \"isa\": " << json_string(isa_name(dnnl::get_effective_cpu_isa()));
+        << ", \"isa\": " << json_string(tools::effective_isa());
     if (per_layer) {
       out << ", \"nodes\": [";
       for (std::size_t i = 0; i < rows.size(); ++i) {
