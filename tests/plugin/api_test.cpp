@@ -105,6 +105,20 @@ TEST(InferRequest, ModelReportsNamesAndLayers) {
   EXPECT_EQ(compile(m.g, {.fuse = false}).layers().size(), 3u);
 }
 
+// Inputs and outputs start at 64-byte boundaries (kernels load whole cache
+// lines), and an input starts zeroed.
+TEST(InferRequest, BuffersAreCacheLineAligned) {
+  SmallModel m;
+  const CompiledModel model = compile(m.g);
+  InferRequest request = model.create_infer_request();
+  const auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  Tensor& x = request.input("x");
+  EXPECT_EQ(address(x.raw_data()) % 64, 0u);
+  EXPECT_THAT(x.data<float>(), ::testing::Each(0.0f));
+  request.infer();
+  EXPECT_EQ(address(request.output(m.output).raw_data()) % 64, 0u);
+}
+
 // One compiled model, two requests on two threads with different inputs,
 // many rounds: each must see exactly its own result every time.
 TEST(InferRequest, TwoThreadsShareOneCompiledModel) {
