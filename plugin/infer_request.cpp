@@ -44,6 +44,7 @@ struct InferRequest::Impl {
   int threads = 0;
   bool profiling = false;
   std::vector<std::vector<double>> node_times_us;  // by op, one entry per inference
+  std::vector<std::vector<double>> staged_times_us;  // the staged reorders' part of those
 
   const graph::Graph& graph() const { return model->graph; }
 
@@ -125,10 +126,15 @@ const Tensor& InferRequest::output(const std::string& name) const {
 void InferRequest::set_profiling(bool on) {
   impl_->profiling = on;
   impl_->node_times_us.assign(on ? impl_->model->ops.size() : 0, {});
+  impl_->staged_times_us.assign(on ? impl_->model->ops.size() : 0, {});
 }
 
 const std::vector<std::vector<double>>& InferRequest::node_times_us() const {
   return impl_->node_times_us;
+}
+
+const std::vector<std::vector<double>>& InferRequest::staged_reorder_times_us() const {
+  return impl_->staged_times_us;
 }
 
 void InferRequest::set_threads(int threads) {
@@ -166,11 +172,14 @@ void InferRequest::infer() {
     try {
       const auto t0 = impl_->profiling ? std::chrono::steady_clock::now()
                                        : std::chrono::steady_clock::time_point{};
+      double staged_us = 0.0;
+      ctx.set_staged_clock(impl_->profiling ? &staged_us : nullptr);
       op->execute(ctx);
       if (impl_->profiling) {
         impl_->node_times_us[i].push_back(
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                 .count());
+        impl_->staged_times_us[i].push_back(staged_us);
       }
     } catch (const dnnl::error& e) {
       throw InferenceError("infer " + std::string(graph::to_string(op->node().kind)) + " node '" +

@@ -171,7 +171,7 @@ class ConstantWeightsOp final : public ExecutableOp {
     primitive_.execute(ctx.stream(), st.args);
     if (dst_reorder_) {
       st.user_dst.set_data_handle(user_dst);
-      dst_reorder_.execute(ctx.stream(), st.args.at(DNNL_ARG_DST), st.user_dst);
+      ctx.staged([&] { dst_reorder_.execute(ctx.stream(), st.args.at(DNNL_ARG_DST), st.user_dst); });
     }
     ctx.stream().wait();
   }

@@ -343,7 +343,7 @@ class QuantizedLayerOp final : public ExecutableOp {
           memory& user = st.staged_binary.at(arg.arg);
           user.set_data_handle(data);
           st.args.at(arg.arg).set_data_handle(scratch + it->second.offset);
-          it->second.reorder.execute(ctx.stream(), user, st.args.at(arg.arg));
+          ctx.staged([&] { it->second.reorder.execute(ctx.stream(), user, st.args.at(arg.arg)); });
         } else {
           st.args.at(arg.arg).set_data_handle(data);
         }
@@ -353,17 +353,21 @@ class QuantizedLayerOp final : public ExecutableOp {
 
     if (src_stage_) {
       st.user_src.set_data_handle(user_src);
-      src_stage_->reorder.execute(ctx.stream(), st.user_src, st.args.at(DNNL_ARG_SRC));
+      ctx.staged([&] {
+        src_stage_->reorder.execute(ctx.stream(), st.user_src, st.args.at(DNNL_ARG_SRC));
+      });
     }
     if (b_.sum_input && !sum_in_place_) {
       st.residual.set_data_handle(const_cast<void*>(ctx.in(n.inputs[*b_.sum_input]).raw_data()));
       st.residual_in_dst.set_data_handle(dst);
-      residual_copy_.execute(ctx.stream(), st.residual, st.residual_in_dst);
+      ctx.staged([&] { residual_copy_.execute(ctx.stream(), st.residual, st.residual_in_dst); });
     }
     primitive_.execute(ctx.stream(), st.args);
     if (dst_stage_) {
       st.user_dst.set_data_handle(user_dst);
-      dst_stage_->reorder.execute(ctx.stream(), st.args.at(DNNL_ARG_DST), st.user_dst);
+      ctx.staged([&] {
+        dst_stage_->reorder.execute(ctx.stream(), st.args.at(DNNL_ARG_DST), st.user_dst);
+      });
     }
     ctx.stream().wait();
   }

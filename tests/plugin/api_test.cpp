@@ -191,8 +191,46 @@ TEST(InferRequest, ProfilingTimesEveryNodeAndKeepsResults) {
     for (double t : times) EXPECT_GE(t, 0.0);
   }
   EXPECT_EQ(layers[0].macs, 4 * 16 * 32);
+  for (const auto& staged : profiled.staged_reorder_times_us()) {
+    EXPECT_EQ(staged, std::vector<double>(2, 0.0));  // the FC stages nothing
+  }
   profiled.set_profiling(false);
   EXPECT_TRUE(profiled.node_times_us().empty());
+  EXPECT_TRUE(profiled.staged_reorder_times_us().empty());
+}
+
+// An int8 convolution between a plain u8 graph input and a plain u8 output
+// reorders both into and out of channels last: the profile keeps that time
+// apart, as part of the node's.
+TEST(InferRequest, ProfilingSeparatesStagedReorders) {
+  graph::Graph g;
+  graph::Builder b(g);
+  const auto x = b.input("x", {1, 16, 12, 12}, ElementType::u8);
+  const auto xf = b.multiply(b.convert(x, ElementType::f32), b.scalar(1.0f / 64.0f));
+  std::mt19937 rng(57);
+  const auto w = b.fake_quantize(b.constant("w", random_tensor({16, 16, 3, 3}, rng, -0.5f, 0.5f)),
+                                 -0.5f, 0.5f, -0.5f, 0.5f, 255);
+  graph::ConvAttrs a{.strides = {1, 1}, .dilations = {1, 1}, .pads_begin = {1, 1},
+                     .pads_end = {1, 1}, .groups = 1};
+  const auto y = b.fake_quantize(b.relu(b.convolution(xf, w, std::nullopt, a, "conv")), 0.0f,
+                                 4.0f, 0.0f, 255.0f, 256);
+  b.output(b.convert(y, ElementType::u8, "y"));
+  const CompiledModel model = compile(g);
+  const auto layers = model.layers();
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0].precision, "int8");
+  EXPECT_EQ(layers[0].reorders, 2);
+  InferRequest request = model.create_infer_request();
+  request.set_profiling(true);
+  for (int i = 0; i < 3; ++i) request.infer();
+  ASSERT_EQ(request.staged_reorder_times_us().size(), 1u);
+  const auto& staged = request.staged_reorder_times_us()[0];
+  const auto& total = request.node_times_us()[0];
+  ASSERT_EQ(staged.size(), 3u);
+  for (std::size_t i = 0; i < staged.size(); ++i) {
+    EXPECT_GT(staged[i], 0.0);
+    EXPECT_LT(staged[i], total[i]);
+  }
 }
 
 // The model stays usable after the graph it was compiled from is gone, and a

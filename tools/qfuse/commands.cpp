@@ -232,25 +232,40 @@ double peak_rss_mib() {
 }
 
 // What --per-layer prints: each executed node's median time, sorted, with its
-// share of the sum, and GOPS for layers.
+// share of the sum, and GOPS for layers. Reorders a node stages around its own
+// work (a plain neighbour's layout) are a row of their own.
 struct NodeTime {
   const LayerInfo* layer;
   double median_us;
+  bool staged_reorders = false;  // the reorders `layer` stages, not its own work
+
+  std::string node() const { return layer->node + (staged_reorders ? " (staged reorders)" : ""); }
+  std::string op() const { return staged_reorders ? "Reorder" : layer->op; }
+  std::string implementation() const {
+    return staged_reorders ? "reorder" : layer->implementation;
+  }
+  double gops() const {
+    const std::int64_t macs = staged_reorders ? 0 : layer->macs;
+    return macs > 0 && median_us > 0 ? 2.0 * static_cast<double>(macs) / (median_us * 1e3) : 0.0;
+  }
 };
 
 std::vector<NodeTime> node_medians(const std::vector<LayerInfo>& layers,
-                                   const std::vector<std::vector<double>>& times) {
+                                   const std::vector<std::vector<double>>& times,
+                                   const std::vector<std::vector<double>>& staged) {
   std::vector<NodeTime> rows;
   for (std::size_t i = 0; i < layers.size() && i < times.size(); ++i) {
-    rows.push_back({&layers[i], median(times[i])});
+    const double staged_us = i < staged.size() ? median(staged[i]) : 0.0;
+    std::vector<double> own = times[i];
+    for (std::size_t k = 0; i < staged.size() && k < own.size() && k < staged[i].size(); ++k) {
+      own[k] -= staged[i][k];
+    }
+    rows.push_back({&layers[i], median(own)});
+    if (staged_us > 0.0) rows.push_back({&layers[i], staged_us, true});
   }
   std::stable_sort(rows.begin(), rows.end(),
                    [](const NodeTime& a, const NodeTime& b) { return a.median_us > b.median_us; });
   return rows;
-}
-
-double gops(const LayerInfo& l, double us) {
-  return l.macs > 0 && us > 0 ? 2.0 * static_cast<double>(l.macs) / (us * 1e3) : 0.0;
 }
 
 std::string shorten(const std::string& s, std::size_t n) {
@@ -268,9 +283,9 @@ void print_per_layer(const std::vector<NodeTime>& rows) {
             << "reorders" << "  post-ops\n";
   for (const NodeTime& r : rows) {
     const LayerInfo& l = *r.layer;
-    const double g = gops(l, r.median_us);
-    std::cout << std::left << std::setw(36) << shorten(l.node, 35) << std::setw(24) << l.op
-              << std::setw(11) << l.precision << std::setw(40) << shorten(l.implementation, 39)
+    const double g = r.gops();
+    std::cout << std::left << std::setw(36) << shorten(r.node(), 35) << std::setw(24) << r.op()
+              << std::setw(11) << l.precision << std::setw(40) << shorten(r.implementation(), 39)
               << std::right << std::setprecision(1) << std::setw(10) << r.median_us << std::setw(8)
               << (total > 0 ? 100.0 * r.median_us / total : 0.0) << std::setw(9);
     if (g > 0) {
@@ -278,7 +293,8 @@ void print_per_layer(const std::vector<NodeTime>& rows) {
     } else {
       std::cout << "";
     }
-    std::cout << std::setw(9) << l.reorders << "  " << shorten(l.post_ops, 60) << '\n';
+    std::cout << std::setw(9) << l.reorders << "  "
+              << (r.staged_reorders ? "" : shorten(l.post_ops, 60)) << '\n';
   }
 }
 
@@ -371,7 +387,7 @@ int bench_command(const Args& args) {
   const std::vector<LayerInfo> layers = model.layers();
   std::vector<NodeTime> rows;
   if (per_layer) {
-    rows = node_medians(layers, pool[0].node_times_us());
+    rows = node_medians(layers, pool[0].node_times_us(), pool[0].staged_reorder_times_us());
     print_per_layer(rows);
   }
   if (auto path = args.value("--json")) {
@@ -392,12 +408,13 @@ int bench_command(const Args& args) {
     if (per_layer) {
       out << ", \"nodes\": [";
       for (std::size_t i = 0; i < rows.size(); ++i) {
-        const LayerInfo& l = *rows[i].layer;
-        out << (i ? ", " : "") << "{\"node\": " << json_string(l.node)
-            << ", \"op\": " << json_string(l.op) << ", \"precision\": " << json_string(l.precision)
-            << ", \"implementation\": " << json_string(l.implementation)
-            << ", \"post_ops\": " << json_string(l.post_ops) << ", \"median_us\": "
-            << rows[i].median_us << ", \"gops\": " << gops(l, rows[i].median_us)
+        const NodeTime& r = rows[i];
+        const LayerInfo& l = *r.layer;
+        out << (i ? ", " : "") << "{\"node\": " << json_string(r.node())
+            << ", \"op\": " << json_string(r.op()) << ", \"precision\": " << json_string(l.precision)
+            << ", \"implementation\": " << json_string(r.implementation())
+            << ", \"post_ops\": " << json_string(r.staged_reorders ? "" : l.post_ops)
+            << ", \"median_us\": " << r.median_us << ", \"gops\": " << r.gops()
             << ", \"reorders\": " << l.reorders << "}";
       }
       out << "]";

@@ -133,6 +133,10 @@ class InferRequest {
   // nodes run exactly as without it; switching it on clears what was kept.
   void set_profiling(bool on);
   const std::vector<std::vector<double>>& node_times_us() const;
+  // The part of each of those times spent in reorders the node stages around
+  // its own work (LayerInfo::reorders; a plain neighbour's layout, a residual
+  // copied into the destination); 0 where it has none.
+  const std::vector<std::vector<double>>& staged_reorder_times_us() const;
 
   struct Impl;
 
