@@ -8,7 +8,7 @@
 namespace {
 
 void run_model(benchmark::State& state, bool fuse) {
-  const qfuse::graph::Graph g = qfuse::tools::make_bundled_model("default");
+  const qfuse::graph::Graph g = qfuse::tools::make_bundled_model("synthetic");
   const qfuse::CompiledModel model = qfuse::compile(g, {.fuse = fuse});
   qfuse::InferRequest request = model.create_infer_request();
   const auto inputs = qfuse::tools::random_inputs(model.graph(), 0);

@@ -14,6 +14,7 @@ set_target_properties(DNNL::dnnl PROPERTIES
 find_package(spdlog REQUIRED CONFIG)
 find_package(OpenMP REQUIRED)
 find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED)  # the Fashion-MNIST test set is gzip-compressed
 
 if(QFUSE_BUILD_TESTS)
   find_package(GTest REQUIRED CONFIG)

@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   python3 python3-onnx python3-numpy
+  zlib1g-dev dataset-fashion-mnist
 )
 
 # npm fetches the corpus's real networks; nodejs builds that bundle it need no package.

@@ -13,7 +13,7 @@ namespace qfuse::test {
 namespace {
 
 TEST(BundledModel, EveryLayerAndTheResidualAddRunInsideInt8Layers) {
-  const graph::Graph g = tools::make_bundled_model("default");
+  const graph::Graph g = tools::make_bundled_model("synthetic");
   const CompiledModel fused = compile(g, {.fuse = true});
   std::size_t int8_layers = 0;
   std::string layers;

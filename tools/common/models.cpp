@@ -144,10 +144,10 @@ graph::Graph make_default_model() {
 
 }  // namespace
 
-std::vector<std::string> bundled_model_names() { return {"default"}; }
+std::vector<std::string> bundled_model_names() { return {"synthetic"}; }
 
 graph::Graph make_bundled_model(const std::string& name) {
-  if (name == "default") return make_default_model();
+  if (name == "synthetic") return make_default_model();
   throw std::invalid_argument("unknown bundled model '" + name + "' (expected default)");
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// Models bundled with qfuse, built in C++ so they need no file: the default
-// model that `qfuse run` executes when no MODEL is given.
+// Models bundled with qfuse and built in C++, so they need no file. (The
+// default model of `qfuse run` is the Fashion-MNIST classifier, an ONNX file:
+// tools/fashion_mnist/.)
 
 #include <string>
 #include <vector>
@@ -12,7 +13,7 @@ namespace qfuse::tools {
 // Names accepted by make_bundled_model().
 std::vector<std::string> bundled_model_names();
 
-// "default": a small residual CNN quantized with FakeQuantize nodes (u8
+// "synthetic": a small residual CNN quantized with FakeQuantize nodes (u8
 // activations, per-channel symmetric weights), input "image" [1,3,64,64] with
 // values in [0, 1], output "logits" [1,10]. Weights come from a fixed seed and
 // activation ranges from one calibration pass of the f32 network.

@@ -20,6 +20,7 @@
 #include "graph/onnx/importer.hpp"
 #include "graph/passes/pattern.hpp"
 #endif
+#include "tools/common/fashion_mnist.hpp"
 #include "tools/common/isa.hpp"
 #include "tools/common/models.hpp"
 #include "tools/common/npy.hpp"
@@ -157,6 +158,15 @@ void write_dot(std::ostream& out, const graph::Graph& g, const std::vector<Layer
 
 }  // namespace
 
+// The bundled models trained on Fashion-MNIST: "default" (the classifier)
+// and "fashion-dae" (the denoising autoencoder), ONNX files beside their
+// training script.
+std::optional<std::string> fashion_mnist_file(const std::string& model) {
+  if (model == "default") return tools::fashion_mnist::models_dir() + "/fashion_cnn.onnx";
+  if (model == "fashion-dae") return tools::fashion_mnist::models_dir() + "/fashion_dae.onnx";
+  return std::nullopt;
+}
+
 graph::Graph load_model(const std::string& model, const std::map<std::string, Shape>& shapes) {
   if (model.size() > 5 && model.ends_with(".onnx")) {
 #ifdef QFUSE_HAVE_ONNX
@@ -166,15 +176,127 @@ graph::Graph load_model(const std::string& model, const std::map<std::string, Sh
                            ": this build has no ONNX frontend (QFUSE_BUILD_ONNX=OFF)");
 #endif
   }
+  if (const auto file = fashion_mnist_file(model)) {
+    std::map<std::string, Shape> one_image = shapes;  // batch 1 unless --shape says otherwise
+    one_image.emplace("input", Shape{1, 1, 28, 28});
+    return load_model(*file, one_image);
+  }
   const auto names = tools::bundled_model_names();
   if (std::find(names.begin(), names.end(), model) != names.end()) {
     return tools::make_bundled_model(model);
   }
-  throw UsageError("MODEL '" + model + "' is neither an .onnx file nor a bundled model (default)");
+  throw UsageError("MODEL '" + model +
+                   "' is neither an .onnx file nor a bundled model (default, fashion-dae, synthetic)");
 }
+
+namespace {
+
+// What `qfuse run` does with a bundled Fashion-MNIST model and no --inputs:
+// all 10,000 test images through the model unfused and fused, in batches of
+// 100, against the figures torch recorded for its fake-quantized model.
+int fashion_mnist_job(const std::string& model_name, const std::string& file, const Args& args) {
+#ifdef QFUSE_HAVE_ONNX
+  namespace fm = tools::fashion_mnist;
+  const bool classifier = model_name == "default";
+  const int threads = args.int_value("--threads", 0);
+  constexpr std::int64_t kBatch = 100;
+  constexpr std::size_t kPixels = 28 * 28;
+  const fm::TestSet set = fm::load_test_set();
+  const Tensor inputs = classifier ? set.images : fm::noisy(set.images);
+  const auto n = static_cast<std::size_t>(inputs.shape()[0]);
+  const std::size_t row = classifier ? 10 : kPixels;
+  const graph::Graph g = onnx::import_file(file, {.input_shapes = {{"input", {kBatch, 1, 28, 28}}}});
+  std::cout << "model " << model_name << ": Fashion-MNIST "
+            << (classifier ? "classifier" : "denoising autoencoder") << " (" << file << "), " << n
+            << " test images" << (classifier ? "" : " with noise") << " in batches of " << kBatch
+            << '\n';
+
+  struct Mode {
+    std::vector<float> outputs;
+    double images_per_s = 0.0;
+    int layers = 0, int8_layers = 0;
+  };
+  const auto run_mode = [&](bool fuse) {
+    CompileOptions options;
+    options.fuse = fuse;
+    options.threads = threads;
+    const CompiledModel model = compile(g, options);
+    InferRequest request = model.create_infer_request();
+    request.set_threads(threads);
+    Mode m;
+    for (const LayerInfo& l : model.layers()) {
+      m.layers += l.macs > 0 ? 1 : 0;
+      m.int8_layers += l.macs > 0 && l.precision == "int8" ? 1 : 0;
+    }
+    m.outputs.resize(n * row);
+    Tensor& in = request.input("input");
+    const float* src = inputs.data<float>().data();
+    const auto start = Clock::now();
+    for (std::size_t first = 0; first < n; first += kBatch) {
+      std::copy_n(src + first * kPixels, kBatch * kPixels, in.data<float>().data());
+      request.infer();
+      const auto out = request.output("output").data<float>();
+      std::copy(out.begin(), out.end(), m.outputs.begin() + static_cast<std::ptrdiff_t>(first * row));
+    }
+    m.images_per_s = static_cast<double>(n) / (ms_since(start) / 1000.0);
+    std::cout << std::fixed << std::setprecision(0) << (fuse ? "fused:   " : "unfused: ")
+              << m.int8_layers << " of " << m.layers << " layers int8, " << m.images_per_s
+              << " images/s\n";
+    return m;
+  };
+  const Mode unfused = run_mode(false);
+  const Mode fused = run_mode(true);
+
+  std::ifstream f(fm::models_dir() + (classifier ? "/fashion_cnn.torch.json" : "/fashion_dae.torch.json"));
+  const std::string torch_json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::cout << std::fixed << std::setprecision(2);
+  if (classifier) {
+    const auto argmax = [](const float* v) {
+      return static_cast<std::size_t>(std::max_element(v, v + 10) - v);
+    };
+    std::size_t unfused_right = 0, fused_right = 0, agree = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t u = argmax(unfused.outputs.data() + i * row);
+      const std::size_t q = argmax(fused.outputs.data() + i * row);
+      unfused_right += u == set.labels[i];
+      fused_right += q == set.labels[i];
+      agree += u == q;
+    }
+    const double pct = 100.0 / static_cast<double>(n);
+    std::cout << "accuracy: torch " << fm::json_number(torch_json, "top1_percent") << "%, unfused "
+              << static_cast<double>(unfused_right) * pct << "%, fused "
+              << static_cast<double>(fused_right) * pct << "%, agreement "
+              << static_cast<double>(agree) * pct << "%\n";
+  } else {
+    const auto mean_psnr = [&](const std::vector<float>& out) {
+      double sum = 0.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        sum += fm::psnr(out.data() + i * row, set.images.data<float>().data() + i * kPixels, kPixels);
+      }
+      return sum / static_cast<double>(n);
+    };
+    std::cout << std::setprecision(3) << "psnr: torch " << fm::json_number(torch_json, "psnr_db")
+              << " dB, unfused "
+              << mean_psnr(unfused.outputs) << " dB, fused " << mean_psnr(fused.outputs)
+              << " dB (noisy input " << fm::json_number(torch_json, "noisy_input_psnr_db")
+              << " dB)\n";
+  }
+  return 0;
+#else
+  (void)file;
+  (void)args;
+  throw UnsupportedError("run " + model_name + ": this build has no ONNX frontend");
+#endif
+}
+
+}  // namespace
 
 int run_command(const Args& args) {
   const std::string model_name = model_argument(args);
+  if (const auto file = fashion_mnist_file(model_name);
+      file && !args.value("--inputs") && !args.flag("--shape")) {
+    return fashion_mnist_job(model_name, *file, args);
+  }
   const int repeat = args.int_value("--repeat", 10);
   const int threads = args.int_value("--threads", 0);
   graph::Graph g = load_model(model_name, shape_bindings(args, model_name));
