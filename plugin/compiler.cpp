@@ -317,7 +317,8 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     chains = plugin::absorb_f32_post_ops(impl->graph, impl->fusion_log);
     graph::verify(impl->graph);
   }
-  const std::vector<plugin::Layout> layouts = plan_layouts(impl->graph);
+  impl->layouts = plan_layouts(impl->graph);
+  const std::vector<plugin::Layout>& layouts = impl->layouts;
   const auto layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
   const std::vector<graph::NodeId> order = impl->graph.topological_order();
   impl->memory = plugin::plan_memory(impl->graph, order, layouts);

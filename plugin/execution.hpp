@@ -11,6 +11,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "graph/graph.hpp"
+#include "plugin/layout.hpp"
 #include "plugin/memory_plan.hpp"
 #include "qfuse/qfuse.hpp"
 
@@ -110,6 +111,7 @@ struct CompiledModel::Impl {
   std::vector<std::string> fusion_log;
   std::vector<FusionRefusal> refusals;
   plugin::MemoryPlan memory;
+  std::vector<plugin::Layout> layouts;  // by ValueId: how each activation is stored
   int threads = 1;  // the team the primitives were made for
   // By op: too little work to share between threads (see compiler.cpp).
   std::vector<bool> single_threaded;

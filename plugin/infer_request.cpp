@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -29,9 +30,31 @@ AlignedBlock aligned_block(std::size_t bytes, const char* what) {
   return block;
 }
 
+// A channels-last tensor (N, spatial..., C bytes under an N, C, spatial...
+// shape) in plain order, for the value observer.
+Tensor plain_copy(const Tensor& t) {
+  Tensor out(t.type(), t.shape());
+  const Shape& s = t.shape();
+  const std::size_t size = element_size(t.type());
+  const auto n = static_cast<std::size_t>(s[0]), c = static_cast<std::size_t>(s[1]);
+  const std::size_t spatial = static_cast<std::size_t>(element_count(s)) / std::max<std::size_t>(n * c, 1);
+  const auto* src = static_cast<const std::byte*>(t.raw_data());
+  auto* dst = static_cast<std::byte*>(out.raw_data());
+  for (std::size_t b = 0; b < n; ++b) {
+    for (std::size_t ch = 0; ch < c; ++ch) {
+      for (std::size_t p = 0; p < spatial; ++p) {
+        std::memcpy(dst + ((b * c + ch) * spatial + p) * size, src + ((b * spatial + p) * c + ch) * size,
+                    size);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 struct InferRequest::Impl {
+  using ValueObserver = InferRequest::ValueObserver;
   std::shared_ptr<const CompiledModel::Impl> model;
   dnnl::stream stream;
   // Intermediate values and outputs, 64-byte aligned (see memory_plan.hpp).
@@ -45,6 +68,7 @@ struct InferRequest::Impl {
   bool profiling = false;
   std::vector<std::vector<double>> node_times_us;  // by op, one entry per inference
   std::vector<std::vector<double>> staged_times_us;  // the staged reorders' part of those
+  ValueObserver observer;
 
   const graph::Graph& graph() const { return model->graph; }
 
@@ -133,6 +157,10 @@ const std::vector<std::vector<double>>& InferRequest::node_times_us() const {
   return impl_->node_times_us;
 }
 
+void InferRequest::set_value_observer(ValueObserver observer) {
+  impl_->observer = std::move(observer);
+}
+
 const std::vector<std::vector<double>>& InferRequest::staged_reorder_times_us() const {
   return impl_->staged_times_us;
 }
@@ -180,6 +208,14 @@ void InferRequest::infer() {
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                 .count());
         impl_->staged_times_us[i].push_back(staged_us);
+      }
+      if (impl_->observer) {
+        for (graph::ValueId out : op->node().outputs) {
+          const Tensor& t = impl_->tensors[out.index];
+          const bool channels_last = impl_->model->layouts[out.index] == plugin::Layout::channels_last;
+          impl_->observer(impl_->graph().value(out).name,
+                          channels_last && t.shape().size() >= 3 ? plain_copy(t) : t);
+        }
       }
     } catch (const dnnl::error& e) {
       throw InferenceError("infer " + std::string(graph::to_string(op->node().kind)) + " node '" +

@@ -12,6 +12,7 @@
 // Rounding: every rounding step (Round, FakeQuantize, conversion to an integer
 // type) rounds half to even, as ONNX QuantizeLinear and oneDNN do.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -137,6 +138,13 @@ class InferRequest {
   // its own work (LayerInfo::reorders; a plain neighbour's layout, a residual
   // copied into the destination); 0 where it has none.
   const std::vector<std::vector<double>>& staged_reorder_times_us() const;
+
+  // Called after each executed node with every value it wrote, by name: what
+  // qfuse compare reads intermediate tensors through. The tensor is valid
+  // during the call only (intermediates share buffers). The nodes run exactly
+  // as without it; an empty function switches it off.
+  using ValueObserver = std::function<void(const std::string& name, const Tensor& value)>;
+  void set_value_observer(ValueObserver observer);
 
   struct Impl;
 

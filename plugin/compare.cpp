@@ -1,0 +1,189 @@
+#include "qfuse/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse {
+namespace {
+
+// How a value of the fused graph stands for one of the model's.
+struct Match {
+  std::string fused_name;
+  TensorDiff diff;  // name, node, graph_output, quantized filled at build
+  // u8/s8 codes of a FakeQuantize: real = (q - lo) * step[c] + ol[c].
+  bool codes = false;
+  float lo = 0.0f;
+  std::vector<float> step, ol;
+  std::vector<float> quantum;  // per channel (size 1 or C); empty: no grid
+  // Accumulated over runs.
+  double sab = 0.0, saa = 0.0, sbb = 0.0, see = 0.0;
+  std::int64_t equal = 0;
+};
+
+float at(const std::vector<float>& v, std::size_t c) { return v[v.size() == 1 ? 0 : c]; }
+
+// The quantum of a FakeQuantize's output, per channel (axis 1).
+std::optional<std::vector<float>> fq_step(const graph::Graph& g, const graph::Node& fq,
+                                          const Shape& shape, std::vector<float>* ol_out) {
+  if (shape.size() < 2) return std::nullopt;
+  auto ol = graph::pattern::channel_vector(g, fq.inputs[3], shape, 1);
+  auto oh = graph::pattern::channel_vector(g, fq.inputs[4], shape, 1);
+  if (!ol || !oh) return std::nullopt;
+  const std::size_t n = std::max(ol->size(), oh->size());
+  const auto lo = graph::pattern::expand(*ol, n), hi = graph::pattern::expand(*oh, n);
+  const double steps = static_cast<double>(fq.attr<graph::FakeQuantizeAttrs>().levels - 1);
+  std::vector<float> step(n);
+  for (std::size_t c = 0; c < n; ++c) step[c] = static_cast<float>((hi[c] - lo[c]) / steps);
+  if (ol_out) *ol_out = lo;
+  return step;
+}
+
+}  // namespace
+
+struct Comparison::Impl {
+  CompiledModel fused, unfused;
+  InferRequest fused_request, unfused_request;
+  std::vector<Match> matches;                              // fused execution order
+  std::unordered_map<std::string, std::size_t> by_fused;   // fused value name -> match
+  std::unordered_map<std::string, std::size_t> by_model;   // model value name -> match
+  std::vector<Tensor> reference;                           // by match: the unfused tensor
+
+  Impl(CompiledModel f, CompiledModel u)
+      : fused(std::move(f)), unfused(std::move(u)),
+        fused_request(fused.create_infer_request()),
+        unfused_request(unfused.create_infer_request()) {}
+};
+
+Comparison::Comparison(const graph::Graph& graph, const CompileOptions& fused_options) {
+  CompileOptions f = fused_options;
+  f.fuse = true;
+  CompileOptions u = fused_options;
+  u.fuse = false;
+  impl_ = std::make_unique<Impl>(compile(graph, f), compile(graph, u));
+  const graph::Graph& fg = impl_->fused.graph();
+  const graph::Graph& ug = impl_->unfused.graph();
+  std::unordered_map<std::string, graph::ValueId> model_values;
+  for (std::uint32_t i = 0; i < ug.value_count(); ++i) {
+    const graph::Value& v = ug.value(graph::ValueId{i});
+    if (v.producer.valid()) model_values.emplace(v.name, graph::ValueId{i});
+  }
+  for (graph::NodeId id : fg.topological_order()) {
+    const graph::Node& n = fg.node(id);
+    for (graph::ValueId out : n.outputs) {
+      const graph::Value& fv = fg.value(out);
+      Match m;
+      m.fused_name = fv.name;
+      std::string model_name = fv.name;
+      auto it = model_values.find(model_name);
+      if (it == model_values.end() || ug.value(it->second).type != fv.type) {
+        // Codes a fused layer writes: "<FakeQuantize output>/to_u8" or "/to_s8".
+        for (const char* suffix : {"/to_u8", "/to_s8"}) {
+          if (fv.name.ends_with(suffix)) model_name = fv.name.substr(0, fv.name.size() - 6);
+        }
+        it = model_values.find(model_name);
+        if (it == model_values.end() || fv.type == ElementType::f32) continue;
+        const graph::Node* fq = graph::pattern::producer_of(ug, it->second, graph::OpKind::FakeQuantize);
+        if (fq == nullptr) continue;
+        auto step = fq_step(ug, *fq, fv.shape, &m.ol);
+        if (!step) continue;
+        m.codes = true;
+        m.lo = fv.type == ElementType::s8 ? -128.0f : 0.0f;
+        m.step = *step;
+      } else if (const graph::Node* fq =
+                     graph::pattern::producer_of(ug, it->second, graph::OpKind::FakeQuantize)) {
+        if (auto step = fq_step(ug, *fq, fv.shape, nullptr)) m.quantum = *step;
+      }
+      if (ug.value(it->second).shape != fv.shape || impl_->by_model.count(model_name)) continue;
+      if (m.codes) m.quantum = m.step;
+      for (float& q : m.quantum) q = std::abs(q);
+      m.diff.name = model_name;
+      m.diff.node = n.name;
+      m.diff.graph_output = ug.is_graph_output(it->second);
+      m.diff.quantized = !m.quantum.empty();
+      impl_->by_fused.emplace(fv.name, impl_->matches.size());
+      impl_->by_model.emplace(model_name, impl_->matches.size());
+      impl_->matches.push_back(std::move(m));
+    }
+  }
+  impl_->reference.resize(impl_->matches.size());
+}
+
+Comparison::~Comparison() = default;
+Comparison::Comparison(Comparison&&) noexcept = default;
+Comparison& Comparison::operator=(Comparison&&) noexcept = default;
+
+const CompiledModel& Comparison::fused() const { return impl_->fused; }
+const CompiledModel& Comparison::unfused() const { return impl_->unfused; }
+
+void Comparison::run(const std::map<std::string, Tensor>& inputs) {
+  Impl& im = *impl_;
+  for (const auto& [name, t] : inputs) {
+    im.fused_request.set_input(name, t);
+    im.unfused_request.set_input(name, t);
+  }
+  im.unfused_request.set_value_observer([&im](const std::string& name, const Tensor& t) {
+    if (const auto it = im.by_model.find(name); it != im.by_model.end()) im.reference[it->second] = t;
+  });
+  im.unfused_request.infer();
+  im.unfused_request.set_value_observer({});
+  im.fused_request.set_value_observer([&im](const std::string& name, const Tensor& t) {
+    const auto it = im.by_fused.find(name);
+    if (it == im.by_fused.end()) return;
+    Match& m = im.matches[it->second];
+    const Tensor& ref = im.reference[it->second];
+    const Shape& s = t.shape();
+    const std::int64_t channels = s.size() > 1 ? s[1] : 1;
+    const std::int64_t inner = s.size() > 2 ? element_count(Shape(s.begin() + 2, s.end())) : 1;
+    for (std::int64_t i = 0; i < t.size(); ++i) {
+      const auto c = static_cast<std::size_t>((i / inner) % channels);
+      double a = t.as_float(i);
+      if (m.codes) a = (a - m.lo) * at(m.step, c) + at(m.ol, c);
+      const double b = ref.as_float(i);
+      const double e = std::abs(a - b);
+      m.diff.max_abs = std::max(m.diff.max_abs, e);
+      m.sab += a * b;
+      m.saa += a * a;
+      m.sbb += b * b;
+      m.see += e * e;
+      if (m.quantum.empty()) {
+        m.equal += a == b ? 1 : 0;
+      } else {
+        // On the grid, equal means the same code (f32 rounding aside).
+        const double q = at(m.quantum, c);
+        const double lsb = q > 0 ? e / q : (e > 0 ? INFINITY : 0.0);
+        m.diff.max_lsb = std::max(m.diff.max_lsb, lsb);
+        const auto bucket = static_cast<std::size_t>(std::min(std::round(lsb), 3.0));
+        ++m.diff.lsb[bucket];
+        m.equal += bucket == 0 ? 1 : 0;
+      }
+    }
+    m.diff.elements += t.size();
+  });
+  im.fused_request.infer();
+  im.fused_request.set_value_observer({});
+}
+
+std::vector<TensorDiff> Comparison::tensors() const {
+  std::vector<TensorDiff> out;
+  for (const Match& m : impl_->matches) {
+    TensorDiff d = m.diff;
+    if (d.elements == 0) continue;
+    d.equal_share = static_cast<double>(m.equal) / static_cast<double>(d.elements);
+    d.cosine = m.saa > 0 && m.sbb > 0 ? m.sab / std::sqrt(m.saa * m.sbb) : (m.saa == m.sbb ? 1.0 : 0.0);
+    d.snr_db = m.see > 0 ? 10.0 * std::log10(m.sbb / m.see) : std::numeric_limits<double>::infinity();
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<TensorDiff> compare(const graph::Graph& graph, const std::map<std::string, Tensor>& inputs,
+                                const CompileOptions& fused_options) {
+  Comparison c(graph, fused_options);
+  c.run(inputs);
+  return c.tensors();
+}
+
+}  // namespace qfuse

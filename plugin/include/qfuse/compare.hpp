@@ -1,0 +1,67 @@
+#pragma once
+// Fused against unfused, tensor by tensor: what fusing costs and where.
+//
+//   qfuse::Comparison cmp(graph);              // compiles both ways
+//   cmp.run({{"input", x}});                   // once per input set; figures accumulate
+//   for (const qfuse::TensorDiff& d : cmp.tensors()) ...
+//
+// The tensors compared are those that exist in both compiled graphs: every
+// graph output, and every activation a fused int8 layer writes (stored as
+// u8/s8 codes of a FakeQuantize of the model; compared as the real values
+// those codes stand for, against that FakeQuantize's output in the unfused
+// graph), and any other value both graphs compute under the same name.
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qfuse/qfuse.hpp"
+
+namespace qfuse {
+
+struct TensorDiff {
+  std::string name;       // the value in the model (the unfused graph)
+  std::string node;       // the fused node that writes it
+  bool graph_output = false;
+  std::int64_t elements = 0;  // over all runs
+  double max_abs = 0.0;
+  // On a FakeQuantize's grid: differences in its quanta, rounded: 0, 1, 2, > 2.
+  bool quantized = false;
+  std::int64_t lsb[4] = {0, 0, 0, 0};
+  double max_lsb = 0.0;
+  double equal_share = 0.0;  // elements equal: the same code on a grid, else exactly
+  double cosine = 1.0;       // of fused and unfused, as vectors
+  // 10 log10(sum unfused^2 / sum (fused - unfused)^2); infinity when equal.
+  double snr_db = std::numeric_limits<double>::infinity();
+};
+
+class Comparison {
+ public:
+  // Compiles `graph` unfused and with `fused_options` (fuse forced on; e.g.
+  // allow_residual_round_drop to see what that option costs).
+  explicit Comparison(const graph::Graph& graph, const CompileOptions& fused_options = {});
+  ~Comparison();
+  Comparison(Comparison&&) noexcept;
+  Comparison& operator=(Comparison&&) noexcept;
+
+  const CompiledModel& fused() const;
+  const CompiledModel& unfused() const;
+  // Runs both on the same inputs (by input name) and adds the differences.
+  void run(const std::map<std::string, Tensor>& inputs);
+  // In the fused graph's execution order.
+  std::vector<TensorDiff> tensors() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One input set: Comparison(graph, fused_options), run(inputs), tensors().
+std::vector<TensorDiff> compare(const graph::Graph& graph,
+                                const std::map<std::string, Tensor>& inputs,
+                                const CompileOptions& fused_options = {});
+
+}  // namespace qfuse
