@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "qfuse/compare.hpp"
 
 namespace qfuse::cli {
 
@@ -63,5 +64,16 @@ int bench_command(const Args& args);
 int dump_command(const Args& args);
 int conformance_command(const Args& args);
 int compare_command(const Args& args);
+
+// The bundled Fashion-MNIST models' ONNX files ("default", "fashion-dae").
+std::optional<std::string> fashion_mnist_file(const std::string& model);
+
+// qfuse compare's report (compare.cpp), also written by `qfuse run` on the
+// bundled models.
+void print_compare_table(const std::vector<TensorDiff>& tensors);
+void write_compare_json(const std::string& path, const std::string& model, const std::string& inputs,
+                        const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers);
+void write_compare_html(const std::string& path, const std::string& model, const std::string& inputs,
+                        const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers);
 
 }  // namespace qfuse::cli

@@ -15,6 +15,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "qfuse/compare.hpp"
 #include "qfuse/qfuse.hpp"
 #ifdef QFUSE_HAVE_ONNX
 #include "graph/onnx/importer.hpp"
@@ -247,6 +248,21 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
   const Mode unfused = run_mode(false);
   const Mode fused = run_mode(true);
 
+  // The per-tensor report on the first 1,000 images (qfuse compare runs all).
+  Comparison cmp(g);
+  constexpr std::size_t kReportImages = 1000;
+  for (std::size_t first = 0; first < std::min(n, kReportImages); first += kBatch) {
+    Tensor batch(ElementType::f32, {kBatch, 1, 28, 28});
+    std::copy_n(inputs.data<float>().data() + first * kPixels, kBatch * kPixels,
+                batch.data<float>().data());
+    cmp.run({{"input", batch}});
+  }
+  const std::string report = args.value("--html").value_or("qfuse_report_" + model_name + ".html");
+  write_compare_html(report, model_name,
+                     std::to_string(std::min(n, kReportImages)) + " Fashion-MNIST test images" +
+                         (classifier ? "" : " with noise"),
+                     cmp.tensors(), cmp.fused().layers());
+
   std::ifstream f(fm::models_dir() + (classifier ? "/fashion_cnn.torch.json" : "/fashion_dae.torch.json"));
   const std::string torch_json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   std::cout << std::fixed << std::setprecision(2);
@@ -267,6 +283,8 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
               << static_cast<double>(unfused_right) * pct << "%, fused "
               << static_cast<double>(fused_right) * pct << "%, agreement "
               << static_cast<double>(agree) * pct << "%\n";
+    std::cout << "report: " << report << " (fused against unfused per layer, "
+              << std::min(n, kReportImages) << " images)\n";
   } else {
     const auto mean_psnr = [&](const std::vector<float>& out) {
       double sum = 0.0;
@@ -280,6 +298,8 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
               << mean_psnr(unfused.outputs) << " dB, fused " << mean_psnr(fused.outputs)
               << " dB (noisy input " << fm::json_number(torch_json, "noisy_input_psnr_db")
               << " dB)\n";
+    std::cout << "report: " << report << " (fused against unfused per layer, "
+              << std::min(n, kReportImages) << " images)\n";
   }
   return 0;
 #else

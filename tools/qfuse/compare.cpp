@@ -1,5 +1,8 @@
-// qfuse compare: the fused and the unfused path on the same inputs, with the
-// differences counted in LSB of each output's quantum when it has one.
+// qfuse compare: the fused and the unfused path on the same inputs, tensor by
+// tensor (qfuse::Comparison): every graph output and every activation a fused
+// layer writes, with differences in quanta of its FakeQuantize, equal share,
+// cosine and SNR; as a table, JSON and a self-contained HTML page with an SVG
+// plot of the error per tensor in execution order.
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +12,12 @@
 #include <iostream>
 #include <sstream>
 
-#include "graph/passes/pattern.hpp"
+#include "qfuse/compare.hpp"
 #include "qfuse/qfuse.hpp"
+#ifdef QFUSE_HAVE_ONNX
+#include "graph/onnx/importer.hpp"
+#endif
+#include "tools/common/fashion_mnist.hpp"
 #include "tools/common/models.hpp"
 #include "tools/common/npy.hpp"
 #include "tools/qfuse/cli.hpp"
@@ -20,180 +27,226 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct OutputDiff {
-  std::string name;
-  std::int64_t elements = 0;
-  double max_abs = 0.0, mean_abs = 0.0;
-  bool quantized = false;  // LSB counts below are meaningful
-  std::int64_t equal = 0, one_lsb = 0, more = 0;
-  double max_lsb = 0.0;
-};
-
-// The quantum of graph output `v`: 1 for integer outputs, So = (oh - ol) /
-// (L - 1) per channel when a FakeQuantize with constant ranges produces it.
-std::optional<std::vector<float>> output_quantum(const graph::Graph& g, graph::ValueId v) {
-  const graph::Value& value = g.value(v);
-  if (value.type != ElementType::f32) return std::vector<float>{1.0f};
-  const graph::Node* fq = graph::pattern::producer_of(g, v, graph::OpKind::FakeQuantize);
-  if (fq == nullptr || value.shape.size() < 2) return std::nullopt;
-  auto ol = graph::pattern::channel_vector(g, fq->inputs[3], value.shape, 1);
-  auto oh = graph::pattern::channel_vector(g, fq->inputs[4], value.shape, 1);
-  if (!ol || !oh) return std::nullopt;
-  const std::size_t n = std::max(ol->size(), oh->size());
-  const auto lo = graph::pattern::expand(*ol, n), hi = graph::pattern::expand(*oh, n);
-  std::vector<float> q(n);
-  const double steps = static_cast<double>(fq->attr<graph::FakeQuantizeAttrs>().levels - 1);
-  for (std::size_t c = 0; c < n; ++c) q[c] = static_cast<float>(std::abs(hi[c] - lo[c]) / steps);
-  return q;
-}
-
-OutputDiff diff(const std::string& name, const Tensor& fused, const Tensor& ref,
-                const std::optional<std::vector<float>>& quantum) {
-  OutputDiff d;
-  d.name = name;
-  d.elements = ref.size();
-  d.quantized = quantum.has_value();
-  const Shape& s = ref.shape();
-  const std::int64_t inner = s.size() > 2 ? element_count(Shape(s.begin() + 2, s.end())) : 1;
-  const std::int64_t channels = s.size() > 1 ? s[1] : 1;
-  double sum = 0.0;
-  for (std::int64_t i = 0; i < d.elements; ++i) {
-    const double a = fused.as_float(i), b = ref.as_float(i);
-    const double e = std::abs(a - b);
-    d.max_abs = std::max(d.max_abs, e);
-    sum += e;
-    if (quantum) {
-      const auto c = static_cast<std::size_t>((i / inner) % channels);
-      const double q = (*quantum)[std::min(c, quantum->size() - 1)];
-      const double lsb = q > 0 ? e / q : (e > 0 ? INFINITY : 0.0);
-      d.max_lsb = std::max(d.max_lsb, lsb);
-      if (lsb < 0.01) {
-        ++d.equal;
-      } else if (lsb < 1.01) {
-        ++d.one_lsb;
-      } else {
-        ++d.more;
-      }
-    }
-  }
-  d.mean_abs = d.elements ? sum / static_cast<double>(d.elements) : 0.0;
-  return d;
-}
-
-std::string json_escape(const std::string& s) {
+std::string escape(const std::string& s, bool html) {
   std::string out;
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+    if (html && c == '<') {
+      out += "&lt;";
+    } else if (html && c == '>') {
+      out += "&gt;";
+    } else if (html && c == '&') {
+      out += "&amp;";
+    } else {
+      if (!html && (c == '"' || c == '\\')) out += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) out += c;
+    }
   }
   return out;
 }
 
+double share(std::int64_t n, std::int64_t of) {
+  return of > 0 ? 100.0 * static_cast<double>(n) / static_cast<double>(of) : 0.0;
+}
+
+std::string number(double v, int precision = 3) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << v;
+  return s.str();
+}
+
+std::string shorten(const std::string& s, std::size_t n) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - (n - 3));
+}
+
 }  // namespace
+
+void print_compare_table(const std::vector<TensorDiff>& tensors) {
+  std::cout << std::left << std::setw(26) << "fused node" << std::setw(34) << "tensor" << std::right
+            << std::setw(10) << "elements" << std::setw(10) << "max|diff|" << std::setw(8) << "0 LSB%"
+            << std::setw(8) << "1 LSB%" << std::setw(8) << "2 LSB%" << std::setw(8) << ">2 LSB%"
+            << std::setw(8) << "equal%" << std::setw(10) << "cosine" << std::setw(8) << "SNR dB"
+            << '\n';
+  for (const TensorDiff& t : tensors) {
+    std::cout << std::left << std::setw(26) << shorten(t.node, 25) << std::setw(34)
+              << shorten(t.name + (t.graph_output ? " [out]" : ""), 33) << std::right << std::setw(10)
+              << t.elements << std::setw(10) << number(t.max_abs, 5);
+    for (int k = 0; k < 4; ++k) {
+      std::cout << std::setw(8) << (t.quantized ? number(share(t.lsb[k], t.elements), 2) : "-");
+    }
+    std::cout << std::setw(8) << number(100.0 * t.equal_share, 2) << std::setw(10)
+              << number(t.cosine, 6) << std::setw(8) << number(t.snr_db, 1) << '\n';
+  }
+}
+
+void write_compare_json(const std::string& path, const std::string& model, const std::string& inputs,
+                        const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers) {
+  std::ofstream out(path);
+  if (!out) throw IoError("write " + path + ": cannot create the file");
+  const auto num = [](double v) { return std::isinf(v) ? std::string("null") : number(v, 6); };
+  out << "{\"model\": \"" << escape(model, false) << "\", \"inputs\": \"" << escape(inputs, false)
+      << "\", \"tensors\": [";
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorDiff& t = tensors[i];
+    out << (i ? ", " : "") << "{\"name\": \"" << escape(t.name, false) << "\", \"node\": \""
+        << escape(t.node, false) << "\", \"graph_output\": " << (t.graph_output ? "true" : "false")
+        << ", \"elements\": " << t.elements << ", \"max_abs_diff\": " << num(t.max_abs)
+        << ", \"quantized\": " << (t.quantized ? "true" : "false");
+    if (t.quantized) {
+      out << ", \"lsb_histogram\": [" << t.lsb[0] << ", " << t.lsb[1] << ", " << t.lsb[2] << ", "
+          << t.lsb[3] << "], \"max_lsb\": " << num(t.max_lsb);
+    }
+    out << ", \"equal_share\": " << num(t.equal_share) << ", \"cosine\": " << num(t.cosine)
+        << ", \"snr_db\": " << num(t.snr_db) << "}";
+  }
+  out << "], \"layers\": [";
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    out << (i ? ", " : "") << "{\"node\": \"" << escape(layers[i].node, false) << "\", \"op\": \""
+        << layers[i].op << "\", \"precision\": \"" << layers[i].precision
+        << "\", \"implementation\": \"" << escape(layers[i].implementation, false)
+        << "\", \"post_ops\": \"" << escape(layers[i].post_ops, false) << "\"}";
+  }
+  out << "]}\n";
+}
+
+// A self-contained page: the inputs, an SVG plot of each tensor's SNR (bars,
+// left axis; infinite SNR drawn at the top) and share of elements off by one
+// quantum or more (dots, right axis) in execution order, the table, and the
+// fused layers.
+void write_compare_html(const std::string& path, const std::string& model, const std::string& inputs,
+                        const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers) {
+  std::ofstream out(path);
+  if (!out) throw IoError("write " + path + ": cannot create the file");
+  const std::size_t n = tensors.size();
+  const double w = std::max<double>(640.0, 60.0 + 28.0 * static_cast<double>(n)), h = 360.0;
+  const double left = 50.0, right = w - 50.0, top = 20.0, bottom = 250.0;
+  double snr_max = 10.0;
+  for (const TensorDiff& t : tensors) {
+    if (!std::isinf(t.snr_db)) snr_max = std::max(snr_max, t.snr_db);
+  }
+  snr_max = std::ceil(snr_max / 10.0) * 10.0;
+  const double step = n ? (right - left) / static_cast<double>(n) : 0.0;
+  const auto y_of = [&](double frac) { return bottom - frac * (bottom - top); };
+  out << "<!doctype html><html><head><meta charset=utf-8><title>qfuse compare " << escape(model, true)
+      << "</title><style>body{font-family:sans-serif;margin:20px}td,th{border:1px solid #ccc;"
+         "padding:3px 6px;font-size:13px}table{border-collapse:collapse}td.n{text-align:right}"
+         "</style></head><body><h1>qfuse compare: "
+      << escape(model, true) << "</h1><p>Fused against unfused on " << escape(inputs, true)
+      << ". Each tensor exists in both graphs: the graph outputs, and the activations the fused "
+         "layers write (their u8/s8 codes taken as the real values of the model's FakeQuantize).</p>"
+      << "<h2>Error per tensor, in execution order</h2><svg xmlns='http://www.w3.org/2000/svg' width='"
+      << w << "' height='" << h << "' font-size='11'>";
+  out << "<line x1='" << left << "' y1='" << bottom << "' x2='" << right << "' y2='" << bottom
+      << "' stroke='black'/><line x1='" << left << "' y1='" << top << "' x2='" << left << "' y2='"
+      << bottom << "' stroke='steelblue'/><line x1='" << right << "' y1='" << top << "' x2='" << right
+      << "' y2='" << bottom << "' stroke='firebrick'/>";
+  for (int k = 0; k <= 4; ++k) {
+    const double f = k / 4.0;
+    out << "<text x='" << left - 6 << "' y='" << y_of(f) + 4 << "' text-anchor='end' fill='steelblue'>"
+        << number(snr_max * f, 0) << "</text><text x='" << right + 6 << "' y='" << y_of(f) + 4
+        << "' fill='firebrick'>" << number(100.0 * f, 0) << "%</text>";
+  }
+  out << "<text x='" << left << "' y='" << top - 6 << "' fill='steelblue'>SNR dB (bars; top: equal)</text>"
+      << "<text x='" << right << "' y='" << top - 6 << "' text-anchor='end' fill='firebrick'>"
+      << "elements off by &gt;= 1 quantum (dots)</text>";
+  for (std::size_t i = 0; i < n; ++i) {
+    const TensorDiff& t = tensors[i];
+    const double x = left + step * (static_cast<double>(i) + 0.5);
+    const double snr = std::isinf(t.snr_db) ? snr_max : std::clamp(t.snr_db, 0.0, snr_max);
+    const double y = y_of(snr / snr_max);
+    out << "<rect x='" << x - step * 0.35 << "' y='" << y << "' width='" << step * 0.7 << "' height='"
+        << bottom - y << "' fill='" << (std::isinf(t.snr_db) ? "lightsteelblue" : "steelblue")
+        << "'><title>" << escape(t.name, true) << ": SNR " << number(t.snr_db, 1) << " dB</title></rect>";
+    if (t.quantized) {
+      const double off = 1.0 - static_cast<double>(t.lsb[0]) / static_cast<double>(std::max<std::int64_t>(t.elements, 1));
+      out << "<circle cx='" << x << "' cy='" << y_of(off) << "' r='4' fill='firebrick'><title>"
+          << escape(t.name, true) << ": " << number(100.0 * off, 3) << "% off by >= 1 quantum</title></circle>";
+    }
+    out << "<text transform='translate(" << x + 3 << "," << bottom + 8 << ") rotate(60)'>"
+        << escape(shorten(t.node, 24), true) << (t.graph_output ? " [out]" : "") << "</text>";
+  }
+  out << "</svg><h2>Tensors</h2><table><tr><th>#</th><th>tensor</th><th>fused node</th><th>elements</th>"
+         "<th>max |diff|</th><th>0 LSB %</th><th>1 LSB %</th><th>2 LSB %</th><th>&gt;2 LSB %</th>"
+         "<th>equal %</th><th>cosine</th><th>SNR dB</th></tr>";
+  for (std::size_t i = 0; i < n; ++i) {
+    const TensorDiff& t = tensors[i];
+    out << "<tr><td class=n>" << i + 1 << "</td><td>" << escape(t.name, true)
+        << (t.graph_output ? " (output)" : "") << "</td><td>" << escape(t.node, true)
+        << "</td><td class=n>" << t.elements << "</td><td class=n>" << number(t.max_abs, 6) << "</td>";
+    for (int k = 0; k < 4; ++k) {
+      out << "<td class=n>" << (t.quantized ? number(share(t.lsb[k], t.elements), 3) : "-") << "</td>";
+    }
+    out << "<td class=n>" << number(100.0 * t.equal_share, 3) << "</td><td class=n>"
+        << number(t.cosine, 6) << "</td><td class=n>" << number(t.snr_db, 1) << "</td></tr>";
+  }
+  out << "</table><h2>Fused graph</h2><table><tr><th>node</th><th>op</th><th>precision</th>"
+         "<th>implementation</th><th>post-ops</th></tr>";
+  for (const LayerInfo& l : layers) {
+    out << "<tr><td>" << escape(l.node, true) << "</td><td>" << l.op << "</td><td>" << l.precision
+        << "</td><td>" << escape(l.implementation, true) << "</td><td>" << escape(l.post_ops, true)
+        << "</td></tr>";
+  }
+  out << "</table></body></html>\n";
+}
 
 int compare_command(const Args& args) {
   const std::string model_name = args.positional().empty() ? "default" : args.positional()[0];
-  const graph::Graph g = load_model(model_name, shape_bindings(args, model_name));
-  const CompiledModel fused = compile(g, {.fuse = true});
-  const CompiledModel ref = compile(g, {.fuse = false});
-  InferRequest rf = fused.create_infer_request();
-  InferRequest rr = ref.create_infer_request();
-  if (auto dir = args.value("--inputs")) {
-    for (const std::string& name : ref.input_names()) {
-      const Tensor t = tools::read_npy(fs::path(*dir) / (name + ".npy"));
-      rf.set_input(name, t);
-      rr.set_input(name, t);
+  CompileOptions options;
+  options.allow_residual_round_drop = args.flag("--allow-residual-round-drop");
+  std::string inputs_desc;
+  std::optional<Comparison> cmp;
+  const auto dataset_file = fashion_mnist_file(model_name);
+  if (dataset_file && !args.value("--inputs") && !args.value("--random") && !args.flag("--shape")) {
+#ifdef QFUSE_HAVE_ONNX
+    // The bundled Fashion-MNIST models: the test images, 100 per inference.
+    namespace fm = tools::fashion_mnist;
+    const int images = std::clamp(args.int_value("--images", 10000), 100, 10000) / 100 * 100;
+    const fm::TestSet set = fm::load_test_set();
+    const Tensor x = model_name == "default" ? set.images : fm::noisy(set.images);
+    cmp.emplace(onnx::import_file(*dataset_file, {.input_shapes = {{"input", {100, 1, 28, 28}}}}),
+                options);
+    for (int first = 0; first < images; first += 100) {
+      Tensor batch(ElementType::f32, {100, 1, 28, 28});
+      std::copy_n(x.data<float>().data() + static_cast<std::size_t>(first) * 784, 100 * 784,
+                  batch.data<float>().data());
+      cmp->run({{"input", batch}});
     }
+    inputs_desc = std::to_string(images) + " Fashion-MNIST test images" +
+                  (model_name == "default" ? "" : " with noise");
+#endif
   } else {
-    const auto seed = static_cast<unsigned>(args.int_value("--random", 0));
-    const std::vector<Tensor> inputs = tools::random_inputs(ref.graph(), seed);
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      rf.set_input(ref.input_names()[i], inputs[i]);
-      rr.set_input(ref.input_names()[i], inputs[i]);
-    }
-  }
-  rf.infer();
-  rr.infer();
-
-  std::vector<OutputDiff> diffs;
-  bool within_one_lsb = true;
-  for (graph::ValueId v : ref.graph().outputs()) {
-    const std::string& name = ref.graph().value(v).name;
-    diffs.push_back(diff(name, rf.output(name), rr.output(name), output_quantum(ref.graph(), v)));
-    within_one_lsb = within_one_lsb && (!diffs.back().quantized || diffs.back().more == 0);
-  }
-
-  std::size_t int8_layers = 0;
-  for (const LayerInfo& l : fused.layers()) int8_layers += l.op.starts_with("Quantized") ? 1 : 0;
-  std::cout << "model " << model_name << ": fused " << fused.layers().size() << " nodes ("
-            << int8_layers << " int8 layers), unfused " << ref.layers().size() << " nodes\n";
-  for (const LayerInfo& l : fused.layers()) {
-    if (l.op.starts_with("Quantized")) {
-      std::cout << "  " << l.node << " [" << l.op << "] " << l.implementation << '\n';
-    }
-  }
-  for (const OutputDiff& d : diffs) {
-    std::cout << std::setprecision(6) << "output " << d.name << ": " << d.elements
-              << " elements, max |diff| " << d.max_abs << ", mean |diff| " << d.mean_abs;
-    if (d.quantized) {
-      std::cout << std::fixed << std::setprecision(3) << "\n  in LSB: equal "
-                << 100.0 * static_cast<double>(d.equal) / static_cast<double>(d.elements)
-                << "%, 1 LSB " << d.one_lsb << ", >1 LSB " << d.more << ", max "
-                << d.max_lsb << " LSB" << std::defaultfloat;
-    } else {
-      std::cout << " (no quantization grid on this output)";
-    }
-    std::cout << '\n';
-  }
-
-  if (auto path = args.value("--json")) {
-    std::ofstream out(*path);
-    if (!out) throw IoError("write " + *path + ": cannot create the file");
-    out << "{\"model\": \"" << json_escape(model_name) << "\", \"outputs\": [";
-    for (std::size_t i = 0; i < diffs.size(); ++i) {
-      const OutputDiff& d = diffs[i];
-      out << (i ? ", " : "") << "{\"name\": \"" << json_escape(d.name) << "\", \"elements\": "
-          << d.elements << ", \"max_abs_diff\": " << d.max_abs << ", \"mean_abs_diff\": "
-          << d.mean_abs;
-      if (d.quantized) {
-        out << ", \"equal\": " << d.equal << ", \"one_lsb\": " << d.one_lsb
-            << ", \"more_than_one_lsb\": " << d.more << ", \"max_lsb\": " << d.max_lsb;
+    cmp.emplace(load_model(model_name, shape_bindings(args, model_name)), options);
+    std::map<std::string, Tensor> inputs;
+    if (auto dir = args.value("--inputs")) {
+      for (const std::string& name : cmp->unfused().input_names()) {
+        inputs[name] = tools::read_npy(fs::path(*dir) / (name + ".npy"));
       }
-      out << "}";
+      inputs_desc = "the inputs in " + *dir;
+    } else {
+      const auto seed = static_cast<unsigned>(args.int_value("--random", 0));
+      const std::vector<Tensor> random = tools::random_inputs(cmp->unfused().graph(), seed);
+      for (std::size_t i = 0; i < random.size(); ++i) inputs[cmp->unfused().input_names()[i]] = random[i];
+      inputs_desc = "random inputs (seed " + std::to_string(seed) + ")";
     }
-    out << "], \"layers\": [";
-    const auto layers = fused.layers();
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      out << (i ? ", " : "") << "{\"node\": \"" << json_escape(layers[i].node) << "\", \"op\": \""
-          << layers[i].op << "\", \"implementation\": \"" << json_escape(layers[i].implementation)
-          << "\", \"post_ops\": \"" << json_escape(layers[i].post_ops) << "\"}";
-    }
-    out << "]}\n";
+    cmp->run(inputs);
   }
+  const std::vector<TensorDiff> tensors = cmp->tensors();
+  const std::vector<LayerInfo> layers = cmp->fused().layers();
+  std::size_t int8_layers = 0;
+  for (const LayerInfo& l : layers) int8_layers += l.op.starts_with("Quantized") ? 1 : 0;
+  std::cout << "model " << model_name << ": fused " << layers.size() << " nodes (" << int8_layers
+            << " int8 layers), unfused " << cmp->unfused().layers().size() << " nodes; "
+            << inputs_desc << (options.allow_residual_round_drop ? "; allow_residual_round_drop" : "")
+            << "\n";
+  print_compare_table(tensors);
+  bool within_one_lsb = true;
+  for (const TensorDiff& t : tensors) {
+    if (t.graph_output && t.quantized && (t.lsb[2] + t.lsb[3]) > 0) within_one_lsb = false;
+  }
+  if (auto path = args.value("--json")) write_compare_json(*path, model_name, inputs_desc, tensors, layers);
   if (auto path = args.value("--html")) {
-    std::ofstream out(*path);
-    if (!out) throw IoError("write " + *path + ": cannot create the file");
-    out << "<!doctype html><meta charset=utf-8><title>qfuse compare " << model_name
-        << "</title><style>body{font-family:sans-serif}td,th{border:1px solid #ccc;padding:4px}"
-           "table{border-collapse:collapse}</style><h1>qfuse compare: "
-        << model_name << "</h1><h2>Outputs (fused vs unfused)</h2><table><tr><th>output</th>"
-        << "<th>elements</th><th>max |diff|</th><th>equal %</th><th>1 LSB</th><th>&gt;1 LSB</th></tr>";
-    for (const OutputDiff& d : diffs) {
-      out << "<tr><td>" << d.name << "</td><td>" << d.elements << "</td><td>" << d.max_abs
-          << "</td><td>"
-          << (d.quantized ? std::to_string(100.0 * static_cast<double>(d.equal) /
-                                           static_cast<double>(d.elements))
-                          : "-")
-          << "</td><td>" << (d.quantized ? std::to_string(d.one_lsb) : "-") << "</td><td>"
-          << (d.quantized ? std::to_string(d.more) : "-") << "</td></tr>";
-    }
-    out << "</table><h2>Fused layers</h2><table><tr><th>node</th><th>op</th><th>implementation</th>"
-           "<th>post-ops</th></tr>";
-    for (const LayerInfo& l : fused.layers()) {
-      out << "<tr><td>" << l.node << "</td><td>" << l.op << "</td><td>" << l.implementation
-          << "</td><td>" << l.post_ops << "</td></tr>";
-    }
-    out << "</table>\n";
+    write_compare_html(*path, model_name, inputs_desc, tensors, layers);
+    std::cout << "report: " << *path << '\n';
   }
   return within_one_lsb ? 0 : 3;
 }

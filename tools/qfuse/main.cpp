@@ -23,7 +23,9 @@ const std::vector<Command>& commands() {
         {"--unfused", false, "run every node alone in f32 (the reference)"},
         {"--threads", true, "OpenMP threads (default: all cores)"},
         {"--repeat", true, "timed runs after the first (default 10)"},
-        {"--shape", true, kShapeHelp}},
+        {"--shape", true, kShapeHelp},
+        {"--html", true, "bundled Fashion-MNIST models: where to write the per-layer report "
+                         "(default qfuse_report_<model>.html)"}},
        1,
        run_command},
       {"bench",
@@ -44,10 +46,15 @@ const std::vector<Command>& commands() {
        1,
        bench_command},
       {"compare",
-       "qfuse compare [MODEL] [--inputs DIR | --random SEED] [--json F] [--html F] [--shape NAME=DIMS]",
-       "run fused and unfused on the same inputs; report differences in LSB (exit 3 if > 1 LSB)",
+       "qfuse compare [MODEL] [--inputs DIR | --random SEED | --images N] [--json F] [--html F] "
+       "[--allow-residual-round-drop] [--shape NAME=DIMS]",
+       "run fused and unfused on the same inputs; report each output and each fused layer's "
+       "output in LSB, equal share, cosine and SNR (exit 3 if an output is off by > 1 LSB)",
        {{"--inputs", true, "directory of <input>.npy files"},
-        {"--random", true, "seed of the random inputs (default 0)"},
+        {"--random", true, "seed of the random inputs (default 0; bundled Fashion-MNIST models: "
+                           "the test images unless --inputs or --random)"},
+        {"--images", true, "bundled Fashion-MNIST models: how many test images (default 10000)"},
+        {"--allow-residual-round-drop", false, "fuse with that numerics-changing option"},
         {"--json", true, "write the report as JSON"},
         {"--html", true, "write the report as an HTML page"},
         {"--shape", true, kShapeHelp}},
