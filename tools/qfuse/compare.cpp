@@ -125,6 +125,20 @@ void write_compare_html(const std::string& path, const std::string& model, const
     if (!std::isinf(t.snr_db)) snr_max = std::max(snr_max, t.snr_db);
   }
   snr_max = std::ceil(snr_max / 10.0) * 10.0;
+  // The right axis: the smallest of 1%, 5%, 25%, 100% that holds every dot.
+  double off_max = 0.0;
+  for (const TensorDiff& t : tensors) {
+    if (t.quantized && t.elements > 0) {
+      off_max = std::max(off_max, 1.0 - static_cast<double>(t.lsb[0]) / static_cast<double>(t.elements));
+    }
+  }
+  double off_axis = 1.0;
+  for (const double a : {0.01, 0.05, 0.25}) {
+    if (off_max <= a) {
+      off_axis = a;
+      break;
+    }
+  }
   const double step = n ? (right - left) / static_cast<double>(n) : 0.0;
   const auto y_of = [&](double frac) { return bottom - frac * (bottom - top); };
   out << "<!doctype html><html><head><meta charset=utf-8><title>qfuse compare " << escape(model, true)
@@ -144,7 +158,7 @@ void write_compare_html(const std::string& path, const std::string& model, const
     const double f = k / 4.0;
     out << "<text x='" << left - 6 << "' y='" << y_of(f) + 4 << "' text-anchor='end' fill='steelblue'>"
         << number(snr_max * f, 0) << "</text><text x='" << right + 6 << "' y='" << y_of(f) + 4
-        << "' fill='firebrick'>" << number(100.0 * f, 0) << "%</text>";
+        << "' fill='firebrick'>" << number(100.0 * off_axis * f, off_axis < 0.05 ? 2 : 0) << "%</text>";
   }
   out << "<text x='" << left << "' y='" << top - 6 << "' fill='steelblue'>SNR dB (bars; top: equal)</text>"
       << "<text x='" << right << "' y='" << top - 6 << "' text-anchor='end' fill='firebrick'>"
@@ -159,7 +173,8 @@ void write_compare_html(const std::string& path, const std::string& model, const
         << "'><title>" << escape(t.name, true) << ": SNR " << number(t.snr_db, 1) << " dB</title></rect>";
     if (t.quantized) {
       const double off = 1.0 - static_cast<double>(t.lsb[0]) / static_cast<double>(std::max<std::int64_t>(t.elements, 1));
-      out << "<circle cx='" << x << "' cy='" << y_of(off) << "' r='4' fill='firebrick'><title>"
+      out << "<circle cx='" << x << "' cy='" << y_of(std::min(off / off_axis, 1.0))
+          << "' r='4' fill='firebrick'><title>"
           << escape(t.name, true) << ": " << number(100.0 * off, 3) << "% off by >= 1 quantum</title></circle>";
     }
     out << "<text transform='translate(" << x + 3 << "," << bottom + 8 << ") rotate(60)'>"
