@@ -224,13 +224,54 @@ OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
                                                  " does not broadcast to the input " + to_string(x));
     }
   }
+  // Constant ranges are finite, and the input range is not empty: the
+  // quantization step divides by input_high - input_low.
+  for (std::size_t i = 1; i < 5; ++i) {
+    if (!c.in(i).is_constant()) continue;
+    const auto v = c.in(i).constant->data<float>();
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      if (!std::isfinite(v[k])) {
+        c.fail(std::string(kNames[i]) + " is " + std::to_string(v[k]) +
+               (v.size() > 1 ? " at index " + std::to_string(k) : std::string()) +
+               " (ranges must be finite)");
+      }
+    }
+  }
+  if (c.in(1).is_constant() && c.in(2).is_constant()) {
+    const auto lo = c.in(1).constant->data<float>();
+    const auto hi = c.in(2).constant->data<float>();
+    if (lo.size() == hi.size() || lo.size() == 1 || hi.size() == 1) {
+      const std::size_t n = std::max(lo.size(), hi.size());
+      for (std::size_t k = 0; k < n; ++k) {
+        const float l = lo[lo.size() == 1 ? 0 : k], h = hi[hi.size() == 1 ? 0 : k];
+        c.expect(l != h, "input range [" + std::to_string(l) + ", " + std::to_string(h) + "]" +
+                             (n > 1 ? " at index " + std::to_string(k) : std::string()) +
+                             " is empty (the quantization step would divide by zero)");
+      }
+    }
+  }
   return {x, ElementType::f32};
 }
 
-OutputSpec check_binary(NodeChecker& c) {
+OutputSpec check_binary(NodeChecker& c, OpKind kind) {
   c.expect_inputs(2, 2);
   c.expect_type(0, ElementType::f32);
   c.expect_type(1, ElementType::f32);
+  // A constant operand holds no NaN, and a constant factor or divisor (a
+  // scale, as pre-quantized models write one) is finite. (Infinite addends
+  // stay: attention masks use them.)
+  const bool scales = kind == OpKind::Multiply || kind == OpKind::Divide;
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (!c.in(i).is_constant()) continue;
+    const auto v = c.in(i).constant->data<float>();
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      if (std::isnan(v[k]) || (scales && std::isinf(v[k]))) {
+        c.fail("constant input " + std::to_string(i) + " ('" + c.in(i).name + "') is " +
+               std::to_string(v[k]) + (v.size() > 1 ? " at index " + std::to_string(k) : std::string()) +
+               (scales ? " (a factor must be finite)" : " (NaN)"));
+      }
+    }
+  }
   auto out = broadcast_shapes(c.shape(0), c.shape(1));
   c.expect(out.has_value(), "shapes " + to_string(c.shape(0)) + " and " + to_string(c.shape(1)) +
                                 " do not broadcast");
@@ -393,7 +434,7 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::Subtract:
     case OpKind::Divide:
     case OpKind::Minimum:
-    case OpKind::Maximum: return check_binary(c);
+    case OpKind::Maximum: return check_binary(c, n.kind);
     case OpKind::Clamp: {
       const auto& a = std::get<ClampAttrs>(n.attrs);
       c.expect(a.lo <= a.hi, "lo " + std::to_string(a.lo) + " exceeds hi " + std::to_string(a.hi));

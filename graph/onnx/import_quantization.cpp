@@ -2,6 +2,9 @@
 
 #include "graph/onnx/import_internal.hpp"
 
+#include <cmath>
+#include <sstream>
+
 namespace qfuse::onnx::impl {
 
 QuantParams Importer::quant_params(std::size_t scale_i, std::size_t zp_i,
@@ -36,10 +39,22 @@ QuantParams Importer::quant_params(std::size_t scale_i, std::size_t zp_i,
     p.scale.resize(1);
     p.zero_point.resize(1);
   }
-  for (double v : p.scale) {
-    if (!(v > 0.0)) unsupported("scale " + std::to_string(v) + " (expected > 0)");
-  }
+  check_scales(p.scale, "scale");
   return p;
+}
+
+// A quantization scale is a positive, finite f32: zero, negative, NaN and
+// infinite scales make no grid. (Denormal ones stay: exporters write them for
+// weight channels that are all but zero, e.g. PP-OCRv4 rec's 2.5e-41.)
+void Importer::check_scales(const Values& scales, const std::string& what) const {
+  for (std::size_t k = 0; k < scales.size(); ++k) {
+    const double v = scales[k];
+    if (std::isfinite(v) && v > 0.0 && std::isfinite(static_cast<float>(v))) continue;
+    std::ostringstream os;
+    os << what << (scales.size() > 1 ? " [" + std::to_string(k) + "]" : std::string()) << " is " << v
+       << " (expected a positive, finite f32)";
+    malformed(os.str());
+  }
 }
 
 // Convert<T>(Add(Round(Divide(x, s)), zp)), the parts that are not identities.
@@ -229,6 +244,9 @@ Importer::QLinearParams Importer::qlinear_params(const char* x_name, const char*
   expect(xs.values.size() == 1 && xzp.values.size() == 1 && ys.values.size() == 1 &&
              yzp.values.size() == 1,
          x + " and y quantization must be per tensor");
+  check_scales(xs.values, x + "_scale");
+  check_scales(ws.values, w + "_scale");
+  check_scales(ys.values, "y_scale");
   return {xs.values[0], xzp.values, ws.values, wzp.values, ys.values[0], &yzp};
 }
 

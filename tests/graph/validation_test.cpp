@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 
 #include "graph/builder.hpp"
 #include "qfuse/error.hpp"
@@ -143,6 +144,24 @@ TEST(Validation, FakeQuantizeLevelsOutOfRange) {
   Fixture ok({1, 4});
   EXPECT_NO_THROW(ok.b.fake_quantize(ok.x, 0.0f, 1.0f, 0.0f, 1.0f, 65536, "fq"));
   EXPECT_NO_THROW(ok.b.fake_quantize(ok.x, 0.0f, 1.0f, 0.0f, 1.0f, 2, "fq2"));
+}
+
+// Non-finite ranges make no grid, and an empty input range divides by zero.
+TEST(Validation, FakeQuantizeRangesAreFiniteAndNotEmpty) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Fixture f({1, 4});
+  expect_graph_error([&] { f.b.fake_quantize(f.x, 0.0f, inf, 0.0f, 1.0f, 256, "fq"); },
+                     {"FakeQuantize node 'fq'", "input_high is inf", "ranges must be finite"});
+  expect_graph_error([&] { f.b.fake_quantize(f.x, 0.0f, 1.0f, nan, 1.0f, 256, "fq2"); },
+                     {"FakeQuantize node 'fq2'", "output_low is nan"});
+  expect_graph_error([&] { f.b.fake_quantize(f.x, 0.5f, 0.5f, 0.0f, 1.0f, 256, "fq3"); },
+                     {"FakeQuantize node 'fq3'", "input range [0.500000, 0.500000]", "is empty"});
+  Fixture pc({1, 2, 2, 2});
+  const ValueId lo = pc.b.constant("lo", Shape{1, 2, 1, 1}, std::vector<float>{0.0f, 1.0f});
+  const ValueId hi = pc.b.constant("hi", Shape{1, 2, 1, 1}, std::vector<float>{1.0f, 1.0f});
+  expect_graph_error([&] { pc.b.fake_quantize(pc.x, lo, hi, lo, hi, 256, "fq4"); },
+                     {"FakeQuantize node 'fq4'", "at index 1", "is empty"});
 }
 
 TEST(Validation, FakeQuantizeRangeNotBroadcastable) {

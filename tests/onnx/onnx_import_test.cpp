@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -693,6 +694,64 @@ TEST(OnnxPrequantized, ConvIntegerPatternIsExactUnfusedAndOneInt8LayerFused) {
   // One output scale scale * 2^-N, the relu, and a saturating s8 destination.
   EXPECT_THAT(layers[0].post_ops, ::testing::HasSubstr("output_scales 0.0026855469")) << got;
   EXPECT_THAT(layers[0].post_ops, ::testing::HasSubstr("| s8")) << got;
+}
+
+// Import fails with a GraphError: its message, or a note that none came.
+std::string graph_error_message(const Model& m) {
+  try {
+    import_bytes(m.bytes());
+  } catch (const GraphError& e) {
+    return e.what();
+  }
+  return "(no GraphError)";
+}
+
+// Zero, negative, NaN and infinite scales make no grid: the import names the
+// node and the scale. (An infinite scale used to run and print NaN.)
+TEST(OnnxErrors, NonPositiveOrNonFiniteScalesNameTheNode) {
+  for (const float bad : {0.0f, -0.5f, std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::infinity()}) {
+    Model m;
+    m.input("x", kFloat, {4});
+    m.initializer("s", kFloat, {}, std::vector<float>{bad});
+    m.initializer("zp", kUint8, {}, std::vector<std::uint8_t>{3});
+    m.node("QuantizeLinear", {"x", "s", "zp"}, {"y"}, "input_quant");
+    m.output("y", kUint8);
+    const std::string msg = graph_error_message(m);
+    EXPECT_THAT(msg, ::testing::HasSubstr("QuantizeLinear node 'input_quant'")) << bad;
+    EXPECT_THAT(msg, ::testing::HasSubstr("expected a positive, finite f32")) << bad;
+  }
+}
+
+// A pre-quantized model's scale is a Mul by a constant: NaN or infinity there
+// is an error naming the node, not 127 everywhere (what a NaN scale gave).
+TEST(OnnxErrors, NonFiniteScaleOfAPrequantizedLayerNamesTheNode) {
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::infinity()}) {
+    PrequantizedConv p;
+    p.scale = bad;
+    const std::string msg = graph_error_message(p.model());
+    EXPECT_THAT(msg, ::testing::HasSubstr("Multiply node")) << bad;
+    EXPECT_THAT(msg, ::testing::HasSubstr("a factor must be finite")) << bad;
+  }
+}
+
+// Denormal scales stay: exporters write them for weight channels that are all
+// but zero (PP-OCRv4 rec has 2.5e-41); the result is as exact as any other.
+TEST(OnnxQuantize, DenormalScaleImportsAndRuns) {
+  Model m;
+  m.input("x", kFloat, {3});
+  m.initializer("s", kFloat, {}, std::vector<float>{2.5e-41f});
+  m.initializer("zp", kUint8, {}, std::vector<std::uint8_t>{3});
+  m.node("QuantizeLinear", {"x", "s", "zp"}, {"y"});
+  m.output("y", kUint8);
+  const graph::Graph g = import_bytes(m.bytes());
+  for (bool fuse : {false, true}) {
+    const Tensor y = run(g, fuse, "x", Tensor::from_vector<float>({3}, {0.0f, 1e-45f, -1.0f}), "y");
+    EXPECT_EQ(y.data<std::uint8_t>()[0], 3) << fuse;
+    EXPECT_EQ(y.data<std::uint8_t>()[1], onnx_quantize(1e-45f, 2.5e-41f, 3, 0, 255)) << fuse;
+    EXPECT_EQ(y.data<std::uint8_t>()[2], 0) << fuse;
+  }
 }
 
 TEST(OnnxPrequantized, MatMulIntegerPatternIsExactUnfusedAndOneInt8LayerFused) {
