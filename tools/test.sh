@@ -3,6 +3,7 @@
 #   tools/test.sh             release build (RelWithDebInfo) in build/
 #   tools/test.sh --sanitize  ASan + UBSan build in build-asan/
 #   tools/test.sh --release   Release build (-O3: its own warnings and inlining) in build-release/
+#   tools/test.sh --clang     RelWithDebInfo build with clang++ (Debian's clang, libomp) in build-clang/
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -17,6 +18,9 @@ if [ "${1:-}" = "--sanitize" ]; then
 elif [ "${1:-}" = "--release" ]; then
   build="${QFUSE_BUILD_DIR:-$root/build-release}"
   cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+elif [ "${1:-}" = "--clang" ]; then
+  build="${QFUSE_BUILD_DIR:-$root/build-clang}"
+  cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++)
 fi
 
 bash "$root/cmake/install_deps.sh"
