@@ -134,9 +134,10 @@ def compare(path, ort_out, qf_out):
 def implementations(exe, paths):
     impls = set()
     for p in paths:
-        out = subprocess.run([exe, "compare", p], stdout=subprocess.PIPE,
+        # qfuse dump lists each layer as "<node> [<op>] <precision> <implementation>".
+        out = subprocess.run([exe, "dump", p], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True).stdout
-        impls.update(re.findall(r"\[Quantized\w+\] (\S+)", out))
+        impls.update(re.findall(r"\[Quantized\w+\] int8 (\S+)", out))
     return sorted(impls)
 
 
