@@ -16,7 +16,7 @@
 
 #include "bench/bench_main.hpp"
 #include "graph/builder.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace {
 

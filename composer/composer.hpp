@@ -12,9 +12,8 @@
 //                                     PostOpsPlan, or no plan and a reason
 //   PostOpsPlan (post_ops_plan.hpp)   the backend-neutral result, with the
 //                                     rules that produced it
-//   make_primitive_attr(plan, dst_dims), binary_post_op_args(plan, dst_dims)
-//     (to_dnnl.hpp)                   oneDNN 2.x attributes and the arguments
-//                                     that binary post-ops read
+//   The plugin (plugin/post_ops_attr.hpp) turns a plan into oneDNN 2.x
+//   attributes and the arguments that binary post-ops read.
 //
 // Guarantees
 //   - Every rewrite keeps the chain's value up to f32 rounding; a plan never

@@ -1,5 +1,5 @@
 // The output of the composer: what a primitive must do after its accumulator,
-// in a backend-neutral form. to_dnnl.hpp turns it into oneDNN 2.x attributes;
+// in a backend-neutral form. plugin/post_ops_attr.hpp turns it into oneDNN 2.x attributes;
 // a oneDNN 3.x backend (per-argument scales) would read the same plan.
 //
 // Evaluation order, per destination element of channel c:

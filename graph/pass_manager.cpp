@@ -2,26 +2,24 @@
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 
 #include <spdlog/spdlog.h>
 
-#include "composer/composer.hpp"
 #include "graph/passes/passes.hpp"
 #include "qfuse/error.hpp"
 
 namespace qfuse::graph {
 
 PassContext::PassContext(PassOptions options, LayerOracle oracle)
-    : options_(options), oracle_(std::move(oracle)) {}
+    : options_(options), oracle_(std::move(oracle)) {
+  // The backend decides what runs as one primitive; the passes never guess.
+  if (!oracle_) throw std::invalid_argument("PassContext: no layer oracle (the backend's check)");
+}
 
 std::optional<std::string> PassContext::check_layer(const Graph& g, const Node& node,
                                                     const Shape& output_shape) const {
-  if (oracle_) return oracle_(g, node, output_shape);
-  composer::ComposeOptions options;
-  options.allow_residual_round_drop = options_.allow_residual_round_drop;
-  const auto result = composer::compose(node.attr<QuantizedLayerAttrs>().chain, options);
-  if (!result.fused()) return result.reason;
-  return std::nullopt;
+  return oracle_(g, node, output_shape);
 }
 
 void PassContext::log(std::string_view pass, const std::string& message) {

@@ -24,7 +24,8 @@ struct PassOptions {
 };
 
 // Asks the backend whether a candidate quantized-layer node can run as one
-// primitive. nullopt: yes; otherwise the reason it cannot. The candidate is
+// primitive (the plugin composes its chain and asks oneDNN for the primitive;
+// the context requires one). nullopt: yes; otherwise the reason it cannot. The candidate is
 // not in the graph; its inputs are, and `output_shape` is its output's shape.
 using LayerOracle =
     std::function<std::optional<std::string>(const Graph&, const Node&, const Shape&)>;
@@ -42,7 +43,7 @@ class PassContext {
   PassContext(PassOptions options, LayerOracle oracle);
 
   const PassOptions& options() const { return options_; }
-  // nullopt when the backend (or, without one, the composer) accepts `node`.
+  // nullopt when the backend accepts `node`.
   std::optional<std::string> check_layer(const Graph& g, const Node& node,
                                          const Shape& output_shape) const;
 

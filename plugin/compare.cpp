@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "graph/passes/pattern.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace qfuse {
 namespace {
@@ -57,14 +58,15 @@ struct Comparison::Impl {
         unfused_request(unfused.create_infer_request()) {}
 };
 
-Comparison::Comparison(const graph::Graph& graph, const CompileOptions& fused_options) {
+Comparison::Comparison(const Model& model, const CompileOptions& fused_options) {
+  const graph::Graph& graph = model_graph(model);
   CompileOptions f = fused_options;
   f.fuse = true;
   CompileOptions u = fused_options;
   u.fuse = false;
   impl_ = std::make_unique<Impl>(compile(graph, f), compile(graph, u));
-  const graph::Graph& fg = impl_->fused.graph();
-  const graph::Graph& ug = impl_->unfused.graph();
+  const graph::Graph& fg = compiled_graph(impl_->fused);
+  const graph::Graph& ug = compiled_graph(impl_->unfused);
   std::unordered_map<std::string, graph::ValueId> model_values;
   for (std::uint32_t i = 0; i < ug.value_count(); ++i) {
     const graph::Value& v = ug.value(graph::ValueId{i});
@@ -179,9 +181,9 @@ std::vector<TensorDiff> Comparison::tensors() const {
   return out;
 }
 
-std::vector<TensorDiff> compare(const graph::Graph& graph, const std::map<std::string, Tensor>& inputs,
+std::vector<TensorDiff> compare(const Model& model, const std::map<std::string, Tensor>& inputs,
                                 const CompileOptions& fused_options) {
-  Comparison c(graph, fused_options);
+  Comparison c(model, fused_options);
   c.run(inputs);
   return c.tensors();
 }

@@ -15,6 +15,9 @@
 #include "plugin/execution.hpp"
 #include "plugin/f32_post_ops.hpp"
 #include "plugin/memory_plan.hpp"
+#include "plugin/api_internal.hpp"
+#include "plugin/post_ops_attr.hpp"
+#include <oneapi/dnnl/dnnl_debug.h>
 
 namespace qfuse {
 
@@ -76,18 +79,44 @@ CompiledModel::CompiledModel(CompiledModel&&) noexcept = default;
 CompiledModel& CompiledModel::operator=(CompiledModel&&) noexcept = default;
 CompiledModel::CompiledModel(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
-const graph::Graph& CompiledModel::graph() const { return impl_->graph; }
+namespace {
+
+// A default-constructed CompiledModel reads as an empty model.
+const CompiledModel::Impl& empty_impl() {
+  static const CompiledModel::Impl empty;
+  return empty;
+}
+
+}  // namespace
+
+const CompiledModel::Impl& CompiledModel::impl() const { return impl_ ? *impl_ : empty_impl(); }
+
+const graph::Graph& compiled_graph(const CompiledModel& model) { return model.impl().graph; }
 
 std::vector<std::string> CompiledModel::input_names() const {
   std::vector<std::string> names;
-  for (graph::ValueId id : impl_->graph.inputs()) names.push_back(impl_->graph.value(id).name);
+  for (const TensorInfo& t : inputs()) names.push_back(t.name);
   return names;
 }
 
 std::vector<std::string> CompiledModel::output_names() const {
   std::vector<std::string> names;
-  for (graph::ValueId id : impl_->graph.outputs()) names.push_back(impl_->graph.value(id).name);
+  for (const TensorInfo& t : outputs()) names.push_back(t.name);
   return names;
+}
+
+std::vector<TensorInfo> CompiledModel::inputs() const {
+  const graph::Graph& g = impl().graph;
+  std::vector<TensorInfo> out;
+  for (graph::ValueId id : g.inputs()) out.push_back({g.value(id).name, g.value(id).type, g.value(id).shape});
+  return out;
+}
+
+std::vector<TensorInfo> CompiledModel::outputs() const {
+  const graph::Graph& g = impl().graph;
+  std::vector<TensorInfo> out;
+  for (graph::ValueId id : g.outputs()) out.push_back({g.value(id).name, g.value(id).type, g.value(id).shape});
+  return out;
 }
 
 namespace {
@@ -106,29 +135,117 @@ std::string precision_of(const graph::Graph& g, const graph::Node& n) {
 
 }  // namespace
 
+namespace {
+
+std::string algorithm_name(dnnl::algorithm alg) {
+  std::string name = dnnl_alg_kind2str(static_cast<dnnl_alg_kind_t>(alg));
+  for (const char* prefix : {"eltwise_", "binary_"}) {
+    if (name.rfind(prefix, 0) == 0) return name.substr(std::string(prefix).size());
+  }
+  return name;
+}
+
+ElementType element_type(composer::DataType t) {
+  switch (t) {
+    case composer::DataType::s8: return ElementType::s8;
+    case composer::DataType::u8: return ElementType::u8;
+    case composer::DataType::f32: break;
+  }
+  return ElementType::f32;
+}
+
+PostOp post_op_of(const plugin::F32PostOp& step) {
+  PostOp p;
+  p.kind = step.binary ? PostOp::Kind::binary : PostOp::Kind::eltwise;
+  p.algorithm = algorithm_name(step.alg);
+  p.alpha = step.alpha;
+  p.beta = step.beta;
+  p.per_channel = step.binary && step.values.size() > 1;
+  if (step.binary) p.values = step.values;
+  return p;
+}
+
+// A fused layer's plan as data; external operands named by the node's inputs.
+void describe_plan(const graph::Graph& g, const graph::Node& n, const composer::PostOpsPlan& plan,
+                   LayerInfo& info) {
+  info.output_scales = plan.output_scales;
+  info.dst_zero_point = plan.dst_zero_point;
+  const std::size_t first_external = n.attr<graph::QuantizedLayerAttrs>().first_external_input();
+  const auto external_name = [&](int input) {
+    const std::size_t i = first_external + static_cast<std::size_t>(input);
+    return i < n.inputs.size() ? g.value(n.inputs[i]).name : std::string();
+  };
+  for (const composer::PostOp& op : plan.post_ops) {
+    PostOp p;
+    if (const auto* e = std::get_if<composer::EltwisePostOp>(&op)) {
+      p.kind = PostOp::Kind::eltwise;
+      p.algorithm = algorithm_name(plugin::to_dnnl(e->alg));
+      p.scale = e->scale;
+      p.alpha = e->alpha;
+      p.beta = e->beta;
+    } else if (const auto* b = std::get_if<composer::BinaryPostOp>(&op)) {
+      p.kind = PostOp::Kind::binary;
+      p.algorithm = algorithm_name(plugin::to_dnnl(b->alg));
+      p.per_channel = b->broadcast == composer::Broadcast::per_channel;
+      if (const auto* c = std::get_if<composer::ConstantTensor>(&b->tensor)) {
+        p.values = c->values;
+      } else {
+        const auto& x = std::get<composer::ExternalTensor>(b->tensor);
+        p.operand = external_name(x.input);
+        p.operand_type = element_type(x.data_type);
+      }
+    } else {
+      const auto& sum = std::get<composer::SumPostOp>(op);
+      p.kind = PostOp::Kind::sum;
+      p.algorithm = "sum";
+      p.scale = sum.scale;
+      p.operand = external_name(sum.input);
+      p.operand_type = element_type(sum.data_type);
+    }
+    info.post_op_list.push_back(std::move(p));
+  }
+}
+
+}  // namespace
+
 std::vector<LayerInfo> CompiledModel::layers() const {
+  const Impl& model = impl();
+  const graph::Graph& g = model.graph;
   std::vector<LayerInfo> layers;
-  for (const auto& op : impl_->ops) {
+  for (const auto& op : model.ops) {
     const graph::Node& n = op->node();
+    const std::string implementation = op->implementation();
     const bool reorder_node = n.kind == graph::OpKind::Convert &&
                               !n.attr<graph::ConvertAttrs>().quantizes() &&
-                              op->implementation().rfind("qfuse", 0) != 0 &&
-                              op->implementation() != "reference";
-    const std::string impl = op->implementation();
-    layers.push_back({n.name, std::string(graph::to_string(n.kind)), impl, op->post_ops(),
-                      precision_of(impl_->graph, n), plugin::layer_macs(impl_->graph, n),
-                      op->staged_reorders() + (reorder_node ? 1 : 0), impl == "reference"});
+                              implementation.rfind("qfuse", 0) != 0 &&
+                              implementation != "reference";
+    LayerInfo info{n.name, std::string(graph::to_string(n.kind)), implementation, op->post_ops(),
+                   precision_of(g, n), plugin::layer_macs(g, n),
+                   op->staged_reorders() + (reorder_node ? 1 : 0), implementation == "reference"};
+    if (!n.inputs.empty()) info.src_type = g.value(n.inputs[0]).type;
+    if (!n.outputs.empty()) info.dst_type = g.value(n.outputs[0]).type;
+    if (const composer::PostOpsPlan* plan = op->plan()) {
+      describe_plan(g, n, *plan, info);
+    } else if (!n.outputs.empty()) {
+      const auto chain = model.f32_chains.find(g.value(n.outputs[0]).producer.index);
+      if (chain != model.f32_chains.end()) {
+        for (const plugin::F32PostOp& step : chain->second.steps) {
+          info.post_op_list.push_back(post_op_of(step));
+        }
+      }
+    }
+    layers.push_back(std::move(info));
   }
   return layers;
 }
 
 MemoryInfo CompiledModel::memory() const {
-  const plugin::MemoryPlan& m = impl_->memory;
+  const plugin::MemoryPlan& m = impl().memory;
   return {m.arena_bytes, m.unshared_bytes, m.views, m.in_place};
 }
 
-const std::vector<std::string>& CompiledModel::fusion_log() const { return impl_->fusion_log; }
-const std::vector<FusionRefusal>& CompiledModel::refusals() const { return impl_->refusals; }
+const std::vector<std::string>& CompiledModel::fusion_log() const { return impl().fusion_log; }
+const std::vector<FusionRefusal>& CompiledModel::refusals() const { return impl().refusals; }
 
 namespace {
 
@@ -261,6 +378,10 @@ bool runs_single_threaded(const graph::Graph& g, const graph::Node& n) {
 
 }  // namespace
 
+CompiledModel compile(const Model& model, const CompileOptions& options) {
+  return compile(model_graph(model), options);
+}
+
 CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) {
   init_logging();
   if (!options.log_level.empty()) {
@@ -312,7 +433,7 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   }
   // f32 layers take the elementwise ops after them as post-ops (fused mode only:
   // unfused runs every node alone, the reference).
-  std::unordered_map<std::uint32_t, plugin::F32Chain> chains;
+  std::unordered_map<std::uint32_t, plugin::F32Chain>& chains = impl->f32_chains;
   if (options.fuse) {
     chains = plugin::absorb_f32_post_ops(impl->graph, impl->fusion_log);
     graph::verify(impl->graph);
@@ -322,6 +443,19 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   const auto layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
   const std::vector<graph::NodeId> order = impl->graph.topological_order();
   impl->memory = plugin::plan_memory(impl->graph, order, layouts);
+  for (graph::ValueId out : impl->graph.outputs()) {
+    const std::int64_t offset = impl->memory.offset[out.index];
+    bool own = offset >= 0 && layouts[out.index] == plugin::Layout::plain;
+    const graph::Graph& g = impl->graph;
+    const graph::Value& v = g.value(out);
+    if (own && v.producer.valid()) {
+      for (graph::ValueId in : g.node(v.producer).inputs) own = own && impl->memory.offset[in.index] != offset;
+    }
+    for (graph::NodeId c : g.consumers(out)) {
+      for (graph::ValueId w : g.node(c).outputs) own = own && impl->memory.offset[w.index] != offset;
+    }
+    impl->output_owns_buffer.push_back(own);
+  }
   for (graph::NodeId id : order) {
     const graph::Node& node = impl->graph.node(id);
     std::unique_ptr<plugin::ExecutableOp> op;

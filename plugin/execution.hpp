@@ -6,14 +6,17 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "composer/post_ops_plan.hpp"
 #include "graph/graph.hpp"
+#include "plugin/f32_post_ops.hpp"
 #include "plugin/layout.hpp"
 #include "plugin/memory_plan.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace qfuse::plugin {
 
@@ -83,6 +86,8 @@ class ExecutableOp {
   virtual int staged_reorders() const { return 0; }
   // The fused post-op list, for logs and dumps; empty for unfused nodes.
   virtual std::string post_ops() const { return {}; }
+  // A fused int8 layer's composed plan (what post_ops() prints), else null.
+  virtual const composer::PostOpsPlan* plan() const { return nullptr; }
 
   const graph::Node& node() const { return node_; }
 
@@ -112,6 +117,12 @@ struct CompiledModel::Impl {
   std::vector<FusionRefusal> refusals;
   plugin::MemoryPlan memory;
   std::vector<plugin::Layout> layouts;  // by ValueId: how each activation is stored
+  // By graph output: the value has a buffer of its own that a host's buffer
+  // can replace (InferRequest::bind_output), not one shared with a view or
+  // with an op writing over its input.
+  std::vector<bool> output_owns_buffer;
+  // By NodeId index: the elementwise ops an f32 layer absorbed as post-ops.
+  std::unordered_map<std::uint32_t, plugin::F32Chain> f32_chains;
   int threads = 1;  // the team the primitives were made for
   // By op: too little work to share between threads (see compiler.cpp).
   std::vector<bool> single_threaded;

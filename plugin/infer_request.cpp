@@ -62,6 +62,9 @@ struct InferRequest::Impl {
   // The graph inputs, each at a 64-byte boundary.
   AlignedBlock inputs{nullptr, std::free};
   std::vector<Tensor> tensors;  // by ValueId: views of `inputs` or of the arena
+  std::vector<Tensor> home;     // the same, before any binding
+  // Bound outputs whose buffer the plan shares: copied to the host at the end.
+  std::vector<std::pair<graph::ValueId, void*>> output_copies;
   AlignedBlock scratchpad{nullptr, std::free};
   std::vector<std::any> op_states;  // one per executable op
   int threads = 0;
@@ -85,6 +88,9 @@ struct InferRequest::Impl {
 };
 
 InferRequest CompiledModel::create_infer_request() const {
+  if (!impl_) {
+    throw InferenceError("create_infer_request: the model is empty (make one with qfuse::compile)");
+  }
   auto impl = std::make_unique<InferRequest::Impl>();
   impl->model = impl_;
   impl->stream = dnnl::stream(impl_->engine);
@@ -117,6 +123,7 @@ InferRequest CompiledModel::create_infer_request() const {
       impl->tensors[i] = Tensor::view(v.type, v.shape, impl->arena.get() + offset);
     }
   }
+  impl->home = impl->tensors;
   impl->scratchpad = aligned_block(impl_->scratchpad_size, "scratchpad");
   impl->op_states.resize(impl_->ops.size());
   return InferRequest(std::move(impl));
@@ -145,6 +152,55 @@ const Tensor& InferRequest::output(const std::string& name) const {
   graph::ValueId id = impl_->find(name, impl_->graph().outputs(), "output");
   const graph::Value& v = impl_->graph().value(id);
   return v.is_constant() ? *v.constant : impl_->tensors[id.index];
+}
+
+namespace {
+
+void check_binding(const std::string& what, const std::string& name, const graph::Value& v,
+                   ElementType type, const Shape& shape) {
+  if (v.type != type || v.shape != shape) {
+    throw InferenceError("bind_" + what + ": '" + name + "' is " + std::string(to_string(v.type)) +
+                         to_string(v.shape) + " (got a buffer of " +
+                         std::string(to_string(type)) + to_string(shape) + ")");
+  }
+}
+
+}  // namespace
+
+void InferRequest::bind_input(const std::string& name, ElementType type, const Shape& shape,
+                              void* data) {
+  const graph::ValueId id = impl_->find(name, impl_->graph().inputs(), "input");
+  const graph::Value& v = impl_->graph().value(id);
+  if (data == nullptr) {
+    impl_->tensors[id.index] = impl_->home[id.index];
+    return;
+  }
+  check_binding("input", name, v, type, shape);
+  impl_->tensors[id.index] = Tensor::view(type, shape, data);
+}
+
+bool InferRequest::bind_output(const std::string& name, ElementType type, const Shape& shape,
+                               void* data) {
+  const graph::Graph& g = impl_->graph();
+  const graph::ValueId id = impl_->find(name, g.outputs(), "output");
+  const graph::Value& v = g.value(id);
+  auto& copies = impl_->output_copies;
+  copies.erase(std::remove_if(copies.begin(), copies.end(),
+                              [id](const auto& c) { return c.first == id; }),
+               copies.end());
+  bool own = false;
+  for (std::size_t i = 0; i < g.outputs().size(); ++i) {
+    if (g.outputs()[i] == id) own = impl_->model->output_owns_buffer[i];
+  }
+  if (own) impl_->tensors[id.index] = impl_->home[id.index];
+  if (data == nullptr) return own;
+  check_binding("output", name, v, type, shape);
+  if (own) {
+    impl_->tensors[id.index] = Tensor::view(type, shape, data);
+  } else {
+    copies.emplace_back(id, data);
+  }
+  return own;
 }
 
 void InferRequest::set_profiling(bool on) {
@@ -221,6 +277,10 @@ void InferRequest::infer() {
       throw InferenceError("infer " + std::string(graph::to_string(op->node().kind)) + " node '" +
                            op->node().name + "': oneDNN failed (" + e.what() + ")");
     }
+  }
+  for (const auto& [id, data] : impl_->output_copies) {
+    const Tensor& t = output(impl_->graph().value(id).name);
+    std::memcpy(data, t.raw_data(), t.byte_size());
   }
 }
 

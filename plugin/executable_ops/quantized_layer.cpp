@@ -12,7 +12,7 @@
 #include <unordered_map>
 
 #include "composer/composer.hpp"
-#include "composer/to_dnnl.hpp"
+#include "plugin/post_ops_attr.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/transpose.hpp"
 
@@ -37,7 +37,7 @@ struct Build {
   bool spatial = false;
   Layout dst_layout = Layout::plain;
   // How binary post-ops read a tensor of the destination's shape.
-  composer::FullTensorLayout full_layout = composer::FullTensorLayout::plain;
+  FullTensorLayout full_layout = FullTensorLayout::plain;
   // Per output scale (one, or one per channel): what the bias is multiplied
   // by where a tiny scale was raised (lift_tiny_output_scales); empty: none.
   std::vector<double> bias_factor;
@@ -115,7 +115,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   for (const auto& op : b.plan.post_ops) {
     if (const auto* s = std::get_if<composer::SumPostOp>(&op)) {
       b.sum_input = a.first_external_input() + static_cast<std::size_t>(s->input);
-      if (composer::to_dnnl(s->data_type) != to_dnnl(a.dst_type) &&
+      if (to_dnnl(s->data_type) != to_dnnl(a.dst_type) &&
           element_size(a.dst_type) != (s->data_type == composer::DataType::f32 ? 4u : 1u)) {
         throw std::invalid_argument("sum post-op reads " + composer::to_string(s->data_type) +
                                     " from a " + std::string(to_string(a.dst_type)) +
@@ -135,7 +135,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     b.spatial = true;
     b.dst_layout = dst_layout;
     if (dst_layout == Layout::channels_last) {
-      b.full_layout = composer::FullTensorLayout::channels_last;
+      b.full_layout = FullTensorLayout::channels_last;
     }
   } else {
     // Matrix products run on 2D views: rows = every leading dim.
@@ -146,7 +146,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     b.dst_md = plain_desc(Shape{rows, oc}, a.dst_type);
     b.dst_dims = {rows, oc};
   }
-  dnnl::primitive_attr attr = composer::make_primitive_attr(b.plan, b.dst_dims, b.full_layout);
+  dnnl::primitive_attr attr = make_primitive_attr(b.plan, b.dst_dims, b.full_layout);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (a.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {a.src_zero_point});
 
@@ -285,13 +285,13 @@ class QuantizedLayerOp final : public ExecutableOp {
       }
     }
     // Binary post-op tensors: constants owned here, externals bound per run.
-    binary_args_ = composer::binary_post_op_args(b_.plan, b_.dst_dims, b_.full_layout);
-    constant_args_ = composer::make_constant_post_op_memory(binary_args_, engine_);
+    binary_args_ = binary_post_op_args(b_.plan, b_.dst_dims, b_.full_layout);
+    constant_args_ = make_constant_post_op_memory(binary_args_, engine_);
     // A full-tensor operand is read channels last; one stored plain is
     // reordered into a staging area first.
     const std::size_t first_external = a.first_external_input();
     for (const auto& arg : binary_args_) {
-      if (!arg.external_input || b_.full_layout != composer::FullTensorLayout::channels_last ||
+      if (!arg.external_input || b_.full_layout != FullTensorLayout::channels_last ||
           arg.desc.dims() != b_.dst_dims) {
         continue;
       }
@@ -391,6 +391,7 @@ class QuantizedLayerOp final : public ExecutableOp {
   }
 
   std::string implementation() const override { return implementation_; }
+  const composer::PostOpsPlan* plan() const override { return &b_.plan; }
   std::string post_ops() const override {
     return composer::describe(b_.plan) + (sum_in_place_ ? " (sum in place)" : "");
   }
@@ -461,7 +462,7 @@ class QuantizedLayerOp final : public ExecutableOp {
   memory::desc scratchpad_md_;
   memory weights_;
   memory bias_;
-  std::vector<composer::BinaryPostOpArg> binary_args_;
+  std::vector<BinaryPostOpArg> binary_args_;
   std::unordered_map<int, memory> constant_args_;
   memory::desc residual_md_, residual_dst_md_;
   dnnl::reorder residual_copy_;

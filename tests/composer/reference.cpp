@@ -9,7 +9,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "composer/to_dnnl.hpp"
+#include "plugin/post_ops_attr.hpp"
 
 namespace qfuse::composer::testing {
 namespace {
@@ -242,7 +242,7 @@ std::vector<float> run_fused(const PostOpsPlan& plan, const CaseData& data, Anch
   const memory::desc wei_any(wei_dims, memory::data_type::s8, tag::any);
   const memory::desc dst_md(dst_dims, dnnl_type(plan.dst_type), act_tag);
 
-  const dnnl::primitive_attr attr = make_primitive_attr(plan, dst_dims);
+  const dnnl::primitive_attr attr = plugin::make_primitive_attr(plan, dst_dims);
   dnnl::primitive prim;
   memory::desc wei_md;
   if (anchor == Anchor::inner_product) {
@@ -285,11 +285,11 @@ std::vector<float> run_fused(const PostOpsPlan& plan, const CaseData& data, Anch
 
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, wei_mem}, {DNNL_ARG_DST, dst_mem}};
-  const auto binary_args = binary_post_op_args(plan, dst_dims);
-  for (auto& [arg, mem] : make_constant_post_op_memory(binary_args, engine)) {
+  const auto binary_args = plugin::binary_post_op_args(plan, dst_dims);
+  for (auto& [arg, mem] : plugin::make_constant_post_op_memory(binary_args, engine)) {
     args.emplace(arg, mem);
   }
-  for (const BinaryPostOpArg& arg : binary_args) {
+  for (const plugin::BinaryPostOpArg& arg : binary_args) {
     if (!arg.external_input) {
       continue;
     }

@@ -26,7 +26,7 @@
 #include "graph/onnx/importer.hpp"
 #include "tools/common/npy.hpp"
 #include "graph/passes/pattern.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace qfuse {
 namespace {
@@ -203,10 +203,10 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
     const Tensor& b = ru.output(name);
     ASSERT_EQ(a.shape(), b.shape()) << name;
     graph::ValueId out;
-    for (graph::ValueId v : unfused.graph().outputs()) {
-      if (unfused.graph().value(v).name == name) out = v;
+    for (graph::ValueId v : compiled_graph(unfused).outputs()) {
+      if (compiled_graph(unfused).value(v).name == name) out = v;
     }
-    const auto quantum = quantum_of(unfused.graph(), out);
+    const auto quantum = quantum_of(compiled_graph(unfused), out);
     const Shape& s = b.shape();
     const std::int64_t inner = s.size() > 2 ? element_count(Shape(s.begin() + 2, s.end())) : 1;
     const std::int64_t channels = s.size() > 1 ? s[1] : 1;

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/onnx/importer.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 #include "tools/common/fashion_mnist.hpp"
 #include "tools/common/npy.hpp"
 

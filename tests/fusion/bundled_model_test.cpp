@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 #include "tools/common/models.hpp"
 
 namespace qfuse::test {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "fusion_test_util.hpp"
-#include "qfuse/compare.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace qfuse::test::fusion {
 namespace {
@@ -26,7 +26,7 @@ TEST(Compare, LayerBoundariesAndOutputWithinOneLsb) {
   std::uniform_real_distribution<float> d(0.0f, 5.0f);
   std::vector<float> xv(256);
   for (float& v : xv) v = d(rng);
-  qfuse::Comparison cmp(net.graph);
+  qfuse::Comparison cmp(qfuse::make_model(net.graph));
   cmp.run({{"x", Tensor::from_vector<float>({1, 4, 8, 8}, xv)}});
   cmp.run({{"x", Tensor::from_vector<float>({1, 4, 8, 8}, std::vector<float>(256, 2.5f))}});
   const std::vector<TensorDiff> tensors = cmp.tensors();

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "graph/builder.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace qfuse::test::fusion {
 

@@ -10,7 +10,7 @@
 
 #include "graph/builder.hpp"
 #include "qfuse/error.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace qfuse::graph {
 namespace {

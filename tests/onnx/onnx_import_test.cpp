@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "graph/onnx/importer.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace qfuse::onnx {
 namespace {

@@ -11,7 +11,8 @@
 #include "graph/builder.hpp"
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
+#include "plugin/executable_ops/quantized_layer.hpp"
 
 namespace qfuse::graph {
 namespace {
@@ -74,7 +75,17 @@ ValueId conv_weights(Builder& b, const std::string& name, std::int64_t oc, std::
   return b.fake_quantize(wv, l, h, l, h, 255, name + ".fq");
 }
 
-PassContext context() { return PassContext(PassOptions{}, nullptr); }
+// The plugin's own check, as compile() passes it.
+PassContext context() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return PassContext(PassOptions{}, [](const Graph& g, const Node& n, const Shape& shape) {
+    return plugin::check_quantized_layer(g, n, shape, engine, CompileOptions{});
+  });
+}
+
+TEST(PassContext, RequiresTheBackendsCheck) {
+  EXPECT_THROW((void)PassContext(PassOptions{}, nullptr), std::invalid_argument);
+}
 
 // --- fold_batch_norm -------------------------------------------------------
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "graph/builder.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace qfuse::tools {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "graph/graph.hpp"
-#include "qfuse/compare.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace qfuse::cli {
 

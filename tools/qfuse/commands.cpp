@@ -15,8 +15,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "qfuse/compare.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 #ifdef QFUSE_HAVE_ONNX
 #include "graph/onnx/importer.hpp"
 #include "graph/passes/pattern.hpp"
@@ -75,7 +74,7 @@ CompileOptions compile_options(const Args& args) {
 // Inputs from <dir>/<name>.npy, or deterministic random ones.
 void fill_inputs(const CompiledModel& model, InferRequest& request,
                  const std::optional<std::string>& dir) {
-  const graph::Graph& g = model.graph();
+  const graph::Graph& g = compiled_graph(model);
   if (!dir) {
     const std::vector<Tensor> inputs = tools::random_inputs(g, 0);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -249,7 +248,7 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
   const Mode fused = run_mode(true);
 
   // The per-tensor report on the first 1,000 images (qfuse compare runs all).
-  Comparison cmp(g);
+  Comparison cmp(make_model(g));
   constexpr std::size_t kReportImages = 1000;
   for (std::size_t first = 0; first < std::min(n, kReportImages); first += kBatch) {
     Tensor batch(ElementType::f32, {kBatch, 1, 28, 28});
@@ -624,7 +623,7 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
     }
   }
   // Why each other op stays f32, counted per op type and cause.
-  const graph::Graph& g = model.graph();
+  const graph::Graph& g = compiled_graph(model);
   std::map<std::string, graph::NodeId> node_of;
   for (graph::NodeId id : g.topological_order()) node_of[g.node(id).name] = id;
   std::map<std::string, std::map<std::string, int>> causes;
@@ -690,7 +689,7 @@ int dump_command(const Args& args) {
     print_summary(model, layers);
     return 0;
   }
-  std::cout << graph::to_text(model.graph()) << "\nlayers:\n";
+  std::cout << graph::to_text(compiled_graph(model)) << "\nlayers:\n";
   for (const LayerInfo& l : layers) {
     std::cout << "  " << l.node << " [" << l.op << "] " << l.precision << ' ' << l.implementation;
     if (l.reorders > 0) std::cout << "  (" << l.reorders << " reorder" << (l.reorders > 1 ? "s" : "") << ")";
@@ -705,7 +704,7 @@ int dump_command(const Args& args) {
   if (auto path = args.value("--dot")) {
     std::ofstream out(*path);
     if (!out) throw IoError("write " + *path + ": cannot create the file");
-    write_dot(out, model.graph(), layers);
+    write_dot(out, compiled_graph(model), layers);
     std::cout << "wrote " << *path << '\n';
   }
   return 0;

@@ -12,8 +12,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "qfuse/compare.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 #ifdef QFUSE_HAVE_ONNX
 #include "graph/onnx/importer.hpp"
 #endif
@@ -218,7 +217,7 @@ int compare_command(const Args& args) {
     const int images = std::clamp(args.int_value("--images", 10000), 100, 10000) / 100 * 100;
     const fm::TestSet set = fm::load_test_set();
     const Tensor x = model_name == "default" ? set.images : fm::noisy(set.images);
-    cmp.emplace(onnx::import_file(*dataset_file, {.input_shapes = {{"input", {100, 1, 28, 28}}}}),
+    cmp.emplace(make_model(onnx::import_file(*dataset_file, {.input_shapes = {{"input", {100, 1, 28, 28}}}})),
                 options);
     for (int first = 0; first < images; first += 100) {
       Tensor batch(ElementType::f32, {100, 1, 28, 28});
@@ -230,7 +229,7 @@ int compare_command(const Args& args) {
                   (model_name == "default" ? "" : " with noise");
 #endif
   } else {
-    cmp.emplace(load_model(model_name, shape_bindings(args, model_name)), options);
+    cmp.emplace(make_model(load_model(model_name, shape_bindings(args, model_name))), options);
     std::map<std::string, Tensor> inputs;
     if (auto dir = args.value("--inputs")) {
       for (const std::string& name : cmp->unfused().input_names()) {
@@ -239,7 +238,7 @@ int compare_command(const Args& args) {
       inputs_desc = "the inputs in " + *dir;
     } else {
       const auto seed = static_cast<unsigned>(args.int_value("--random", 0));
-      const std::vector<Tensor> random = tools::random_inputs(cmp->unfused().graph(), seed);
+      const std::vector<Tensor> random = tools::random_inputs(compiled_graph(cmp->unfused()), seed);
       for (std::size_t i = 0; i < random.size(); ++i) inputs[cmp->unfused().input_names()[i]] = random[i];
       inputs_desc = "random inputs (seed " + std::to_string(seed) + ")";
     }

@@ -17,7 +17,7 @@
 #include <regex>
 #include <sstream>
 
-#include "qfuse/qfuse.hpp"
+#include "plugin/api_internal.hpp"
 #include "tools/common/npy.hpp"
 #include "tools/qfuse/cli.hpp"
 #ifdef QFUSE_HAVE_ONNX

@@ -1,7 +1,7 @@
 #pragma once
 // Fused against unfused, tensor by tensor: what fusing costs and where.
 //
-//   qfuse::Comparison cmp(graph);              // compiles both ways
+//   qfuse::Comparison cmp(model);              // compiles both ways
 //   cmp.run({{"input", x}});                   // once per input set; figures accumulate
 //   for (const qfuse::TensorDiff& d : cmp.tensors()) ...
 //
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "qfuse/export.hpp"
 #include "qfuse/qfuse.hpp"
 
 namespace qfuse {
@@ -38,11 +39,11 @@ struct TensorDiff {
   double snr_db = std::numeric_limits<double>::infinity();
 };
 
-class Comparison {
+class QFUSE_API Comparison {
  public:
-  // Compiles `graph` unfused and with `fused_options` (fuse forced on; e.g.
+  // Compiles `model` unfused and with `fused_options` (fuse forced on; e.g.
   // allow_residual_round_drop to see what that option costs).
-  explicit Comparison(const graph::Graph& graph, const CompileOptions& fused_options = {});
+  explicit Comparison(const Model& model, const CompileOptions& fused_options = {});
   ~Comparison();
   Comparison(Comparison&&) noexcept;
   Comparison& operator=(Comparison&&) noexcept;
@@ -59,8 +60,8 @@ class Comparison {
   std::unique_ptr<Impl> impl_;
 };
 
-// One input set: Comparison(graph, fused_options), run(inputs), tensors().
-std::vector<TensorDiff> compare(const graph::Graph& graph,
+// One input set: Comparison(model, fused_options), run(inputs), tensors().
+QFUSE_API std::vector<TensorDiff> compare(const Model& model,
                                 const std::map<std::string, Tensor>& inputs,
                                 const CompileOptions& fused_options = {});
 

@@ -5,40 +5,42 @@
 #include <stdexcept>
 #include <string>
 
+#include "qfuse/export.hpp"
+
 namespace qfuse {
 
 // Base of everything qfuse throws.
-class Error : public std::runtime_error {
+class QFUSE_API Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
 // A graph is malformed: bad shapes, types, attributes or wiring.
-class GraphError : public Error {
+class QFUSE_API GraphError : public Error {
  public:
   using Error::Error;
 };
 
 // A model uses an operator, attribute or type that qfuse does not implement.
-class UnsupportedError : public Error {
+class QFUSE_API UnsupportedError : public Error {
  public:
   using Error::Error;
 };
 
 // Building the execution plan failed (for example oneDNN refused a primitive).
-class CompileError : public Error {
+class QFUSE_API CompileError : public Error {
  public:
   using Error::Error;
 };
 
 // Running an inference failed: missing or mismatched inputs, or a oneDNN error.
-class InferenceError : public Error {
+class QFUSE_API InferenceError : public Error {
  public:
   using Error::Error;
 };
 
 // Reading or writing a file failed.
-class IoError : public Error {
+class QFUSE_API IoError : public Error {
  public:
   using Error::Error;
 };

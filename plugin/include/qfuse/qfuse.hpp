@@ -2,8 +2,8 @@
 // qfuse public API: compile a graph into an immutable model, then run it
 // through inference requests (one per host thread).
 //
-//   qfuse::graph::Graph g = ...;                 // built with graph::Builder or a frontend
-//   qfuse::CompiledModel model = qfuse::compile(g, {.fuse = false});
+//   qfuse::Model m = ...;                        // qfuse::ModelBuilder or qfuse/onnx.hpp
+//   qfuse::CompiledModel model = qfuse::compile(m, {.fuse = false});
 //   qfuse::InferRequest request = model.create_infer_request();
 //   request.set_input("x", x);
 //   request.infer();
@@ -12,13 +12,16 @@
 // Rounding: every rounding step (Round, FakeQuantize, conversion to an integer
 // type) rounds half to even, as ONNX QuantizeLinear and oneDNN do.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "graph/graph.hpp"
 #include "qfuse/error.hpp"
+#include "qfuse/export.hpp"
+#include "qfuse/model.hpp"
 #include "qfuse/tensor.hpp"
 
 namespace qfuse {
@@ -39,11 +42,32 @@ struct CompileOptions {
   std::string log_level;
 };
 
+// One post-op of a fused layer, applied in order after the output scales:
+//   eltwise: y = scale * algorithm(y, alpha, beta)   (oneDNN's eltwise algorithms:
+//            "relu", "linear", "clip", "round", "logistic", "tanh", "gelu_erf", ...)
+//   binary:  y = algorithm(y, operand)               ("add", "mul", "max", "min", "sub", "div")
+//   sum:     y = y + scale * residual                (the residual read in operand_type)
+struct PostOp {
+  enum class Kind : std::uint8_t { eltwise, binary, sum };
+  Kind kind = Kind::eltwise;
+  std::string algorithm;
+  float scale = 1.0f;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+  // binary: one operand value per output channel (else one for the tensor)
+  bool per_channel = false;
+  // binary with a constant operand: its values; empty when read at execution
+  std::vector<float> values;
+  // binary / sum reading a tensor at execution: the value's name, and its type
+  std::string operand;
+  ElementType operand_type = ElementType::f32;
+};
+
 struct LayerInfo {
   std::string node;            // node name
   std::string op;              // operator
   std::string implementation;  // oneDNN implementation, or "reference"
-  std::string post_ops;        // fused layers: output scales and post-op list
+  std::string post_ops;        // fused layers: output scales and post-op list, as text
   // "int8" (reads and writes u8/s8), "f32", or "quantize" / "dequantize"
   // for the conversions between the two.
   std::string precision;
@@ -56,6 +80,15 @@ struct LayerInfo {
   // qfuse's scalar fallback loop ("reference") rather than a vectorized,
   // multithreaded kernel.
   bool scalar_fallback = false;
+  // The same as data. Fused int8 layers: y = accumulator * output_scales[c]
+  // (one scale, or one per output channel), then post_op_list in order, then
+  // + dst_zero_point, rounded half to even and saturated to dst_type.
+  // f32 layers that absorbed elementwise ops: post_op_list alone.
+  std::vector<float> output_scales;
+  std::optional<std::int32_t> dst_zero_point;
+  std::vector<PostOp> post_op_list;
+  ElementType src_type = ElementType::f32;  // the node's first input
+  ElementType dst_type = ElementType::f32;  // its output
 };
 
 // Where a request keeps its tensors: intermediate values share one arena by
@@ -76,7 +109,7 @@ struct FusionRefusal {
 
 class InferRequest;
 
-class CompiledModel {
+class QFUSE_API CompiledModel {
  public:
   CompiledModel();
   ~CompiledModel();
@@ -87,10 +120,12 @@ class CompiledModel {
 
   InferRequest create_infer_request() const;
 
-  const graph::Graph& graph() const;
   MemoryInfo memory() const;
   std::vector<std::string> input_names() const;
   std::vector<std::string> output_names() const;
+  // Type and shape of each input / output, in the model's order.
+  std::vector<TensorInfo> inputs() const;
+  std::vector<TensorInfo> outputs() const;
   // One entry per executed node, in execution order.
   std::vector<LayerInfo> layers() const;
   // One line per rewrite the fusion passes made, then one per refusal that
@@ -99,20 +134,21 @@ class CompiledModel {
   // The refusals alone, as data.
   const std::vector<FusionRefusal>& refusals() const;
 
+  // Internal.
   struct Impl;
+  explicit CompiledModel(std::shared_ptr<const Impl> impl);
+  const Impl& impl() const;
 
  private:
-  friend CompiledModel compile(const graph::Graph&, const CompileOptions&);
-  explicit CompiledModel(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
 };
 
-// Validates, (optionally) fuses and compiles a graph. Throws GraphError for a
-// malformed graph and CompileError when a primitive cannot be created.
-CompiledModel compile(const graph::Graph& graph, const CompileOptions& options = {});
+// Validates, (optionally) fuses and compiles a model. Throws GraphError for a
+// malformed model and CompileError when a primitive cannot be created.
+QFUSE_API CompiledModel compile(const Model& model, const CompileOptions& options = {});
 
 // Owns the buffers and stream of one inference; use one per host thread.
-class InferRequest {
+class QFUSE_API InferRequest {
  public:
   ~InferRequest();
   InferRequest(InferRequest&&) noexcept;
@@ -123,6 +159,17 @@ class InferRequest {
   // The input buffer itself, to be filled in place.
   Tensor& input(const std::string& name);
   const Tensor& output(const std::string& name) const;
+
+  // Zero-copy binding of the host's own buffers: `data` holds the tensor's
+  // elements densely in C order, of exactly the input's / output's type and
+  // shape (else InferenceError), and stays valid while the request runs.
+  // An input is then read from `data` directly (input() and set_input() work
+  // on it). An output is written there directly when its buffer is its own
+  // (returns true); when the plan shares it (a Reshape view of another value,
+  // an op writing over its input, a constant output), each inference copies
+  // it there at the end (returns false). nullptr unbinds.
+  void bind_input(const std::string& name, ElementType type, const Shape& shape, void* data);
+  bool bind_output(const std::string& name, ElementType type, const Shape& shape, void* data);
   // OpenMP threads used by this request's primitives, at most the model's
   // CompileOptions::threads (more are capped, with a warning); 0 = all of them.
   void set_threads(int threads);
@@ -156,6 +203,6 @@ class InferRequest {
 
 // Sets spdlog's level from QFUSE_LOG_LEVEL (trace, debug, info, warn, error,
 // off) once; compile() calls it.
-void init_logging();
+QFUSE_API void init_logging();
 
 }  // namespace qfuse

@@ -10,12 +10,14 @@
 #include <variant>
 #include <vector>
 
+#include "qfuse/export.hpp"
+
 namespace qfuse {
 
 enum class ElementType : std::uint8_t { f32, s8, u8, s32 };
 
-std::string_view to_string(ElementType type);
-std::size_t element_size(ElementType type);
+QFUSE_API std::string_view to_string(ElementType type);
+QFUSE_API std::size_t element_size(ElementType type);
 
 template <class T>
 constexpr ElementType element_type_of() {
@@ -34,13 +36,13 @@ constexpr ElementType element_type_of() {
 // Dimensions, outermost first. Every dimension is static and > 0 once bound.
 using Shape = std::vector<std::int64_t>;
 
-std::int64_t element_count(const Shape& shape);
-std::string to_string(const Shape& shape);
+QFUSE_API std::int64_t element_count(const Shape& shape);
+QFUSE_API std::string to_string(const Shape& shape);
 
 // A dense, C-ordered tensor. It owns its elements, except a view, which reads
 // and writes memory owned elsewhere (a request's arena); a copy of a view owns
 // a copy of its elements.
-class Tensor {
+class QFUSE_API Tensor {
  public:
   Tensor() = default;
   Tensor(ElementType type, Shape shape);  // zero-filled

@@ -1,4 +1,4 @@
-#include "composer/to_dnnl.hpp"
+#include "plugin/post_ops_attr.hpp"
 
 #include <cstddef>
 #include <cstring>
@@ -7,7 +7,9 @@
 #include <type_traits>
 #include <utility>
 
-namespace qfuse::composer {
+namespace qfuse::plugin {
+using namespace composer;  // the plan's types, in this file only
+
 namespace {
 
 // Bit 1 selects dimension 1, the output channel of conv / inner product /
@@ -179,4 +181,4 @@ std::unordered_map<int, dnnl::memory> make_constant_post_op_memory(
   return memories;
 }
 
-}  // namespace qfuse::composer
+}  // namespace qfuse::plugin

@@ -1,4 +1,4 @@
-// The one place that speaks oneDNN 2.x attributes: turns a PostOpsPlan into a
+// The one place that speaks oneDNN 2.x post-op attributes: turns a PostOpsPlan into a
 // dnnl::primitive_attr and lists the memory arguments its binary post-ops
 // read. A oneDNN 3.x backend (per-argument scales) replaces this file only.
 #pragma once
@@ -11,11 +11,11 @@
 
 #include "composer/post_ops_plan.hpp"
 
-namespace qfuse::composer {
+namespace qfuse::plugin {
 
-dnnl::memory::data_type to_dnnl(DataType type);
-dnnl::algorithm to_dnnl(EltwiseAlg alg);
-dnnl::algorithm to_dnnl(BinaryAlg alg);
+dnnl::memory::data_type to_dnnl(composer::DataType type);
+dnnl::algorithm to_dnnl(composer::EltwiseAlg alg);
+dnnl::algorithm to_dnnl(composer::BinaryAlg alg);
 
 // How a binary post-op reads a tensor of the destination's shape: dense in
 // {N, C, spatial...} order, or channels last (the layout of int8
@@ -27,7 +27,7 @@ enum class FullTensorLayout { plain, channels_last };
 // binary post-ops need it for their tensor descriptors.
 // Throws dnnl::error if oneDNN rejects an attribute (the caller then runs
 // the chain unfused).
-dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
+dnnl::primitive_attr make_primitive_attr(const composer::PostOpsPlan& plan,
                                          const dnnl::memory::dims& dst_dims,
                                          FullTensorLayout full = FullTensorLayout::plain);
 
@@ -43,7 +43,7 @@ struct BinaryPostOpArg {
   std::vector<float> constant_values;
 };
 
-std::vector<BinaryPostOpArg> binary_post_op_args(const PostOpsPlan& plan,
+std::vector<BinaryPostOpArg> binary_post_op_args(const composer::PostOpsPlan& plan,
                                                  const dnnl::memory::dims& dst_dims,
                                                  FullTensorLayout full = FullTensorLayout::plain);
 
@@ -51,4 +51,4 @@ std::vector<BinaryPostOpArg> binary_post_op_args(const PostOpsPlan& plan,
 std::unordered_map<int, dnnl::memory> make_constant_post_op_memory(
     const std::vector<BinaryPostOpArg>& args, const dnnl::engine& engine);
 
-}  // namespace qfuse::composer
+}  // namespace qfuse::plugin

@@ -1,0 +1,24 @@
+#pragma once
+// Internal: the public API's objects seen from inside qfuse. The tests, the
+// CLI and the benchmarks work on the IR directly (graph::Graph); hosts go
+// through qfuse::Model (qfuse/model.hpp) and never include this header.
+
+#include "graph/graph.hpp"
+#include "qfuse/compare.hpp"
+#include "qfuse/qfuse.hpp"
+
+namespace qfuse {
+
+struct Model::Impl {
+  graph::Graph graph;
+};
+
+Model make_model(graph::Graph graph);
+const graph::Graph& model_graph(const Model& model);
+
+// compile(make_model(graph), options) without the copy.
+CompiledModel compile(const graph::Graph& graph, const CompileOptions& options = {});
+// The compiled (fused) graph.
+const graph::Graph& compiled_graph(const CompiledModel& model);
+
+}  // namespace qfuse

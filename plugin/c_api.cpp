@@ -1,0 +1,370 @@
+// The C API (qfuse/qfuse_c.h) over the C++ one: every entry point catches
+// everything and turns it into a status and the thread's last error.
+#include "qfuse/qfuse_c.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "qfuse/onnx.hpp"
+#include "qfuse/qfuse.hpp"
+
+// The ONNX importer lives in libqfuse_onnx; these resolve to it when the host
+// links it, and stay null otherwise.
+namespace qfuse {
+__attribute__((weak)) Model import_onnx(const std::string& path, const OnnxOptions& options);
+__attribute__((weak)) Model import_onnx_bytes(std::string_view bytes, const OnnxOptions& options,
+                                              std::string_view origin);
+}  // namespace qfuse
+
+struct qfuse_model {
+  qfuse::Model model;
+};
+
+struct qfuse_compiled_model {
+  qfuse::CompiledModel model;
+  std::vector<qfuse::TensorInfo> inputs, outputs;
+  std::vector<qfuse::LayerInfo> layers;
+};
+
+struct qfuse_request {
+  explicit qfuse_request(qfuse::InferRequest r) : request(std::move(r)) {}
+  qfuse::InferRequest request;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+qfuse_status fail(qfuse_status status, std::string message) {
+  try {
+    last_error = std::move(message);
+  } catch (...) {
+    last_error.clear();
+  }
+  return status;
+}
+
+// Runs `f`, mapping exceptions to statuses.
+template <class F>
+qfuse_status guarded(F&& f) {
+  try {
+    f();
+    last_error.clear();
+    return QFUSE_OK;
+  } catch (const qfuse::GraphError& e) {
+    return fail(QFUSE_ERROR_GRAPH, e.what());
+  } catch (const qfuse::UnsupportedError& e) {
+    return fail(QFUSE_ERROR_UNSUPPORTED, e.what());
+  } catch (const qfuse::CompileError& e) {
+    return fail(QFUSE_ERROR_COMPILE, e.what());
+  } catch (const qfuse::InferenceError& e) {
+    return fail(QFUSE_ERROR_INFERENCE, e.what());
+  } catch (const qfuse::IoError& e) {
+    return fail(QFUSE_ERROR_IO, e.what());
+  } catch (const qfuse::Error& e) {
+    return fail(QFUSE_ERROR_INTERNAL, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(QFUSE_ERROR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::invalid_argument& e) {
+    return fail(QFUSE_ERROR_INVALID_ARGUMENT, e.what());
+  } catch (const std::exception& e) {
+    return fail(QFUSE_ERROR_INTERNAL, e.what());
+  } catch (...) {
+    return fail(QFUSE_ERROR_INTERNAL, "unknown error");
+  }
+}
+
+qfuse_status null_argument(const char* function, const char* argument) {
+  return fail(QFUSE_ERROR_INVALID_ARGUMENT,
+              std::string(function) + ": " + argument + " is NULL");
+}
+
+bool element_type(qfuse_element_type t, qfuse::ElementType& out) {
+  switch (t) {
+    case QFUSE_F32: out = qfuse::ElementType::f32; return true;
+    case QFUSE_S8: out = qfuse::ElementType::s8; return true;
+    case QFUSE_U8: out = qfuse::ElementType::u8; return true;
+    case QFUSE_S32: out = qfuse::ElementType::s32; return true;
+  }
+  return false;
+}
+
+qfuse_element_type c_type(qfuse::ElementType t) {
+  switch (t) {
+    case qfuse::ElementType::s8: return QFUSE_S8;
+    case qfuse::ElementType::u8: return QFUSE_U8;
+    case qfuse::ElementType::s32: return QFUSE_S32;
+    case qfuse::ElementType::f32: break;
+  }
+  return QFUSE_F32;
+}
+
+// Type and shape from C arguments; throws std::invalid_argument.
+void c_tensor(const char* function, qfuse_element_type type, const int64_t* dims, size_t rank,
+              qfuse::ElementType& t, qfuse::Shape& shape) {
+  if (!element_type(type, t)) {
+    throw std::invalid_argument(std::string(function) + ": unknown element type " +
+                                std::to_string(static_cast<int>(type)));
+  }
+  if (rank > 0 && dims == nullptr) {
+    throw std::invalid_argument(std::string(function) + ": dims is NULL with rank " +
+                                std::to_string(rank));
+  }
+  shape.assign(dims, dims + rank);
+}
+
+qfuse_tensor_info c_info(const qfuse::TensorInfo& t) {
+  return {t.name.c_str(), c_type(t.type), t.shape.size(), t.shape.data()};
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* qfuse_last_error(void) { return last_error.c_str(); }
+
+const char* qfuse_status_name(qfuse_status status) {
+  switch (status) {
+    case QFUSE_OK: return "ok";
+    case QFUSE_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case QFUSE_ERROR_GRAPH: return "malformed model";
+    case QFUSE_ERROR_UNSUPPORTED: return "unsupported";
+    case QFUSE_ERROR_COMPILE: return "compile error";
+    case QFUSE_ERROR_INFERENCE: return "inference error";
+    case QFUSE_ERROR_IO: return "i/o error";
+    case QFUSE_ERROR_OUT_OF_MEMORY: return "out of memory";
+    case QFUSE_ERROR_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+const char* qfuse_version(void) { return QFUSE_VERSION_STRING; }
+
+qfuse_status qfuse_import_onnx_file(const char* path, qfuse_model** model) {
+  if (path == nullptr) return null_argument("qfuse_import_onnx_file", "path");
+  if (model == nullptr) return null_argument("qfuse_import_onnx_file", "model");
+  if (qfuse::import_onnx == nullptr) {
+    return fail(QFUSE_ERROR_UNSUPPORTED, "qfuse_import_onnx_file: libqfuse_onnx is not linked");
+  }
+  return guarded([&] { *model = new qfuse_model{qfuse::import_onnx(path, {})}; });
+}
+
+qfuse_status qfuse_import_onnx_memory(const void* data, size_t size, qfuse_model** model) {
+  if (data == nullptr && size > 0) return null_argument("qfuse_import_onnx_memory", "data");
+  if (model == nullptr) return null_argument("qfuse_import_onnx_memory", "model");
+  if (qfuse::import_onnx_bytes == nullptr) {
+    return fail(QFUSE_ERROR_UNSUPPORTED, "qfuse_import_onnx_memory: libqfuse_onnx is not linked");
+  }
+  return guarded([&] {
+    const std::string_view bytes(static_cast<const char*>(data), size);
+    *model = new qfuse_model{qfuse::import_onnx_bytes(bytes, {}, "model in memory")};
+  });
+}
+
+void qfuse_model_free(qfuse_model* model) { delete model; }
+
+void qfuse_compile_options_init(qfuse_compile_options* options) {
+  if (options == nullptr) return;
+  options->fuse = 1;
+  options->allow_residual_round_drop = 0;
+  options->threads = 0;
+  options->log_level = nullptr;
+}
+
+qfuse_status qfuse_compile(const qfuse_model* model, const qfuse_compile_options* options,
+                           qfuse_compiled_model** compiled) {
+  if (model == nullptr) return null_argument("qfuse_compile", "model");
+  if (compiled == nullptr) return null_argument("qfuse_compile", "compiled");
+  return guarded([&] {
+    qfuse::CompileOptions o;
+    if (options != nullptr) {
+      o.fuse = options->fuse != 0;
+      o.allow_residual_round_drop = options->allow_residual_round_drop != 0;
+      o.threads = options->threads;
+      if (options->log_level != nullptr) o.log_level = options->log_level;
+    }
+    auto c = std::make_unique<qfuse_compiled_model>();
+    c->model = qfuse::compile(model->model, o);
+    c->inputs = c->model.inputs();
+    c->outputs = c->model.outputs();
+    c->layers = c->model.layers();
+    *compiled = c.release();
+  });
+}
+
+void qfuse_compiled_model_free(qfuse_compiled_model* compiled) { delete compiled; }
+
+size_t qfuse_input_count(const qfuse_compiled_model* c) { return c != nullptr ? c->inputs.size() : 0; }
+size_t qfuse_output_count(const qfuse_compiled_model* c) {
+  return c != nullptr ? c->outputs.size() : 0;
+}
+size_t qfuse_layer_count(const qfuse_compiled_model* c) { return c != nullptr ? c->layers.size() : 0; }
+
+static qfuse_status tensor_info(const char* function, const std::vector<qfuse::TensorInfo>* list,
+                                size_t index, qfuse_tensor_info* info) {
+  if (list == nullptr) return null_argument(function, "compiled");
+  if (info == nullptr) return null_argument(function, "info");
+  if (index >= list->size()) {
+    return fail(QFUSE_ERROR_INVALID_ARGUMENT, std::string(function) + ": index " +
+                                                  std::to_string(index) + " of " +
+                                                  std::to_string(list->size()));
+  }
+  *info = c_info((*list)[index]);
+  last_error.clear();
+  return QFUSE_OK;
+}
+
+qfuse_status qfuse_input_info(const qfuse_compiled_model* c, size_t index, qfuse_tensor_info* info) {
+  return tensor_info("qfuse_input_info", c != nullptr ? &c->inputs : nullptr, index, info);
+}
+
+qfuse_status qfuse_output_info(const qfuse_compiled_model* c, size_t index,
+                               qfuse_tensor_info* info) {
+  return tensor_info("qfuse_output_info", c != nullptr ? &c->outputs : nullptr, index, info);
+}
+
+qfuse_status qfuse_layer(const qfuse_compiled_model* c, size_t index, qfuse_layer_info* info) {
+  if (c == nullptr) return null_argument("qfuse_layer", "compiled");
+  if (info == nullptr) return null_argument("qfuse_layer", "info");
+  if (index >= c->layers.size()) {
+    return fail(QFUSE_ERROR_INVALID_ARGUMENT, "qfuse_layer: index " + std::to_string(index) +
+                                                  " of " + std::to_string(c->layers.size()));
+  }
+  const qfuse::LayerInfo& l = c->layers[index];
+  info->node = l.node.c_str();
+  info->op = l.op.c_str();
+  info->implementation = l.implementation.c_str();
+  info->precision = l.precision.c_str();
+  info->post_ops = l.post_ops.c_str();
+  info->macs = l.macs;
+  info->reorders = l.reorders;
+  info->scalar_fallback = l.scalar_fallback ? 1 : 0;
+  info->output_scale_count = l.output_scales.size();
+  info->output_scales = l.output_scales.data();
+  info->has_dst_zero_point = l.dst_zero_point.has_value() ? 1 : 0;
+  info->dst_zero_point = l.dst_zero_point.value_or(0);
+  info->post_op_count = l.post_op_list.size();
+  info->src_type = c_type(l.src_type);
+  info->dst_type = c_type(l.dst_type);
+  last_error.clear();
+  return QFUSE_OK;
+}
+
+qfuse_status qfuse_layer_post_op(const qfuse_compiled_model* c, size_t layer, size_t index,
+                                 qfuse_post_op* post_op) {
+  if (c == nullptr) return null_argument("qfuse_layer_post_op", "compiled");
+  if (post_op == nullptr) return null_argument("qfuse_layer_post_op", "post_op");
+  if (layer >= c->layers.size() || index >= c->layers[layer].post_op_list.size()) {
+    return fail(QFUSE_ERROR_INVALID_ARGUMENT, "qfuse_layer_post_op: no post-op " +
+                                                  std::to_string(index) + " on layer " +
+                                                  std::to_string(layer));
+  }
+  const qfuse::PostOp& p = c->layers[layer].post_op_list[index];
+  post_op->kind = p.kind == qfuse::PostOp::Kind::eltwise  ? QFUSE_POST_OP_ELTWISE
+                  : p.kind == qfuse::PostOp::Kind::binary ? QFUSE_POST_OP_BINARY
+                                                          : QFUSE_POST_OP_SUM;
+  post_op->algorithm = p.algorithm.c_str();
+  post_op->scale = p.scale;
+  post_op->alpha = p.alpha;
+  post_op->beta = p.beta;
+  post_op->per_channel = p.per_channel ? 1 : 0;
+  post_op->value_count = p.values.size();
+  post_op->values = p.values.data();
+  post_op->operand = p.operand.c_str();
+  last_error.clear();
+  return QFUSE_OK;
+}
+
+qfuse_status qfuse_request_create(const qfuse_compiled_model* c, qfuse_request** request) {
+  if (c == nullptr) return null_argument("qfuse_request_create", "compiled");
+  if (request == nullptr) return null_argument("qfuse_request_create", "request");
+  return guarded([&] { *request = new qfuse_request(c->model.create_infer_request()); });
+}
+
+void qfuse_request_free(qfuse_request* request) { delete request; }
+
+qfuse_status qfuse_request_set_input(qfuse_request* r, const char* name, qfuse_element_type type,
+                                     const int64_t* dims, size_t rank, const void* data,
+                                     size_t bytes) {
+  if (r == nullptr) return null_argument("qfuse_request_set_input", "request");
+  if (name == nullptr) return null_argument("qfuse_request_set_input", "name");
+  if (data == nullptr && bytes > 0) return null_argument("qfuse_request_set_input", "data");
+  return guarded([&] {
+    qfuse::ElementType t{};
+    qfuse::Shape shape;
+    c_tensor("qfuse_request_set_input", type, dims, rank, t, shape);
+    qfuse::Tensor& dst = r->request.input(name);
+    if (dst.type() != t || dst.shape() != shape) {
+      throw qfuse::InferenceError("qfuse_request_set_input: input '" + std::string(name) +
+                                  "' is " + std::string(qfuse::to_string(dst.type())) +
+                                  qfuse::to_string(dst.shape()) + " (got " +
+                                  std::string(qfuse::to_string(t)) + qfuse::to_string(shape) + ")");
+    }
+    if (bytes != dst.byte_size()) {
+      throw qfuse::InferenceError("qfuse_request_set_input: input '" + std::string(name) +
+                                  "' holds " + std::to_string(dst.byte_size()) + " bytes (got " +
+                                  std::to_string(bytes) + ")");
+    }
+    if (bytes > 0) std::memcpy(dst.raw_data(), data, bytes);
+  });
+}
+
+qfuse_status qfuse_request_bind_input(qfuse_request* r, const char* name, qfuse_element_type type,
+                                      const int64_t* dims, size_t rank, void* data) {
+  if (r == nullptr) return null_argument("qfuse_request_bind_input", "request");
+  if (name == nullptr) return null_argument("qfuse_request_bind_input", "name");
+  return guarded([&] {
+    qfuse::ElementType t{};
+    qfuse::Shape shape;
+    c_tensor("qfuse_request_bind_input", type, dims, rank, t, shape);
+    r->request.bind_input(name, t, shape, data);
+  });
+}
+
+qfuse_status qfuse_request_bind_output(qfuse_request* r, const char* name, qfuse_element_type type,
+                                       const int64_t* dims, size_t rank, void* data,
+                                       int* zero_copy) {
+  if (r == nullptr) return null_argument("qfuse_request_bind_output", "request");
+  if (name == nullptr) return null_argument("qfuse_request_bind_output", "name");
+  return guarded([&] {
+    qfuse::ElementType t{};
+    qfuse::Shape shape;
+    c_tensor("qfuse_request_bind_output", type, dims, rank, t, shape);
+    const bool own = r->request.bind_output(name, t, shape, data);
+    if (zero_copy != nullptr) *zero_copy = own ? 1 : 0;
+  });
+}
+
+qfuse_status qfuse_request_set_threads(qfuse_request* r, int threads) {
+  if (r == nullptr) return null_argument("qfuse_request_set_threads", "request");
+  if (threads < 0) {
+    return fail(QFUSE_ERROR_INVALID_ARGUMENT,
+                "qfuse_request_set_threads: threads is " + std::to_string(threads) +
+                    " (expected 0 for all, or a positive count)");
+  }
+  return guarded([&] { r->request.set_threads(threads); });
+}
+
+qfuse_status qfuse_request_infer(qfuse_request* r) {
+  if (r == nullptr) return null_argument("qfuse_request_infer", "request");
+  return guarded([&] { r->request.infer(); });
+}
+
+qfuse_status qfuse_request_get_output(const qfuse_request* r, const char* name, void* data,
+                                      size_t bytes) {
+  if (r == nullptr) return null_argument("qfuse_request_get_output", "request");
+  if (name == nullptr) return null_argument("qfuse_request_get_output", "name");
+  if (data == nullptr && bytes > 0) return null_argument("qfuse_request_get_output", "data");
+  return guarded([&] {
+    const qfuse::Tensor& t = r->request.output(name);
+    if (bytes != t.byte_size()) {
+      throw qfuse::InferenceError("qfuse_request_get_output: output '" + std::string(name) +
+                                  "' holds " + std::to_string(t.byte_size()) + " bytes (got " +
+                                  std::to_string(bytes) + ")");
+    }
+    if (bytes > 0) std::memcpy(data, t.raw_data(), bytes);
+  });
+}
+
+}  // extern "C"

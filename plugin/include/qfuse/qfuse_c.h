@@ -1,0 +1,166 @@
+/* qfuse C API: import, compile, run and inspect int8 models from C.
+ *
+ *   qfuse_model* model = NULL;
+ *   if (qfuse_import_onnx_file("model.onnx", &model) != QFUSE_OK) {
+ *     fprintf(stderr, "%s\n", qfuse_last_error());
+ *   }
+ *   qfuse_compiled_model* compiled = NULL;
+ *   qfuse_compile(model, NULL, &compiled);        (NULL: default options)
+ *   qfuse_request* request = NULL;
+ *   qfuse_request_create(compiled, &request);     (one per host thread)
+ *   qfuse_request_set_input(request, "x", QFUSE_F32, dims, rank, data, bytes);
+ *   qfuse_request_infer(request);
+ *   qfuse_request_get_output(request, "y", out, out_bytes);
+ *   qfuse_request_free(request); qfuse_compiled_model_free(compiled); qfuse_model_free(model);
+ *
+ * Every function that can fail returns a qfuse_status; on failure the calling
+ * thread's qfuse_last_error() says what and where (the node and the problem),
+ * and output parameters are left untouched. No C++ exception leaves this API.
+ * A compiled model may be shared by threads; a request is used by one thread
+ * at a time. Strings and arrays returned by the query functions live as long
+ * as the object they were read from. The ONNX import functions need
+ * libqfuse_onnx linked (else QFUSE_ERROR_UNSUPPORTED).
+ */
+#ifndef QFUSE_QFUSE_C_H
+#define QFUSE_QFUSE_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define QFUSE_C_API
+#else
+#define QFUSE_C_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum qfuse_status {
+  QFUSE_OK = 0,
+  QFUSE_ERROR_INVALID_ARGUMENT = 1, /* a NULL pointer, an index out of range, a bad size */
+  QFUSE_ERROR_GRAPH = 2,            /* a malformed model */
+  QFUSE_ERROR_UNSUPPORTED = 3,      /* an operator, attribute or type qfuse does not run */
+  QFUSE_ERROR_COMPILE = 4,          /* building the execution plan failed */
+  QFUSE_ERROR_INFERENCE = 5,        /* missing or mismatched inputs, a failed primitive */
+  QFUSE_ERROR_IO = 6,               /* a file could not be read */
+  QFUSE_ERROR_OUT_OF_MEMORY = 7,
+  QFUSE_ERROR_INTERNAL = 8
+} qfuse_status;
+
+typedef enum qfuse_element_type {
+  QFUSE_F32 = 0,
+  QFUSE_S8 = 1,
+  QFUSE_U8 = 2,
+  QFUSE_S32 = 3
+} qfuse_element_type;
+
+typedef struct qfuse_model qfuse_model;                   /* an imported, uncompiled model */
+typedef struct qfuse_compiled_model qfuse_compiled_model; /* immutable, shareable */
+typedef struct qfuse_request qfuse_request;               /* one inference's buffers */
+
+typedef struct qfuse_compile_options {
+  int fuse;                      /* 1: int8 primitives (default); 0: the unfused f32 reference */
+  int allow_residual_round_drop; /* 0 (default): numerics-changing rewrite off */
+  int threads;                   /* OpenMP threads per inference at most; 0: the default */
+  const char* log_level;         /* "trace" ... "off"; NULL keeps the current level */
+} qfuse_compile_options;
+
+typedef struct qfuse_tensor_info {
+  const char* name;
+  qfuse_element_type type;
+  size_t rank;
+  const int64_t* dims;
+} qfuse_tensor_info;
+
+typedef enum qfuse_post_op_kind {
+  QFUSE_POST_OP_ELTWISE = 0, /* y = scale * algorithm(y, alpha, beta) */
+  QFUSE_POST_OP_BINARY = 1,  /* y = algorithm(y, operand) */
+  QFUSE_POST_OP_SUM = 2      /* y = y + scale * operand */
+} qfuse_post_op_kind;
+
+typedef struct qfuse_post_op {
+  qfuse_post_op_kind kind;
+  const char* algorithm;
+  float scale, alpha, beta;
+  int per_channel;
+  size_t value_count;     /* binary with a constant operand: its values */
+  const float* values;
+  const char* operand;    /* binary / sum reading a tensor: its name, else "" */
+} qfuse_post_op;
+
+typedef struct qfuse_layer_info {
+  const char* node;
+  const char* op;
+  const char* implementation; /* oneDNN's implementation, or "reference" */
+  const char* precision;      /* "int8", "f32", "quantize", "dequantize" */
+  const char* post_ops;       /* the post-ops as text */
+  int64_t macs;
+  int reorders;
+  int scalar_fallback;
+  size_t output_scale_count;
+  const float* output_scales;
+  int has_dst_zero_point;
+  int32_t dst_zero_point;
+  size_t post_op_count;       /* read each with qfuse_layer_post_op */
+  qfuse_element_type src_type, dst_type;
+} qfuse_layer_info;
+
+/* The calling thread's message for its last failed call ("" if none). */
+QFUSE_C_API const char* qfuse_last_error(void);
+QFUSE_C_API const char* qfuse_status_name(qfuse_status status);
+QFUSE_C_API const char* qfuse_version(void);
+
+QFUSE_C_API qfuse_status qfuse_import_onnx_file(const char* path, qfuse_model** model);
+QFUSE_C_API qfuse_status qfuse_import_onnx_memory(const void* data, size_t size,
+                                                  qfuse_model** model);
+QFUSE_C_API void qfuse_model_free(qfuse_model* model);
+
+QFUSE_C_API void qfuse_compile_options_init(qfuse_compile_options* options);
+/* options may be NULL (the defaults). */
+QFUSE_C_API qfuse_status qfuse_compile(const qfuse_model* model,
+                                       const qfuse_compile_options* options,
+                                       qfuse_compiled_model** compiled);
+QFUSE_C_API void qfuse_compiled_model_free(qfuse_compiled_model* compiled);
+
+QFUSE_C_API size_t qfuse_input_count(const qfuse_compiled_model* compiled);
+QFUSE_C_API size_t qfuse_output_count(const qfuse_compiled_model* compiled);
+QFUSE_C_API qfuse_status qfuse_input_info(const qfuse_compiled_model* compiled, size_t index,
+                                          qfuse_tensor_info* info);
+QFUSE_C_API qfuse_status qfuse_output_info(const qfuse_compiled_model* compiled, size_t index,
+                                           qfuse_tensor_info* info);
+QFUSE_C_API size_t qfuse_layer_count(const qfuse_compiled_model* compiled);
+QFUSE_C_API qfuse_status qfuse_layer(const qfuse_compiled_model* compiled, size_t index,
+                                     qfuse_layer_info* info);
+QFUSE_C_API qfuse_status qfuse_layer_post_op(const qfuse_compiled_model* compiled, size_t layer,
+                                             size_t index, qfuse_post_op* post_op);
+
+QFUSE_C_API qfuse_status qfuse_request_create(const qfuse_compiled_model* compiled,
+                                              qfuse_request** request);
+QFUSE_C_API void qfuse_request_free(qfuse_request* request);
+/* Copies `bytes` bytes (the whole tensor, C order) into the input. */
+QFUSE_C_API qfuse_status qfuse_request_set_input(qfuse_request* request, const char* name,
+                                                 qfuse_element_type type, const int64_t* dims,
+                                                 size_t rank, const void* data, size_t bytes);
+/* Zero-copy: the request reads the input from / writes the output to `data`
+ * (the tensor's type and shape, dense C order), which stays valid while the
+ * request runs; NULL unbinds. *zero_copy (may be NULL) is 0 when the output's
+ * buffer is shared in the plan and is copied to `data` after each inference. */
+QFUSE_C_API qfuse_status qfuse_request_bind_input(qfuse_request* request, const char* name,
+                                                  qfuse_element_type type, const int64_t* dims,
+                                                  size_t rank, void* data);
+QFUSE_C_API qfuse_status qfuse_request_bind_output(qfuse_request* request, const char* name,
+                                                   qfuse_element_type type, const int64_t* dims,
+                                                   size_t rank, void* data, int* zero_copy);
+QFUSE_C_API qfuse_status qfuse_request_set_threads(qfuse_request* request, int threads);
+QFUSE_C_API qfuse_status qfuse_request_infer(qfuse_request* request);
+/* Copies the output into `data`; `bytes` must be its exact size. */
+QFUSE_C_API qfuse_status qfuse_request_get_output(const qfuse_request* request, const char* name,
+                                                  void* data, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QFUSE_QFUSE_C_H */
