@@ -4,9 +4,8 @@
 function(qfuse_target_options target)
   target_compile_features(${target} PUBLIC cxx_std_20)
   target_compile_options(${target} PRIVATE
-    -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
-    -Wcast-align -Woverloaded-virtual -Wimplicit-fallthrough
-    -Wformat=2
+    -Wall -Wextra -Wpedantic -Wshadow -Wcast-align -Wimplicit-fallthrough -Wformat=2
+    $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor -Wold-style-cast -Woverloaded-virtual>
     # Designated initializers that leave defaulted members out are intended.
     -Wno-missing-field-initializers)
   if(QFUSE_WERROR)

@@ -17,7 +17,9 @@ install(TARGETS qfuse_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The bundled models the CLI's default job runs (found from bin/ as
 # ../share/qfuse/fashion_mnist).
 install(FILES ${PROJECT_SOURCE_DIR}/tools/fashion_mnist/fashion_cnn.onnx
+              ${PROJECT_SOURCE_DIR}/tools/fashion_mnist/fashion_cnn.torch.json
               ${PROJECT_SOURCE_DIR}/tools/fashion_mnist/fashion_dae.onnx
+              ${PROJECT_SOURCE_DIR}/tools/fashion_mnist/fashion_dae.torch.json
         DESTINATION ${CMAKE_INSTALL_DATADIR}/qfuse/fashion_mnist)
 install(EXPORT qfuseTargets NAMESPACE qfuse:: DESTINATION ${QFUSE_CMAKE_DIR})
 
@@ -29,6 +31,10 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/qfuseConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/qfuseConfig.cmake ${PROJECT_BINARY_DIR}/qfuseConfigVersion.cmake
         DESTINATION ${QFUSE_CMAKE_DIR})
 
+# Relocatable: the prefix is found from the .pc file's own directory.
+file(RELATIVE_PATH QFUSE_PC_TO_PREFIX ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig
+     ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" QFUSE_PC_TO_PREFIX "${QFUSE_PC_TO_PREFIX}")
 foreach(pc qfuse qfuse-onnx)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -6,20 +6,8 @@
 #include <new>
 #include <string>
 
-#include "qfuse/onnx.hpp"
-#include "qfuse/qfuse.hpp"
+#include "plugin/c_api_internal.hpp"
 
-// The ONNX importer lives in libqfuse_onnx; these resolve to it when the host
-// links it, and stay null otherwise.
-namespace qfuse {
-__attribute__((weak)) Model import_onnx(const std::string& path, const OnnxOptions& options);
-__attribute__((weak)) Model import_onnx_bytes(std::string_view bytes, const OnnxOptions& options,
-                                              std::string_view origin);
-}  // namespace qfuse
-
-struct qfuse_model {
-  qfuse::Model model;
-};
 
 struct qfuse_compiled_model {
   qfuse::CompiledModel model;
@@ -34,51 +22,11 @@ struct qfuse_request {
 
 namespace {
 
+using qfuse::c_api::fail;
+using qfuse::c_api::guarded;
+using qfuse::c_api::null_argument;
+
 thread_local std::string last_error;
-
-qfuse_status fail(qfuse_status status, std::string message) {
-  try {
-    last_error = std::move(message);
-  } catch (...) {
-    last_error.clear();
-  }
-  return status;
-}
-
-// Runs `f`, mapping exceptions to statuses.
-template <class F>
-qfuse_status guarded(F&& f) {
-  try {
-    f();
-    last_error.clear();
-    return QFUSE_OK;
-  } catch (const qfuse::GraphError& e) {
-    return fail(QFUSE_ERROR_GRAPH, e.what());
-  } catch (const qfuse::UnsupportedError& e) {
-    return fail(QFUSE_ERROR_UNSUPPORTED, e.what());
-  } catch (const qfuse::CompileError& e) {
-    return fail(QFUSE_ERROR_COMPILE, e.what());
-  } catch (const qfuse::InferenceError& e) {
-    return fail(QFUSE_ERROR_INFERENCE, e.what());
-  } catch (const qfuse::IoError& e) {
-    return fail(QFUSE_ERROR_IO, e.what());
-  } catch (const qfuse::Error& e) {
-    return fail(QFUSE_ERROR_INTERNAL, e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(QFUSE_ERROR_OUT_OF_MEMORY, "out of memory");
-  } catch (const std::invalid_argument& e) {
-    return fail(QFUSE_ERROR_INVALID_ARGUMENT, e.what());
-  } catch (const std::exception& e) {
-    return fail(QFUSE_ERROR_INTERNAL, e.what());
-  } catch (...) {
-    return fail(QFUSE_ERROR_INTERNAL, "unknown error");
-  }
-}
-
-qfuse_status null_argument(const char* function, const char* argument) {
-  return fail(QFUSE_ERROR_INVALID_ARGUMENT,
-              std::string(function) + ": " + argument + " is NULL");
-}
 
 bool element_type(qfuse_element_type t, qfuse::ElementType& out) {
   switch (t) {
@@ -120,6 +68,18 @@ qfuse_tensor_info c_info(const qfuse::TensorInfo& t) {
 
 }  // namespace
 
+namespace qfuse::c_api {
+
+void set_last_error(const char* message) noexcept {
+  try {
+    last_error = message;
+  } catch (...) {
+    last_error.clear();
+  }
+}
+
+}  // namespace qfuse::c_api
+
 extern "C" {
 
 const char* qfuse_last_error(void) { return last_error.c_str(); }
@@ -140,27 +100,6 @@ const char* qfuse_status_name(qfuse_status status) {
 }
 
 const char* qfuse_version(void) { return QFUSE_VERSION_STRING; }
-
-qfuse_status qfuse_import_onnx_file(const char* path, qfuse_model** model) {
-  if (path == nullptr) return null_argument("qfuse_import_onnx_file", "path");
-  if (model == nullptr) return null_argument("qfuse_import_onnx_file", "model");
-  if (qfuse::import_onnx == nullptr) {
-    return fail(QFUSE_ERROR_UNSUPPORTED, "qfuse_import_onnx_file: libqfuse_onnx is not linked");
-  }
-  return guarded([&] { *model = new qfuse_model{qfuse::import_onnx(path, {})}; });
-}
-
-qfuse_status qfuse_import_onnx_memory(const void* data, size_t size, qfuse_model** model) {
-  if (data == nullptr && size > 0) return null_argument("qfuse_import_onnx_memory", "data");
-  if (model == nullptr) return null_argument("qfuse_import_onnx_memory", "model");
-  if (qfuse::import_onnx_bytes == nullptr) {
-    return fail(QFUSE_ERROR_UNSUPPORTED, "qfuse_import_onnx_memory: libqfuse_onnx is not linked");
-  }
-  return guarded([&] {
-    const std::string_view bytes(static_cast<const char*>(data), size);
-    *model = new qfuse_model{qfuse::import_onnx_bytes(bytes, {}, "model in memory")};
-  });
-}
 
 void qfuse_model_free(qfuse_model* model) { delete model; }
 
@@ -211,7 +150,7 @@ static qfuse_status tensor_info(const char* function, const std::vector<qfuse::T
                                                   std::to_string(list->size()));
   }
   *info = c_info((*list)[index]);
-  last_error.clear();
+  qfuse::c_api::set_last_error("");
   return QFUSE_OK;
 }
 
@@ -247,7 +186,7 @@ qfuse_status qfuse_layer(const qfuse_compiled_model* c, size_t index, qfuse_laye
   info->post_op_count = l.post_op_list.size();
   info->src_type = c_type(l.src_type);
   info->dst_type = c_type(l.dst_type);
-  last_error.clear();
+  qfuse::c_api::set_last_error("");
   return QFUSE_OK;
 }
 
@@ -272,7 +211,7 @@ qfuse_status qfuse_layer_post_op(const qfuse_compiled_model* c, size_t layer, si
   post_op->value_count = p.values.size();
   post_op->values = p.values.data();
   post_op->operand = p.operand.c_str();
-  last_error.clear();
+  qfuse::c_api::set_last_error("");
   return QFUSE_OK;
 }
 

@@ -590,7 +590,7 @@ using namespace impl;
   ::onnx::ModelProto model;
   if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
       !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    throw IoError("import " + std::string(origin) + ": not a valid ONNX model (protobuf parse failed)");
+    throw GraphError("import " + std::string(origin) + ": not a valid ONNX model (protobuf parse failed)");
   }
   return model;
 }

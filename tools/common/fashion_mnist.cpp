@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 
 namespace qfuse::tools::fashion_mnist {
@@ -99,6 +100,13 @@ double psnr(const float* a, const float* b, std::size_t n) {
 
 std::string models_dir() {
   if (const char* env = std::getenv("QFUSE_MODELS_DIR")) return env;
+  // An installed CLI: <prefix>/bin/qfuse next to <prefix>/share/qfuse/fashion_mnist.
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = exe.parent_path().parent_path() / "share" / "qfuse" / "fashion_mnist";
+    if (std::filesystem::exists(installed / "fashion_cnn.onnx", ec)) return installed.string();
+  }
   return QFUSE_FASHION_MNIST_DIR;
 }
 

@@ -1,7 +1,7 @@
 /* qfuse C API: import, compile, run and inspect int8 models from C.
  *
  *   qfuse_model* model = NULL;
- *   if (qfuse_import_onnx_file("model.onnx", &model) != QFUSE_OK) {
+ *   if (qfuse_import_onnx_file("model.onnx", NULL, 0, &model) != QFUSE_OK) {
  *     fprintf(stderr, "%s\n", qfuse_last_error());
  *   }
  *   qfuse_compiled_model* compiled = NULL;
@@ -18,8 +18,8 @@
  * and output parameters are left untouched. No C++ exception leaves this API.
  * A compiled model may be shared by threads; a request is used by one thread
  * at a time. Strings and arrays returned by the query functions live as long
- * as the object they were read from. The ONNX import functions need
- * libqfuse_onnx linked (else QFUSE_ERROR_UNSUPPORTED).
+ * as the object they were read from. The ONNX import functions are in
+ * libqfuse_onnx (link qfuse::onnx, or pkg-config qfuse-onnx).
  */
 #ifndef QFUSE_QFUSE_C_H
 #define QFUSE_QFUSE_C_H
@@ -67,6 +67,13 @@ typedef struct qfuse_compile_options {
   const char* log_level;         /* "trace" ... "off"; NULL keeps the current level */
 } qfuse_compile_options;
 
+/* A concrete shape for a model input with symbolic dimensions. */
+typedef struct qfuse_input_shape {
+  const char* name;
+  size_t rank;
+  const int64_t* dims;
+} qfuse_input_shape;
+
 typedef struct qfuse_tensor_info {
   const char* name;
   qfuse_element_type type;
@@ -112,9 +119,13 @@ QFUSE_C_API const char* qfuse_last_error(void);
 QFUSE_C_API const char* qfuse_status_name(qfuse_status status);
 QFUSE_C_API const char* qfuse_version(void);
 
-QFUSE_C_API qfuse_status qfuse_import_onnx_file(const char* path, qfuse_model** model);
+/* `shapes` (may be NULL when `shape_count` is 0) binds symbolic input
+ * dimensions; an input left symbolic is a QFUSE_ERROR_GRAPH naming it. */
+QFUSE_C_API qfuse_status qfuse_import_onnx_file(const char* path, const qfuse_input_shape* shapes,
+                                                size_t shape_count, qfuse_model** model);
 QFUSE_C_API qfuse_status qfuse_import_onnx_memory(const void* data, size_t size,
-                                                  qfuse_model** model);
+                                                  const qfuse_input_shape* shapes,
+                                                  size_t shape_count, qfuse_model** model);
 QFUSE_C_API void qfuse_model_free(qfuse_model* model);
 
 QFUSE_C_API void qfuse_compile_options_init(qfuse_compile_options* options);

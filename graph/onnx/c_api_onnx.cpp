@@ -1,0 +1,55 @@
+// The C API's ONNX import (qfuse/qfuse_c.h), in libqfuse_onnx beside the
+// importer it calls.
+#include <string>
+
+#include "plugin/c_api_internal.hpp"
+#include "qfuse/onnx.hpp"
+
+using qfuse::c_api::fail;
+using qfuse::c_api::guarded;
+using qfuse::c_api::null_argument;
+
+namespace {
+
+qfuse::OnnxOptions onnx_options(const char* function, const qfuse_input_shape* shapes,
+                                size_t count) {
+  if (shapes == nullptr && count > 0) {
+    throw std::invalid_argument(std::string(function) + ": shapes is NULL with shape_count " +
+                                std::to_string(count));
+  }
+  qfuse::OnnxOptions options;
+  for (size_t i = 0; i < count; ++i) {
+    const qfuse_input_shape& s = shapes[i];
+    if (s.name == nullptr || (s.rank > 0 && s.dims == nullptr)) {
+      throw std::invalid_argument(std::string(function) + ": shapes[" + std::to_string(i) +
+                                  "] has a NULL name or dims");
+    }
+    options.input_shapes[s.name] = qfuse::Shape(s.dims, s.dims + s.rank);
+  }
+  return options;
+}
+
+}  // namespace
+
+extern "C" qfuse_status qfuse_import_onnx_file(const char* path, const qfuse_input_shape* shapes,
+                                    size_t shape_count, qfuse_model** model) {
+  if (path == nullptr) return null_argument("qfuse_import_onnx_file", "path");
+  if (model == nullptr) return null_argument("qfuse_import_onnx_file", "model");
+  return guarded([&] {
+    const qfuse::OnnxOptions options = onnx_options("qfuse_import_onnx_file", shapes, shape_count);
+    *model = new qfuse_model{qfuse::import_onnx(path, options)};
+  });
+}
+
+extern "C" qfuse_status qfuse_import_onnx_memory(const void* data, size_t size, const qfuse_input_shape* shapes,
+                                      size_t shape_count, qfuse_model** model) {
+  if (data == nullptr && size > 0) return null_argument("qfuse_import_onnx_memory", "data");
+  if (model == nullptr) return null_argument("qfuse_import_onnx_memory", "model");
+  return guarded([&] {
+    const qfuse::OnnxOptions options =
+        onnx_options("qfuse_import_onnx_memory", shapes, shape_count);
+    const std::string_view bytes(static_cast<const char*>(data), size);
+    *model = new qfuse_model{qfuse::import_onnx_bytes(bytes, options, "model in memory")};
+  });
+}
+
