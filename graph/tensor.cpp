@@ -1,6 +1,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "qfuse/error.hpp"
+
 #include "qfuse/tensor.hpp"
 
 namespace qfuse {
@@ -26,8 +28,17 @@ std::size_t element_size(ElementType type) {
 }
 
 std::int64_t element_count(const Shape& shape) {
+  // 2^47 elements (512 TiB of f32) is beyond any model; the bound keeps every
+  // byte count and sum of them far from overflowing.
+  constexpr std::int64_t kMax = std::int64_t{1} << 47;
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape) {
+    if (d < 0) throw GraphError("shape " + to_string(shape) + " has a negative dimension");
+    if (d != 0 && n > kMax / d) {
+      throw GraphError("shape " + to_string(shape) + " has more than 2^47 elements");
+    }
+    n *= d;
+  }
   return n;
 }
 

@@ -166,6 +166,7 @@ void Importer::op_slice(AttrReader&) {
          "starts, ends and axes differ in length");
   if (has_in(4)) {
     for (double st : lit_in(4, "steps").values) {
+      expect(st != 0.0, "a step is 0 (steps must be non-zero)");
       if (st != 1.0) unsupported("steps other than 1 on a runtime tensor are not supported");
     }
   }

@@ -158,10 +158,19 @@ void Importer::bind_inputs(const std::set<std::string>& initializers) {
                              "' is a rank-0 tensor (not supported)");
     }
     for (auto d : shape) {
-      if (d < 1) {
+      if (d < 0) {
+        throw GraphError("import " + origin_ + ": input '" + vi.name() + "' has shape " +
+                         to_string(shape) + " (a negative dimension)");
+      }
+      if (d == 0) {
         throw UnsupportedError("import " + origin_ + ": input '" + vi.name() + "' has shape " +
                                to_string(shape) + " (empty tensors are not supported)");
       }
+    }
+    try {
+      (void)element_count(shape);
+    } catch (const GraphError& e) {
+      throw GraphError("import " + origin_ + ": input '" + vi.name() + "': " + e.what());
     }
     Operand o;
     o.type = tt.elem_type();
@@ -185,7 +194,8 @@ graph::Graph Importer::run() {
   const auto& g = model_.graph();
   std::set<std::string> initializers;
   for (const auto& t : g.initializer()) {
-    Literal lit = decode_tensor(t, origin_ + " initializer '" + t.name() + "'");
+    Literal lit = decode_tensor(t, origin_ + " initializer '" + t.name() + "'",
+                                options_.external_data_dir);
     tensors_[t.name()] = make_literal(lit.type, lit.shape, std::move(lit.values));
     initializers.insert(t.name());
   }
@@ -276,10 +286,24 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
                 "ONNX domain)");
   }
   AttrReader a(node, label());
-  if (!try_fold(a)) {
-    auto it = kHandlers.find(node.op_type());
-    if (it == kHandlers.end()) unsupported("unsupported operator " + node.op_type());
-    (this->*(it->second))(a);
+  try {
+    if (!try_fold(a)) {
+      auto it = kHandlers.find(node.op_type());
+      if (it == kHandlers.end()) unsupported("unsupported operator " + node.op_type());
+      (this->*(it->second))(a);
+    }
+  } catch (const Error& e) {
+    // Errors from shared code (shapes, tensors) get the node's name.
+    const std::string what = e.what();
+    if (what.rfind("import ", 0) == 0 || what.rfind("validate ", 0) == 0) throw;
+    if (dynamic_cast<const UnsupportedError*>(&e) != nullptr) {
+      throw UnsupportedError("import " + label() + ": " + what);
+    }
+    throw GraphError("import " + label() + ": " + what);
+  } catch (const std::length_error& e) {
+    throw GraphError("import " + label() + ": a tensor too large to hold (" + e.what() + ")");
+  } catch (const std::bad_alloc&) {
+    throw GraphError("import " + label() + ": out of memory folding a constant");
   }
   a.check_all_used();
   for (int k = 0; k < node.output_size(); ++k) {
@@ -592,6 +616,10 @@ using namespace impl;
       !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     throw GraphError("import " + std::string(origin) + ": not a valid ONNX model (protobuf parse failed)");
   }
+  if (!model.has_graph()) {
+    throw GraphError("import " + std::string(origin) +
+                     ": not an ONNX model (no graph; an empty or unrelated file?)");
+  }
   return model;
 }
 
@@ -613,6 +641,11 @@ graph::Graph import_bytes(std::string_view bytes, const ImportOptions& options,
 }
 
 graph::Graph import_file(const std::filesystem::path& path, const ImportOptions& options) {
+  if (options.external_data_dir.empty()) {
+    ImportOptions with_dir = options;
+    with_dir.external_data_dir = path.has_parent_path() ? path.parent_path() : ".";
+    return import_bytes(read_file(path), with_dir, path.string());
+  }
   return import_bytes(read_file(path), options, path.string());
 }
 

@@ -79,6 +79,10 @@ struct ImportOptions {
   // Q -> DQ pairs on activations become one FakeQuantize (false: the exact
   // Quantize and Dequantize decompositions).
   bool qdq_to_fake_quantize = true;
+  // Where initializers stored as external data are read from (their
+  // locations are relative to it and may not leave it). import_file: the
+  // model file's directory when empty.
+  std::filesystem::path external_data_dir;
 };
 
 graph::Graph import_file(const std::filesystem::path& path, const ImportOptions& options = {});

@@ -1,6 +1,7 @@
 #include "graph/onnx/proto_utils.hpp"
 
 #include <cstring>
+#include <fstream>
 
 #include "graph/onnx/importer.hpp"
 
@@ -84,20 +85,79 @@ std::size_t raw_element_size(int type) {
 
 }  // namespace
 
-Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what) {
+namespace {
+
+// The bytes an external-data tensor names: keys location, offset, length.
+std::string read_external(const ::onnx::TensorProto& t, const std::string& what,
+                          const std::filesystem::path& dir, std::size_t expected_bytes) {
+  std::string location;
+  std::int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    try {
+      if (kv.key() == "location") location = kv.value();
+      if (kv.key() == "offset") offset = std::stoll(kv.value());
+      if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (const std::exception&) {
+      throw GraphError("import " + what + ": external data " + kv.key() + " '" + kv.value() +
+                       "' is not a number");
+    }
+  }
+  if (location.empty()) throw GraphError("import " + what + ": external data without a location");
+  if (offset < 0 || length < -1) {
+    throw GraphError("import " + what + ": external data offset " + std::to_string(offset) +
+                     " / length " + std::to_string(length) + " is negative");
+  }
+  if (dir.empty()) {
+    throw IoError("import " + what + ": external data '" + location +
+                  "' needs the model's directory (import the model from its file, or set the "
+                  "external data directory)");
+  }
+  // The location stays inside the model's directory, as ONNX requires.
+  const std::filesystem::path rel = std::filesystem::path(location).lexically_normal();
+  if (rel.is_absolute() || rel.empty() || *rel.begin() == "..") {
+    throw GraphError("import " + what + ": external data location '" + location +
+                     "' is outside the model's directory");
+  }
+  const std::filesystem::path file = dir / rel;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw IoError("import " + what + ": cannot open external data file '" + file.string() + "'");
+  }
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::int64_t>(in.tellg());
+  const std::int64_t want = length >= 0 ? length : static_cast<std::int64_t>(expected_bytes);
+  if (offset > size || want > size - offset) {
+    throw GraphError("import " + what + ": external data [" + std::to_string(offset) + ", " +
+                     std::to_string(offset + want) + ") is past the end of '" + file.string() +
+                     "' (" + std::to_string(size) + " bytes)");
+  }
+  if (static_cast<std::size_t>(want) != expected_bytes) {
+    throw GraphError("import " + what + ": external data holds " + std::to_string(want) +
+                     " bytes (expected " + std::to_string(expected_bytes) + ")");
+  }
+  std::string bytes(static_cast<std::size_t>(want), '\0');
+  in.seekg(offset);
+  in.read(bytes.data(), want);
+  if (!in) throw IoError("import " + what + ": cannot read external data from '" + file.string() + "'");
+  return bytes;
+}
+
+}  // namespace
+
+Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
+                      const std::filesystem::path& external_dir) {
   Literal lit;
   lit.type = t.data_type();
   for (auto d : t.dims()) lit.shape.push_back(d);
-  if (t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL) {
-    throw UnsupportedError("import " + what + ": tensors with external data are not supported");
-  }
   const std::size_t esize = raw_element_size(lit.type);
   if (esize == 0) {
     throw UnsupportedError("import " + what + ": element type " + onnx_type_name(lit.type) +
                            " is not supported");
   }
-  if (t.has_raw_data()) {
-    const std::string& raw = t.raw_data();
+  const bool external = t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL;
+  if (t.has_raw_data() || external) {
+    const std::size_t expected = static_cast<std::size_t>(element_count(lit.shape)) * esize;
+    const std::string raw = external ? read_external(t, what, external_dir, expected) : t.raw_data();
     if (raw.size() % esize != 0) {
       throw GraphError("import " + what + ": raw_data of " + std::to_string(raw.size()) +
                        " bytes is not a whole number of " + onnx_type_name(lit.type) + " elements");

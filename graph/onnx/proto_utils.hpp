@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <string>
@@ -49,9 +50,13 @@ struct Literal {
   std::vector<double> values;
 };
 
-// Throws UnsupportedError (naming `what`) for string, float16, bfloat16,
-// complex and external data, GraphError for a size mismatch.
-Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what);
+// Throws UnsupportedError (naming `what`) for string, float16, bfloat16 and
+// complex, GraphError for a size mismatch. External data is read from the
+// file its location names under `external_dir` (IoError when it cannot be
+// read, GraphError when the location leaves the directory or the bytes it
+// names are not there).
+Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
+                      const std::filesystem::path& external_dir = {});
 
 // Literal -> Tensor of the ONNX type; UnsupportedError for other types.
 Tensor to_tensor(const Literal& literal, const std::string& what);

@@ -33,6 +33,10 @@ struct OnnxOptions {
   // QuantizeLinear -> DequantizeLinear pairs on activations become one
   // FakeQuantize (what fuses); false keeps the exact Q and DQ decompositions.
   bool qdq_to_fake_quantize = true;
+  // Where initializers stored as external data are read from (locations are
+  // relative to it and may not leave it). import_onnx: the model file's
+  // directory when empty; import_onnx_bytes: required for such models.
+  std::string external_data_dir;
 };
 
 // `path`: an .onnx file (external data is read relative to its directory).
