@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs qfuse's build and test dependencies from Debian's packages.
-# Idempotent: packages already present are left alone. Works as root, or via sudo.
+# Installs qfuse's build and test dependencies from Debian's packages, and any
+# extra packages named as arguments (tools/fuzz.sh: clang; tools/valgrind.sh:
+# valgrind). Idempotent: packages already present are left alone. Works as
+# root, or via sudo.
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   python3 python3-onnx python3-numpy
   zlib1g-dev dataset-fashion-mnist
+  "$@"
 )
 
 # npm fetches the corpus's real networks; nodejs builds that bundle it need no package.
