@@ -1,5 +1,7 @@
 // ONNX import: shape and data movement (Flatten, Reshape, Squeeze, Transpose, Concat, Slice, Resize), ReduceMean, Pow, Softmax.
 
+#include <cmath>
+
 #include "graph/onnx/import_internal.hpp"
 
 namespace qfuse::onnx::impl {
@@ -24,6 +26,8 @@ void Importer::op_reshape(AttrReader& a) {
   Shape out;
   std::int64_t infer_at = -1, known = 1;
   for (std::size_t k = 0; k < spec.values.size(); ++k) {
+    expect(std::abs(spec.values[k]) <= 0x1p62, "target shape value " + std::to_string(spec.values[k]) +
+                                                   " is out of range");
     auto d = static_cast<std::int64_t>(spec.values[k]);
     if (d == 0 && !allow_zero) {
       expect(k < x.shape.size(), "0 in the target shape has no input dimension to copy");
@@ -34,6 +38,10 @@ void Importer::op_reshape(AttrReader& a) {
       infer_at = i64(k);
       d = 1;
     } else {
+      expect(d >= 0, "target shape " + to_string(Shape(spec.values.begin(), spec.values.end())) +
+                         " has a negative dimension other than -1");
+      expect(d == 0 || known <= (std::int64_t{1} << 47) / d,
+             "target shape has more than 2^47 elements");
       known *= d;
     }
     out.push_back(d);

@@ -28,6 +28,8 @@ struct Case {
   std::string name, file, feed, stage, error, message;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 std::vector<Case> load_cases() {
   std::ifstream in(QFUSE_BAD_INPUTS_DIR "/cases.tsv");
   std::vector<Case> cases;
