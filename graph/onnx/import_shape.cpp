@@ -112,6 +112,13 @@ void Importer::op_transpose(AttrReader& a) {
     for (std::size_t d = x.shape.size(); d-- > 0;) perm.push_back(i64(d));
   }
   expect(perm.size() == x.shape.size(), "perm has the wrong length");
+  std::vector<bool> seen(perm.size(), false);
+  for (auto p : perm) {
+    expect(p >= 0 && p < i64(perm.size()) && !seen[sz(p)],
+           "perm " + to_string(Shape(perm.begin(), perm.end())) + " is not a permutation of " +
+               std::to_string(perm.size()) + " axes");
+    seen[sz(p)] = true;
+  }
   Shape out;
   for (auto p : perm) out.push_back(x.shape.at(sz(p)));
   if (x.shape.size() <= 1) {
