@@ -4,17 +4,11 @@
 // through qfuse::Model (qfuse/model.hpp) and never include this header.
 
 #include "graph/graph.hpp"
+#include "graph/model_impl.hpp"
 #include "qfuse/compare.hpp"
 #include "qfuse/qfuse.hpp"
 
 namespace qfuse {
-
-struct Model::Impl {
-  graph::Graph graph;
-};
-
-Model make_model(graph::Graph graph);
-const graph::Graph& model_graph(const Model& model);
 
 // compile(make_model(graph), options) without the copy.
 CompiledModel compile(const graph::Graph& graph, const CompileOptions& options = {});

@@ -37,12 +37,6 @@ std::vector<TensorInfo> Model::outputs() const {
 }
 std::size_t Model::node_count() const { return impl_->graph.live_node_count(); }
 
-Model make_model(graph::Graph graph) {
-  return Model(std::make_shared<const Model::Impl>(Model::Impl{std::move(graph)}));
-}
-
-const graph::Graph& model_graph(const Model& model) { return model.impl().graph; }
-
 struct ModelBuilder::Impl {
   graph::Graph graph;
   graph::Builder builder{graph};

@@ -166,6 +166,13 @@ ValueId Importer::integer_weight(Operand& w, const Values& zp, std::int64_t zp_a
 // the [K, N] matrix whose columns are the outputs).
 double Importer::integer_conv_bound(Operand& x, const Values& x_zp, Operand& w,
                                     const Values& w_zp, std::int64_t reduce_from) {
+  expect(!x_zp.empty() && !w_zp.empty(), "a zero point is an empty tensor");
+  if (w.shape.size() >= 2) {
+    const std::int64_t channels = reduce_from == 1 ? w.shape[0] : w.shape[1];
+    expect(w_zp.size() == 1 || i64(w_zp.size()) == channels,
+           "the weights' zero point has " + std::to_string(w_zp.size()) +
+               " values (expected 1 or " + std::to_string(channels) + ")");
+  }
   const Interval xr = int_range(x);
   double xmax = 0;
   for (double z : x_zp) xmax = std::max({xmax, std::abs(xr.lo - z), std::abs(xr.hi - z)});

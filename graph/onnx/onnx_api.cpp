@@ -2,7 +2,7 @@
 #include "qfuse/onnx.hpp"
 
 #include "graph/onnx/importer.hpp"
-#include "plugin/api_internal.hpp"
+#include "graph/model_impl.hpp"
 
 namespace qfuse {
 
