@@ -35,3 +35,11 @@ if(QFUSE_TSAN)
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
   add_link_options(-fsanitize=thread)
 endif()
+
+# Sanitized shared libraries leave the sanitizer runtime's symbols to the
+# executable (clang links the runtime into executables only).
+if(QFUSE_SANITIZE OR QFUSE_TSAN OR QFUSE_FUZZ)
+  set(QFUSE_ANY_SANITIZER ON)
+else()
+  set(QFUSE_ANY_SANITIZER OFF)
+endif()

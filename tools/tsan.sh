@@ -9,9 +9,11 @@
 # (clang -fopenmp links it first, so oneDNN's GOMP_* calls resolve to it too)
 # with its ThreadSanitizer tool, libarcher (OMP_TOOL_LIBRARIES): archer tells
 # TSan about OpenMP's barriers and task dependencies, which TSan cannot see
-# on its own, so no suppressions are needed for OpenMP. oneDNN itself is
+# on its own. oneDNN itself is
 # Debian's uninstrumented build: TSan checks qfuse's own accesses (and the
-# memcpy/memset it intercepts), not oneDNN's kernels.
+# memcpy/memset it intercepts), not oneDNN's kernels. tools/tsan.supp
+# suppresses reports from inside libomp itself (uninstrumented), with the
+# reason written there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash cmake/install_deps.sh clang libomp-dev
@@ -25,7 +27,7 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithD
 cmake --build "$build" -j"$(nproc)" --target qfuse_fashion_mnist_tests qfuse_public_api_tests
 
 export OMP_TOOL_LIBRARIES=$archer
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4 suppressions=$PWD/tools/tsan.supp"
 export ARCHER_OPTIONS="verbose=1"
 "$build/tests/fashion_mnist/qfuse_fashion_mnist_tests" \
   --gtest_filter=FashionMnist.ConcurrentRequestsMatchASerialRun

@@ -143,6 +143,12 @@ class Importer {
   void expect(bool ok, const std::string& problem) const {
     if (!ok) malformed(problem);
   }
+  // An integer-valued attribute or tensor element (held as a double) as
+  // int64: finite and within +-2^62, else a GraphError naming `what`.
+  std::int64_t to_int64(double v, const std::string& what) const {
+    expect(std::isfinite(v) && std::abs(v) <= 0x1p62, what + " " + std::to_string(v) + " is out of range");
+    return static_cast<std::int64_t>(v);
+  }
 
   std::size_t num_inputs() const { return static_cast<std::size_t>(node_->input_size()); }
   bool has_in(std::size_t i) const {

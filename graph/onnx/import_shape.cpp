@@ -26,9 +26,7 @@ void Importer::op_reshape(AttrReader& a) {
   Shape out;
   std::int64_t infer_at = -1, known = 1;
   for (std::size_t k = 0; k < spec.values.size(); ++k) {
-    expect(std::abs(spec.values[k]) <= 0x1p62, "target shape value " + std::to_string(spec.values[k]) +
-                                                   " is out of range");
-    auto d = static_cast<std::int64_t>(spec.values[k]);
+    auto d = to_int64(spec.values[k], "target shape value");
     if (d == 0 && !allow_zero) {
       expect(k < x.shape.size(), "0 in the target shape has no input dimension to copy");
       d = x.shape[k];
@@ -66,7 +64,7 @@ Ints Importer::axes_attribute_or_input(AttrReader& a, bool input_required) {
   if (opset_ < 13) {
     axes = a.ints("axes");
   } else if (input_required || has_in(1)) {
-    for (double v : lit_in(1, "axes").values) axes.push_back(static_cast<std::int64_t>(v));
+    for (double v : lit_in(1, "axes").values) axes.push_back(to_int64(v, "axis"));
   }
   return axes;
 }
@@ -189,7 +187,7 @@ void Importer::op_slice(AttrReader&) {
   sa.begin.assign(sz(r), 0);
   sa.size = x.shape;
   for (std::size_t k = 0; k < axes.size(); ++k) {
-    const std::int64_t ax = normalize_axis(static_cast<std::int64_t>(axes[k]), r, "axis");
+    const std::int64_t ax = normalize_axis(to_int64(axes[k], "axis"), r, "axis");
     const double dim = static_cast<double>(x.shape[sz(ax)]);
     const auto clampd = [dim](double v) { return std::clamp(v < 0 ? v + dim : v, 0.0, dim); };
     const auto b = static_cast<std::int64_t>(clampd(starts[k]));
@@ -319,15 +317,15 @@ void Importer::op_resize(AttrReader& a) {
   if (has_in(sizes_i)) {
     const Literal& s = lit_in(sizes_i, "sizes");
     expect(s.values.size() == rank, "sizes has the wrong length");
-    for (double v : s.values) r.sizes.push_back(static_cast<std::int64_t>(v));
+    for (double v : s.values) r.sizes.push_back(to_int64(v, "size"));
   } else {
     const Literal& s = lit_in(scales_i, "scales");
     expect(s.values.size() == rank, "scales has the wrong length");
     for (std::size_t d = 0; d < rank; ++d) {
       const auto scale = static_cast<float>(s.values[d]);
       r.scales.push_back(scale);
-      r.sizes.push_back(static_cast<std::int64_t>(
-          std::floor(static_cast<double>(x.shape[d]) * static_cast<double>(scale))));
+      r.sizes.push_back(to_int64(
+          std::floor(static_cast<double>(x.shape[d]) * static_cast<double>(scale)), "output size"));
     }
   }
   const ValueId y = emit(OpKind::Resize, {f32(x)}, r);

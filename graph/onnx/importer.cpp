@@ -377,6 +377,10 @@ void Importer::remove_dead_nodes() {
 // ---------------------------------------------------------------------------
 // Folding: nodes whose inputs are all known at import.
 
+// Tensors the importer computes itself (ConstantOfShape, Range) are held as
+// doubles: 2^26 elements (512 MiB) is far beyond any real model's.
+constexpr std::int64_t kMaxFoldedElements = std::int64_t{1} << 26;
+
 bool Importer::try_fold(AttrReader& a) {
   const std::string& op = node_->op_type();
   if (op == "Shape") {
@@ -396,7 +400,8 @@ bool Importer::try_fold(AttrReader& a) {
   }
   if (op == "ConstantOfShape") {
     const Literal& s = lit_in(0, "the shape");
-    Shape shape(s.values.begin(), s.values.end());
+    Shape shape;
+    for (double d : s.values) shape.push_back(to_int64(d, "shape value"));
     Values fill{0.0};
     int type = kFloat;
     if (const auto* t = a.tensor("value")) {
@@ -408,6 +413,8 @@ bool Importer::try_fold(AttrReader& a) {
     for (auto d : shape) {
       if (d < 1) unsupported("empty tensors are not supported (shape " + to_string(shape) + ")");
     }
+    expect(element_count(shape) <= kMaxFoldedElements,
+           "shape " + to_string(shape) + " is too large to fold at import");
     set_out(0, make_literal(type, shape, Values(sz(element_count(shape)), fill[0])));
     return true;
   }
@@ -465,7 +472,7 @@ bool Importer::try_fold(AttrReader& a) {
     Values v;
     for (std::int64_t o = 0; o < outer; ++o) {
       for (double id : idx.values) {
-        auto j = static_cast<std::int64_t>(id);
+        auto j = to_int64(id, "index");
         if (j < 0) j += n;
         expect(j >= 0 && j < n, "index " + std::to_string(j) + " out of range");
         const auto from = x.values.begin() + (o * n + j) * inner;
@@ -486,9 +493,9 @@ bool Importer::try_fold(AttrReader& a) {
     if (steps.empty()) steps.assign(starts.values.size(), 1.0);
     std::vector<std::int64_t> lo(sz(r), 0), step(sz(r), 1), count(x.shape.begin(), x.shape.end());
     for (std::size_t k = 0; k < axes.size(); ++k) {
-      const std::int64_t ax = normalize_axis(static_cast<std::int64_t>(axes[k]), r, "axis");
+      const std::int64_t ax = normalize_axis(to_int64(axes[k], "axis"), r, "axis");
       const std::int64_t dim = x.shape[sz(ax)];
-      const auto st = static_cast<std::int64_t>(steps[k]);
+      const auto st = to_int64(steps[k], "step");
       expect(st != 0, "step 0");
       auto clampd = [&](double v, std::int64_t lo_b, std::int64_t hi_b) {
         double c = v < 0 ? v + static_cast<double>(dim) : v;
@@ -526,8 +533,9 @@ bool Importer::try_fold(AttrReader& a) {
   } else if (op == "Range") {
     const double start = x.values.at(0), limit = in(1).literal->values.at(0),
                  delta = in(2).literal->values.at(0);
-    const auto n = static_cast<std::int64_t>(
-        std::max(std::ceil((limit - start) / delta), 0.0));
+    expect(delta != 0.0, "delta is 0");
+    const auto n = to_int64(std::max(std::ceil((limit - start) / delta), 0.0), "element count");
+    expect(n <= kMaxFoldedElements, "Range of " + std::to_string(n) + " elements is too large to fold");
     Values v;
     for (std::int64_t k = 0; k < n; ++k) {
       v.push_back(cast_value(start + static_cast<double>(k) * delta, x.type));
