@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstddef>
 #include <cstring>
 #include <numbers>
@@ -175,7 +176,90 @@ std::vector<float> load(const dnnl::memory& memory, DataType type, int pixels, i
   return values;
 }
 
+// evaluate_one from step `from` on, branching at near-tie rounding points:
+// both neighbours of a tie are followed.
+void outcomes_from(const PostOpChain& chain, const CaseData& data, std::size_t index, int c,
+                   std::size_t from, float v, std::vector<float>& out) {
+  const auto round_both = [&](double t, const std::function<float(double)>& back,
+                              std::size_t next) {
+    if (is_near_tie(t) && out.size() < 256) {
+      outcomes_from(chain, data, index, c, next, back(std::floor(t)), out);
+      outcomes_from(chain, data, index, c, next, back(std::floor(t) + 1.0), out);
+    } else {
+      outcomes_from(chain, data, index, c, next, back(std::nearbyint(t)), out);
+    }
+  };
+  const auto identity = [](double r) { return static_cast<float>(r); };
+  for (std::size_t k = from; k < chain.steps.size(); ++k) {
+    const Step& step = chain.steps[k];
+    if (const auto* s = std::get_if<Scale>(&step)) {
+      v = v * at(s->values, c);
+    } else if (const auto* b = std::get_if<Shift>(&step)) {
+      v = v + at(b->values, c);
+    } else if (std::holds_alternative<Round>(step)) {
+      round_both(v, identity, k + 1);
+      return;
+    } else if (const auto* clip = std::get_if<Clip>(&step)) {
+      v = std::min(std::max(v, at(clip->lo, c)), at(clip->hi, c));
+    } else if (const auto* e = std::get_if<Eltwise>(&step)) {
+      if (e->alg == EltwiseAlg::round) {
+        round_both(v, identity, k + 1);
+        return;
+      }
+      v = eltwise(e->alg, v, e->alpha, e->beta);
+    } else if (const auto* sum = std::get_if<Sum>(&step)) {
+      v = v + sum->scale * data.residual[index];
+    } else if (const auto* bin = std::get_if<Binary>(&step)) {
+      const std::vector<float>& t = data.binaries.at(bin->input);
+      v = binary(bin->alg, v, bin->broadcast == Broadcast::per_channel ? t[static_cast<std::size_t>(c)] : t[index]);
+    } else {
+      const auto& fq = std::get<FakeQuantize>(step);
+      const double il = at(fq.input_low, c), ih = at(fq.input_high, c);
+      const double ol = at(fq.output_low, c), oh = at(fq.output_high, c);
+      if (v <= std::min(il, ih)) {
+        v = static_cast<float>(ol);
+      } else if (v > std::max(il, ih)) {
+        v = static_cast<float>(oh);
+      } else {
+        const double steps = fq.levels - 1;
+        const double t = (static_cast<double>(v) - il) * steps / (ih - il);
+        round_both(t, [&](double r) { return static_cast<float>(r / steps * (oh - ol) + ol); }, k + 1);
+        return;
+      }
+    }
+  }
+  if (chain.dst_type != DataType::f32) {
+    const float lo = chain.dst_type == DataType::s8 ? -128.0F : 0.0F;
+    const float hi = chain.dst_type == DataType::s8 ? 127.0F : 255.0F;
+    const double t = std::min(std::max(v, lo), hi);
+    const auto store = [lo, hi](double r) { return std::min(std::max(static_cast<float>(r), lo), hi); };
+    if (is_near_tie(t)) {
+      out.push_back(store(std::floor(t)));
+      out.push_back(store(std::floor(t) + 1.0));
+    } else {
+      out.push_back(store(std::nearbyint(t)));
+    }
+    return;
+  }
+  out.push_back(v);
+}
+
 }  // namespace
+
+std::vector<std::vector<float>> evaluate_tie_outcomes(const PostOpChain& chain,
+                                                      const CaseData& data) {
+  std::vector<std::vector<float>> all;
+  for (int p = 0; p < data.pixels; ++p) {
+    for (int c = 0; c < data.channels; ++c) {
+      const std::size_t index = static_cast<std::size_t>(p) * static_cast<std::size_t>(data.channels) +
+                                static_cast<std::size_t>(c);
+      std::vector<float> out;
+      outcomes_from(chain, data, index, c, 0, static_cast<float>(data.acc[index]), out);
+      all.push_back(std::move(out));
+    }
+  }
+  return all;
+}
 
 Reference evaluate_reference(const PostOpChain& chain, const CaseData& data) {
   Reference ref;

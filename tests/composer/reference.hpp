@@ -32,6 +32,13 @@ struct Reference {
 
 Reference evaluate_reference(const PostOpChain& chain, const CaseData& data);
 
+// Every result the step-by-step evaluation can give when each rounding point
+// (Round, round, FakeQuantize, the s8/u8 store) whose input sits within f32
+// noise of a .5 tie rounds either way: the values a composed plan may
+// legitimately produce. One set per element, [pixel][channel].
+std::vector<std::vector<float>> evaluate_tie_outcomes(const PostOpChain& chain,
+                                                      const CaseData& data);
+
 enum class Anchor { inner_product, convolution_1x1 };
 
 // Runs a u8 x s8 primitive whose s32 accumulators equal data.acc (|acc| <=
