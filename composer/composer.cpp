@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <stdexcept>
 #include <utility>
 
 #include <spdlog/fmt/fmt.h>
@@ -197,6 +198,11 @@ ComposeResult compose(const PostOpChain& chain, const ComposeOptions& options) {
     return cannot_fuse(std::move(*reason), std::move(applied));
   }
   plan.applied_rules = applied;
+  try {
+    plan.fixed_output_scales = to_fixed_point(plan.output_scales, options.fixed_point_eta);
+  } catch (const std::invalid_argument&) {
+    plan.fixed_output_scales.clear();  // a scale beyond 2^31: no 31-bit form
+  }
   return ComposeResult{std::move(plan), {}, std::move(applied)};
 }
 

@@ -42,6 +42,9 @@ struct ComposeOptions {
   // as the legacy int8 pipelines did. Changes results by up to half a
   // quantum of the first quantization, so it is off unless asked for.
   bool allow_residual_round_drop = false;
+  // The relative error bound of the output scales' fixed-point form
+  // (PostOpsPlan::fixed_output_scales, NEMO's eta).
+  double fixed_point_eta = kDefaultFixedPointEta;
 };
 
 struct ComposeResult {

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "composer/fixed_point.hpp"
 #include "composer/post_op_chain.hpp"
 
 namespace qfuse::composer {
@@ -71,6 +72,10 @@ struct PostOpsPlan {
   std::optional<std::int32_t> dst_zero_point;
   std::vector<PostOp> post_ops;
   std::vector<AppliedRule> applied_rules;
+  // The output scales as M0 * 2^-n (one per scale; one for "none"), for
+  // integer-only requantization (fixed_point.hpp). Empty when a scale needs
+  // more than 31 bits.
+  std::vector<FixedPoint> fixed_output_scales;
 };
 
 // One line, e.g. "eltwise_relu; binary_mul(per_channel, constant[4]); sum(0.5, s8)".

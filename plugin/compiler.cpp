@@ -170,6 +170,11 @@ void describe_plan(const graph::Graph& g, const graph::Node& n, const composer::
                    LayerInfo& info) {
   info.output_scales = plan.output_scales;
   info.dst_zero_point = plan.dst_zero_point;
+  for (const composer::FixedPoint& f : plan.fixed_output_scales) {
+    info.fixed_point_bits = std::max(info.fixed_point_bits, f.bits);
+    info.fixed_point_shift = std::max(info.fixed_point_shift, f.shift);
+    info.fixed_point_error = std::max(info.fixed_point_error, f.relative_error);
+  }
   const std::size_t first_external = n.attr<graph::QuantizedLayerAttrs>().first_external_input();
   const auto external_name = [&](int input) {
     const std::size_t i = first_external + static_cast<std::size_t>(input);

@@ -696,6 +696,11 @@ int dump_command(const Args& args) {
     if (l.scalar_fallback) std::cout << "  SCALAR FALLBACK";
     std::cout << '\n';
     if (!l.post_ops.empty()) std::cout << "      " << l.post_ops << '\n';
+    if (l.fixed_point_bits > 0) {
+      std::cout << "      fixed point: " << l.fixed_point_bits << "-bit multiplier, shift "
+                << l.fixed_point_shift << ", relative error " << std::setprecision(3)
+                << l.fixed_point_error << std::setprecision(6) << '\n';
+    }
   }
   if (!model.fusion_log().empty()) {
     std::cout << "\nfusion:\n";

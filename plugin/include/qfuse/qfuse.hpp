@@ -89,6 +89,14 @@ struct LayerInfo {
   std::vector<PostOp> post_op_list;
   ElementType src_type = ElementType::f32;  // the node's first input
   ElementType dst_type = ElementType::f32;  // its output
+  // Fused int8 layers: the output scales' fixed-point form M0 * 2^-n for
+  // integer-only requantization (the widest M0 over channels, the largest
+  // shift, and the largest relative error |M0 2^-n - M| / |M| reached; the
+  // width follows from the bound eta = 2^-12, NEMO's d >= log2(1 / (M eta))).
+  // 0 bits: no fixed-point form (not a fused layer, or a scale beyond 2^31).
+  int fixed_point_bits = 0;
+  int fixed_point_shift = 0;
+  double fixed_point_error = 0.0;
 };
 
 // Where a request keeps its tensors: intermediate values share one arena by
