@@ -23,7 +23,9 @@ FixedPoint to_fixed_point(double m, double eta, int max_bits) {
     throw std::invalid_argument("to_fixed_point: eta in (0, 1) and max_bits in [1, 31]");
   }
   // The shift NEMO's bound asks for (rounding to nearest halves the error).
-  int n = static_cast<int>(std::ceil(std::log2(1.0 / (2.0 * m * eta))));
+  // log2(1 / (2 M eta)) as a sum of logs: M * eta may underflow.
+  const double wanted = std::ceil(-1.0 - std::log2(m) - std::log2(eta));
+  int n = static_cast<int>(std::clamp(wanted, 0.0, 62.0));
   // The widest M0 allowed caps it: M * 2^n < 2^max_bits.
   const int exponent = static_cast<int>(std::floor(std::log2(m)));  // 2^e <= m < 2^(e+1)
   n = std::min(n, max_bits - 1 - exponent);

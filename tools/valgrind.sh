@@ -13,7 +13,7 @@ build=${1:-build}
 shift || true
 [[ "${1:-}" == "--" ]] && shift
 args=("$@")
-[[ ${#args[@]} -eq 0 ]] && args=(run --images 500)
+[[ ${#args[@]} -eq 0 ]] && args=(run --threads 1)
 bash cmake/install_deps.sh valgrind
 [[ -x "$build/tools/qfuse" ]] || { echo "valgrind: build $build first (tools/test.sh)"; exit 1; }
 log=$build/valgrind.log

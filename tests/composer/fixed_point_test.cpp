@@ -88,6 +88,10 @@ TEST(FixedPoint, EdgeCases) {
   EXPECT_EQ(rescale(2, to_fixed_point(0.25)), 1);   // 0.5 rounds up
   EXPECT_EQ(rescale(-2, to_fixed_point(0.25)), 0);  // -0.5 rounds up
   EXPECT_THROW(to_fixed_point(std::nan("")), std::invalid_argument);
+  // A denormal scale (PP-OCRv4 has 2.5e-41): no 62-bit shift reaches it.
+  const FixedPoint tiny = to_fixed_point(1e-41);
+  EXPECT_EQ(tiny.multiplier, 0);
+  EXPECT_EQ(tiny.relative_error, 1.0);
   EXPECT_THROW(to_fixed_point(3e9, 1e-3), std::invalid_argument);  // needs 32 bits
   const std::vector<FixedPoint> none = to_fixed_point(std::vector<float>{});
   ASSERT_EQ(none.size(), 1u);
