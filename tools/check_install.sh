@@ -27,5 +27,5 @@ cc -std=c11 -Wall -Werror "$src/examples/classify_c.c" -o "$work/classify_pkgcon
    $(pkg-config --cflags --libs qfuse-onnx) -Wl,-rpath,"$(pkg-config --variable=libdir qfuse)"
 "$work/classify_pkgconfig" "$model"
 # The installed CLI finds its bundled models under share/qfuse.
-"$prefix/bin/qfuse" dump --summary default | tail -1
+"$prefix/bin/qfuse" dump --summary default | head -1
 echo "install check: ok"
