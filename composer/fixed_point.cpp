@@ -23,6 +23,10 @@ FixedPoint to_fixed_point(double m, double eta, int max_bits) {
     throw std::invalid_argument("to_fixed_point: eta in (0, 1) and max_bits in [1, 31]");
   }
   // The shift NEMO's bound asks for (rounding to nearest halves the error).
+  if (m >= std::ldexp(1.0, max_bits)) {
+    throw std::invalid_argument("to_fixed_point: scale " + std::to_string(m) + " needs more than " +
+                                std::to_string(max_bits) + " bits");
+  }
   // log2(1 / (2 M eta)) as a sum of logs: M * eta may underflow.
   const double wanted = std::ceil(-1.0 - std::log2(m) - std::log2(eta));
   int n = static_cast<int>(std::clamp(wanted, 0.0, 62.0));

@@ -93,6 +93,8 @@ TEST(FixedPoint, EdgeCases) {
   EXPECT_EQ(tiny.multiplier, 0);
   EXPECT_EQ(tiny.relative_error, 1.0);
   EXPECT_THROW(to_fixed_point(3e9, 1e-3), std::invalid_argument);  // needs 32 bits
+  EXPECT_THROW(to_fixed_point(1e30), std::invalid_argument);
+  EXPECT_THROW(to_fixed_point(-1e30), std::invalid_argument);
   const std::vector<FixedPoint> none = to_fixed_point(std::vector<float>{});
   ASSERT_EQ(none.size(), 1u);
   EXPECT_EQ(none[0].value(), 1.0);
