@@ -36,8 +36,7 @@ void Importer::op_reshape(AttrReader& a) {
       infer_at = i64(k);
       d = 1;
     } else {
-      expect(d >= 0, "target shape " + to_string(Shape(spec.values.begin(), spec.values.end())) +
-                         " has a negative dimension other than -1");
+      expect(d >= 0, "target shape value " + std::to_string(d) + " is negative (only -1 is allowed)");
       expect(d == 0 || known <= (std::int64_t{1} << 47) / d,
              "target shape has more than 2^47 elements");
       known *= d;
