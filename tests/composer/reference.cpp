@@ -82,32 +82,40 @@ float fake_quantize(const FakeQuantize& fq, float x, int c, bool& near_tie) {
   return static_cast<float>(std::nearbyint(t) / steps * (oh - ol) + ol);
 }
 
+// One step that does not round (Scale, Shift, Clip, an eltwise other than
+// round, Sum, Binary) applied to v; false for the rounding steps, which the
+// callers handle.
+bool apply_plain(const Step& step, const CaseData& data, std::size_t index, int c, float& v) {
+  if (const auto* s = std::get_if<Scale>(&step)) {
+    v = v * at(s->values, c);
+  } else if (const auto* b = std::get_if<Shift>(&step)) {
+    v = v + at(b->values, c);
+  } else if (const auto* clip = std::get_if<Clip>(&step)) {
+    v = std::min(std::max(v, at(clip->lo, c)), at(clip->hi, c));
+  } else if (const auto* e = std::get_if<Eltwise>(&step); e != nullptr && e->alg != EltwiseAlg::round) {
+    v = eltwise(e->alg, v, e->alpha, e->beta);
+  } else if (const auto* sum = std::get_if<Sum>(&step)) {
+    v = v + sum->scale * data.residual[index];
+  } else if (const auto* bin = std::get_if<Binary>(&step)) {
+    const std::vector<float>& t = data.binaries.at(bin->input);
+    v = binary(bin->alg, v, bin->broadcast == Broadcast::per_channel ? t[static_cast<std::size_t>(c)] : t[index]);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 float evaluate_one(const PostOpChain& chain, const CaseData& data, int p, int c, bool& near_tie) {
   const std::size_t index = static_cast<std::size_t>(p) * static_cast<std::size_t>(data.channels) +
                             static_cast<std::size_t>(c);
   auto v = static_cast<float>(data.acc[index]);
   for (const Step& step : chain.steps) {
-    if (const auto* s = std::get_if<Scale>(&step)) {
-      v = v * at(s->values, c);
-    } else if (const auto* b = std::get_if<Shift>(&step)) {
-      v = v + at(b->values, c);
-    } else if (std::holds_alternative<Round>(step)) {
+    if (apply_plain(step, data, index, c, v)) continue;
+    if (const auto* fq = std::get_if<FakeQuantize>(&step)) {
+      v = fake_quantize(*fq, v, c, near_tie);
+    } else {  // Round, or eltwise round
       near_tie = near_tie || is_near_tie(v);
       v = std::nearbyint(v);
-    } else if (const auto* clip = std::get_if<Clip>(&step)) {
-      v = std::min(std::max(v, at(clip->lo, c)), at(clip->hi, c));
-    } else if (const auto* e = std::get_if<Eltwise>(&step)) {
-      if (e->alg == EltwiseAlg::round) {
-        near_tie = near_tie || is_near_tie(v);
-      }
-      v = eltwise(e->alg, v, e->alpha, e->beta);
-    } else if (const auto* sum = std::get_if<Sum>(&step)) {
-      v = v + sum->scale * data.residual[index];
-    } else if (const auto* bin = std::get_if<Binary>(&step)) {
-      const std::vector<float>& t = data.binaries.at(bin->input);
-      v = binary(bin->alg, v, bin->broadcast == Broadcast::per_channel ? t[static_cast<std::size_t>(c)] : t[index]);
-    } else {
-      v = fake_quantize(std::get<FakeQuantize>(step), v, c, near_tie);
     }
   }
   if (chain.dst_type != DataType::f32) {
@@ -192,40 +200,23 @@ void outcomes_from(const PostOpChain& chain, const CaseData& data, std::size_t i
   const auto identity = [](double r) { return static_cast<float>(r); };
   for (std::size_t k = from; k < chain.steps.size(); ++k) {
     const Step& step = chain.steps[k];
-    if (const auto* s = std::get_if<Scale>(&step)) {
-      v = v * at(s->values, c);
-    } else if (const auto* b = std::get_if<Shift>(&step)) {
-      v = v + at(b->values, c);
-    } else if (std::holds_alternative<Round>(step)) {
+    if (apply_plain(step, data, index, c, v)) continue;
+    const auto* fq = std::get_if<FakeQuantize>(&step);
+    if (fq == nullptr) {  // Round, or eltwise round
       round_both(v, identity, k + 1);
       return;
-    } else if (const auto* clip = std::get_if<Clip>(&step)) {
-      v = std::min(std::max(v, at(clip->lo, c)), at(clip->hi, c));
-    } else if (const auto* e = std::get_if<Eltwise>(&step)) {
-      if (e->alg == EltwiseAlg::round) {
-        round_both(v, identity, k + 1);
-        return;
-      }
-      v = eltwise(e->alg, v, e->alpha, e->beta);
-    } else if (const auto* sum = std::get_if<Sum>(&step)) {
-      v = v + sum->scale * data.residual[index];
-    } else if (const auto* bin = std::get_if<Binary>(&step)) {
-      const std::vector<float>& t = data.binaries.at(bin->input);
-      v = binary(bin->alg, v, bin->broadcast == Broadcast::per_channel ? t[static_cast<std::size_t>(c)] : t[index]);
+    }
+    const double il = at(fq->input_low, c), ih = at(fq->input_high, c);
+    const double ol = at(fq->output_low, c), oh = at(fq->output_high, c);
+    if (v <= std::min(il, ih)) {
+      v = static_cast<float>(ol);
+    } else if (v > std::max(il, ih)) {
+      v = static_cast<float>(oh);
     } else {
-      const auto& fq = std::get<FakeQuantize>(step);
-      const double il = at(fq.input_low, c), ih = at(fq.input_high, c);
-      const double ol = at(fq.output_low, c), oh = at(fq.output_high, c);
-      if (v <= std::min(il, ih)) {
-        v = static_cast<float>(ol);
-      } else if (v > std::max(il, ih)) {
-        v = static_cast<float>(oh);
-      } else {
-        const double steps = fq.levels - 1;
-        const double t = (static_cast<double>(v) - il) * steps / (ih - il);
-        round_both(t, [&](double r) { return static_cast<float>(r / steps * (oh - ol) + ol); }, k + 1);
-        return;
-      }
+      const double steps = fq->levels - 1;
+      const double t = (static_cast<double>(v) - il) * steps / (ih - il);
+      round_both(t, [&](double r) { return static_cast<float>(r / steps * (oh - ol) + ol); }, k + 1);
+      return;
     }
   }
   if (chain.dst_type != DataType::f32) {
