@@ -443,10 +443,19 @@ bool Importer::try_fold(AttrReader& a) {
     Values v = transpose_values(x.values, x.shape, perm, out);
     set_out(0, make_literal(x.type, out, std::move(v)));
   } else if (op == "Concat") {
+    expect(!x.shape.empty(), "inputs must have rank >= 1");
     const std::int64_t axis = normalize_axis(a.i("axis", 0), rank_of(x.shape), "axis");
     Shape out = x.shape;
     out[sz(axis)] = 0;
-    for (std::size_t k = 0; k < num_inputs(); ++k) out[sz(axis)] += in(k).shape[sz(axis)];
+    for (std::size_t k = 0; k < num_inputs(); ++k) {
+      const Shape& s = in(k).shape;
+      bool same = s.size() == x.shape.size();
+      for (std::size_t d = 0; same && d < s.size(); ++d) same = i64(d) == axis || s[d] == x.shape[d];
+      expect(same, "input " + std::to_string(k) + " " + to_string(s) + " differs from input 0 " +
+                       to_string(x.shape) + " outside the concat axis");
+      out[sz(axis)] += s[sz(axis)];
+    }
+    (void)element_count(out);
     const std::int64_t outer = std::accumulate(x.shape.begin(), x.shape.begin() + axis,
                                                std::int64_t{1}, std::multiplies<>());
     Values v;
