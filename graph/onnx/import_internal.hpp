@@ -143,6 +143,8 @@ class Importer {
   void expect(bool ok, const std::string& problem) const {
     if (!ok) malformed(problem);
   }
+  // GraphError unless `perm` is a permutation of 0 .. rank - 1.
+  void check_permutation(const Ints& perm, std::size_t rank) const;
   // An integer-valued attribute or tensor element (held as a double) as
   // int64: finite and within +-2^62, else a GraphError naming `what`.
   std::int64_t to_int64(double v, const std::string& what) const {

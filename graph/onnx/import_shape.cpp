@@ -102,6 +102,17 @@ void Importer::op_unsqueeze(AttrReader& a) {
   set_out(0, x);
 }
 
+void Importer::check_permutation(const Ints& perm, std::size_t rank) const {
+  std::vector<bool> seen(rank, false);
+  bool ok = perm.size() == rank;
+  for (auto p : perm) {
+    ok = ok && p >= 0 && p < i64(rank) && !seen[sz(p)];
+    if (ok) seen[sz(p)] = true;
+  }
+  expect(ok, "perm " + to_string(Shape(perm.begin(), perm.end())) + " is not a permutation of " +
+                 std::to_string(rank) + " axes");
+}
+
 void Importer::op_transpose(AttrReader& a) {
   Operand& x = in(0);
   Ints perm = a.ints("perm");
@@ -109,13 +120,7 @@ void Importer::op_transpose(AttrReader& a) {
     for (std::size_t d = x.shape.size(); d-- > 0;) perm.push_back(i64(d));
   }
   expect(perm.size() == x.shape.size(), "perm has the wrong length");
-  std::vector<bool> seen(perm.size(), false);
-  for (auto p : perm) {
-    expect(p >= 0 && p < i64(perm.size()) && !seen[sz(p)],
-           "perm " + to_string(Shape(perm.begin(), perm.end())) + " is not a permutation of " +
-               std::to_string(perm.size()) + " axes");
-    seen[sz(p)] = true;
-  }
+  check_permutation(perm, x.shape.size());
   Shape out;
   for (auto p : perm) out.push_back(x.shape.at(sz(p)));
   if (x.shape.size() <= 1) {

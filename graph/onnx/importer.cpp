@@ -439,6 +439,7 @@ bool Importer::try_fold(AttrReader& a) {
     if (perm.empty()) {
       for (std::size_t d = x.shape.size(); d-- > 0;) perm.push_back(i64(d));
     }
+    check_permutation(perm, x.shape.size());
     Shape out;
     Values v = transpose_values(x.values, x.shape, perm, out);
     set_out(0, make_literal(x.type, out, std::move(v)));
@@ -500,6 +501,9 @@ bool Importer::try_fold(AttrReader& a) {
       for (std::size_t d = 0; d < starts.values.size(); ++d) axes.push_back(static_cast<double>(d));
     }
     if (steps.empty()) steps.assign(starts.values.size(), 1.0);
+    expect(ends.values.size() == starts.values.size() && axes.size() == starts.values.size() &&
+               steps.size() == starts.values.size(),
+           "starts, ends, axes and steps differ in length");
     std::vector<std::int64_t> lo(sz(r), 0), step(sz(r), 1), count(x.shape.begin(), x.shape.end());
     for (std::size_t k = 0; k < axes.size(); ++k) {
       const std::int64_t ax = normalize_axis(to_int64(axes[k], "axis"), r, "axis");
@@ -507,6 +511,7 @@ bool Importer::try_fold(AttrReader& a) {
       const auto st = to_int64(steps[k], "step");
       expect(st != 0, "step 0");
       auto clampd = [&](double v, std::int64_t lo_b, std::int64_t hi_b) {
+        expect(!std::isnan(v), "a start or end is NaN");
         double c = v < 0 ? v + static_cast<double>(dim) : v;
         return static_cast<std::int64_t>(std::clamp(c, static_cast<double>(lo_b),
                                                     static_cast<double>(hi_b)));
