@@ -34,6 +34,7 @@ bool element_type(qfuse_element_type t, qfuse::ElementType& out) {
     case QFUSE_S8: out = qfuse::ElementType::s8; return true;
     case QFUSE_U8: out = qfuse::ElementType::u8; return true;
     case QFUSE_S32: out = qfuse::ElementType::s32; return true;
+    case QFUSE_ELEMENT_TYPE_MAX_ENUM: break;
   }
   return false;
 }
@@ -95,6 +96,7 @@ const char* qfuse_status_name(qfuse_status status) {
     case QFUSE_ERROR_IO: return "i/o error";
     case QFUSE_ERROR_OUT_OF_MEMORY: return "out of memory";
     case QFUSE_ERROR_INTERNAL: return "internal error";
+    case QFUSE_STATUS_MAX_ENUM: break;
   }
   return "unknown status";
 }

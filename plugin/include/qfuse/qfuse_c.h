@@ -46,14 +46,18 @@ typedef enum qfuse_status {
   QFUSE_ERROR_INFERENCE = 5,        /* missing or mismatched inputs, a failed primitive */
   QFUSE_ERROR_IO = 6,               /* a file could not be read */
   QFUSE_ERROR_OUT_OF_MEMORY = 7,
-  QFUSE_ERROR_INTERNAL = 8
+  QFUSE_ERROR_INTERNAL = 8,
+  QFUSE_STATUS_MAX_ENUM = 0x7fffffff /* keeps the enum int-sized; not a status */
 } qfuse_status;
 
 typedef enum qfuse_element_type {
   QFUSE_F32 = 0,
   QFUSE_S8 = 1,
   QFUSE_U8 = 2,
-  QFUSE_S32 = 3
+  QFUSE_S32 = 3,
+  /* Not a type: makes every int a valid value of the enum in C++, so that a
+     wrong value from C is rejected (QFUSE_ERROR_INVALID_ARGUMENT), not UB. */
+  QFUSE_ELEMENT_TYPE_MAX_ENUM = 0x7fffffff
 } qfuse_element_type;
 
 typedef struct qfuse_model qfuse_model;                   /* an imported, uncompiled model */
@@ -84,7 +88,8 @@ typedef struct qfuse_tensor_info {
 typedef enum qfuse_post_op_kind {
   QFUSE_POST_OP_ELTWISE = 0, /* y = scale * algorithm(y, alpha, beta) */
   QFUSE_POST_OP_BINARY = 1,  /* y = algorithm(y, operand) */
-  QFUSE_POST_OP_SUM = 2      /* y = y + scale * operand */
+  QFUSE_POST_OP_SUM = 2,     /* y = y + scale * operand */
+  QFUSE_POST_OP_KIND_MAX_ENUM = 0x7fffffff
 } qfuse_post_op_kind;
 
 typedef struct qfuse_post_op {
