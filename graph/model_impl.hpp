@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "graph/graph.hpp"
 #include "qfuse/model.hpp"
@@ -19,5 +20,16 @@ inline Model make_model(graph::Graph graph) {
 }
 
 inline const graph::Graph& model_graph(const Model& model) { return model.impl().graph; }
+
+// Name, type and shape of the values `ids` of `g` (a model's inputs or outputs).
+inline std::vector<TensorInfo> tensor_infos(const graph::Graph& g,
+                                            const std::vector<graph::ValueId>& ids) {
+  std::vector<TensorInfo> out;
+  for (graph::ValueId id : ids) {
+    const graph::Value& v = g.value(id);
+    out.push_back({v.name, v.type, v.shape});
+  }
+  return out;
+}
 
 }  // namespace qfuse

@@ -106,17 +106,11 @@ std::vector<std::string> CompiledModel::output_names() const {
 }
 
 std::vector<TensorInfo> CompiledModel::inputs() const {
-  const graph::Graph& g = impl().graph;
-  std::vector<TensorInfo> out;
-  for (graph::ValueId id : g.inputs()) out.push_back({g.value(id).name, g.value(id).type, g.value(id).shape});
-  return out;
+  return tensor_infos(impl().graph, impl().graph.inputs());
 }
 
 std::vector<TensorInfo> CompiledModel::outputs() const {
-  const graph::Graph& g = impl().graph;
-  std::vector<TensorInfo> out;
-  for (graph::ValueId id : g.outputs()) out.push_back({g.value(id).name, g.value(id).type, g.value(id).shape});
-  return out;
+  return tensor_infos(impl().graph, impl().graph.outputs());
 }
 
 namespace {

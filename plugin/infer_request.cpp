@@ -279,7 +279,8 @@ void InferRequest::infer() {
     }
   }
   for (const auto& [id, data] : impl_->output_copies) {
-    const Tensor& t = output(impl_->graph().value(id).name);
+    const graph::Value& v = impl_->graph().value(id);
+    const Tensor& t = v.is_constant() ? *v.constant : impl_->tensors[id.index];
     std::memcpy(data, t.raw_data(), t.byte_size());
   }
 }

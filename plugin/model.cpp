@@ -18,22 +18,11 @@ Model::Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {
 }
 const Model::Impl& Model::impl() const { return *impl_; }
 
-namespace {
-
-std::vector<TensorInfo> infos(const graph::Graph& g, const std::vector<graph::ValueId>& ids) {
-  std::vector<TensorInfo> out;
-  for (graph::ValueId id : ids) {
-    const graph::Value& v = g.value(id);
-    out.push_back({v.name, v.type, v.shape});
-  }
-  return out;
+std::vector<TensorInfo> Model::inputs() const {
+  return tensor_infos(impl_->graph, impl_->graph.inputs());
 }
-
-}  // namespace
-
-std::vector<TensorInfo> Model::inputs() const { return infos(impl_->graph, impl_->graph.inputs()); }
 std::vector<TensorInfo> Model::outputs() const {
-  return infos(impl_->graph, impl_->graph.outputs());
+  return tensor_infos(impl_->graph, impl_->graph.outputs());
 }
 std::size_t Model::node_count() const { return impl_->graph.live_node_count(); }
 
