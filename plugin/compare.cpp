@@ -58,13 +58,22 @@ struct Comparison::Impl {
         unfused_request(unfused.create_infer_request()) {}
 };
 
-Comparison::Comparison(const Model& model, const CompileOptions& fused_options) {
+namespace {
+
+CompileOptions with_fuse(CompileOptions o, bool fuse) {
+  o.fuse = fuse;
+  return o;
+}
+
+}  // namespace
+
+Comparison::Comparison(const Model& model, const CompileOptions& fused_options)
+    : Comparison(model, with_fuse(fused_options, true), with_fuse(fused_options, false)) {}
+
+Comparison::Comparison(const Model& model, const CompileOptions& options,
+                       const CompileOptions& reference) {
   const graph::Graph& graph = model_graph(model);
-  CompileOptions f = fused_options;
-  f.fuse = true;
-  CompileOptions u = fused_options;
-  u.fuse = false;
-  impl_ = std::make_unique<Impl>(compile(graph, f), compile(graph, u));
+  impl_ = std::make_unique<Impl>(compile(graph, options), compile(graph, reference));
   const graph::Graph& fg = compiled_graph(impl_->fused);
   const graph::Graph& ug = compiled_graph(impl_->unfused);
   std::unordered_map<std::string, graph::ValueId> model_values;
@@ -97,6 +106,8 @@ Comparison::Comparison(const Model& model, const CompileOptions& fused_options) 
       } else if (const graph::Node* fq =
                      graph::pattern::producer_of(ug, it->second, graph::OpKind::FakeQuantize)) {
         if (auto step = fq_step(ug, *fq, fv.shape, nullptr)) m.quantum = *step;
+      } else if (fv.type == ElementType::u8 || fv.type == ElementType::s8) {
+        m.quantum = {1.0f};  // codes in both graphs
       }
       if (ug.value(it->second).shape != fv.shape || impl_->by_model.count(model_name)) continue;
       if (m.codes) m.quantum = m.step;

@@ -233,6 +233,17 @@ std::vector<LayerInfo> CompiledModel::layers() const {
         }
       }
     }
+    if (model.options.integer_only) {
+      const std::size_t index = layers.size();
+      const auto note = model.integer_refusals.find(index);
+      if (op->integer_plan() != nullptr || op->implementation() == "qfuse:integer_avg_pool") {
+        info.integer = "integer";
+      } else if (!op->integer_refusal().empty()) {
+        info.integer = "float scales: " + op->integer_refusal();
+      } else if (note != model.integer_refusals.end()) {
+        info.integer = "float scales: " + note->second;
+      }
+    }
     layers.push_back(std::move(info));
   }
   return layers;
@@ -394,6 +405,10 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   auto impl = std::make_shared<CompiledModel::Impl>();
   impl->graph = graph;
   impl->options = options;
+  if (!(options.integer_eta > 0.0 && options.integer_eta < 1.0)) {
+    throw CompileError("compile: integer_eta is " + std::to_string(options.integer_eta) +
+                       " (expected a relative error bound in (0, 1))");
+  }
   if (options.threads < 0) {
     throw CompileError("compile: threads is " + std::to_string(options.threads) +
                        " (expected 0 for the default, or a positive count)");
@@ -474,6 +489,14 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
         op = plugin::make_convert(node, impl->engine,
                                   plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
                                   plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
+      } else if (options.integer_only && node.kind == graph::OpKind::AvgPool &&
+                 is_int8(impl->graph.value(node.inputs[0]).type)) {
+        std::string why;
+        op = plugin::make_integer_avg_pool(impl->graph, node, layout_of, options.integer_eta, why);
+        if (!op) {
+          impl->integer_refusals[impl->ops.size()] = why;
+          op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of, nullptr);
+        }
       } else {
         const auto chain = chains.find(id.index);
         op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of,

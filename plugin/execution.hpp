@@ -11,6 +11,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "composer/integer_plan.hpp"
 #include "composer/post_ops_plan.hpp"
 #include "graph/graph.hpp"
 #include "plugin/f32_post_ops.hpp"
@@ -88,6 +89,10 @@ class ExecutableOp {
   virtual std::string post_ops() const { return {}; }
   // A fused int8 layer's composed plan (what post_ops() prints), else null.
   virtual const composer::PostOpsPlan* plan() const { return nullptr; }
+  // Integer-only mode: the integer form the layer runs, else null; and why a
+  // fused layer kept its float scales (empty otherwise).
+  virtual const composer::IntegerPlan* integer_plan() const { return nullptr; }
+  virtual std::string integer_refusal() const { return {}; }
 
   const graph::Node& node() const { return node_; }
 
@@ -127,6 +132,9 @@ struct CompiledModel::Impl {
   // By op: too little work to share between threads (see compiler.cpp).
   std::vector<bool> single_threaded;
   std::size_t scratchpad_size = 0;
+  // Integer-only mode: by op index, why an int8 op other than a fused layer
+  // (an average pool) kept float arithmetic.
+  std::unordered_map<std::size_t, std::string> integer_refusals;
 };
 
 }  // namespace qfuse

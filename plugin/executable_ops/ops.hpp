@@ -37,3 +37,15 @@ std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
                                                     const graph::Node& node);
 
 }  // namespace qfuse::plugin
+
+namespace qfuse::plugin {
+
+// Integer-only mode: an int8 AvgPool as integer sums and a fixed-point
+// 1/(K1*K2) (integer_kernels.hpp). Null, with `why` set, when the node has no
+// such form (not 2D, not channels last, a 3D window, dilation).
+std::unique_ptr<ExecutableOp> make_integer_avg_pool(const graph::Graph& graph,
+                                                    const graph::Node& node,
+                                                    const LayoutOf& layout_of, double eta,
+                                                    std::string& why);
+
+}  // namespace qfuse::plugin

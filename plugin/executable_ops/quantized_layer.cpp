@@ -12,6 +12,8 @@
 #include <unordered_map>
 
 #include "composer/composer.hpp"
+#include "composer/integer_plan.hpp"
+#include "plugin/executable_ops/integer_kernels.hpp"
 #include "plugin/post_ops_attr.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/transpose.hpp"
@@ -41,6 +43,13 @@ struct Build {
   // Per output scale (one, or one per channel): what the bias is multiplied
   // by where a tiny scale was raised (lift_tiny_output_scales); empty: none.
   std::vector<double> bias_factor;
+  // The layer's output as it leaves the primitive's layout: dst_md, except in
+  // integer-only mode, where the primitive writes s32 accumulators and the
+  // integer requantization writes this.
+  memory::desc out_md;
+  // Integer-only mode: the integer form of `plan` (else why there is none).
+  std::optional<composer::IntegerPlan> integer;
+  std::string integer_reason;
 };
 
 // oneDNN lists its AMX kernels first. At the sizes of one image they lose to
@@ -107,11 +116,22 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   const auto& a = node.attr<QuantizedLayerAttrs>();
   composer::ComposeOptions copts;
   copts.allow_residual_round_drop = options.allow_residual_round_drop;
+  copts.fixed_point_eta = options.integer_eta;
   const composer::ComposeResult composed = composer::compose(a.chain, copts);
   if (!composed.fused()) throw std::invalid_argument("composer: " + composed.reason);
   Build b;
   b.plan = *composed.plan;
-  lift_tiny_output_scales(b);
+  if (options.integer_only) {
+    std::vector<float> bias;
+    if (a.has_bias) {
+      const auto values = g.value(node.inputs[2]).constant->data<float>();
+      bias.assign(values.begin(), values.end());
+    }
+    composer::IntegerPlanResult r = composer::derive_integer_plan(b.plan, bias, options.integer_eta);
+    b.integer = std::move(r.plan);
+    b.integer_reason = std::move(r.reason);
+  }
+  if (!b.integer) lift_tiny_output_scales(b);
   for (const auto& op : b.plan.post_ops) {
     if (const auto* s = std::get_if<composer::SumPostOp>(&op)) {
       b.sum_input = a.first_external_input() + static_cast<std::size_t>(s->input);
@@ -125,12 +145,16 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   }
   const graph::Value& x = g.value(node.inputs[0]);
   const graph::Value& w = g.value(node.inputs[1]);
-  const memory::desc bias_md =
-      a.has_bias ? plain_desc(g.value(node.inputs[2]).shape, ElementType::f32) : memory::desc();
+  // Integer-only: the bias is the integer plan's (added to the accumulators).
+  const memory::desc bias_md = a.has_bias && !b.integer
+                                   ? plain_desc(g.value(node.inputs[2]).shape, ElementType::f32)
+                                   : memory::desc();
+  const ElementType dst_type = b.integer ? ElementType::s32 : a.dst_type;
 
   if (node.kind == OpKind::QuantizedConvolution || node.kind == OpKind::QuantizedDeconvolution) {
     b.src_md = layout_desc(x.shape, x.type, src_layout);
-    b.dst_md = layout_desc(out_shape, a.dst_type, dst_layout);
+    b.dst_md = layout_desc(out_shape, dst_type, dst_layout);
+    b.out_md = layout_desc(out_shape, a.dst_type, dst_layout);
     b.dst_dims = out_shape;
     b.spatial = true;
     b.dst_layout = dst_layout;
@@ -143,10 +167,12 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     const std::int64_t rows = element_count(x.shape) / k;
     const std::int64_t oc = out_shape.back();
     b.src_md = plain_desc(Shape{rows, k}, x.type);
-    b.dst_md = plain_desc(Shape{rows, oc}, a.dst_type);
+    b.dst_md = plain_desc(Shape{rows, oc}, dst_type);
+    b.out_md = plain_desc(Shape{rows, oc}, a.dst_type);
     b.dst_dims = {rows, oc};
   }
-  dnnl::primitive_attr attr = make_primitive_attr(b.plan, b.dst_dims, b.full_layout);
+  dnnl::primitive_attr attr = b.integer ? dnnl::primitive_attr()
+                                         : make_primitive_attr(b.plan, b.dst_dims, b.full_layout);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (a.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {a.src_zero_point});
 
@@ -218,7 +244,9 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
           m.transpose_b ? permuted_desc(w.shape, {1, 0}, ElementType::s8)
                         : plain_desc(w.shape, ElementType::s8);
       memory::desc bias2d;
-      if (a.has_bias) bias2d = plain_desc(Shape{1, out_shape.back()}, ElementType::f32);
+      if (a.has_bias && !b.integer) {
+        bias2d = plain_desc(Shape{1, out_shape.back()}, ElementType::f32);
+      }
       dnnl::matmul::desc d(b.src_md, any(b.weights_md_plain), bias2d, b.dst_md);
       b.pd = dnnl::matmul::primitive_desc(d, attr, engine);
       reduction = x.shape.back();
@@ -255,9 +283,26 @@ class QuantizedLayerOp final : public ExecutableOp {
       if (layout_of(node.outputs[0]) == Layout::plain && y.shape.size() >= 3) {
         dst_stage_ = Stage{offset, layout_desc(y.shape, y.type, Layout::plain), {}};
         dst_stage_->reorder = dnnl::reorder(
-            dnnl::reorder::primitive_desc(engine_, b_.dst_md, engine_, dst_stage_->user_md));
+            dnnl::reorder::primitive_desc(engine_, b_.out_md, engine_, dst_stage_->user_md));
         dst_stage_->bytes = byte_layout_change(y.shape, y.type, false);
-        offset = align(offset + b_.dst_md.get_size());
+        offset = align(offset + b_.out_md.get_size());
+      }
+    }
+    if (b_.integer) {
+      // The s32 accumulators, and a residual stored plain staged channels last.
+      acc_offset_ = offset;
+      offset = align(offset + b_.dst_md.get_size());
+      requantizer_.emplace(*b_.integer);
+      if (b_.integer->residual_input) {
+        const ValueId rv = node.inputs[a.first_external_input() +
+                                       static_cast<std::size_t>(*b_.integer->residual_input)];
+        integer_residual_ = rv;
+        const graph::Value& r = g.value(rv);
+        if (b_.spatial && layout_of(rv) == Layout::plain && r.shape.size() >= 3) {
+          integer_residual_stage_ = Stage{offset, layout_desc(r.shape, r.type, Layout::plain), {}};
+          integer_residual_stage_->bytes = byte_layout_change(r.shape, r.type, true);
+          offset = align(offset + static_cast<std::size_t>(element_count(r.shape)));
+        }
       }
     }
     total_scratch_ = offset;
@@ -271,7 +316,7 @@ class QuantizedLayerOp final : public ExecutableOp {
       dnnl::reorder(src, weights_).execute(s, src, weights_);
       s.wait();
     }
-    if (a.has_bias) {
+    if (a.has_bias && !b_.integer) {
       const Tensor& bias = *g.value(node.inputs[2]).constant;
       bias_ = memory(b_.pd.weights_desc(1), engine_);
       std::memcpy(bias_.get_data_handle(), bias.raw_data(), bias.byte_size());
@@ -305,7 +350,7 @@ class QuantizedLayerOp final : public ExecutableOp {
       binary_stages_.emplace(arg.arg, std::move(st));
     }
     total_scratch_ = offset;
-    if (b_.sum_input && !sum_in_place_) {
+    if (b_.sum_input && !sum_in_place_ && !b_.integer) {
       // The sum post-op reads the residual from the destination buffer, in
       // the residual's data type: copy it there first.
       const ValueId rv = node.inputs[*b_.sum_input];
@@ -337,7 +382,7 @@ class QuantizedLayerOp final : public ExecutableOp {
     void* src = src_stage_ ? scratch + src_stage_->offset : user_src;
     void* dst = dst_stage_ ? scratch + dst_stage_->offset : user_dst;
     st.args.at(DNNL_ARG_SRC).set_data_handle(src);
-    st.args.at(DNNL_ARG_DST).set_data_handle(dst);
+    st.args.at(DNNL_ARG_DST).set_data_handle(b_.integer ? scratch + acc_offset_ : dst);
     const std::size_t first_external = n.attr<QuantizedLayerAttrs>().first_external_input();
     for (const auto& arg : binary_args_) {
       if (arg.external_input) {
@@ -365,7 +410,7 @@ class QuantizedLayerOp final : public ExecutableOp {
         }
       });
     }
-    if (b_.sum_input && !sum_in_place_) {
+    if (b_.sum_input && !sum_in_place_ && !b_.integer) {
       st.residual.set_data_handle(const_cast<void*>(ctx.in(n.inputs[*b_.sum_input]).raw_data()));
       st.residual_in_dst.set_data_handle(dst);
       ctx.staged([&] {
@@ -377,6 +422,21 @@ class QuantizedLayerOp final : public ExecutableOp {
       });
     }
     primitive_.execute(ctx.stream(), st.args);
+    if (b_.integer) {
+      ctx.stream().wait();
+      const void* residual = nullptr;
+      if (integer_residual_) {
+        residual = ctx.in(*integer_residual_).raw_data();
+        if (integer_residual_stage_) {
+          void* staged = scratch + integer_residual_stage_->offset;
+          ctx.staged([&] { integer_residual_stage_->bytes->run(residual, staged); });
+          residual = staged;
+        }
+      }
+      const std::int64_t channels = b_.integer->channels;
+      requantizer_->run(reinterpret_cast<const std::int32_t*>(scratch + acc_offset_),
+                        element_count(b_.dst_dims) / channels, residual, dst);
+    }
     if (dst_stage_) {
       st.user_dst.set_data_handle(user_dst);
       ctx.staged([&] {
@@ -393,12 +453,20 @@ class QuantizedLayerOp final : public ExecutableOp {
   std::string implementation() const override { return implementation_; }
   const composer::PostOpsPlan* plan() const override { return &b_.plan; }
   std::string post_ops() const override {
-    return composer::describe(b_.plan) + (sum_in_place_ ? " (sum in place)" : "");
+    if (b_.integer) return "integer: " + composer::describe(*b_.integer);
+    std::string text = composer::describe(b_.plan) + (sum_in_place_ ? " (sum in place)" : "");
+    if (!b_.integer_reason.empty()) text += " (float scales: " + b_.integer_reason + ")";
+    return text;
   }
+  const composer::IntegerPlan* integer_plan() const override {
+    return b_.integer ? &*b_.integer : nullptr;
+  }
+  std::string integer_refusal() const override { return b_.integer_reason; }
   std::size_t scratchpad_size() const override { return total_scratch_; }
   int staged_reorders() const override {
     return (src_stage_ ? 1 : 0) + (dst_stage_ ? 1 : 0) + static_cast<int>(binary_stages_.size()) +
-           (b_.sum_input && !sum_in_place_ ? 1 : 0);
+           (b_.sum_input && !sum_in_place_ && !b_.integer ? 1 : 0) +
+           (integer_residual_stage_ ? 1 : 0);
   }
 
 
@@ -448,7 +516,7 @@ class QuantizedLayerOp final : public ExecutableOp {
     }
     if (src_stage_) st.user_src = memory(src_stage_->user_md, engine_, nullptr);
     if (dst_stage_) st.user_dst = memory(dst_stage_->user_md, engine_, nullptr);
-    if (b_.sum_input && !sum_in_place_) {
+    if (b_.sum_input && !sum_in_place_ && !b_.integer) {
       st.residual = memory(residual_md_, engine_, nullptr);
       st.residual_in_dst = memory(residual_dst_md_, engine_, nullptr);
     }
@@ -471,6 +539,11 @@ class QuantizedLayerOp final : public ExecutableOp {
   std::unordered_map<int, Stage> binary_stages_;  // by post-op argument
   bool sum_in_place_ = false;
   std::size_t total_scratch_ = 0;
+  // Integer-only mode.
+  std::size_t acc_offset_ = 0;
+  std::optional<IntegerRequantizer> requantizer_;
+  std::optional<ValueId> integer_residual_;
+  std::optional<Stage> integer_residual_stage_;
 };
 
 }  // namespace

@@ -68,6 +68,7 @@ std::string model_argument(const Args& args) {
 CompileOptions compile_options(const Args& args) {
   CompileOptions options;
   options.fuse = !args.flag("--unfused");
+  options.integer_only = args.flag("--integer-only");
   return options;
 }
 
@@ -216,9 +217,10 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
     double images_per_s = 0.0;
     int layers = 0, int8_layers = 0;
   };
-  const auto run_mode = [&](bool fuse) {
+  const auto run_mode = [&](bool fuse, bool integer) {
     CompileOptions options;
     options.fuse = fuse;
+    options.integer_only = integer;
     options.threads = threads;
     const CompiledModel model = compile(g, options);
     InferRequest request = model.create_infer_request();
@@ -239,13 +241,15 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
       std::copy(out.begin(), out.end(), m.outputs.begin() + static_cast<std::ptrdiff_t>(first * row));
     }
     m.images_per_s = static_cast<double>(n) / (ms_since(start) / 1000.0);
-    std::cout << std::fixed << std::setprecision(0) << (fuse ? "fused:   " : "unfused: ")
+    std::cout << std::fixed << std::setprecision(0) << (integer ? "integer-only: " : fuse ? "fused:   " : "unfused: ")
               << m.int8_layers << " of " << m.layers << " layers int8, " << m.images_per_s
               << " images/s\n";
     return m;
   };
-  const Mode unfused = run_mode(false);
-  const Mode fused = run_mode(true);
+  const Mode unfused = run_mode(false, false);
+  const Mode fused = run_mode(true, false);
+  const bool integer = args.flag("--integer-only");
+  const Mode integer_mode = integer ? run_mode(true, true) : Mode{};
 
   // The per-tensor report on the first 1,000 images (qfuse compare runs all).
   Comparison cmp(make_model(g));
@@ -282,6 +286,16 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
               << static_cast<double>(unfused_right) * pct << "%, fused "
               << static_cast<double>(fused_right) * pct << "%, agreement "
               << static_cast<double>(agree) * pct << "%\n";
+    if (integer) {
+      std::size_t right = 0, agree_fused = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t k = argmax(integer_mode.outputs.data() + i * row);
+        right += k == set.labels[i];
+        agree_fused += k == argmax(fused.outputs.data() + i * row);
+      }
+      std::cout << "accuracy: integer-only " << static_cast<double>(right) * pct
+                << "%, agreement with fused " << static_cast<double>(agree_fused) * pct << "%\n";
+    }
     std::cout << "report: " << report << " (fused against unfused per layer, "
               << std::min(n, kReportImages) << " images)\n";
   } else {
@@ -295,6 +309,7 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
     std::cout << std::setprecision(3) << "psnr: torch " << fm::json_number(torch_json, "psnr_db")
               << " dB, unfused "
               << mean_psnr(unfused.outputs) << " dB, fused " << mean_psnr(fused.outputs)
+              << (integer ? " dB, integer-only " + std::to_string(mean_psnr(integer_mode.outputs)) : "")
               << " dB (noisy input " << fm::json_number(torch_json, "noisy_input_psnr_db")
               << " dB)\n";
     std::cout << "report: " << report << " (fused against unfused per layer, "
@@ -696,6 +711,7 @@ int dump_command(const Args& args) {
     if (l.scalar_fallback) std::cout << "  SCALAR FALLBACK";
     std::cout << '\n';
     if (!l.post_ops.empty()) std::cout << "      " << l.post_ops << '\n';
+    if (l.integer.starts_with("float")) std::cout << "      " << l.integer << '\n';
     if (l.fixed_point_bits > 0) {
       std::cout << "      fixed point: " << l.fixed_point_bits << "-bit multiplier, shift "
                 << l.fixed_point_shift << ", relative error " << std::setprecision(3)

@@ -78,6 +78,45 @@ void print_compare_table(const std::vector<TensorDiff>& tensors) {
   }
 }
 
+// Per tensor: the integer-only mode against the unfused path, the float-scale
+// fused path against the unfused path, and integer-only against float-scale
+// (in codes), with how each layer ran.
+void print_integer_table(const Comparison& int_vs_unfused, const std::vector<TensorDiff>& float_vs_unfused,
+                         const std::vector<TensorDiff>& int_vs_float) {
+  std::map<std::string, const TensorDiff*> by_name_float, by_name_if;
+  for (const TensorDiff& t : float_vs_unfused) by_name_float[t.name] = &t;
+  for (const TensorDiff& t : int_vs_float) by_name_if[t.node] = &t;
+  std::map<std::string, std::string> mode;
+  int integer_layers = 0, float_layers = 0;
+  for (const LayerInfo& l : int_vs_unfused.fused().layers()) {
+    mode[l.node] = l.integer;
+    if (l.integer == "integer") ++integer_layers;
+    if (l.integer.starts_with("float")) ++float_layers;
+  }
+  std::cout << "\ninteger-only mode: " << integer_layers << " layers in integer arithmetic, "
+            << float_layers << " kept float scales\n";
+  const auto cell = [](const TensorDiff* t) {
+    if (t == nullptr) return std::string("-");
+    return (t->quantized ? number(t->max_lsb, 2) : number(t->max_abs, 5)) + " / " +
+           number(100.0 * t->equal_share, 2) + "%";
+  };
+  std::cout << std::left << std::setw(26) << "fused node" << std::setw(30) << "tensor" << std::right
+            << std::setw(22) << "int vs unfused" << std::setw(22) << "float vs unfused"
+            << std::setw(22) << "int vs float" << "  mode\n"
+            << std::left << std::setw(56) << "" << std::right << std::setw(66)
+            << "(max LSB or |diff| / equal)" << '\n';
+  for (const TensorDiff& t : int_vs_unfused.tensors()) {
+    const auto f = by_name_float.find(t.name);
+    const auto i = by_name_if.find(t.node);
+    std::cout << std::left << std::setw(26) << shorten(t.node, 25) << std::setw(30)
+              << shorten(t.name + (t.graph_output ? " [out]" : ""), 29) << std::right
+              << std::setw(22) << cell(&t)
+              << std::setw(22) << cell(f == by_name_float.end() ? nullptr : f->second)
+              << std::setw(22) << cell(i == by_name_if.end() ? nullptr : i->second) << "  "
+              << mode[t.node] << '\n';
+  }
+}
+
 void write_compare_json(const std::string& path, const std::string& model, const std::string& inputs,
                         const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers) {
   std::ofstream out(path);
@@ -209,6 +248,26 @@ int compare_command(const Args& args) {
   options.allow_residual_round_drop = args.flag("--allow-residual-round-drop");
   std::string inputs_desc;
   std::optional<Comparison> cmp;
+  // --integer-only: the integer-only mode against the unfused path and
+  // against the float-scale fused path, on the same inputs.
+  const bool integer = args.flag("--integer-only");
+  std::optional<Comparison> int_vs_unfused, int_vs_float;
+  CompileOptions integer_options = options;
+  integer_options.integer_only = true;
+  const auto make = [&](const Model& model) {
+    cmp.emplace(model, options);
+    if (integer) {
+      int_vs_unfused.emplace(model, integer_options);
+      int_vs_float.emplace(model, integer_options, options);
+    }
+  };
+  const auto run = [&](const std::map<std::string, Tensor>& inputs) {
+    cmp->run(inputs);
+    if (integer) {
+      int_vs_unfused->run(inputs);
+      int_vs_float->run(inputs);
+    }
+  };
   const auto dataset_file = fashion_mnist_file(model_name);
   if (dataset_file && !args.value("--inputs") && !args.value("--random") && !args.flag("--shape")) {
 #ifdef QFUSE_HAVE_ONNX
@@ -217,19 +276,18 @@ int compare_command(const Args& args) {
     const int images = std::clamp(args.int_value("--images", 10000), 100, 10000) / 100 * 100;
     const fm::TestSet set = fm::load_test_set();
     const Tensor x = model_name == "default" ? set.images : fm::noisy(set.images);
-    cmp.emplace(make_model(onnx::import_file(*dataset_file, {.input_shapes = {{"input", {100, 1, 28, 28}}}})),
-                options);
+    make(make_model(onnx::import_file(*dataset_file, {.input_shapes = {{"input", {100, 1, 28, 28}}}})));
     for (int first = 0; first < images; first += 100) {
       Tensor batch(ElementType::f32, {100, 1, 28, 28});
       std::copy_n(x.data<float>().data() + static_cast<std::size_t>(first) * 784, 100 * 784,
                   batch.data<float>().data());
-      cmp->run({{"input", batch}});
+      run({{"input", batch}});
     }
     inputs_desc = std::to_string(images) + " Fashion-MNIST test images" +
                   (model_name == "default" ? "" : " with noise");
 #endif
   } else {
-    cmp.emplace(make_model(load_model(model_name, shape_bindings(args, model_name))), options);
+    make(make_model(load_model(model_name, shape_bindings(args, model_name))));
     std::map<std::string, Tensor> inputs;
     if (auto dir = args.value("--inputs")) {
       for (const std::string& name : cmp->unfused().input_names()) {
@@ -242,7 +300,7 @@ int compare_command(const Args& args) {
       for (std::size_t i = 0; i < random.size(); ++i) inputs[cmp->unfused().input_names()[i]] = random[i];
       inputs_desc = "random inputs (seed " + std::to_string(seed) + ")";
     }
-    cmp->run(inputs);
+    run(inputs);
   }
   const std::vector<TensorDiff> tensors = cmp->tensors();
   const std::vector<LayerInfo> layers = cmp->fused().layers();
@@ -253,6 +311,7 @@ int compare_command(const Args& args) {
             << inputs_desc << (options.allow_residual_round_drop ? "; allow_residual_round_drop" : "")
             << "\n";
   print_compare_table(tensors);
+  if (integer) print_integer_table(*int_vs_unfused, tensors, int_vs_float->tensors());
   bool within_one_lsb = true;
   for (const TensorDiff& t : tensors) {
     if (t.graph_output && t.quantized && (t.lsb[2] + t.lsb[3]) > 0) within_one_lsb = false;

@@ -15,13 +15,14 @@ constexpr const char* kShapeHelp =
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"run",
-       "qfuse run [MODEL] [--inputs DIR] [--outputs DIR] [--unfused] [--threads N] [--repeat N] "
+       "qfuse run [MODEL] [--inputs DIR] [--outputs DIR] [--unfused | --integer-only] [--threads N] [--repeat N] "
        "[--shape NAME=DIMS]",
        "run a model once (plus --repeat timed runs) and print its outputs and timing",
        {{"--inputs", true, "directory of <input>.npy files (default: deterministic random)"},
         {"--outputs", true, "directory to write <output>.npy files to"},
         {"--unfused", false, "run every node alone in f32 (the reference)"},
         {"--threads", true, "OpenMP threads (default: all cores)"},
+        {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
         {"--repeat", true, "timed runs after the first (default 10)"},
         {"--shape", true, kShapeHelp},
         {"--html", true, "bundled Fashion-MNIST models: where to write the per-layer report "
@@ -29,10 +30,11 @@ const std::vector<Command>& commands() {
        1,
        run_command},
       {"bench",
-       "qfuse bench [MODEL] [--unfused] [--threads N] [--requests R] [--time S] [--json F] "
+       "qfuse bench [MODEL] [--unfused | --integer-only] [--threads N] [--requests R] [--time S] [--json F] "
        "[--per-layer] [--isa ISA] [--shape NAME=DIMS]",
        "measure latency (median) and throughput with R parallel requests",
        {{"--unfused", false, "benchmark the unfused reference path"},
+        {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
         {"--threads", true, "threads in total (default: all cores), split across requests"},
         {"--requests", true, "parallel inference requests (default 1)"},
         {"--time", true, "seconds to run (default 3)"},
@@ -47,7 +49,7 @@ const std::vector<Command>& commands() {
        bench_command},
       {"compare",
        "qfuse compare [MODEL] [--inputs DIR | --random SEED | --images N] [--json F] [--html F] "
-       "[--allow-residual-round-drop] [--shape NAME=DIMS]",
+       "[--allow-residual-round-drop] [--integer-only] [--shape NAME=DIMS]",
        "run fused and unfused on the same inputs; report each output and each fused layer's "
        "output in LSB, equal share, cosine and SNR (exit 3 if an output is off by > 1 LSB)",
        {{"--inputs", true, "directory of <input>.npy files"},
@@ -55,17 +57,19 @@ const std::vector<Command>& commands() {
                            "the test images unless --inputs or --random)"},
         {"--images", true, "bundled Fashion-MNIST models: how many test images (default 10000)"},
         {"--allow-residual-round-drop", false, "fuse with that numerics-changing option"},
+        {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
         {"--json", true, "write the report as JSON"},
         {"--html", true, "write the report as an HTML page"},
         {"--shape", true, kShapeHelp}},
        1,
        compare_command},
       {"dump",
-       "qfuse dump [MODEL] [--summary] [--unfused] [--dot F] [--shape NAME=DIMS]",
+       "qfuse dump [MODEL] [--summary] [--unfused | --integer-only] [--dot F] [--shape NAME=DIMS]",
        "print the compiled graph, each layer with its implementation and post-ops, and "
        "every fusion refusal with its reason",
        {{"--summary", false, "print only the coverage per op type and the refusals"},
         {"--unfused", false, "show the unfused graph"},
+        {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
         {"--dot", true, "also write the graph as Graphviz DOT to this file"},
         {"--shape", true, kShapeHelp}},
        1,

@@ -44,6 +44,10 @@ class QFUSE_API Comparison {
   // Compiles `model` unfused and with `fused_options` (fuse forced on; e.g.
   // allow_residual_round_drop to see what that option costs).
   explicit Comparison(const Model& model, const CompileOptions& fused_options = {});
+  // Compiles `model` with `options` and with `reference` as given (e.g. the
+  // integer-only mode against the float-scale fused one). Values both graphs
+  // hold as 8-bit codes compare in codes: one LSB is one code.
+  Comparison(const Model& model, const CompileOptions& options, const CompileOptions& reference);
   ~Comparison();
   Comparison(Comparison&&) noexcept;
   Comparison& operator=(Comparison&&) noexcept;

@@ -36,6 +36,18 @@ struct CompileOptions {
   // primitive's work split and scratchpad for this many. 0: the runtime's
   // default at compile (omp_get_max_threads()).
   int threads = 0;
+  // Integer-only execution: each fused layer writes s32 accumulators and
+  // applies its output scales, offsets, clamps and residual add in integer
+  // arithmetic (fixed-point multipliers M0 * 2^-n within the relative bound
+  // integer_eta, rounding right shifts, half to even), and int8 average
+  // pools divide by a fixed-point 1/(K1*K2). What it cannot express (e.g. a
+  // sigmoid post-op) keeps its float scales; LayerInfo::integer says which.
+  bool integer_only = false;
+  // The fixed-point multipliers' relative error bound (NEMO's eta; also what
+  // LayerInfo::fixed_point_* report). 2^-20 keeps |acc * M| <= 2^8 within
+  // 2^-12 of a code of the exact product, and M0 within 21 bits (the
+  // pre-quantized export stores M0 as a float: below 2^24 it is exact).
+  double integer_eta = 1.0 / 1048576.0;
   // spdlog level for qfuse's log ("trace", "debug", "info", "warn", "error",
   // "off"); empty keeps the current one (QFUSE_LOG_LEVEL, or warn). The level
   // is process-wide, like spdlog's default logger.
@@ -92,11 +104,17 @@ struct LayerInfo {
   // Fused int8 layers: the output scales' fixed-point form M0 * 2^-n for
   // integer-only requantization (the widest M0 over channels, the largest
   // shift, and the largest relative error |M0 2^-n - M| / |M| reached; the
-  // width follows from the bound eta = 2^-12, NEMO's d >= log2(1 / (M eta))).
+  // width follows from the bound CompileOptions::integer_eta, NEMO's
+  // d >= log2(1 / (M eta))).
   // 0 bits: no fixed-point form (not a fused layer, or a scale beyond 2^31).
   int fixed_point_bits = 0;
   int fixed_point_shift = 0;
   double fixed_point_error = 0.0;
+  // Integer-only mode (CompileOptions::integer_only): "integer" when the
+  // layer runs in integer arithmetic after its accumulators (fused layers,
+  // int8 average pools), else "float scales: <why>" for a fused layer or
+  // pool that could not; empty in the float-scale mode and for other ops.
+  std::string integer;
 };
 
 // Where a request keeps its tensors: intermediate values share one arena by
