@@ -224,6 +224,8 @@ class Deriver {
         n = std::max(n, f.shift);
         max_shift = std::min(max_shift, 30 - static_cast<int>(std::floor(std::log2(std::abs(m)))));
       }
+      // The offset in 2^-n units stays below 2^61.
+      if (b != 0.0) max_shift = std::min(max_shift, 60 - static_cast<int>(std::ceil(std::log2(std::abs(b)))));
       n = std::clamp(std::min(n, max_shift), 0, 62);
       st.shift[c] = n;
       st.multiplier[c] = std::llround(std::ldexp(a, n));

@@ -442,6 +442,10 @@ class QuantizedLayerOp final : public ExecutableOp {
       ctx.staged([&] {
         if (dst_stage_->bytes) {
           dst_stage_->bytes->run(dst, user_dst);
+        } else if (b_.integer) {
+          // The requantized output, not the accumulators DST points at.
+          st.integer_out.set_data_handle(dst);
+          dst_stage_->reorder.execute(ctx.stream(), st.integer_out, st.user_dst);
         } else {
           dst_stage_->reorder.execute(ctx.stream(), st.args.at(DNNL_ARG_DST), st.user_dst);
         }
@@ -495,6 +499,7 @@ class QuantizedLayerOp final : public ExecutableOp {
   struct State {
     std::unordered_map<int, memory> args;
     memory user_src, user_dst, residual, residual_in_dst;
+    memory integer_out;  // integer-only: the requantized output before its dst stage
     std::unordered_map<int, memory> staged_binary;  // plain operands of binary_stages_
   };
 
@@ -516,6 +521,7 @@ class QuantizedLayerOp final : public ExecutableOp {
     }
     if (src_stage_) st.user_src = memory(src_stage_->user_md, engine_, nullptr);
     if (dst_stage_) st.user_dst = memory(dst_stage_->user_md, engine_, nullptr);
+    if (dst_stage_ && b_.integer) st.integer_out = memory(b_.out_md, engine_, nullptr);
     if (b_.sum_input && !sum_in_place_ && !b_.integer) {
       st.residual = memory(residual_md_, engine_, nullptr);
       st.residual_in_dst = memory(residual_dst_md_, engine_, nullptr);

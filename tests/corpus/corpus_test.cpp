@@ -26,7 +26,9 @@
 #include "graph/onnx/importer.hpp"
 #include "tools/common/npy.hpp"
 #include "graph/passes/pattern.hpp"
+#include "graph/model_impl.hpp"
 #include "plugin/api_internal.hpp"
+#include "qfuse/compare.hpp"
 
 namespace qfuse {
 namespace {
@@ -239,6 +241,71 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
 INSTANTIATE_TEST_SUITE_P(Exporters, Corpus, ::testing::ValuesIn(corpus_models()),
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Corpus);
+
+// The integer-only mode (CompileOptions::integer_only) against the
+// float-scale fused path. Every fused layer runs in integer arithmetic unless
+// its post-ops have no integer form (a transcendental or leaky activation, a
+// binary op reading a tensor), which LayerInfo::integer must then say. The
+// small models' outputs on random inputs: within 1 LSB of the float-scale
+// outputs, at least 99% equal (an f32 output: cosine >= 0.99999); the real
+// networks: the same class on every row, and as close to the float model.
+TEST_P(Corpus, IntegerOnlyMatchesFloatScales) {
+  const graph::Graph g = onnx::import_file(model_path(GetParam()));
+  CompileOptions int_options;
+  int_options.integer_only = true;
+  const Model model = make_model(g);
+  Comparison cmp(model, int_options, CompileOptions{});
+  int integer_layers = 0, float_layers = 0;
+  for (const LayerInfo& l : cmp.fused().layers()) {
+    if (l.op.starts_with("Quantized")) {
+      ASSERT_FALSE(l.integer.empty()) << l.node << " says nothing of its integer form";
+    }
+    if (l.integer == "integer") {
+      ++integer_layers;
+    } else if (!l.integer.empty()) {
+      ++float_layers;
+      EXPECT_TRUE(l.integer.find("has no integer form") != std::string::npos ||
+                  l.integer.find("leaky relu") != std::string::npos ||
+                  l.integer.find("reads a tensor at execution") != std::string::npos)
+          << l.node << ": " << l.integer;
+    }
+  }
+  std::cout << GetParam() << ": " << integer_layers << " integer, " << float_layers
+            << " float-scale layers\n";
+  if (const std::string net = real_network(GetParam()); !net.empty()) {
+    const Tensor x = npy(net + "_f32.input.npy");
+    const Tensor ref = npy(net + "_f32.output.npy");
+    const Tensor yi = run_on(cmp.fused(), x);
+    const Tensor yf = run_on(cmp.unfused(), x);
+    EXPECT_EQ(argmax_rows(yi), argmax_rows(yf)) << "integer-only changes a row's class";
+    const double ei = mean_abs_diff(yi, ref), ef = mean_abs_diff(yf, ref);
+    std::cout << "  mean |diff| from the float model: integer-only " << ei << ", float scales " << ef
+              << "\n";
+    EXPECT_LE(ei, 1.5 * ef + 1e-6);
+    return;
+  }
+  std::map<std::string, Tensor> inputs;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const TensorInfo& in : cmp.unfused().inputs()) {
+    Tensor x(ElementType::f32, in.shape);
+    for (float& v : x.data<float>()) v = dist(rng);
+    inputs[in.name] = x;
+  }
+  cmp.run(inputs);
+  for (const TensorDiff& t : cmp.tensors()) {
+    if (!t.graph_output) continue;
+    std::cout << "  " << t.name << ": max " << (t.quantized ? t.max_lsb : t.max_abs)
+              << (t.quantized ? " LSB" : "") << ", " << 100.0 * t.equal_share << "% equal, cosine "
+              << t.cosine << "\n";
+    if (t.quantized) {
+      EXPECT_LE(t.max_lsb, 1.01) << t.name;
+      EXPECT_GE(t.equal_share, 0.99) << t.name;
+    } else {
+      EXPECT_GE(t.cosine, 0.99999) << t.name;
+    }
+  }
+}
 
 // The float real networks run by qfuse (their Slice, ReduceMean, Pow,
 // Softmax, MatMul, ...) against the numpy interpreter of ocr_models.py.
