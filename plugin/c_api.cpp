@@ -111,6 +111,8 @@ void qfuse_compile_options_init(qfuse_compile_options* options) {
   options->allow_residual_round_drop = 0;
   options->threads = 0;
   options->log_level = nullptr;
+  options->integer_only = 0;
+  options->integer_eta = qfuse::CompileOptions{}.integer_eta;
 }
 
 qfuse_status qfuse_compile(const qfuse_model* model, const qfuse_compile_options* options,
@@ -124,6 +126,8 @@ qfuse_status qfuse_compile(const qfuse_model* model, const qfuse_compile_options
       o.allow_residual_round_drop = options->allow_residual_round_drop != 0;
       o.threads = options->threads;
       if (options->log_level != nullptr) o.log_level = options->log_level;
+      o.integer_only = options->integer_only != 0;
+      o.integer_eta = options->integer_eta;
     }
     auto c = std::make_unique<qfuse_compiled_model>();
     c->model = qfuse::compile(model->model, o);

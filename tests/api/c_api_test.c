@@ -104,6 +104,17 @@ int main(int argc, char** argv) {
   qfuse_compiled_model* bad = NULL;
   CHECK_FAILS(qfuse_compile(model, &options, &bad), QFUSE_ERROR_COMPILE, "threads");
   CHECK(bad == NULL);
+  /* The integer-only mode compiles; a bound outside (0, 1) is refused. */
+  qfuse_compile_options_init(&options);
+  options.integer_only = 1;
+  qfuse_compiled_model* integer = NULL;
+  CHECK_OK(qfuse_compile(model, &options, &integer));
+  qfuse_compiled_model_free(integer);
+  options.integer_eta = 1.5;
+  CHECK_FAILS(qfuse_compile(model, &options, &bad), QFUSE_ERROR_COMPILE, "integer_eta");
+  CHECK(bad == NULL);
+  qfuse_compile_options_init(&options);
+  options.fuse = 0;
   if (fused == NULL || unfused == NULL) return 1;
 
   /* Inputs, outputs, layers. */

@@ -69,6 +69,8 @@ typedef struct qfuse_compile_options {
   int allow_residual_round_drop; /* 0 (default): numerics-changing rewrite off */
   int threads;                   /* OpenMP threads per inference at most; 0: the default */
   const char* log_level;         /* "trace" ... "off"; NULL keeps the current level */
+  int integer_only;              /* 1: requantize in integer arithmetic (default 0) */
+  double integer_eta;            /* its multipliers' relative error bound (default 2^-20) */
 } qfuse_compile_options;
 
 /* A concrete shape for a model input with symbolic dimensions. */
