@@ -93,6 +93,13 @@ const CompiledModel::Impl& CompiledModel::impl() const { return impl_ ? *impl_ :
 
 const graph::Graph& compiled_graph(const CompiledModel& model) { return model.impl().graph; }
 
+const composer::IntegerPlan* integer_plan(const CompiledModel& model, const graph::Node& node) {
+  for (const auto& op : model.impl().ops) {
+    if (op->node().name == node.name) return op->integer_plan();
+  }
+  return nullptr;
+}
+
 std::vector<std::string> CompiledModel::input_names() const {
   std::vector<std::string> names;
   for (const TensorInfo& t : inputs()) names.push_back(t.name);

@@ -14,6 +14,14 @@ much is equal (elements on a grid, rows with the same argmax otherwise).
 
     bench/peers/peers.py [CORPUS_DIR] [--qfuse build/tools/qfuse] [--seconds 3]
                          [--only MODEL ...] [--ort-optimization all|extended|basic|disabled]
+    bench/peers/peers.py [CORPUS_DIR] --prequantized [--only MODEL ...]
+
+--prequantized times nothing: it writes each model in the pre-quantized form
+(qfuse export-prequantized) and runs the same inputs through ONNX Runtime on
+the original and on the export, and through qfuse's integer-only mode on the
+original and on the export; one row per model with the differences (LSB of
+the original's output grid, and the share equal). Models qfuse cannot export
+get a row saying why.
 
 Not part of CI: it times things and may download the npm package.
 """
@@ -57,7 +65,7 @@ def make_inputs(path, out_dir):
         if vi.name in inits:
             continue
         tt = vi.type.tensor_type
-        shape = [d.dim_value for d in tt.shape.dim]
+        shape = [d.dim_value or 1 for d in tt.shape.dim]  # a symbolic batch: 1
         if os.path.exists(recorded) and len(model.graph.input) - len(inits) <= 1:
             x = np.load(recorded).astype(np.float32)
         else:
@@ -131,6 +139,45 @@ def compare(path, ort_out, qf_out):
     return worst, unit, 100.0 * equal / max(1, total)
 
 
+def prequantized(exe, models, paths):
+    print("| model | layers exported | ORT export vs ORT original | equal | qfuse integer-only vs "
+          "ORT export | equal | qfuse export vs qfuse integer-only | equal |")
+    print("| --- " * 8 + "|")
+    for m, path in zip(models, paths):
+        with tempfile.TemporaryDirectory() as tmp:
+            exported = os.path.join(tmp, m + "_prequantized.onnx")
+            inputs = os.path.join(tmp, "in")
+            os.makedirs(inputs)
+            make_inputs(path, inputs)
+            # Symbolic dimensions bound to the inputs' shapes.
+            shape = ",".join(f[:-4] + "=" + "x".join(str(d) for d in np.load(os.path.join(inputs, f)).shape)
+                             for f in sorted(os.listdir(inputs)))
+            p = subprocess.run([exe, "export-prequantized", path, exported, "--shape", shape],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if not os.path.exists(exported):
+                why = (p.stderr.strip().splitlines() or ["?"])[-1][:160]
+                print(f"| {m} | not exported: {why} |")
+                continue
+            layers = re.search(r"wrote .*?: (\d+) layers", p.stdout)
+            outs = {k: os.path.join(tmp, k) for k in ("ort", "ort_pq", "qf_int", "qf_pq")}
+            try:
+                ort(path, inputs, outs["ort"], 1, 0)
+                ort(exported, inputs, outs["ort_pq"], 1, 0)
+            except RuntimeError as e:
+                print(f"| {m} | ONNX Runtime cannot run it: {e.args[0].splitlines()[-1][:160]} |")
+                continue
+            run([exe, "run", path, "--inputs", inputs, "--outputs", outs["qf_int"],
+                 "--integer-only", "--repeat", "0", "--shape", shape])
+            run([exe, "run", exported, "--inputs", inputs, "--outputs", outs["qf_pq"],
+                 "--integer-only", "--repeat", "0"])
+            row = [layers.group(1) if layers else "?"]
+            for a, b in (("ort_pq", "ort"), ("qf_int", "ort_pq"), ("qf_pq", "qf_int")):
+                worst, unit, eq = compare(path, outs[b], outs[a])
+                row += [f"{worst:.3g} {unit}", f"{eq:.2f}%"]
+            print(f"| {m} | " + " | ".join(row) + " |")
+            sys.stdout.flush()
+
+
 def implementations(exe, paths):
     impls = set()
     for p in paths:
@@ -147,6 +194,8 @@ def main():
     ap.add_argument("--qfuse", default=os.path.join("build", "tools", "qfuse"))
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--prequantized", action="store_true",
+                    help="check the pre-quantized exports instead of timing (see above)")
     ap.add_argument("--ort-optimization", default="all",
                     choices=["disabled", "basic", "extended", "all"],
                     help="ONNX Runtime's graph optimization level (disabled: it runs the QDQ "
@@ -159,6 +208,9 @@ def main():
     if args.only:
         models = [m for m in models if m in args.only]
     paths = [os.path.join(args.corpus, m + ".onnx") for m in models]
+    if args.prequantized:
+        prequantized(args.qfuse, models, paths)
+        return
     print("int8 implementations: " + ", ".join(implementations(args.qfuse, paths)))
     print("| model | ORT 1t ms | qfuse 1t ms | ratio 1t | ORT 2t ms | qfuse 2t ms | ratio 2t "
           "| ORT RSS MiB | qfuse RSS MiB | max diff | equal |")

@@ -64,6 +64,7 @@ int bench_command(const Args& args);
 int dump_command(const Args& args);
 int conformance_command(const Args& args);
 int compare_command(const Args& args);
+int export_command(const Args& args);
 
 // The bundled Fashion-MNIST models' ONNX files ("default", "fashion-dae").
 std::optional<std::string> fashion_mnist_file(const std::string& model);

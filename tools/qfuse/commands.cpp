@@ -17,6 +17,7 @@
 
 #include "plugin/api_internal.hpp"
 #ifdef QFUSE_HAVE_ONNX
+#include "graph/onnx/exporter.hpp"
 #include "graph/onnx/importer.hpp"
 #include "graph/passes/pattern.hpp"
 #endif
@@ -729,6 +730,41 @@ int dump_command(const Args& args) {
     std::cout << "wrote " << *path << '\n';
   }
   return 0;
+}
+
+// The integer-only mode's fused graph in the pre-quantized ONNX form
+// (graph/onnx/exporter.hpp), then read back: it must import, and compile to
+// one int8 primitive per exported layer.
+int export_command(const Args& args) {
+  if (args.positional().size() != 2) throw UsageError("export-prequantized: expected MODEL OUT.onnx");
+  const std::string model_name = args.positional()[0];
+  const std::string out = args.positional()[1];
+#ifdef QFUSE_HAVE_ONNX
+  CompileOptions options;
+  options.integer_only = true;
+  const CompiledModel model = compile(load_model(model_name, shape_bindings(args, model_name)), options);
+  const onnx::ExportReport report = onnx::export_prequantized(
+      compiled_graph(model), [&model](const graph::Node& n) { return integer_plan(model, n); }, out);
+  std::cout << "wrote " << out << ": " << report.layers
+            << " layers as ConvInteger / MatMulInteger + Add(int32 bias) + Cast + Mul(M0) + "
+               "Mul(2^-N) + QuantizeLinear(1, 0); onnx::checker passed\n";
+  if (report.inexact_accumulators > 0) {
+    std::cout << report.inexact_accumulators
+              << " layer(s) may have accumulators past 2^24, which a float Cast rounds\n";
+  }
+  const CompiledModel back = compile(onnx::import_file(out), {});
+  int int8 = 0, layers = 0;
+  for (const LayerInfo& l : back.layers()) {
+    if (l.macs == 0) continue;
+    ++layers;
+    int8 += l.precision == "int8" ? 1 : 0;
+  }
+  std::cout << "re-imported: " << int8 << " of " << layers << " layers run as one int8 primitive\n";
+  return int8 == layers && layers == report.layers ? 0 : 3;
+#else
+  (void)out;
+  throw UnsupportedError("export-prequantized " + model_name + ": this build has no ONNX frontend");
+#endif
 }
 
 }  // namespace qfuse::cli

@@ -74,6 +74,13 @@ const std::vector<Command>& commands() {
         {"--shape", true, kShapeHelp}},
        1,
        dump_command},
+      {"export-prequantized",
+       "qfuse export-prequantized MODEL OUT.onnx [--shape NAME=DIMS]",
+       "write the integer-only mode's fused graph as a pre-quantized ONNX model (ConvInteger / "
+       "MatMulInteger + Add(int32 bias) + Cast + Mul(M0) + Mul(2^-N) + QuantizeLinear(1, 0))",
+       {{"--shape", true, kShapeHelp}},
+       2,
+       export_command},
       {"conformance",
        "qfuse conformance DIR [--unfused] [--filter TEXT] [--verbose]",
        "run ONNX's backend node tests in DIR (one model.onnx + test_data_set_* per test) "
