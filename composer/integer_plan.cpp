@@ -199,6 +199,9 @@ class Deriver {
     st.hi.resize(c_);
     if (f_.r != 0.0) st.residual_multiplier.resize(c_);
     if (f_.x_is_acc) out_.bias.assign(c_, 0);
+    // Per channel: the offset left after the bias, and the shift wanted.
+    std::vector<double> rest(c_);
+    std::vector<int> wanted(c_), ceiling(c_);
     for (std::size_t c = 0; c < c_; ++c) {
       const double a = f_.a[c];
       double b = f_.b[c];
@@ -209,6 +212,7 @@ class Deriver {
         out_.bias[c] = static_cast<std::int32_t>(std::nearbyint(b / a));
         b -= static_cast<double>(out_.bias[c]) * a;
       }
+      rest[c] = b;
       // One shift for a and the residual's coefficient: the finer of the
       // two each asks for, as far as the wider multiplier allows.
       int n = 0;
@@ -226,7 +230,20 @@ class Deriver {
       }
       // The offset in 2^-n units stays below 2^61.
       if (b != 0.0) max_shift = std::min(max_shift, 60 - static_cast<int>(std::ceil(std::log2(std::abs(b)))));
-      n = std::clamp(std::min(n, max_shift), 0, 62);
+      wanted[c] = n;
+      ceiling[c] = max_shift;
+    }
+    // A stage that adds a residual shifts every channel alike, so that the
+    // residual's multiplier is one value (a sum with one scale).
+    if (f_.r != 0.0) {
+      const int n = std::min(*std::max_element(wanted.begin(), wanted.end()),
+                             *std::min_element(ceiling.begin(), ceiling.end()));
+      std::fill(wanted.begin(), wanted.end(), n);
+    }
+    for (std::size_t c = 0; c < c_; ++c) {
+      const double a = f_.a[c];
+      const double b = rest[c];
+      const int n = std::clamp(std::min(wanted[c], ceiling[c]), 0, 62);
       st.shift[c] = n;
       st.multiplier[c] = std::llround(std::ldexp(a, n));
       if (!st.residual_multiplier.empty()) {

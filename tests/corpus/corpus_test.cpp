@@ -20,10 +20,13 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "graph/onnx/exporter.hpp"
 #include "graph/onnx/importer.hpp"
+#include <onnx/checker.h>
 #include "tools/common/npy.hpp"
 #include "graph/passes/pattern.hpp"
 #include "graph/model_impl.hpp"
@@ -303,6 +306,105 @@ TEST_P(Corpus, IntegerOnlyMatchesFloatScales) {
       EXPECT_GE(t.equal_share, 0.99) << t.name;
     } else {
       EXPECT_GE(t.cosine, 0.99999) << t.name;
+    }
+  }
+}
+
+// qfuse export-prequantized on every corpus model: the models whose layers
+// all have an integer form are written (the others refused with an error
+// naming the node); the file passes ONNX's checker; read back, each exported
+// layer is one int8 primitive with nothing left of its integer chain outside
+// it; the export run in integer-only mode gives the original's integer-only
+// outputs bit for bit, and run with float scales stays within 1 LSB of them
+// (>= 99% equal).
+TEST_P(Corpus, PrequantizedExportRoundTrip) {
+  const std::set<std::string> exportable = {
+      "conv_f32_bias_per_tensor", "conv_int32_bias_u8", "conv_s8_no_weight_zp", "gap_classifier",
+      "matmul_transpose",         "mlp_gemm",           "residual_block",       "torch_style_params"};
+  const graph::Graph g = onnx::import_file(model_path(GetParam()));
+  CompileOptions int_options;
+  int_options.integer_only = true;
+  const CompiledModel original = compile(g, int_options);
+  const fs::path out = fs::path(::testing::TempDir()) / (GetParam() + "_prequantized.onnx");
+  onnx::ExportReport report;
+  try {
+    report = onnx::export_prequantized(
+        compiled_graph(original), [&](const graph::Node& n) { return integer_plan(original, n); },
+        out.string());
+  } catch (const UnsupportedError& e) {
+    EXPECT_EQ(exportable.count(GetParam()), 0u) << e.what();
+    EXPECT_NE(std::string(e.what()).find(" node '"), std::string::npos) << e.what();
+    std::cout << "not exported: " << e.what() << "\n";
+    return;
+  }
+  EXPECT_EQ(exportable.count(GetParam()), 1u) << "exported a model outside the expected set";
+  EXPECT_NO_THROW(::onnx::checker::check_model(out.string()));
+
+  const graph::Graph back = onnx::import_file(out);
+  const CompiledModel back_int = compile(back, int_options);
+  const CompiledModel back_float = compile(back, {});
+  int layers = 0;
+  for (const LayerInfo& l : back_float.layers()) {
+    if (is_layer_op(l.op)) {
+      ++layers;
+      EXPECT_EQ(l.precision, "int8") << l.node;
+    }
+    // The exporter names a layer's chain "<layer>/stage<k>/..." and its
+    // dequantization "<layer>/scale", "<layer>/shift": none may run alone.
+    for (const char* part : {"/stage", "/scale", "/shift", "/residual"}) {
+      EXPECT_EQ(l.node.find(part), std::string::npos)
+          << l.node << " [" << l.op << "]: part of a layer's integer chain ran on its own";
+    }
+  }
+  EXPECT_EQ(layers, report.layers);
+  std::cout << GetParam() << ": " << report.layers << " layers exported and read back as "
+            << layers << " int8 primitives\n";
+
+  InferRequest r_orig = original.create_infer_request();
+  InferRequest r_int = back_int.create_infer_request();
+  InferRequest r_float = back_float.create_infer_request();
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const TensorInfo& in : original.inputs()) {
+    Tensor x(ElementType::f32, in.shape);
+    for (float& v : x.data<float>()) v = dist(rng);
+    r_orig.set_input(in.name, x);
+    r_int.set_input(in.name, x);
+    r_float.set_input(in.name, x);
+  }
+  r_orig.infer();
+  r_int.infer();
+  r_float.infer();
+  const CompiledModel unfused = compile(g, {.fuse = false});
+  const graph::Graph& ug = compiled_graph(unfused);
+  for (const TensorInfo& o : original.outputs()) {
+    const Tensor& a = r_orig.output(o.name);
+    const Tensor& b = r_int.output(o.name);
+    const Tensor& c = r_float.output(o.name);
+    ASSERT_EQ(a.shape(), b.shape());
+    std::int64_t same = 0, equal = 0;
+    double worst = 0.0;
+    std::optional<std::vector<float>> quantum;
+    for (graph::ValueId v : ug.outputs()) {
+      if (ug.value(v).name == o.name) quantum = quantum_of(ug, v);
+    }
+    const Shape& s = a.shape();
+    const std::int64_t inner = s.size() > 2 ? element_count(Shape(s.begin() + 2, s.end())) : 1;
+    const std::int64_t channels = s.size() > 1 ? s[1] : 1;
+    for (std::int64_t i = 0; i < a.size(); ++i) {
+      same += a.as_float(i) == b.as_float(i);
+      const double e = std::abs(static_cast<double>(a.as_float(i)) - c.as_float(i));
+      double q = 1e-4 * std::max(1e-30, static_cast<double>(std::abs(a.as_float(i))));
+      if (quantum) q = (*quantum)[std::min(static_cast<std::size_t>((i / inner) % channels), quantum->size() - 1)];
+      worst = std::max(worst, e / q);
+      equal += e / q < 0.01;
+    }
+    std::cout << "  " << o.name << ": integer-only export = original on " << same << " of "
+              << a.size() << "; float scales max " << worst << " LSB, " << equal << " equal\n";
+    EXPECT_EQ(same, a.size()) << o.name;
+    if (quantum) {
+      EXPECT_LE(worst, 1.01) << o.name;
+      EXPECT_GE(static_cast<double>(equal), 0.99 * static_cast<double>(a.size())) << o.name;
     }
   }
 }

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "graph/onnx/exporter.hpp"
 #include "graph/onnx/importer.hpp"
 #include "plugin/api_internal.hpp"
 #include "tools/common/fashion_mnist.hpp"
@@ -134,6 +135,36 @@ TEST(FashionMnist, IntegerOnlyClassifierMatchesTheFloatScalePath) {
             << "%, agreement with the float-scale fused path " << static_cast<double>(agree) * pct << "%\n";
   EXPECT_NEAR(static_cast<double>(right) * pct, torch_top1, 0.3);
   EXPECT_GE(static_cast<double>(agree) * pct, 99.5);
+}
+
+// The classifier exported in the pre-quantized form and read back: six
+// int8 layers, and on the 10,000 test images the integer-only mode gives the
+// same logits from the export as from the original, bit for bit.
+TEST(FashionMnist, PrequantizedExportGivesTheIntegerOnlyLogits) {
+  const fm::TestSet& set = test_set();
+  onnx::ImportOptions options;
+  options.input_shapes["input"] = {kBatch, 1, 28, 28};
+  CompileOptions int_options;
+  int_options.integer_only = true;
+  const CompiledModel original =
+      compile(onnx::import_file(fm::models_dir() + "/fashion_cnn.onnx", options), int_options);
+  const std::string path = ::testing::TempDir() + "/fashion_cnn_prequantized.onnx";
+  const onnx::ExportReport report = onnx::export_prequantized(
+      compiled_graph(original), [&](const graph::Node& n) { return integer_plan(original, n); }, path);
+  EXPECT_EQ(report.layers, 6);
+  const CompiledModel back = compile(onnx::import_file(path), int_options);
+  int int8_layers = 0;
+  for (const LayerInfo& l : back.layers()) int8_layers += l.macs > 0 && l.precision == "int8";
+  EXPECT_EQ(int8_layers, 6);
+  const std::size_t n = set.labels.size();
+  std::vector<float> a(n * 10), b(n * 10);
+  for_each_image(original, set.images, 10, [&](std::size_t i, const float* y) { std::copy_n(y, 10, a.begin() + static_cast<std::ptrdiff_t>(i * 10)); });
+  for_each_image(back, set.images, 10, [&](std::size_t i, const float* y) { std::copy_n(y, 10, b.begin() + static_cast<std::ptrdiff_t>(i * 10)); });
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) same += a[i] == b[i];
+  std::cout << "export read back: " << int8_layers << " int8 layers, " << same << " of " << a.size()
+            << " logits equal to the integer-only original\n";
+  EXPECT_EQ(same, a.size());
 }
 
 TEST(FashionMnist, AutoencoderPsnrMatchesTorch) {
