@@ -318,12 +318,20 @@ class Exporter {
       const composer::IntegerStage& st = plan->stages[s];
       const bool writes_output = s + 1 == plan->stages.size() && y.type != ElementType::f32;
       const std::string base = n.name + "/stage" + std::to_string(s);
-      for (const std::int64_t m : st.multiplier) {
-        if (std::abs(m) >= (std::int64_t{1} << 24)) {
-          refuse(n, "a multiplier M0 of " + std::to_string(m) + " (2^24 or more is not exact as a "
-                    "float; lower CompileOptions::integer_eta)");
+      // Integers written as float must be exact there (every one below 2^24
+      // is; larger ones only with trailing zero bits).
+      const auto exact = [&](const std::vector<std::int64_t>& v, const char* what) {
+        for (const std::int64_t value : v) {
+          if (static_cast<std::int64_t>(static_cast<float>(value)) != value) {
+            refuse(n, std::string(what) + " " + std::to_string(value) +
+                          " is not exact as a float (integers are below 2^24; lower "
+                          "CompileOptions::integer_eta)");
+          }
         }
-      }
+      };
+      exact(st.multiplier, "a multiplier M0 of");
+      exact(st.residual_multiplier, "a residual multiplier of");
+      exact(st.offset, "an offset K of");
       std::string t = x_is_float ? xi : to_float(xi, base + "/cast");
       t = w_.op("Mul", base + "/M0",
                 {t, channel_constant(base + "/M0", kFloat, st.multiplier, rank, spatial)});

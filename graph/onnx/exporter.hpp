@@ -16,11 +16,14 @@
 // Cast -> AveragePool -> Mul(out_scale) -> Add(out_shift) -> QuantizeLinear(1, 0);
 // Reshape, MaxPool, Transpose and Concat run on the codes.
 //
-// Integers stored as float are exact below 2^24: M0 is (CompileOptions::
-// integer_eta 2^-20 gives 21 bits at most, and the exporter refuses more than
-// 24), and so are K and the accumulators ConvInteger's Cast converts as long
-// as |acc + bias| < 2^24 (the exporter bounds it from the weights: 255 * sum
-// |w| + |bias|, and warns per layer when the bound passes 2^24). The product
+// Integers stored as float are exact below 2^24 (larger ones only with
+// enough trailing zero bits): the exporter refuses any M0, residual
+// multiplier R or offset K that a float does not hold exactly (with
+// CompileOptions::integer_eta = 2^-20, M0 has at most 21 bits; R = C * 2^N
+// of an f32 residual scale C is exact for any N). The accumulators
+// ConvInteger's Cast converts are exact while |acc + bias| < 2^24: the
+// exporter bounds that from the weights (255 * sum |w| + |bias|) and warns
+// per layer when the bound passes 2^24. The product
 // (acc + bias) * M0 may pass 2^24 and round in float (relative 2^-24): where
 // the exact value lies that close to a rounding tie, a float runtime can round
 // to the neighbouring code; the integer-only mode cannot.
