@@ -612,7 +612,23 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
       layers_int8 += l.precision == "int8";
     }
   }
-  std::cout << "layers: " << layers_int8 << " of " << layers_total << " int8\n\n";
+  std::cout << "layers: " << layers_int8 << " of " << layers_total << " int8\n";
+  // Integer-only mode: how many ops requantize in integer arithmetic, and
+  // why the others kept float scales, counted per reason.
+  std::map<std::string, int> float_scales;
+  int integer = 0;
+  for (const LayerInfo& l : layers) {
+    if (l.integer == "integer") ++integer;
+    if (l.integer.starts_with("float scales: ")) ++float_scales[l.integer.substr(14)];
+  }
+  if (integer > 0 || !float_scales.empty()) {
+    int kept = 0;
+    for (const auto& [why, n] : float_scales) kept += n;
+    std::cout << "integer-only: " << integer << " ops in integer arithmetic, " << kept
+              << " kept float scales\n";
+    for (const auto& [why, n] : float_scales) std::cout << "  " << n << " x " << why << '\n';
+  }
+  std::cout << '\n';
   std::cout << std::left << std::setw(22) << "op" << std::right << std::setw(6) << "int8"
             << std::setw(6) << "f32" << std::setw(10) << "quantize" << std::setw(12)
             << "dequantize" << std::setw(11) << "reference" << '\n';

@@ -142,7 +142,8 @@ void write_compare_json(const std::string& path, const std::string& model, const
     out << (i ? ", " : "") << "{\"node\": \"" << escape(layers[i].node, false) << "\", \"op\": \""
         << layers[i].op << "\", \"precision\": \"" << layers[i].precision
         << "\", \"implementation\": \"" << escape(layers[i].implementation, false)
-        << "\", \"post_ops\": \"" << escape(layers[i].post_ops, false) << "\"}";
+        << "\", \"post_ops\": \"" << escape(layers[i].post_ops, false) << "\", \"integer\": \""
+        << escape(layers[i].integer, false) << "\"}";
   }
   out << "]}\n";
 }
