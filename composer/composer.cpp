@@ -1,5 +1,7 @@
 #include "composer/composer.hpp"
 
+#include "composer/tie_hazard.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -198,6 +200,9 @@ ComposeResult compose(const PostOpChain& chain, const ComposeOptions& options) {
     return cannot_fuse(std::move(*reason), std::move(applied));
   }
   plan.applied_rules = applied;
+  if (auto hazard = rounding_tie_hazard(plan)) {
+    return cannot_fuse(std::move(*hazard), std::move(applied));
+  }
   try {
     plan.fixed_output_scales = to_fixed_point(plan.output_scales, options.fixed_point_eta);
   } catch (const std::invalid_argument&) {

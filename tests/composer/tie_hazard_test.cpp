@@ -1,0 +1,86 @@
+// composer/tie_hazard: chains whose intermediate rounding meets exact .5 ties
+// that the fused f32 arithmetic cannot reproduce are refused; chains whose
+// ties f32 computes exactly (power-of-two scales) still fuse, and then match
+// the step-by-step evaluation on every tie (oneDNN against the reference).
+
+#include <gtest/gtest.h>
+
+#include "composer/composer.hpp"
+#include "composer/tie_hazard.hpp"
+#include "tests/composer/reference.hpp"
+
+namespace qfuse::composer {
+namespace {
+
+TEST(TieHazard, CoarseGridTieAfterAFinerGridIsRefused) {
+  // The 16-level grid on [-2.5, 3.5] holds 3.5, the tie of the 2-level
+  // FakeQuantize on [0, 7]: unfused rounds it to 0, the folded f32 constants
+  // put it at 0.50000003, and rounding it up gives 7.
+  PostOpChain chain;
+  chain.channels = 1;
+  chain.dst_type = DataType::u8;
+  append_fake_quantize(chain, {-2.5f}, {3.5f}, {-2.5f}, {3.5f}, 16);
+  append_fake_quantize(chain, {0.0f}, {7.0f}, {0.0f}, {7.0f}, 2);
+  const ComposeResult r = compose(chain);
+  ASSERT_FALSE(r.fused());
+  EXPECT_NE(r.reason.find("meets a .5 tie"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("from code 15"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("by 7 codes"), std::string::npos) << r.reason;
+}
+
+TEST(TieHazard, NoTiesNoRefusal) {
+  // acc / 3 rounded, then 3x: a scale of 1/3 puts no accumulator on a tie,
+  // so the gain after the rounding does not matter: this fuses.
+  PostOpChain chain;
+  chain.channels = 1;
+  chain.dst_type = DataType::s8;
+  chain.steps.push_back(Scale{{1.0f / 3.0f}});
+  chain.steps.push_back(Round{});
+  chain.steps.push_back(Scale{{3.0f}});
+  EXPECT_TRUE(compose(chain).fused());
+  EXPECT_FALSE(rounding_tie_hazard(*compose(chain).plan));
+}
+
+TEST(TieHazard, ExactTiesWithPowerOfTwoScalesStillFuseAndMatch) {
+  // acc * 0.5 puts every odd accumulator on a tie; 4x after the rounding
+  // moves the output by 4 codes per step. f32 computes these ties exactly,
+  // so the fused primitive rounds them half to even like the chain.
+  PostOpChain chain;
+  chain.channels = 2;
+  chain.dst_type = DataType::s8;
+  chain.steps.push_back(Scale{{0.5f}});
+  chain.steps.push_back(Round{});
+  chain.steps.push_back(Scale{{4.0f}});
+  const ComposeResult r = compose(chain);
+  ASSERT_TRUE(r.fused()) << r.reason;
+  testing::CaseData d;
+  d.pixels = 8;
+  d.channels = 2;
+  for (int i = 0; i < 16; ++i) d.acc.push_back(2 * i - 15);  // odd: every one a tie
+  d.residual.assign(16, 0.0f);
+  const std::vector<float> fused = testing::run_fused(*r.plan, d, testing::Anchor::inner_product);
+  const testing::Reference ref = testing::evaluate_reference(chain, d);
+  ASSERT_EQ(fused.size(), ref.values.size());
+  for (std::size_t i = 0; i < fused.size(); ++i) {
+    EXPECT_EQ(fused[i], ref.values[i]) << "acc " << d.acc[i];
+  }
+}
+
+TEST(TieHazard, ScaledTiesF32CannotHoldAreRefused) {
+  // The same with 0.1: acc * 0.1 is a tie for every acc ending in 5 in exact
+  // arithmetic, and neither path computes it so: the chain (in double, with
+  // 0.1f = 0.100000001490116) sees 0.50000000745 and rounds up, the f32
+  // primitive sees exactly 0.5 and rounds to even, 4 codes apart.
+  PostOpChain chain;
+  chain.channels = 1;
+  chain.dst_type = DataType::s8;
+  chain.steps.push_back(Scale{{0.1f}});
+  chain.steps.push_back(Round{});
+  chain.steps.push_back(Scale{{4.0f}});
+  const ComposeResult r = compose(chain);
+  EXPECT_FALSE(r.fused());
+  EXPECT_NE(r.reason.find("rounding step 1 of 1"), std::string::npos) << r.reason;
+}
+
+}  // namespace
+}  // namespace qfuse::composer
