@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -10,9 +11,9 @@ namespace qfuse::composer {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr std::int64_t kAccWindow = 4096;       // first rounding point: |acc| <= this
+constexpr std::int64_t kAccWindow = 1024;       // first rounding point: |acc| <= this
 constexpr std::int64_t kMaxCodes = 65536;       // later ones: codes of the previous one
-constexpr std::int64_t kMaxEvaluations = 1 << 22;  // per rounding point and channel
+constexpr std::int64_t kMaxEvaluations = 1 << 16;  // per rounding point and channel
 
 double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
@@ -79,6 +80,29 @@ class Checker {
   Checker(const PostOpsPlan& p, int c) : p_(p), c_(c) {
     for (std::size_t i = 0; i < p.post_ops.size(); ++i) {
       if (is_round(p.post_ops[i])) rounds_.push_back(i);
+      // This channel's arithmetic, flat: the loops below run it thousands
+      // of times.
+      Flat f;
+      const PostOp& op = p.post_ops[i];
+      if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
+        f.kind = Flat::unary;
+        f.alg = e->alg;
+        f.scale = e->scale;
+        f.alpha = e->alpha;
+        f.beta = e->beta;
+      } else if (const auto* bin = std::get_if<BinaryPostOp>(&op)) {
+        f.binary = bin->alg;
+        if (const auto* t = std::get_if<ConstantTensor>(&bin->tensor)) {
+          f.kind = Flat::binary_constant;
+          f.t = at(t->values, c);
+        } else {
+          f.kind = Flat::binary_tensor;
+        }
+      } else {
+        f.kind = Flat::sum;
+        f.scale = std::get<SumPostOp>(op).scale;
+      }
+      flat_.push_back(f);
     }
     const bool s8 = p.dst_type == DataType::s8;
     res_lo_ = s8 ? -128 : 0;
@@ -98,30 +122,38 @@ class Checker {
  private:
   double scale() const { return p_.output_scales.empty() ? 1.0 : at(p_.output_scales, c_); }
 
-  // One op on y; `res`: the external tensor's value (a residual code).
-  double apply(const PostOp& op, double y, double res, bool flip, bool up) const {
-    if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
-      double v;
-      if (e->alg == EltwiseAlg::round && flip) {
-        v = std::floor(y) + (up ? 1.0 : 0.0);
-      } else {
-        v = eltwise(e->alg, y, e->alpha, e->beta);
+  struct Flat {
+    enum Kind { unary, binary_constant, binary_tensor, sum } kind = unary;
+    EltwiseAlg alg = EltwiseAlg::linear;
+    BinaryAlg binary = BinaryAlg::add;
+    double scale = 1.0, alpha = 0.0, beta = 0.0, t = 0.0;
+  };
+
+  // Op i on y; `res`: the external tensor's value (a residual code).
+  double apply(std::size_t i, double y, double res, bool flip, bool up) const {
+    const Flat& f = flat_[i];
+    switch (f.kind) {
+      case Flat::unary: {
+        if (f.alg == EltwiseAlg::linear) return f.scale * (f.alpha * y + f.beta);
+        const double v = f.alg == EltwiseAlg::round && flip ? std::floor(y) + (up ? 1.0 : 0.0)
+                                                            : eltwise(f.alg, y, f.alpha, f.beta);
+        return f.scale * v;
       }
-      return static_cast<double>(e->scale) * v;
-    }
-    if (const auto* b = std::get_if<BinaryPostOp>(&op)) {
-      const double t = std::holds_alternative<ConstantTensor>(b->tensor)
-                           ? at(std::get<ConstantTensor>(b->tensor).values, c_)
-                           : res;
-      switch (b->alg) {
-        case BinaryAlg::add: return y + t;
-        case BinaryAlg::sub: return y - t;
-        case BinaryAlg::mul: return y * t;
-        case BinaryAlg::min: return std::min(y, t);
-        case BinaryAlg::max: return std::max(y, t);
+      case Flat::binary_constant:
+      case Flat::binary_tensor: {
+        const double t = f.kind == Flat::binary_constant ? f.t : res;
+        switch (f.binary) {
+          case BinaryAlg::add: return y + t;
+          case BinaryAlg::sub: return y - t;
+          case BinaryAlg::mul: return y * t;
+          case BinaryAlg::min: return std::min(y, t);
+          case BinaryAlg::max: return std::max(y, t);
+        }
+        return y;
       }
+      case Flat::sum: return y + f.scale * res;
     }
-    return y + static_cast<double>(std::get<SumPostOp>(op).scale) * res;
+    return y;
   }
 
   // The same op in f32, as the primitive computes it (linear with or
@@ -156,7 +188,7 @@ class Checker {
   // input down or up.
   double finish(std::size_t first, double y, double res, std::size_t flip_at, bool up) const {
     for (std::size_t i = first; i < p_.post_ops.size(); ++i) {
-      y = apply(p_.post_ops[i], y, res, i == flip_at, up);
+      y = apply(i, y, res, i == flip_at, up);
     }
     if (p_.dst_zero_point) y += *p_.dst_zero_point;
     if (p_.dst_type == DataType::f32) return y;
@@ -247,9 +279,10 @@ class Checker {
                                  : 1.0;
     // Over accumulators, a tie that recurs (a scale like 0.5 puts every odd
     // one on a tie) shows as many hits; f32 noise alone near a tie hits
-    // about once in 2^22 / |v| accumulators. Fewer than kRecurring hits in
-    // the window are not a structure.
-    constexpr int kRecurring = 16;
+    // about once in 2^21 / |v| accumulators. Fewer than kRecurring hits in
+    // the window (ties rarer than one in 256 accumulators) are not a
+    // structure.
+    constexpr int kRecurring = 8;
     int hits = 0;
     std::optional<std::string> first_hazard;
     for (std::int64_t x = x_lo; x <= x_hi; ++x) {
@@ -262,7 +295,7 @@ class Checker {
           y = static_cast<double>(std::get<EltwisePostOp>(p_.post_ops[first]).scale) *
               static_cast<double>(x);
         }
-        for (std::size_t i = j == 0 ? 0 : first + 1; i < r; ++i) y = apply(p_.post_ops[i], y, res, false, false);
+        for (std::size_t i = j == 0 ? 0 : first + 1; i < r; ++i) y = apply(i, y, res, false, false);
         if (!near_tie(y)) continue;
         // An exact tie that f32 computes exactly too (power-of-two scales)
         // rounds half to even in both paths.
@@ -306,8 +339,22 @@ class Checker {
   const PostOpsPlan& p_;
   int c_;
   std::vector<std::size_t> rounds_;
+  std::vector<Flat> flat_;
   std::int64_t res_lo_ = 0, res_hi_ = 255;
 };
+
+// What a channel's arithmetic depends on: its output scale and its values
+// of the per-channel constants.
+std::vector<double> channel_signature(const PostOpsPlan& plan, int c) {
+  std::vector<double> sig;
+  if (!plan.output_scales.empty()) sig.push_back(at(plan.output_scales, c));
+  for (const PostOp& op : plan.post_ops) {
+    if (const auto* b = std::get_if<BinaryPostOp>(&op)) {
+      if (const auto* t = std::get_if<ConstantTensor>(&b->tensor)) sig.push_back(at(t->values, c));
+    }
+  }
+  return sig;
+}
 
 }  // namespace
 
@@ -315,7 +362,9 @@ std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan) {
   bool any = false;
   for (const PostOp& op : plan.post_ops) any = any || is_round(op);
   if (!any) return std::nullopt;
+  std::set<std::vector<double>> checked;
   for (int c = 0; c < std::max(1, plan.channels); ++c) {
+    if (!checked.insert(channel_signature(plan, c)).second) continue;
     if (auto hazard = Checker(plan, c).run()) return hazard;
   }
   return std::nullopt;

@@ -11,11 +11,11 @@
 // after it scales a step to, 7 in that example.
 //
 // rounding_tie_hazard() looks for such ties in the plan, evaluated in double:
-// - for the first rounding point, over accumulators in [-4096, 4096]: ties that
-//   recur at least every 8193 accumulator values;
+// - for the first rounding point, over accumulators in [-1024, 1024]: ties that
+//   recur at least once in 256 accumulators (8 hits there);
 // - for a later one, over every code the previous rounding point can write
 //   (its input's range, from the clamps; up to 65536 codes; codes in
-//   [-4096, 4096] when that input is not clamped before the rounding),
+//   [-1024, 1024] when that input is not clamped before the rounding),
 // within f32 noise of a tie (2^-20 relative). For each it evaluates the rest
 // of the plan with the tie rounded either way; where the two outputs differ
 // by more than one code, it says where, and the composer refuses the chain
