@@ -378,10 +378,23 @@ std::optional<std::string> affine_moves_before_clip(Work& work) {
 }
 
 // round(clip(x, lo, hi)) == clip(round(x), round(lo), round(hi))   (round is monotone)
+//
+// Not when a bound is within f32 noise of a .5 tie: the bound is a value the
+// chain reaches (a saturated FakeQuantize level carried through folded
+// constants, 0.50000003 for an exact 0.5), and rounding it here would decide
+// that tie from the folded constants, for every input that saturates. Left
+// before the rounding, the bound stays a value the tie check sees.
 std::optional<std::string> clip_moves_after_round(Work& work) {
+  const auto near_tie = [](const std::vector<float>& v) {
+    return std::any_of(v.begin(), v.end(), [](float x) {
+      const double d = static_cast<double>(x);
+      return std::abs(d - std::floor(d) - 0.5) <= 0x1p-20 * std::max(1.0, std::abs(d));
+    });
+  };
   for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
     const auto* c = item_at<Clip>(work, i);
-    if (c == nullptr || item_at<Round>(work, i + 1) == nullptr) {
+    if (c == nullptr || item_at<Round>(work, i + 1) == nullptr || near_tie(c->lo) ||
+        near_tie(c->hi)) {
       continue;
     }
     const auto rounded = [](const std::vector<float>& v) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -11,9 +12,10 @@ namespace qfuse::composer {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr std::int64_t kAccWindow = 1024;       // first rounding point: |acc| <= this
-constexpr std::int64_t kMaxCodes = 65536;       // later ones: codes of the previous one
-constexpr std::int64_t kMaxEvaluations = 1 << 16;  // per rounding point and channel
+constexpr std::int64_t kAccWindow = 1024;        // first rounding point: |acc| <= this
+constexpr std::int64_t kTieWindow = 2048;        // ties tried, and codes of an unclamped rounding
+constexpr std::int64_t kMaxCodes = 65536;        // codes of the previous rounding point
+constexpr std::int64_t kMaxEvaluations = 1 << 18;  // per rounding point and channel
 
 double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
@@ -103,6 +105,11 @@ class Checker {
         f.scale = std::get<SumPostOp>(op).scale;
       }
       flat_.push_back(f);
+    }
+    // Whether op i or a later one reads a tensor.
+    reads_from_.assign(p.post_ops.size() + 1, false);
+    for (std::size_t i = p.post_ops.size(); i-- > 0;) {
+      reads_from_[i] = reads_from_[i + 1] || reads_tensor(p.post_ops[i]);
     }
     const bool s8 = p.dst_type == DataType::s8;
     res_lo_ = s8 ? -128 : 0;
@@ -244,93 +251,237 @@ class Checker {
     return {lo, hi};
   }
 
-  // Within f32 noise of a tie (f32 rounds at 2^-24 relative; a few
-  // operations' worth).
-  static bool near_tie(double v) {
-    return std::abs(v - std::floor(v) - 0.5) <= 0x1p-22 * std::max(1.0, std::abs(v));
+  // Within f32 noise of a tie: each f32 operation rounds at 2^-24 of its
+  // result, and `magnitude` bounds every intermediate (a shift that cancels
+  // most of a large product leaves that product's error behind).
+  static bool near_tie(double v, double magnitude) {
+    return std::abs(v - std::floor(v) - 0.5) <= 0x1p-20 * std::max(1.0, magnitude);
+  }
+
+  double last_step() const {
+    return p_.dst_type == DataType::f32
+               ? std::abs(static_cast<double>(std::get<EltwisePostOp>(p_.post_ops[rounds_.back()]).scale))
+               : 1.0;
+  }
+
+  bool reads_tensor_in(std::size_t from, std::size_t to) const {
+    if (to >= p_.post_ops.size() && from < reads_from_.size()) return reads_from_[from];
+    bool any = false;
+    for (std::size_t i = from; i < to && i < p_.post_ops.size(); ++i) any = any || reads_tensor(p_.post_ops[i]);
+    return any;
+  }
+
+  // The residual codes worth trying after rounding point r: a few across the
+  // range when a tensor is read after it (its value shifts where the later
+  // clamps bite), else none.
+  std::vector<double> residual_probes(std::size_t r, double res) const {
+    if (!reads_tensor_in(r + 1, p_.post_ops.size())) return {res};
+    return {static_cast<double>(res_lo_), 0.0, static_cast<double>(res_hi_), res};
+  }
+
+  // Every op in [from, to) is monotone in its input (for a fixed value of a
+  // tensor it reads).
+  bool monotone(std::size_t from, std::size_t to) const {
+    for (std::size_t i = from; i < to && i < p_.post_ops.size(); ++i) {
+      const auto* e = std::get_if<EltwisePostOp>(&p_.post_ops[i]);
+      if (e != nullptr && !monotone_increasing(e->alg, e->alpha) && e->alg != EltwiseAlg::linear) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The output for an input y of op r equals the output for `far` (beyond
+  // y), at every residual probe.
+  bool saturated(std::size_t r, double y, double far) const {
+    for (const double rv : residual_probes(r, 0.0)) {
+      const std::size_t none = p_.post_ops.size();
+      if (finish(r, y, rv, none, false) != finish(r, far, rv, none, false)) return false;
+    }
+    return true;
+  }
+
+  // Output codes between rounding the input y of op r down and up.
+  double move_at(std::size_t r, double y, double res) const {
+    double worst = 0.0;
+    for (const double rv : residual_probes(r, res)) {
+      const double down = finish(r, y, rv, r, false);
+      const double up = finish(r, y, rv, r, true);
+      worst = std::max(worst, std::abs(up - down) / last_step());
+    }
+    return worst;
+  }
+
+  // Whether a tie at op r can move the output by more than one code: the
+  // first tie k + 0.5 across the input's range (every one near zero, powers
+  // of two further out) that does, with its move; else the largest move.
+  std::pair<double, double> worst_move(std::size_t r) const {
+    const auto [lo, hi] = input_interval(r);
+    std::vector<double> ties;
+    // One more on each side: a clamp bound just past a tie (0.50000003 for
+    // an exact 0.5 carried through folded constants) is a value reached.
+    const double from = std::max(lo - 1.0, -static_cast<double>(kTieWindow));
+    const double to = std::min(hi + 1.0, static_cast<double>(kTieWindow));
+    for (double k = std::floor(from); k <= to; k += 1.0) ties.push_back(k + 0.5);
+    for (double k = static_cast<double>(kTieWindow); k < 0x1p31; k *= 2.0) {
+      for (const double t : {k + 0.5, -k - 0.5}) {
+        if (t >= lo && t <= hi) ties.push_back(t);
+      }
+    }
+    std::pair<double, double> worst{0.0, 0.0};
+    for (const double t : ties) {
+      const double m = move_at(r, t, 0.0);
+      if (m > worst.first) worst = {m, t};
+      if (worst.first > 1.0 + 1e-6) break;  // one is enough to look closer
+    }
+    return worst;
+  }
+
+  std::string describe_tie(std::size_t j, double y, const char* from, double x, double moved) const {
+    std::ostringstream os;
+    os << "rounding step " << j + 1 << " of " << rounds_.size() << " meets a .5 tie (input "
+       << std::setprecision(9) << y << std::setprecision(6)
+       << " from " << from << x << ", channel " << c_
+       << ") where rounding it either way moves the output by " << std::nearbyint(moved)
+       << " codes; the fused primitive's f32 arithmetic may round it the other way";
+    return os.str();
+  }
+
+  // The first rounding point reads the accumulator (plus the bias), which
+  // the unfused path itself only knows to f32 precision: a tie there may
+  // round either way in both. What is refused is a tie that recurs (a scale
+  // like 0.1 puts every accumulator ending in 5 on one), where the fused
+  // primitive would systematically take the other side: at least kRecurring
+  // hits over accumulators in [-kAccWindow, kAccWindow] (f32 noise alone
+  // near a tie hits about once in 2^19 / |v| accumulators).
+  std::optional<std::string> recurring_accumulator_ties(std::size_t r) const {
+    constexpr int kRecurring = 8;
+    const bool tensor_before = reads_tensor_in(0, r);
+    const std::int64_t res_count = tensor_before ? res_hi_ - res_lo_ + 1 : 1;
+    if ((2 * kAccWindow + 1) * res_count > kMaxEvaluations) return std::nullopt;
+    int hits = 0;
+    std::optional<std::string> first_hazard;
+    for (std::int64_t x = -kAccWindow; x <= kAccWindow; ++x) {
+      for (std::int64_t k = 0; k < res_count; ++k) {
+        const double res = static_cast<double>(tensor_before ? res_lo_ + k : 0);
+        double y = static_cast<double>(x) * scale();
+        double magnitude = std::abs(y);
+        for (std::size_t i = 0; i < r; ++i) {
+          y = apply(i, y, res, false, false);
+          magnitude = std::max(magnitude, std::abs(y));
+        }
+        if (!near_tie(y, magnitude)) continue;
+        if (y - std::floor(y) == 0.5) {
+          bool exact = true;
+          for (const bool fma : {false, true}) {
+            float yf = static_cast<float>(x) * static_cast<float>(scale());
+            for (std::size_t i = 0; i < r; ++i) yf = apply_f32(p_.post_ops[i], yf, static_cast<float>(res), fma);
+            exact = exact && static_cast<double>(yf) == y;
+          }
+          if (exact) continue;
+        }
+        const double moved = move_at(r, y, res);
+        if (moved <= 1.0 + 1e-6) continue;
+        if (!first_hazard) first_hazard = describe_tie(0, y, "accumulator ", static_cast<double>(x), moved);
+        if (++hits >= kRecurring) return first_hazard;
+        break;
+      }
+    }
+    return std::nullopt;
   }
 
   // Ties at the input of the j-th rounding point, and what they move.
   std::optional<std::string> check_round(std::size_t j) {
     const std::size_t r = rounds_[j];
-    // Where x enters: the accumulator (before op 0), or the previous
-    // rounding point's code (its op writes scale * x).
-    const std::size_t first = j == 0 ? 0 : rounds_[j - 1];
-    std::int64_t x_lo = -kAccWindow, x_hi = kAccWindow;
-    if (j > 0) {
-      // The codes the previous rounding point can write; when its input is
-      // not clamped before it (the composer moves clamps after a rounding),
-      // the codes around 0, where the later clamps keep them apart.
-      const auto [lo, hi] = input_interval(first);
-      if (std::isfinite(lo) && std::isfinite(hi) && hi - lo < static_cast<double>(kMaxCodes)) {
-        x_lo = static_cast<std::int64_t>(std::nearbyint(lo));
-        x_hi = static_cast<std::int64_t>(std::nearbyint(hi));
+    if (j == 0) return recurring_accumulator_ties(r);
+
+    // Where x enters: the previous rounding point's code (its op writes
+    // scale * x). The codes it can write, from the clamps before it.
+    const std::size_t first = rounds_[j - 1];
+    const auto [lo, hi] = input_interval(first);
+    std::int64_t x_lo = -kTieWindow, x_hi = kTieWindow;
+    bool bounded = std::isfinite(lo) && std::isfinite(hi) && hi - lo < static_cast<double>(kMaxCodes);
+    if (bounded) {
+      x_lo = static_cast<std::int64_t>(std::nearbyint(lo));
+      x_hi = static_cast<std::int64_t>(std::nearbyint(hi));
+    }
+    const bool tensor_before = reads_tensor_in(first, r);
+    const std::int64_t res_count = tensor_before ? res_hi_ - res_lo_ + 1 : 1;
+    // A tensor read in between is enumerated as its codes: one tensor, of
+    // the s8/u8 destination's type (an f32 tensor, or two, are not).
+    int tensors = 0;
+    bool codes = p_.dst_type != DataType::f32;
+    for (std::size_t i = first; i < r; ++i) {
+      if (!reads_tensor(p_.post_ops[i])) continue;
+      ++tensors;
+      if (const auto* b = std::get_if<BinaryPostOp>(&p_.post_ops[i])) {
+        codes = codes && std::get<ExternalTensor>(b->tensor).data_type == p_.dst_type;
+      } else {
+        codes = codes && std::get<SumPostOp>(p_.post_ops[i]).data_type == p_.dst_type;
       }
     }
-    // A tensor read before the rounding point: its codes are enumerated too.
-    bool tensor_before = false;
-    for (std::size_t i = first; i < r; ++i) tensor_before = tensor_before || reads_tensor(p_.post_ops[i]);
-    const std::int64_t res_count = tensor_before ? res_hi_ - res_lo_ + 1 : 1;
-    if ((x_hi - x_lo + 1) * res_count > kMaxEvaluations) return std::nullopt;
-    bool tensor_after = false;
-    for (std::size_t i = r + 1; i < p_.post_ops.size(); ++i) tensor_after = tensor_after || reads_tensor(p_.post_ops[i]);
-    const double last_step = p_.dst_type == DataType::f32
-                                 ? std::abs(std::get<EltwisePostOp>(p_.post_ops[rounds_.back()]).scale)
-                                 : 1.0;
-    // Over accumulators, a tie that recurs (a scale like 0.5 puts every odd
-    // one on a tie) shows as many hits; f32 noise alone near a tie hits
-    // about once in 2^21 / |v| accumulators. Fewer than kRecurring hits in
-    // the window (ties rarer than one in 256 accumulators) are not a
-    // structure.
-    constexpr int kRecurring = 8;
-    int hits = 0;
-    std::optional<std::string> first_hazard;
+    if (tensors > 1 || (tensors == 1 && !codes)) bounded = false;
+    const auto value_at = [&](std::int64_t x, double res, double& magnitude) {
+      double y = static_cast<double>(std::get<EltwisePostOp>(p_.post_ops[first]).scale) *
+                 static_cast<double>(x);
+      magnitude = std::abs(y);
+      for (std::size_t i = first + 1; i < r; ++i) {
+        y = apply(i, y, res, false, false);
+        magnitude = std::max(magnitude, std::abs(y));
+      }
+      return y;
+    };
+    if (!bounded && !tensor_before) {
+      // The previous rounding point is not clamped before it (the composer
+      // moves clamps after a rounding): its codes are unbounded. Codes
+      // outside the window are harmless when everything from them to the
+      // output is monotone and the output is already saturated at the
+      // window's ends (a later clamp): every tie beyond rounds to the same
+      // output either way.
+      // Or when the window's ends already reach the input's own bounds
+      // (a clamp between the two rounding points).
+      double m = 0.0;
+      const double a = value_at(x_lo, 0.0, m), b = value_at(x_hi, 0.0, m);
+      const auto [ylo, yhi] = input_interval(r);
+      const bool downstream = monotone(r + 1, p_.post_ops.size());
+      bounded = monotone(first + 1, r) &&
+                (std::min(a, b) <= ylo || (downstream && saturated(r, std::ceil(std::min(a, b)), -0x1p40))) &&
+                (std::max(a, b) >= yhi || (downstream && saturated(r, std::floor(std::max(a, b)), 0x1p40)));
+    }
+    if (!bounded || (x_hi - x_lo + 1) * res_count > kMaxEvaluations) {
+      // The values reaching it cannot all be checked. A tie here that
+      // moves the output by at most one code is the contract's one LSB.
+      const auto [worst, worst_tie] = worst_move(r);
+      if (worst <= 1.0 + 1e-6) return std::nullopt;
+      std::ostringstream os;
+      os << "rounding step " << j + 1 << " of " << rounds_.size() << " can meet a .5 tie (e.g. input "
+         << worst_tie << ", channel " << c_ << ") where rounding it either way moves the output by "
+         << std::nearbyint(worst) << " codes, and the values reaching it ("
+         << (tensor_before ? "codes and a tensor read before it" : "codes of the previous rounding")
+         << ") are too many to check";
+      return os.str();
+    }
     for (std::int64_t x = x_lo; x <= x_hi; ++x) {
       for (std::int64_t k = 0; k < res_count; ++k) {
         const double res = static_cast<double>(tensor_before ? res_lo_ + k : 0);
-        double y;
-        if (j == 0) {
-          y = static_cast<double>(x) * scale();
-        } else {
-          y = static_cast<double>(std::get<EltwisePostOp>(p_.post_ops[first]).scale) *
-              static_cast<double>(x);
-        }
-        for (std::size_t i = j == 0 ? 0 : first + 1; i < r; ++i) y = apply(i, y, res, false, false);
-        if (!near_tie(y)) continue;
+        double magnitude = 0.0;
+        const double y = value_at(x, res, magnitude);
+        if (!near_tie(y, magnitude)) continue;
         // An exact tie that f32 computes exactly too (power-of-two scales)
         // rounds half to even in both paths.
         if (y - std::floor(y) == 0.5) {
           bool exact = true;
           for (const bool fma : {false, true}) {
-            float yf = j == 0 ? static_cast<float>(x) * static_cast<float>(scale())
-                              : std::get<EltwisePostOp>(p_.post_ops[first]).scale * static_cast<float>(x);
-            for (std::size_t i = j == 0 ? 0 : first + 1; i < r; ++i) {
+            float yf = std::get<EltwisePostOp>(p_.post_ops[first]).scale * static_cast<float>(x);
+            for (std::size_t i = first + 1; i < r; ++i) {
               yf = apply_f32(p_.post_ops[i], yf, static_cast<float>(res), fma);
             }
             exact = exact && static_cast<double>(yf) == y;
           }
           if (exact) continue;
         }
-        // The rest with the tie rounded down and up; a residual read after
-        // it at a few codes across its range.
-        for (const double rv : tensor_after && !tensor_before
-                                   ? std::vector<double>{static_cast<double>(res_lo_), 0.0,
-                                                         static_cast<double>(res_hi_)}
-                                   : std::vector<double>{res}) {
-          const double down = finish(r, y, rv, r, false);
-          const double up = finish(r, y, rv, r, true);
-          const double moved = std::abs(up - down) / last_step;
-          if (moved <= 1.0 + 1e-6) continue;
-          std::ostringstream os;
-          os << "rounding step " << j + 1 << " of " << rounds_.size() << " meets a .5 tie (input "
-             << y << " from " << (j == 0 ? "accumulator " : "code ") << x << ", channel " << c_
-             << ") where rounding it either way moves the output by " << std::nearbyint(moved)
-             << " codes; the fused primitive's f32 arithmetic may round it the other way";
-          if (j > 0) return os.str();
-          if (!first_hazard) first_hazard = os.str();
-          if (++hits >= kRecurring) return first_hazard;
-          break;
-        }
+        const double moved = move_at(r, y, res);
+        if (moved > 1.0 + 1e-6) return describe_tie(j, y, "code ", static_cast<double>(x), moved);
       }
     }
     return std::nullopt;
@@ -340,6 +491,7 @@ class Checker {
   int c_;
   std::vector<std::size_t> rounds_;
   std::vector<Flat> flat_;
+  std::vector<bool> reads_from_;
   std::int64_t res_lo_ = 0, res_hi_ = 255;
 };
 

@@ -10,18 +10,24 @@
 // way. One step there moves the output by as many codes as the arithmetic
 // after it scales a step to, 7 in that example.
 //
-// rounding_tie_hazard() looks for such ties in the plan, evaluated in double:
-// - for the first rounding point, over accumulators in [-1024, 1024]: ties that
-//   recur at least once in 256 accumulators (8 hits there);
-// - for a later one, over every code the previous rounding point can write
-//   (its input's range, from the clamps; up to 65536 codes; codes in
-//   [-1024, 1024] when that input is not clamped before the rounding),
-// within f32 noise of a tie (2^-20 relative). For each it evaluates the rest
-// of the plan with the tie rounded either way; where the two outputs differ
-// by more than one code, it says where, and the composer refuses the chain
-// (the plugin then runs it unfused, exactly). Ties rarer than that, and near
-// ties f32 cannot tell from ties, remain: the contract is one LSB away from
-// them, and a step of the coarser grid at them.
+// rounding_tie_hazard() looks for such ties in the plan, evaluated in double
+// within f32 noise of a tie (2^-20 of the largest intermediate):
+// - at a later rounding point, whose input is the previous one's codes
+//   (exact in both paths): every code it can write (from the clamps before
+//   it, up to 65536), or the codes in [-2048, 2048] when everything from
+//   them to the output is monotone and saturated beyond; and every residual
+//   code when a tensor is read in between. Any tie there that moves the
+//   output by more than one code is refused. When the values reaching it are
+//   too many to check, the chain is refused if a tie anywhere in its range
+//   could move the output by more than one code.
+// - at the first rounding point, over accumulators in [-1024, 1024]: ties
+//   that recur (8 or more hits), such as every accumulator ending in 5 under
+//   a scale of 0.1. The unfused path knows that point's input, a sum of f32
+//   products, to f32 precision only, so a lone tie there may round either
+//   way in both paths.
+// A tie that f32 computes exactly on both paths (power-of-two scales) is not
+// a hazard: both round it half to even. The composer refuses a chain with a
+// hazard, and the plugin fuses the longest prefix of it that has none.
 #pragma once
 
 #include <optional>

@@ -184,17 +184,25 @@ std::vector<float> load(const dnnl::memory& memory, DataType type, int pixels, i
   return values;
 }
 
-// evaluate_one from step `from` on, branching at near-tie rounding points:
-// both neighbours of a tie are followed.
+bool is_rounding(const Step& step) {
+  if (std::holds_alternative<Round>(step) || std::holds_alternative<FakeQuantize>(step)) return true;
+  const auto* e = std::get_if<Eltwise>(&step);
+  return e != nullptr && e->alg == EltwiseAlg::round;
+}
+
+// evaluate_one from step `from` on, branching at near-tie rounding points
+// that `may_branch` allows (and at the s8/u8 store): both neighbours of a tie
+// are followed; elsewhere a tie rounds half to even, as the chain does.
 void outcomes_from(const PostOpChain& chain, const CaseData& data, std::size_t index, int c,
-                   std::size_t from, float v, std::vector<float>& out) {
+                   std::size_t from, float v, const std::function<bool(std::size_t)>& may_branch,
+                   std::vector<float>& out) {
   const auto round_both = [&](double t, const std::function<float(double)>& back,
-                              std::size_t next) {
-    if (is_near_tie(t) && out.size() < 256) {
-      outcomes_from(chain, data, index, c, next, back(std::floor(t)), out);
-      outcomes_from(chain, data, index, c, next, back(std::floor(t) + 1.0), out);
+                              std::size_t step) {
+    if (may_branch(step) && is_near_tie(t) && out.size() < 256) {
+      outcomes_from(chain, data, index, c, step + 1, back(std::floor(t)), may_branch, out);
+      outcomes_from(chain, data, index, c, step + 1, back(std::floor(t) + 1.0), may_branch, out);
     } else {
-      outcomes_from(chain, data, index, c, next, back(std::nearbyint(t)), out);
+      outcomes_from(chain, data, index, c, step + 1, back(std::nearbyint(t)), may_branch, out);
     }
   };
   const auto identity = [](double r) { return static_cast<float>(r); };
@@ -203,7 +211,7 @@ void outcomes_from(const PostOpChain& chain, const CaseData& data, std::size_t i
     if (apply_plain(step, data, index, c, v)) continue;
     const auto* fq = std::get_if<FakeQuantize>(&step);
     if (fq == nullptr) {  // Round, or eltwise round
-      round_both(v, identity, k + 1);
+      round_both(v, identity, k);
       return;
     }
     const double il = at(fq->input_low, c), ih = at(fq->input_high, c);
@@ -215,7 +223,7 @@ void outcomes_from(const PostOpChain& chain, const CaseData& data, std::size_t i
     } else {
       const double steps = fq->levels - 1;
       const double t = (static_cast<double>(v) - il) * steps / (ih - il);
-      round_both(t, [&](double r) { return static_cast<float>(r / steps * (oh - ol) + ol); }, k + 1);
+      round_both(t, [&](double r) { return static_cast<float>(r / steps * (oh - ol) + ol); }, k);
       return;
     }
   }
@@ -238,14 +246,24 @@ void outcomes_from(const PostOpChain& chain, const CaseData& data, std::size_t i
 }  // namespace
 
 std::vector<std::vector<float>> evaluate_tie_outcomes(const PostOpChain& chain,
-                                                      const CaseData& data) {
+                                                      const CaseData& data, TieBranching branching) {
+  std::size_t first = chain.steps.size(), last = chain.steps.size();
+  for (std::size_t k = 0; k < chain.steps.size(); ++k) {
+    if (!is_rounding(chain.steps[k])) continue;
+    if (first == chain.steps.size()) first = k;
+    last = k;
+  }
+  const auto may_branch = [&](std::size_t step) {
+    return branching == TieBranching::every_rounding_point || step == first ||
+           (chain.dst_type == DataType::f32 && step == last);
+  };
   std::vector<std::vector<float>> all;
   for (int p = 0; p < data.pixels; ++p) {
     for (int c = 0; c < data.channels; ++c) {
       const std::size_t index = static_cast<std::size_t>(p) * static_cast<std::size_t>(data.channels) +
                                 static_cast<std::size_t>(c);
       std::vector<float> out;
-      outcomes_from(chain, data, index, c, 0, static_cast<float>(data.acc[index]), out);
+      outcomes_from(chain, data, index, c, 0, static_cast<float>(data.acc[index]), may_branch, out);
       all.push_back(std::move(out));
     }
   }

@@ -32,12 +32,24 @@ struct Reference {
 
 Reference evaluate_reference(const PostOpChain& chain, const CaseData& data);
 
-// Every result the step-by-step evaluation can give when each rounding point
-// (Round, round, FakeQuantize, the s8/u8 store) whose input sits within f32
-// noise of a .5 tie rounds either way: the values a composed plan may
-// legitimately produce. One set per element, [pixel][channel].
-std::vector<std::vector<float>> evaluate_tie_outcomes(const PostOpChain& chain,
-                                                      const CaseData& data);
+// Which rounding points may resolve a near tie either way.
+enum class TieBranching {
+  // Every one (Round, round, FakeQuantize, the s8/u8 store).
+  every_rounding_point,
+  // Only where the unfused path itself knows the value to f32 precision
+  // only: the first rounding point, which reads the accumulator (the unfused
+  // convolution sums in f32), the s8/u8 store, and for an f32 output its
+  // last rounding point (the output's own grid). Later rounding points read
+  // exact codes and must round as the chain does.
+  accumulator_and_output,
+};
+
+// Every result the step-by-step evaluation can give when the rounding points
+// `branching` allows round a near-.5 tie either way: the values a composed
+// plan may legitimately produce. One set per element, [pixel][channel].
+std::vector<std::vector<float>> evaluate_tie_outcomes(
+    const PostOpChain& chain, const CaseData& data,
+    TieBranching branching = TieBranching::every_rounding_point);
 
 enum class Anchor { inner_product, convolution_1x1 };
 

@@ -82,5 +82,76 @@ TEST(TieHazard, ScaledTiesF32CannotHoldAreRefused) {
   EXPECT_NE(r.reason.find("rounding step 1 of 1"), std::string::npos) << r.reason;
 }
 
+
+TEST(TieHazard, TieAtASaturatedLevelIsRefused) {
+  // Found by the fuzz target. Every accumulator saturates the 2-level
+  // FakeQuantize on [-6, -5.5]; times -1.865 both levels saturate the 16-level
+  // one at 3.5, which is the tie of the 2-level FakeQuantize on [0, 7]: the
+  // chain gives 0 for every input. Folded, the saturated value is
+  // 0.50000006. Moving that clamp after the rounding would round the bound
+  // itself to 1 (output 7 for every input); kept before it, the tie check
+  // sees the bound and refuses.
+  PostOpChain chain;
+  chain.channels = 1;
+  chain.dst_type = DataType::s8;
+  append_fake_quantize(chain, {-6.0f}, {-5.5f}, {-6.0f}, {-5.5f}, 2);
+  chain.steps.push_back(Scale{{-1.8652017f}});
+  append_fake_quantize(chain, {-2.5f}, {3.5f}, {-2.5f}, {3.5f}, 16);
+  append_fake_quantize(chain, {0.0f}, {7.0f}, {0.0f}, {7.0f}, 2);
+  Sum sum;
+  sum.scale = 0.25f;
+  sum.data_type = DataType::s8;
+  chain.steps.push_back(sum);
+  chain.steps.push_back(Clip{{-28.5f}, {-14.5f}});
+  const ComposeResult r = compose(chain);
+  ASSERT_FALSE(r.fused());
+  EXPECT_NE(r.reason.find("rounding step 3 of 3 meets a .5 tie (input 0.50000006"), std::string::npos)
+      << r.reason;
+}
+
+TEST(TieHazard, TieBeyondTheCheckedCodesIsRefused) {
+  // The second rounding reads codes / 5000: its first tie is at code 2500,
+  // beyond the codes checked for an unclamped rounding ([-2048, 2048]), and
+  // the output (4x, saturated only at the s8 limits) is not saturated there:
+  // the chain cannot be shown free of ties moving the output by 4 codes.
+  PostOpChain chain;
+  chain.channels = 1;
+  chain.dst_type = DataType::s8;
+  chain.steps.push_back(Round{});
+  chain.steps.push_back(Scale{{1.0f / 5000.0f}});
+  chain.steps.push_back(Round{});
+  chain.steps.push_back(Scale{{4.0f}});
+  const ComposeResult r = compose(chain);
+  ASSERT_FALSE(r.fused());
+  EXPECT_NE(r.reason.find("rounding step 2 of 2 can meet a .5 tie"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("too many to check"), std::string::npos) << r.reason;
+
+  // With a clamp before the second rounding the codes are few, none on a
+  // tie: it fuses.
+  PostOpChain clamped = chain;
+  clamped.steps.insert(clamped.steps.begin() + 1, Clip{{-2000.0f}, {2000.0f}});
+  EXPECT_TRUE(compose(clamped).fused()) << compose(clamped).reason;
+}
+
+TEST(TieHazard, TieAfterAnF32TensorIsNotEnumerated) {
+  // A binary add of an f32 tensor between two rounding points: its values
+  // cannot be enumerated, and a tie after it moves the output by 3 codes.
+  PostOpChain chain;
+  chain.channels = 1;
+  chain.dst_type = DataType::u8;
+  chain.steps.push_back(Round{});
+  chain.steps.push_back(Clip{{0.0f}, {10.0f}});
+  Binary add;
+  add.alg = BinaryAlg::add;
+  add.broadcast = Broadcast::full;
+  add.input = 0;
+  chain.steps.push_back(add);
+  chain.steps.push_back(Round{});
+  chain.steps.push_back(Scale{{3.0f}});
+  const ComposeResult r = compose(chain);
+  ASSERT_FALSE(r.fused());
+  EXPECT_NE(r.reason.find("a tensor read before it"), std::string::npos) << r.reason;
+}
+
 }  // namespace
 }  // namespace qfuse::composer
