@@ -139,6 +139,8 @@ def main():
     save("dq_weight_scale_zero_channel", qdq_conv(w_scale=[0.01, 0.0, 0.01, 0.01]))
     save("denormal_scale_runs", qdq_conv(w_scale=[0.01, 1e-41, 0.01, 0.01]))
     save("qlinearconv_zero_scale", qlinear_conv(y_scale=0.0))
+    save("qlinearconv_nan_weight_scale", qlinear_conv(y_scale=0.05, w_scale=np.nan))
+    save("qlinearconv_inf_output_scale", qlinear_conv(y_scale=np.inf))
 
     # Zero points.
     save("zero_point_int32_out_of_u8", qdq_conv(x_zp=300, zp_dtype=np.int32))
@@ -178,12 +180,12 @@ def main():
     save("external_data_valid", external_data("external_weights.bin", 16, 144))
 
 
-def qlinear_conv(y_scale):
+def qlinear_conv(y_scale, w_scale=0.01):
     rng = np.random.default_rng(0)
     inits = [
         tensor("x_s", np.float32(0.02)), tensor("x_zp", np.uint8(128)),
         tensor("w", rng.integers(-50, 50, size=(4, 3, 3, 3)).astype(np.int8)),
-        tensor("w_s", np.float32(0.01)), tensor("w_zp", np.int8(0)),
+        tensor("w_s", np.float32(w_scale)), tensor("w_zp", np.int8(0)),
         tensor("y_s", np.float32(y_scale)), tensor("y_zp", np.uint8(0)),
     ]
     nodes = [
