@@ -508,10 +508,10 @@ OutputSpec check_node(NodeChecker& c) {
       const Shape& x = c.shape(0);
       a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(x.size()), true);
       const auto split = x.begin() + a.axis;
-      const std::int64_t outer = std::accumulate(x.begin(), split, std::int64_t{1},
-                                                 std::multiplies<>());
-      const std::int64_t inner = std::accumulate(split, x.end(), std::int64_t{1},
-                                                 std::multiplies<>());
+      // Each part checked on its own: a zero dim in one must not hide an
+      // overflow in the other.
+      const std::int64_t outer = element_count(Shape(x.begin(), split));
+      const std::int64_t inner = element_count(Shape(split, x.end()));
       return {{outer, inner}, c.in(0).type};
     }
     case OpKind::Transpose: {

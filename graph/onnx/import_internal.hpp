@@ -41,6 +41,11 @@ inline constexpr int kMaxOpset = 17;
 inline std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
 inline std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
 inline std::int64_t rank_of(const Shape& s) { return i64(s.size()); }
+// The product of dims [from, to) of s, checked like element_count (a
+// GraphError past 2^47): a zero dim elsewhere must not hide an overflow here.
+inline std::int64_t dims_product(const Shape& s, std::int64_t from, std::int64_t to) {
+  return element_count(Shape(s.begin() + from, s.begin() + to));
+}
 
 // The IR has no rank-0 tensors: a scalar is carried as [1].
 inline Shape ir_shape(const Shape& s) { return s.empty() ? Shape{1} : s; }

@@ -12,9 +12,7 @@ void Importer::op_flatten(AttrReader& a) {
   std::int64_t axis = a.i("axis", 1);
   if (axis < 0) axis += r;
   expect(axis >= 0 && axis <= r, "axis out of range");
-  const auto split = x.shape.begin() + axis;
-  const Shape out{std::accumulate(x.shape.begin(), split, std::int64_t{1}, std::multiplies<>()),
-                  std::accumulate(split, x.shape.end(), std::int64_t{1}, std::multiplies<>())};
+  const Shape out{dims_product(x.shape, 0, axis), dims_product(x.shape, axis, r)};
   reshape_to(x, out);
   set_out(0, x);
 }
@@ -264,9 +262,7 @@ void Importer::op_softmax(AttrReader& a) {
   // Before opset 13 the input is read as a matrix [d0 * .. * d(axis-1), rest].
   const std::int64_t axis = normalize_axis(a.i("axis", 1), r, "axis");
   Operand y = x;
-  const std::int64_t outer = std::accumulate(x.shape.begin(), x.shape.begin() + axis,
-                                             std::int64_t{1}, std::multiplies<>());
-  reshape_to(y, {outer, element_count(x.shape) / outer});
+  reshape_to(y, {dims_product(x.shape, 0, axis), dims_product(x.shape, axis, r)});
   Operand z = make_float(emit(OpKind::Softmax, {f32(y)}, graph::SoftmaxAttrs{1}), y.shape);
   reshape_to(z, x.shape);
   set_out(0, z);

@@ -457,8 +457,7 @@ bool Importer::try_fold(AttrReader& a) {
       out[sz(axis)] += s[sz(axis)];
     }
     (void)element_count(out);
-    const std::int64_t outer = std::accumulate(x.shape.begin(), x.shape.begin() + axis,
-                                               std::int64_t{1}, std::multiplies<>());
+    const std::int64_t outer = dims_product(x.shape, 0, axis);
     Values v;
     for (std::int64_t o = 0; o < outer; ++o) {
       for (std::size_t k = 0; k < num_inputs(); ++k) {
@@ -474,10 +473,8 @@ bool Importer::try_fold(AttrReader& a) {
     Shape out(x.shape.begin(), x.shape.begin() + axis);
     out.insert(out.end(), idx.shape.begin(), idx.shape.end());
     out.insert(out.end(), x.shape.begin() + axis + 1, x.shape.end());
-    const std::int64_t outer = std::accumulate(x.shape.begin(), x.shape.begin() + axis,
-                                               std::int64_t{1}, std::multiplies<>());
-    const std::int64_t inner = std::accumulate(x.shape.begin() + axis + 1, x.shape.end(),
-                                               std::int64_t{1}, std::multiplies<>());
+    const std::int64_t outer = dims_product(x.shape, 0, axis);
+    const std::int64_t inner = dims_product(x.shape, axis + 1, rank_of(x.shape));
     const std::int64_t n = x.shape[sz(axis)];
     Values v;
     for (std::int64_t o = 0; o < outer; ++o) {

@@ -168,6 +168,15 @@ def main():
     save("reshape_dims_overflow", single(
         "Reshape", ["a", "s"], ["y"], [tensor("s", np.array([1 << 40, 1 << 40, 1 << 40], np.int64))],
         [f32_input("a", [2, 3])]))
+    # A zero dimension makes the element count 0 and must not hide the
+    # overflow of the other dimensions' product (fuzz finding).
+    save("flatten_zero_dim_hides_overflow", single(
+        "Flatten", ["a"], ["y"], [], [f32_input("a", [0, 1 << 31, 1 << 31])], attrs={"axis": 1}))
+    save("gather_zero_dim_hides_overflow", single(
+        "Gather", ["c", "i"], ["y"],
+        [helper.make_tensor("c", TensorProto.FLOAT, [0, 1 << 31, 1 << 31], []),
+         tensor("i", np.array([0], np.int64))],
+        [], attrs={"axis": 0}))
 
     # External data.
     save("external_data_missing_file", external_data("no_such_file.bin", 0, 144))
