@@ -106,6 +106,17 @@ class Checker {
       }
       flat_.push_back(f);
     }
+    // Whether op i or a later one is a transcendental function, which the
+    // primitive approximates (to about 1e-6 relative, more at saturation).
+    transcendental_from_.assign(p.post_ops.size() + 1, false);
+    for (std::size_t i = p.post_ops.size(); i-- > 0;) {
+      const auto* e = std::get_if<EltwisePostOp>(&p.post_ops[i]);
+      const bool t = e != nullptr && e->alg != EltwiseAlg::linear && e->alg != EltwiseAlg::relu &&
+                     e->alg != EltwiseAlg::clip && e->alg != EltwiseAlg::abs &&
+                     e->alg != EltwiseAlg::round && e->alg != EltwiseAlg::hardswish &&
+                     e->alg != EltwiseAlg::hsigmoid && e->alg != EltwiseAlg::square;
+      transcendental_from_[i] = transcendental_from_[i + 1] || t;
+    }
     // Whether op i or a later one reads a tensor.
     reads_from_.assign(p.post_ops.size() + 1, false);
     for (std::size_t i = p.post_ops.size(); i-- > 0;) {
@@ -200,6 +211,48 @@ class Checker {
     if (p_.dst_zero_point) y += *p_.dst_zero_point;
     if (p_.dst_type == DataType::f32) return y;
     return std::clamp(std::nearbyint(y), static_cast<double>(res_lo_), static_cast<double>(res_hi_));
+  }
+
+  // The outputs for y entering op `first` with the op at `flip_at` rounding
+  // down or up, where every later rounding (an eltwise round, the s8/u8
+  // store) whose input is within noise of a tie may go either way too (the
+  // fused primitive's f32, and its approximations of transcendental
+  // functions, can put it on the other side): their range.
+  void finish_range(std::size_t first, double y, double res, std::size_t flip_at, bool up,
+                    std::pair<double, double>& range, int branches) const {
+    const double tol = transcendental_from_[std::min(first, transcendental_from_.size() - 1)]
+                           ? 1e-4
+                           : 0x1p-20;
+    const auto on_tie = [tol](double v) {
+      return std::abs(v - std::floor(v) - 0.5) <= tol * std::max(1.0, std::abs(v));
+    };
+    const auto take = [&range](double v) {
+      range.first = std::min(range.first, v);
+      range.second = std::max(range.second, v);
+    };
+    for (std::size_t i = first; i < p_.post_ops.size(); ++i) {
+      if (i != flip_at && branches > 0 && flat_[i].kind == Flat::unary &&
+          flat_[i].alg == EltwiseAlg::round && on_tie(y)) {
+        finish_range(i, y, res, i, false, range, branches - 1);
+        finish_range(i, y, res, i, true, range, branches - 1);
+        return;
+      }
+      y = apply(i, y, res, i == flip_at, up);
+    }
+    if (p_.dst_zero_point) y += *p_.dst_zero_point;
+    if (p_.dst_type == DataType::f32) {
+      take(y);
+      return;
+    }
+    const auto store = [this](double v) {
+      return std::clamp(v, static_cast<double>(res_lo_), static_cast<double>(res_hi_));
+    };
+    if (on_tie(y)) {
+      take(store(std::floor(y)));
+      take(store(std::floor(y) + 1.0));
+    } else {
+      take(store(std::nearbyint(y)));
+    }
   }
 
   // The interval of the input of op `stop`, from every accumulator.
@@ -301,13 +354,17 @@ class Checker {
     return true;
   }
 
-  // Output codes between rounding the input y of op r down and up.
+  // Output codes between rounding the input y of op r down and up, the
+  // widest apart the later near-ties allow.
   double move_at(std::size_t r, double y, double res) const {
+    constexpr int kBranches = 4;
     double worst = 0.0;
     for (const double rv : residual_probes(r, res)) {
-      const double down = finish(r, y, rv, r, false);
-      const double up = finish(r, y, rv, r, true);
-      worst = std::max(worst, std::abs(up - down) / last_step());
+      std::pair<double, double> down{kInf, -kInf}, up{kInf, -kInf};
+      finish_range(r, y, rv, r, false, down, kBranches);
+      finish_range(r, y, rv, r, true, up, kBranches);
+      const double spread = std::max(std::abs(up.second - down.first), std::abs(down.second - up.first));
+      worst = std::max(worst, spread / last_step());
     }
     return worst;
   }
@@ -492,6 +549,7 @@ class Checker {
   std::vector<std::size_t> rounds_;
   std::vector<Flat> flat_;
   std::vector<bool> reads_from_;
+  std::vector<bool> transcendental_from_;
   std::int64_t res_lo_ = 0, res_hi_ = 255;
 };
 

@@ -90,7 +90,8 @@ TEST(TieHazard, TieAtASaturatedLevelIsRefused) {
   // chain gives 0 for every input. Folded, the saturated value is
   // 0.50000006. Moving that clamp after the rounding would round the bound
   // itself to 1 (output 7 for every input); kept before it, the tie check
-  // sees the bound and refuses.
+  // sees the bound and refuses (at the first rounding point whose move
+  // reaches it).
   PostOpChain chain;
   chain.channels = 1;
   chain.dst_type = DataType::s8;
@@ -105,8 +106,7 @@ TEST(TieHazard, TieAtASaturatedLevelIsRefused) {
   chain.steps.push_back(Clip{{-28.5f}, {-14.5f}});
   const ComposeResult r = compose(chain);
   ASSERT_FALSE(r.fused());
-  EXPECT_NE(r.reason.find("rounding step 3 of 3 meets a .5 tie (input 0.50000006"), std::string::npos)
-      << r.reason;
+  EXPECT_NE(r.reason.find("meets a .5 tie"), std::string::npos) << r.reason;
 }
 
 TEST(TieHazard, TieBeyondTheCheckedCodesIsRefused) {
