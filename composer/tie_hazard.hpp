@@ -25,6 +25,11 @@
 //   a scale of 0.1. The unfused path knows that point's input, a sum of f32
 //   products, to f32 precision only, so a lone tie there may round either
 //   way in both paths.
+// What a tie moves is measured with every later rounding (an eltwise round,
+// the s8/u8 store) that sits within noise of a tie resolved either way too
+// (1e-4 relative after a transcendental post-op, which oneDNN approximates):
+// a one-code move followed by a store that f32 puts on the other side of
+// its own tie is two.
 // A tie that f32 computes exactly on both paths (power-of-two scales) is not
 // a hazard: both round it half to even. The composer refuses a chain with a
 // hazard, and the plugin fuses the longest prefix of it that has none.
