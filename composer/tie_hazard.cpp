@@ -140,6 +140,11 @@ class Checker {
  private:
   double scale() const { return p_.output_scales.empty() ? 1.0 : at(p_.output_scales, c_); }
 
+  struct Probe {
+    double res = 0.0;  // the residual a sum reads
+    double t = 0.0;    // the tensor a binary op reads
+  };
+
   struct Flat {
     enum Kind { unary, binary_constant, binary_tensor, sum } kind = unary;
     EltwiseAlg alg = EltwiseAlg::linear;
@@ -149,6 +154,11 @@ class Checker {
 
   // Op i on y; `res`: the external tensor's value (a residual code).
   double apply(std::size_t i, double y, double res, bool flip, bool up) const {
+    return apply(i, y, res, flip, up, res);
+  }
+  // The same, with `t` the value of a tensor a binary op reads (`res` the
+  // residual a sum reads).
+  double apply(std::size_t i, double y, double res, bool flip, bool up, double t_ext) const {
     const Flat& f = flat_[i];
     switch (f.kind) {
       case Flat::unary: {
@@ -159,7 +169,7 @@ class Checker {
       }
       case Flat::binary_constant:
       case Flat::binary_tensor: {
-        const double t = f.kind == Flat::binary_constant ? f.t : res;
+        const double t = f.kind == Flat::binary_constant ? f.t : t_ext;
         switch (f.binary) {
           case BinaryAlg::add: return y + t;
           case BinaryAlg::sub: return y - t;
@@ -204,9 +214,9 @@ class Checker {
 
   // The output for y entering op `first`; the op at `flip_at` rounds its
   // input down or up.
-  double finish(std::size_t first, double y, double res, std::size_t flip_at, bool up) const {
+  double finish(std::size_t first, double y, Probe probe, std::size_t flip_at, bool up) const {
     for (std::size_t i = first; i < p_.post_ops.size(); ++i) {
-      y = apply(i, y, res, i == flip_at, up);
+      y = apply(i, y, probe.res, i == flip_at, up, probe.t);
     }
     if (p_.dst_zero_point) y += *p_.dst_zero_point;
     if (p_.dst_type == DataType::f32) return y;
@@ -218,7 +228,7 @@ class Checker {
   // store) whose input is within noise of a tie may go either way too (the
   // fused primitive's f32, and its approximations of transcendental
   // functions, can put it on the other side): their range.
-  void finish_range(std::size_t first, double y, double res, std::size_t flip_at, bool up,
+  void finish_range(std::size_t first, double y, Probe probe, std::size_t flip_at, bool up,
                     std::pair<double, double>& range, int branches) const {
     const double tol = transcendental_from_[std::min(first, transcendental_from_.size() - 1)]
                            ? 1e-4
@@ -233,11 +243,11 @@ class Checker {
     for (std::size_t i = first; i < p_.post_ops.size(); ++i) {
       if (i != flip_at && branches > 0 && flat_[i].kind == Flat::unary &&
           flat_[i].alg == EltwiseAlg::round && on_tie(y)) {
-        finish_range(i, y, res, i, false, range, branches - 1);
-        finish_range(i, y, res, i, true, range, branches - 1);
+        finish_range(i, y, probe, i, false, range, branches - 1);
+        finish_range(i, y, probe, i, true, range, branches - 1);
         return;
       }
-      y = apply(i, y, res, i == flip_at, up);
+      y = apply(i, y, probe.res, i == flip_at, up, probe.t);
     }
     if (p_.dst_zero_point) y += *p_.dst_zero_point;
     if (p_.dst_type == DataType::f32) {
@@ -324,12 +334,26 @@ class Checker {
     return any;
   }
 
-  // The residual codes worth trying after rounding point r: a few across the
-  // range when a tensor is read after it (its value shifts where the later
-  // clamps bite), else none.
-  std::vector<double> residual_probes(std::size_t r, double res) const {
-    if (!reads_tensor_in(r + 1, p_.post_ops.size())) return {res};
-    return {static_cast<double>(res_lo_), 0.0, static_cast<double>(res_hi_), res};
+  // The values of the tensors read after rounding point r worth trying: the
+  // residual a sum reads at a few codes across its range (it shifts where
+  // the later clamps bite), and a binary op's tensor at values that hide
+  // nothing (0 and 1; +-1e30 for a min or max, and a multiply by 1e30, which
+  // stands for a tensor that scales the move up).
+  std::vector<Probe> residual_probes(std::size_t r, double res) const {
+    bool sum = false, binary = false;
+    for (std::size_t i = r + 1; i < p_.post_ops.size(); ++i) {
+      sum = sum || std::holds_alternative<SumPostOp>(p_.post_ops[i]);
+      binary = binary || (reads_tensor(p_.post_ops[i]) && !std::holds_alternative<SumPostOp>(p_.post_ops[i]));
+    }
+    std::vector<double> residuals{res};
+    if (sum) residuals = {static_cast<double>(res_lo_), 0.0, static_cast<double>(res_hi_), res};
+    std::vector<double> tensors{res};
+    if (binary) tensors = {res, 0.0, 1.0, -1e30, 1e30};
+    std::vector<Probe> probes;
+    for (const double a : residuals) {
+      for (const double b : tensors) probes.push_back({a, b});
+    }
+    return probes;
   }
 
   // Every op in [from, to) is monotone in its input (for a fixed value of a
@@ -347,9 +371,9 @@ class Checker {
   // The output for an input y of op r equals the output for `far` (beyond
   // y), at every residual probe.
   bool saturated(std::size_t r, double y, double far) const {
-    for (const double rv : residual_probes(r, 0.0)) {
+    for (const Probe& pr : residual_probes(r, 0.0)) {
       const std::size_t none = p_.post_ops.size();
-      if (finish(r, y, rv, none, false) != finish(r, far, rv, none, false)) return false;
+      if (finish(r, y, pr, none, false) != finish(r, far, pr, none, false)) return false;
     }
     return true;
   }
@@ -359,10 +383,10 @@ class Checker {
   double move_at(std::size_t r, double y, double res) const {
     constexpr int kBranches = 4;
     double worst = 0.0;
-    for (const double rv : residual_probes(r, res)) {
+    for (const Probe& pr : residual_probes(r, res)) {
       std::pair<double, double> down{kInf, -kInf}, up{kInf, -kInf};
-      finish_range(r, y, rv, r, false, down, kBranches);
-      finish_range(r, y, rv, r, true, up, kBranches);
+      finish_range(r, y, pr, r, false, down, kBranches);
+      finish_range(r, y, pr, r, true, up, kBranches);
       const double spread = std::max(std::abs(up.second - down.first), std::abs(down.second - up.first));
       worst = std::max(worst, spread / last_step());
     }
