@@ -169,7 +169,11 @@ class Checker {
       }
       case Flat::binary_constant:
       case Flat::binary_tensor: {
-        const double t = f.kind == Flat::binary_constant ? f.t : t_ext;
+        double t = f.kind == Flat::binary_constant ? f.t : t_ext;
+        // A tensor min or max is probed where it changes nothing: it can
+        // only bring two values closer.
+        if (f.kind == Flat::binary_tensor && f.binary == BinaryAlg::min) t = kInf;
+        if (f.kind == Flat::binary_tensor && f.binary == BinaryAlg::max) t = -kInf;
         switch (f.binary) {
           case BinaryAlg::add: return y + t;
           case BinaryAlg::sub: return y - t;
@@ -334,11 +338,12 @@ class Checker {
     return any;
   }
 
-  // The values of the tensors read after rounding point r worth trying: the
-  // residual a sum reads at a few codes across its range (it shifts where
-  // the later clamps bite), and a binary op's tensor at values that hide
-  // nothing (0 and 1; +-1e30 for a min or max, and a multiply by 1e30, which
-  // stands for a tensor that scales the move up).
+  // The values of the tensors read after rounding point r worth trying,
+  // each tensor on its own: the residual a sum reads, and the tensor a
+  // binary add or subtract reads, at a few codes across the range (they
+  // shift where the later clamps bite). A tensor min or max is probed where
+  // it changes nothing (apply), and a tensor multiply makes any move
+  // unbounded (move_at).
   std::vector<Probe> residual_probes(std::size_t r, double res) const {
     bool sum = false, binary = false;
     for (std::size_t i = r + 1; i < p_.post_ops.size(); ++i) {
@@ -348,7 +353,7 @@ class Checker {
     std::vector<double> residuals{res};
     if (sum) residuals = {static_cast<double>(res_lo_), 0.0, static_cast<double>(res_hi_), res};
     std::vector<double> tensors{res};
-    if (binary) tensors = {res, 0.0, 1.0, -1e30, 1e30};
+    if (binary) tensors = {res, 0.0, static_cast<double>(res_lo_), static_cast<double>(res_hi_)};
     std::vector<Probe> probes;
     for (const double a : residuals) {
       for (const double b : tensors) probes.push_back({a, b});
@@ -382,6 +387,11 @@ class Checker {
   // widest apart the later near-ties allow.
   double move_at(std::size_t r, double y, double res) const {
     constexpr int kBranches = 4;
+    // A tensor multiply after the rounding can scale a one-code step to any
+    // number of codes.
+    for (std::size_t i = r + 1; i < flat_.size(); ++i) {
+      if (flat_[i].kind == Flat::binary_tensor && flat_[i].binary == BinaryAlg::mul) return kInf;
+    }
     double worst = 0.0;
     for (const Probe& pr : residual_probes(r, res)) {
       std::pair<double, double> down{kInf, -kInf}, up{kInf, -kInf};

@@ -30,9 +30,9 @@
 // (1e-4 relative after a transcendental post-op, which oneDNN approximates):
 // a one-code move followed by a store that f32 puts on the other side of
 // its own tie is two. Tensors read after the rounding are probed on their
-// own: a sum's residual at codes across its range, a binary op's tensor at
-// values that hide nothing (0, 1, +-1e30: a tensor multiply may scale the
-// move up).
+// own: a sum's residual and a binary add's tensor at codes across their
+// range, a min or max at values where it changes nothing; a tensor multiply
+// can scale the move to any size, so a tie before one is always refused.
 // A tie that f32 computes exactly on both paths (power-of-two scales) is not
 // a hazard: both round it half to even. The composer refuses a chain with a
 // hazard, and the plugin fuses the longest prefix of it that has none.
