@@ -6,8 +6,15 @@
 // For il < x <= ih the first line is exactly the definition's
 // round((x - il) / (ih - il) * (L - 1)); outside that range the clamp gives
 // q = 0 (-> ol) or q = L - 1 (-> oh), as the definition does.
+//
+// The scalar definitions every evaluator uses (the unfused runtime, weight
+// quantization, lookup tables, the quantizing Convert) are here too:
+// quantize_linear / dequantize_linear are ONNX's QuantizeLinear and
+// DequantizeLinear, fake_quantize_level is the range definition.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +22,38 @@
 #include "composer/post_op_chain.hpp"
 
 namespace qfuse::composer {
+
+// ONNX QuantizeLinear on one value: saturate(round_half_to_even(x / scale) +
+// zero_point) onto [lo, hi], the division in f32 (ONNX's reference and ONNX
+// Runtime compute it so; a quotient recomputed in double, or from ranges,
+// can fall on the other side of a tie: PyTorch's symmetric weights sit on
+// w / s = +-127.5 exactly). The quotient is clamped to [lo - zp, hi - zp]
+// before rounding, which gives the same code (the bounds are integers) and
+// sends NaN to lo, as ONNX Runtime's kernels do. Rounds half to even in the
+// default floating-point environment.
+inline std::int32_t quantize_linear(float x, float scale, std::int32_t zero_point, std::int32_t lo,
+                                    std::int32_t hi) {
+  float q = x / scale;
+  const auto qlo = static_cast<float>(lo - zero_point), qhi = static_cast<float>(hi - zero_point);
+  q = q > qlo ? q : qlo;  // NaN -> qlo
+  q = q < qhi ? q : qhi;
+  return static_cast<std::int32_t>(std::nearbyint(q)) + zero_point;
+}
+
+// ONNX DequantizeLinear on one value: (q - zero_point) * scale in f32.
+inline float dequantize_linear(std::int32_t q, std::int32_t zero_point, float scale) {
+  return static_cast<float>(q - zero_point) * scale;
+}
+
+// FakeQuantize's level by the range definition, in double: 0 for
+// x <= min(il, ih), `steps` = L - 1 for x > max(il, ih), else
+// round_half_to_even((x - il) * steps / (ih - il)). Multiplying before
+// dividing keeps values exactly on a tie exact.
+inline double fake_quantize_level(double x, double il, double ih, double steps) {
+  if (x <= (il < ih ? il : ih)) return 0.0;
+  if (x > (il < ih ? ih : il)) return steps;
+  return std::nearbyint((x - il) * steps / (ih - il));
+}
 
 // Per-tensor parameters of one channel, in double so that Zi of a tuned FQ
 // (il a multiple of Si) comes out as an exact integer.

@@ -108,11 +108,30 @@ struct MatMulAttrs {
   bool operator==(const MatMulAttrs&) const = default;
 };
 
-// FakeQuantize: inputs x, input_low, input_high, output_low, output_high.
+// FakeQuantize: inputs x, input_low, input_high, output_low, output_high
+// [, scale, zero_point], every range broadcast to x.
+// - By its ranges (a graph built in C++): level = round_half_to_even((x - il)
+//   * (L - 1) / (ih - il)), 0 below il and L - 1 above ih, in double;
+//   y = ol + level * (oh - ol) / (L - 1).
+// - With scale and zero point (ONNX's QuantizeLinear -> DequantizeLinear, as
+//   the importer writes a Q/DQ pair; both broadcast like the ranges): ONNX's
+//   arithmetic, composer::quantize_linear's
+//     q = saturate(round_half_to_even(x / scale) + zero_point) onto
+//         [code_low, code_low + L - 1], the division in f32,
+//   and y = (q - zero_point) * scale in f32 while the output ranges are the
+//   input ranges (inputs 3 and 4 are inputs 1 and 2), else
+//   y = ol + (q - code_low) * (oh - ol) / (L - 1). The ranges are the grid's
+//   bounds, (code_low - zero_point) * scale and (code_high - zero_point) *
+//   scale, which the passes read; a pass that changes the input ranges drops
+//   scale and zero point (the ranges then define the node).
 struct FakeQuantizeAttrs {
   std::int64_t levels = 256;
+  std::int32_t code_low = 0;  // with scale and zero point: 0 (u8) or -128 (s8)
   bool operator==(const FakeQuantizeAttrs&) const = default;
 };
+// FakeQuantize inputs: 5 by its ranges, 7 with ONNX's scale and zero point.
+inline constexpr std::size_t kFakeQuantizeRangeInputs = 5;
+inline constexpr std::size_t kFakeQuantizeLinearInputs = 7;
 
 // Clamp: min(max(x, lo), hi).
 struct ClampAttrs {
@@ -143,7 +162,13 @@ struct ConvertAttrs {
   // A plain conversion when both are 0.
   float input_low = 0.0f;
   float input_high = 0.0f;
-  bool quantizes() const { return input_low != 0.0f || input_high != 0.0f; }
+  // f32 -> u8/s8 by ONNX's QuantizeLinear instead, when scale > 0
+  // (composer::quantize_linear onto the whole type, zero_point in the stored
+  // type): saturate(round_half_even(x / scale) + zero_point).
+  float scale = 0.0f;
+  std::int32_t zero_point = 0;
+  bool quantizes() const { return input_low != 0.0f || input_high != 0.0f || scale > 0.0f; }
+  bool quantizes_linear() const { return scale > 0.0f; }
   bool operator==(const ConvertAttrs&) const = default;
 };
 

@@ -49,6 +49,7 @@ class NodeChecker {
     }
   }
 
+  const Node& node() const { return node_; }
   const Value& in(std::size_t i) const { return graph_.value(node_.inputs[i]); }
   const Shape& shape(std::size_t i) const { return in(i).shape; }
   std::size_t rank(std::size_t i) const { return shape(i).size(); }
@@ -211,12 +212,16 @@ OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
 }
 
 OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
-  c.expect_inputs(5, 5);
+  c.expect_inputs(kFakeQuantizeRangeInputs, kFakeQuantizeLinearInputs);
+  const std::size_t inputs = c.node().inputs.size();
+  c.expect(inputs != kFakeQuantizeRangeInputs + 1,
+           "takes a scale and a zero point together (got a scale alone)");
   c.expect(a.levels >= 2 && a.levels <= 65536,
            "levels must be in [2, 65536] (got " + std::to_string(a.levels) + ")");
   const Shape& x = c.shape(0);
-  static const char* kNames[] = {"x", "input_low", "input_high", "output_low", "output_high"};
-  for (std::size_t i = 0; i < 5; ++i) {
+  static const char* kNames[] = {"x",           "input_low", "input_high", "output_low",
+                                 "output_high", "scale",     "zero_point"};
+  for (std::size_t i = 0; i < inputs; ++i) {
     c.expect_type(i, ElementType::f32);
     if (i > 0) {
       c.expect(broadcasts_to(c.shape(i), x), std::string(kNames[i]) + " shape " +
@@ -248,6 +253,19 @@ OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
                              (n > 1 ? " at index " + std::to_string(k) : std::string()) +
                              " is empty (the quantization step would divide by zero)");
       }
+    }
+  }
+  if (inputs == kFakeQuantizeLinearInputs) {
+    // ONNX's grid: positive finite f32 scales, integer zero points (constants).
+    c.expect(c.in(5).is_constant() && c.in(6).is_constant(),
+             "scale and zero point must be constants");
+    for (const float s : c.in(5).constant->data<float>()) {
+      c.expect(std::isfinite(s) && s > 0.0f,
+               "scale " + std::to_string(s) + " is not a positive finite f32");
+    }
+    for (const float z : c.in(6).constant->data<float>()) {
+      c.expect(std::isfinite(z) && z == std::nearbyint(z),
+               "zero point " + std::to_string(z) + " is not an integer");
     }
   }
   return {x, ElementType::f32};
@@ -468,11 +486,15 @@ OutputSpec check_node(NodeChecker& c) {
       if (a.quantizes()) {
         c.expect_type(0, ElementType::f32);
         c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,
-                 "a quantizing Convert (input range) writes u8 or s8");
-        c.expect(std::isfinite(a.input_low) && std::isfinite(a.input_high) &&
-                     a.input_low < a.input_high,
-                 "input range [" + std::to_string(a.input_low) + ", " +
-                     std::to_string(a.input_high) + "] is empty or not finite");
+                 "a quantizing Convert writes u8 or s8");
+        if (a.quantizes_linear()) {
+          c.expect(std::isfinite(a.scale), "scale " + std::to_string(a.scale) + " is not finite");
+        } else {
+          c.expect(std::isfinite(a.input_low) && std::isfinite(a.input_high) &&
+                       a.input_low < a.input_high,
+                   "input range [" + std::to_string(a.input_low) + ", " +
+                       std::to_string(a.input_high) + "] is empty or not finite");
+        }
       }
       return {c.shape(0), a.to};
     }

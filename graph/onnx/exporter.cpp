@@ -178,10 +178,19 @@ class Exporter {
       return;
     }
     if (x.type != ElementType::f32) refuse(n, "quantizes a non-f32 tensor");
+    const int zt = onnx_type(y.type);
+    if (a.quantizes_linear()) {
+      // ONNX's own QuantizeLinear: the same arithmetic.
+      w_.node("QuantizeLinear", n.name,
+              {x.name, w_.constant(n.name + "/scale", kFloat, std::vector<float>{a.scale}, {}),
+               w_.constant(n.name + "/zero_point", zt,
+                           std::vector<double>{static_cast<double>(a.zero_point)}, {})},
+              y.name);
+      return;
+    }
     const double scale = (static_cast<double>(a.input_high) - a.input_low) / 255.0;
     const double type_min = y.type == ElementType::s8 ? -128.0 : 0.0;
     const double zp = -static_cast<double>(a.input_low) / scale + type_min;
-    const int zt = onnx_type(y.type);
     if (std::abs(zp - std::nearbyint(zp)) < 1e-4) {
       w_.node("QuantizeLinear", n.name,
               {x.name, w_.constant(n.name + "/scale", kFloat, std::vector<double>{scale}, {}),

@@ -135,8 +135,6 @@ class Importer {
   using Handler = void (Importer::*)(AttrReader&);
 
   // --- context -------------------------------------------------------------
-  // Q/DQ pairs whose zero point - qmin is odd (reported once, in run()).
-  std::vector<std::string> odd_zero_points_;
   std::string label() const { return node_->op_type() + " node '" + base_ + "'"; }
   void check_scales(const Values& scales, const std::string& what) const;
   [[noreturn]] void unsupported(const std::string& problem) const {

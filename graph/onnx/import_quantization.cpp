@@ -111,22 +111,21 @@ void Importer::op_dequantize(AttrReader& a) {
   const QuantParams p = quant_params(1, 2, a.i("axis", 1), x.shape, x.type);
   if (x.type != p.type) malformed("input type differs from the zero point type");
   if (x.quantized && options_.qdq_to_fake_quantize && x.quantized->params == p) {
-    // Q -> DQ: one FakeQuantize with il = ol = (qmin - zp) s, ih = oh = (qmax - zp) s.
+    // Q -> DQ: one FakeQuantize that keeps ONNX's scale and zero point (and
+    // so its arithmetic), with the grid's bounds il = ol = (qmin - zp) s,
+    // ih = oh = (qmax - zp) s as its ranges for the passes.
     Values lo(p.scale.size()), hi(p.scale.size());
-    bool odd_shift = false;
     for (std::size_t k = 0; k < p.scale.size(); ++k) {
       lo[k] = static_cast<double>(static_cast<float>((p.qmin - p.zero_point[k]) * p.scale[k]));
       hi[k] = static_cast<double>(static_cast<float>((p.qmax - p.zero_point[k]) * p.scale[k]));
-      odd_shift |= std::fmod(std::abs(p.zero_point[k] - p.qmin), 2.0) == 1.0;
-    }
-    if (odd_shift) {
-      spdlog::debug("import {}: zero point - qmin is odd", label());
-      odd_zero_points_.push_back(base_);
     }
     const ValueId il = param_constant(lo, rank, p.axis, "input_low");
     const ValueId ih = param_constant(hi, rank, p.axis, "input_high");
-    const ValueId y = emit(OpKind::FakeQuantize, {x.quantized->source, il, ih, il, ih},
-                           graph::FakeQuantizeAttrs{static_cast<std::int64_t>(p.qmax - p.qmin + 1)});
+    const ValueId s = param_constant(p.scale, rank, p.axis, "scale");
+    const ValueId zp = param_constant(p.zero_point, rank, p.axis, "zero_point");
+    const ValueId y = emit(OpKind::FakeQuantize, {x.quantized->source, il, ih, il, ih, s, zp},
+                           graph::FakeQuantizeAttrs{static_cast<std::int64_t>(p.qmax - p.qmin + 1),
+                                                    static_cast<std::int32_t>(p.qmin)});
     set_out(0, make_float(y, x.shape));
     return;
   }

@@ -206,18 +206,6 @@ graph::Graph Importer::run() {
   for (int i = 0; i < g.node_size(); ++i) import_node(g.node(i), static_cast<std::size_t>(i));
   mark_outputs();
   remove_dead_nodes();
-  if (!odd_zero_points_.empty()) {
-    // One line for the model: exporters write this for most of its tensors.
-    std::string names;
-    for (std::size_t i = 0; i < std::min<std::size_t>(3, odd_zero_points_.size()); ++i) {
-      names += (i ? ", '" : "'") + odd_zero_points_[i] + "'";
-    }
-    if (odd_zero_points_.size() > 3) names += ", ...";
-    spdlog::warn("import {}: {} Q/DQ pair(s) have an odd zero point - qmin ({}); as FakeQuantize "
-                 "nodes, inputs exactly on a rounding tie may differ from ONNX by one "
-                 "quantization step",
-                 origin_, odd_zero_points_.size(), names);
-  }
   return std::move(graph_);
 }
 

@@ -28,16 +28,14 @@
 //   On a constant q (weights) the constant stays u8/s8, so a pass can take it
 //   as int8 weights with per-channel scales s.
 // - A QuantizeLinear whose output feeds a DequantizeLinear with the same
-//   parameters (the QDQ pattern on activations) becomes one
-//     FakeQuantize(x, il = ol = (qmin - zp) * s, ih = oh = (qmax - zp) * s, L)
-//   (per axis: one range per channel, shaped [1, C, 1, ...]). This is what the
-//   fusion passes consume. It is not bit-exact: FakeQuantize rounds
-//   (x - il) / s, ONNX rounds x / s and then adds zp. Half-to-even is not
-//   invariant under an odd shift, so inputs exactly on a tie may land one step
-//   apart when (zp - qmin) is odd (logged once per node at warn level), and
-//   inputs within a few ulps of a rounding boundary may too, because il, ih
-//   and the division are rounded differently. ImportOptions::qdq_to_fake_quantize
-//   = false keeps the exact Q and DQ decompositions instead.
+//   parameters (the QDQ pattern on activations and on f32 weights) becomes one
+//     FakeQuantize(x, il = ol = (qmin - zp) * s, ih = oh = (qmax - zp) * s,
+//                  s, zp; levels qmax - qmin + 1, code_low qmin)
+//   (per axis: one value per channel, shaped [1, C, 1, ...]). It keeps ONNX's
+//   arithmetic: the division in f32, rounding half to even before the zero
+//   point is added, (q - zp) * s in f32 (see FakeQuantizeAttrs). The ranges
+//   describe the grid to the fusion passes. ImportOptions::qdq_to_fake_quantize
+//   = false keeps the separate Quantize and Dequantize decompositions instead.
 // - ConvInteger / MatMulInteger: Conv / MatMul (FullyConnected when the right
 //   operand is a 2-D constant) in f32 on Convert<f32>(q) - zp, giving the int32
 //   result as carried f32. Exact while every partial sum stays below 2^24: the

@@ -8,7 +8,8 @@
 // The clamp is exact: every clamped value is already saturated by the FQ. The
 // affine cases are exact in real arithmetic; in floating point the two forms
 // may disagree only for inputs within an f32 rounding of a range bound or a
-// rounding tie. c is a constant per tensor or per channel (axis 1).
+// rounding tie. An FQ with ONNX's scale and zero point quantizes by its new
+// ranges after an affine fold (the grid no longer describes it). c is a constant per tensor or per channel (axis 1).
 // Preconditions: the folded node feeds only the FakeQuantize; ranges constant.
 
 #include <algorithm>
@@ -105,6 +106,7 @@ bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx) {
     f.inputs[0] = x;
     f.inputs[1] = l;
     f.inputs[2] = h;
+    drop_linear_grid(f);  // ONNX's scale and zero point no longer describe it
     ctx.log(kPass, p_name + " folded into the input range of " + fq_name);
     return true;
   }

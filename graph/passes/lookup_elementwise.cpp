@@ -28,6 +28,7 @@
 #include <optional>
 #include <set>
 
+#include "composer/fake_quantize_formula.hpp"
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
 
@@ -39,25 +40,45 @@ using namespace pattern;
 
 bool is_int8(ElementType t) { return t == ElementType::u8 || t == ElementType::s8; }
 
+// A per-tensor FakeQuantize: its ranges, and ONNX's grid when it has one.
 struct Ranges {
   double il, ih, ol, oh, steps;
+  std::optional<LinearGrid> grid;  // one scale and zero point
 };
 
-// Per-tensor constant ranges of a FakeQuantize.
+// Per-tensor constant ranges (and grid) of a FakeQuantize.
 std::optional<Ranges> fq_ranges(const Graph& g, const Node& fq) {
   const auto il = scalar_constant(g, fq.inputs[1]), ih = scalar_constant(g, fq.inputs[2]);
   const auto ol = scalar_constant(g, fq.inputs[3]), oh = scalar_constant(g, fq.inputs[4]);
   if (!il || !ih || !ol || !oh) return std::nullopt;
+  std::optional<LinearGrid> grid = linear_grid(g, fq, g.value(fq.inputs[0]).shape, 0);
+  if (has_linear_grid(fq) && (!grid || grid->scale.size() != 1 || grid->zero_point.size() != 1)) {
+    return std::nullopt;
+  }
   return Ranges{*il, *ih, *ol, *oh,
-                static_cast<double>(fq.attr<FakeQuantizeAttrs>().levels) - 1.0};
+                static_cast<double>(fq.attr<FakeQuantizeAttrs>().levels) - 1.0, std::move(grid)};
 }
 
-// FakeQuantize by its definition (as the runtime computes it, in double).
+// The output for code `q` of the FakeQuantize's grid (q - code_low: its level).
+double fake_quantize_output(std::int32_t q, const Ranges& r) {
+  if (r.grid->dequantizes_to_grid) {
+    return composer::dequantize_linear(q, r.grid->zero_point[0], r.grid->scale[0]);
+  }
+  return r.ol + static_cast<double>(q - r.grid->code_low) * (r.oh - r.ol) / r.steps;
+}
+
+// The FakeQuantize as the runtime computes it: ONNX's arithmetic with a
+// grid, else the range definition in double.
 double fake_quantize(double x, const Ranges& r) {
+  if (r.grid) {
+    return fake_quantize_output(composer::quantize_linear(static_cast<float>(x), r.grid->scale[0],
+                                                          r.grid->zero_point[0], r.grid->code_low,
+                                                          r.grid->code_high),
+                                r);
+  }
   if (x <= std::min(r.il, r.ih)) return r.ol;
   if (x > std::max(r.il, r.ih)) return r.oh;
-  const double q = std::nearbyint((x - r.il) * r.steps / (r.ih - r.il));
-  return q * (r.oh - r.ol) / r.steps + r.ol;
+  return composer::fake_quantize_level(x, r.il, r.ih, r.steps) * (r.oh - r.ol) / r.steps + r.ol;
 }
 
 bool is_unary_function(OpKind k) {
@@ -125,9 +146,14 @@ double evaluate(const Graph& g, const Node& n, const std::vector<double>& in) {
       const auto& a = n.attr<ConvertAttrs>();
       if (a.to == ElementType::f32) return static_cast<float>(x);
       const double lo = a.to == ElementType::u8 ? 0.0 : -128.0;
+      if (a.quantizes_linear()) {
+        return composer::quantize_linear(static_cast<float>(x), a.scale, a.zero_point,
+                                         static_cast<std::int32_t>(lo),
+                                         static_cast<std::int32_t>(lo) + 255);
+      }
       if (a.quantizes()) {
         const double level = fake_quantize(
-            x, {a.input_low, a.input_high, 0.0, 255.0, 255.0});
+            x, {a.input_low, a.input_high, 0.0, 255.0, 255.0, std::nullopt});
         return level + lo;
       }
       return to_code(x, lo);
@@ -254,7 +280,9 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
       std::map<std::uint32_t, double> value;
       if (root_fq != nullptr) {
         const Ranges r = *fq_ranges(g, *root_fq);
-        value[f->root.index] = static_cast<float>(k * (r.oh - r.ol) / r.steps + r.ol);
+        value[f->root.index] =
+            r.grid ? static_cast<float>(fake_quantize_output(r.grid->code_low + k, r))
+                   : static_cast<float>(k * (r.oh - r.ol) / r.steps + r.ol);
       } else {
         value[f->root.index] = root_lo + k;
       }
@@ -290,8 +318,16 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
       };
       const ValueId il = scalar("il", r.il), ih = scalar("ih", r.ih);
       const ValueId zero = scalar("lo", 0.0), top = scalar("hi", 255.0);
-      const ValueId q = emit(g, OpKind::FakeQuantize, base + "/quantize", {x, il, ih, zero, top},
-                             FakeQuantizeAttrs{256});
+      std::vector<ValueId> q_inputs{x, il, ih, zero, top};
+      FakeQuantizeAttrs q_attrs{256};
+      if (r.grid) {
+        // The same rounding as the root: its scale and zero point.
+        q_inputs.push_back(scalar("scale", r.grid->scale[0]));
+        q_inputs.push_back(scalar("zero_point", r.grid->zero_point[0]));
+        q_attrs.code_low = r.grid->code_low;
+      }
+      const ValueId q =
+          emit(g, OpKind::FakeQuantize, base + "/quantize", std::move(q_inputs), q_attrs);
       source = emit(g, OpKind::Convert, base + "/to_u8", {q}, ConvertAttrs{ElementType::u8});
     }
     const ValueId y = emit(g, OpKind::Lookup, name + "/lookup", {source}, attrs);

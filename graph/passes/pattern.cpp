@@ -154,4 +154,28 @@ std::optional<Dequantize> dequantize_chain(const Graph& g, ValueId v) {
   return d;
 }
 
+bool has_linear_grid(const Node& fq) {
+  return fq.kind == OpKind::FakeQuantize && fq.inputs.size() == kFakeQuantizeLinearInputs;
+}
+
+std::optional<LinearGrid> linear_grid(const Graph& g, const Node& fq, const Shape& shape,
+                                      std::size_t axis) {
+  if (!has_linear_grid(fq)) return std::nullopt;
+  auto scale = channel_vector(g, fq.inputs[5], shape, axis);
+  auto zero = channel_vector(g, fq.inputs[6], shape, axis);
+  if (!scale || !zero) return std::nullopt;
+  LinearGrid grid;
+  grid.scale = std::move(*scale);
+  for (float z : *zero) grid.zero_point.push_back(static_cast<std::int32_t>(z));
+  const auto& a = fq.attr<FakeQuantizeAttrs>();
+  grid.code_low = a.code_low;
+  grid.code_high = a.code_low + static_cast<std::int32_t>(a.levels) - 1;
+  grid.dequantizes_to_grid = fq.inputs[3] == fq.inputs[1] && fq.inputs[4] == fq.inputs[2];
+  return grid;
+}
+
+void drop_linear_grid(Node& fq) {
+  if (has_linear_grid(fq)) fq.inputs.resize(kFakeQuantizeRangeInputs);
+}
+
 }  // namespace qfuse::graph::pattern

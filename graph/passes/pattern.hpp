@@ -1,6 +1,7 @@
 #pragma once
 // Small matching and rewriting helpers shared by the passes.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,5 +70,23 @@ struct Dequantize {
   float scale = 1.0f;
 };
 std::optional<Dequantize> dequantize_chain(const Graph& g, ValueId v);
+
+// ONNX's grid of a FakeQuantize that has one (scale and zero point, see
+// FakeQuantizeAttrs), as constants along `axis` of `shape`: each of size 1 or
+// one per index. nullopt when the node quantizes by its ranges, or when the
+// grid varies along another axis.
+struct LinearGrid {
+  std::vector<float> scale;
+  std::vector<std::int32_t> zero_point;
+  std::int32_t code_low = 0;
+  std::int32_t code_high = 255;
+  // The output ranges are the input ranges: y = (q - zero_point) * scale.
+  bool dequantizes_to_grid = false;
+};
+bool has_linear_grid(const Node& fq);
+std::optional<LinearGrid> linear_grid(const Graph& g, const Node& fq, const Shape& shape,
+                                      std::size_t axis);
+// Makes `fq` quantize by its ranges (a pass changed them).
+void drop_linear_grid(Node& fq);
 
 }  // namespace qfuse::graph::pattern

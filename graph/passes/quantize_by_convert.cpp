@@ -3,17 +3,17 @@
 //   x -> FQ(il, ih, lo, lo + 255, 256) -> Convert(t)
 //     ==>  x -> Convert(t, scale 1 / Si, zero point lo - il / Si)
 //
-// A quantize-only FakeQuantize that no layer took (a tensor made by an f32
-// op) followed by its Convert to u8/s8 is one quantizing reorder in oneDNN: round(x / Si + Z) saturated to t, with
-// Si = (ih - il) / 255 and Z = lo - il / Si. The FakeQuantize clamps x to
-// [il, ih] first, which the saturation to t does too when lo .. lo + 255 is
-// t's range. The two differ only in how a value within an ulp of a rounding
-// tie is rounded (one step at most). The quantization of a graph input keeps
-// the FakeQuantize formula (f64): inputs are where data can sit exactly on
-// the grid's ties (pixels, values written by another quantizer), and it runs
-// once per inference.
-// Preconditions: per-tensor ranges; 256 levels filling t; an integer Z; the
-// input is made by a node.
+// A quantize-only FakeQuantize that no layer took (the network input, a
+// tensor made by an f32 op) and its Convert to u8/s8 become one quantizing
+// Convert, one pass over the data that writes the stored codes. It computes
+// what the FakeQuantize did, so every tie rounds as in the unfused graph:
+// - with ONNX's scale and zero point: composer::quantize_linear,
+//   saturate(round_half_even(x / s) + zp - code_low + lo) onto t;
+// - by its ranges: the level round_half_even((x - il) * 255 / (ih - il)),
+//   clamped to [0, 255], plus lo (f64).
+// The FakeQuantize clamps to its levels, and the saturation to t is that
+// clamp when lo .. lo + 255 is t's range.
+// Preconditions: per-tensor ranges (and grid); 256 levels filling t.
 
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
@@ -48,8 +48,14 @@ bool quantize_by_convert(Graph& g, PassContext& ctx) {
     }
     if (!(*il < *ih)) continue;
     ConvertAttrs attrs = to;
-    attrs.input_low = *il;
-    attrs.input_high = *ih;
+    if (const auto grid = linear_grid(g, fq, g.value(fq.inputs[0]).shape, 0);
+        grid && grid->scale.size() == 1 && grid->zero_point.size() == 1) {
+      attrs.scale = grid->scale[0];
+      attrs.zero_point = grid->zero_point[0] - grid->code_low + static_cast<std::int32_t>(type_lo);
+    } else {
+      attrs.input_low = *il;
+      attrs.input_high = *ih;
+    }
     const std::string name = fq.name, cv_name = g.node(*cv_id).name;
     const ValueId old = g.node(*cv_id).outputs[0];
     const ValueId y = emit(g, OpKind::Convert, cv_name, {fq.inputs[0]}, attrs);

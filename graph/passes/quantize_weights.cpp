@@ -3,10 +3,19 @@
 //   w (f32 constant) -> FQ(il, ih, ol, oh, L) -> layer.weights
 //     ==>  wq (s8 constant) -> Convert(f32) -> Multiply(So[oc]) -> layer.weights
 //
-// with, per output channel, q = round_half_to_even((w - il) * (L-1) / (ih - il))
-// clamped by the FakeQuantize definition, So = (oh - ol) / (L-1), Zo = -ol / So
-// and wq = q - Zo. Exact when Zo is an integer and every wq fits s8, which
-// holds for the usual symmetric weight ranges (L = 255, il = -ih; or L = 256,
+// with, per output channel, the code q of each weight as the FakeQuantize
+// defines it:
+// - with ONNX's scale and zero point (a Q/DQ pair on f32 weights, as PyTorch
+//   exports them): composer::quantize_linear, q = saturate(round_half_even(
+//   w / s) + zp) with the division in f32, and wq = q - zp. The scale is s
+//   itself while the output ranges are the grid's. These are the codes ONNX
+//   computes, ties included: PyTorch's symmetric quantizer puts each
+//   channel's largest weight on w / s = +-127.5 exactly.
+// - by its ranges: q = round_half_to_even((w - il) * (L-1) / (ih - il))
+//   clamped by the FakeQuantize definition, So = (oh - ol) / (L-1),
+//   Zo = -ol / So and wq = q - Zo.
+// Exact when Zo is an integer and every wq fits s8, which holds for the
+// usual symmetric weight ranges (L = 255, il = -ih; or L = 256,
 // il = -ih * 128/127). The weights are stored 4x smaller.
 // Preconditions: the FakeQuantize output is read only as the weights of
 // layers that agree on the output channel axis; ranges per tensor or per
@@ -15,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "composer/fake_quantize_formula.hpp"
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
 
@@ -73,18 +83,42 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
       continue;
     }
     const double steps = static_cast<double>(fq.attr<FakeQuantizeAttrs>().levels - 1);
+    const std::optional<LinearGrid> grid = linear_grid(g, fq, shape, axis);
+    if (has_linear_grid(fq) && !grid) {
+      ctx.reject(kPass, fq.name, "scale and zero point are not per tensor or per output channel");
+      continue;
+    }
     std::vector<float> scale(channels);
     std::vector<double> zero(channels);
     bool ok = true;
     for (std::size_t c = 0; c < channels && ok; ++c) {
       const double so = (static_cast<double>(r[3][c]) - r[2][c]) / steps;
       scale[c] = static_cast<float>(so);
+      if (grid) {
+        // q - zp is the weight; a scaled output range scales the step.
+        zero[c] = grid->zero_point[grid->zero_point.size() == 1 ? 0 : c];
+        if (grid->dequantizes_to_grid) scale[c] = grid->scale[grid->scale.size() == 1 ? 0 : c];
+        ok = so != 0.0;
+        continue;
+      }
       ok = so != 0.0 && is_integer(-r[2][c] / so);
       if (ok) zero[c] = std::round(-r[2][c] / so);
     }
     if (!ok) {
       ctx.reject(kPass, fq.name, "output zero point is not an integer");
       continue;
+    }
+    if (grid && !grid->dequantizes_to_grid) {
+      // Codes from code_low map onto [ol, oh]: an integer output zero point.
+      for (std::size_t c = 0; c < channels && ok; ++c) {
+        const double z = grid->code_low - r[2][c] / ((static_cast<double>(r[3][c]) - r[2][c]) / steps);
+        ok = is_integer(z);
+        zero[c] = std::round(z);
+      }
+      if (!ok) {
+        ctx.reject(kPass, fq.name, "output zero point is not an integer");
+        continue;
+      }
     }
     const auto w = raw_data->data<float>();
     std::int64_t inner = 1;
@@ -93,14 +127,13 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
     for (std::size_t i = 0; i < w.size() && ok; ++i) {
       const auto c = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) %
                                               static_cast<std::int64_t>(channels));
-      const double x = w[i], il = r[0][c], ih = r[1][c];
       double q;
-      if (x <= std::min(il, ih)) {
-        q = 0.0;
-      } else if (x > std::max(il, ih)) {
-        q = steps;
+      if (grid) {
+        const float s = grid->scale[grid->scale.size() == 1 ? 0 : c];
+        const std::int32_t zp = grid->zero_point[grid->zero_point.size() == 1 ? 0 : c];
+        q = composer::quantize_linear(w[i], s, zp, grid->code_low, grid->code_high);
       } else {
-        q = std::nearbyint((x - il) * steps / (ih - il));
+        q = composer::fake_quantize_level(w[i], r[0][c], r[1][c], steps);
       }
       const double v = q - zero[c];
       ok = v >= -128.0 && v <= 127.0;

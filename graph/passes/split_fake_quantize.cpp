@@ -128,7 +128,15 @@ bool split_fake_quantize(Graph& g, PassContext& ctx) {
     const ElementType storage = symmetric ? ElementType::s8 : ElementType::u8;
     const float lo = symmetric ? -128.0f : 0.0f;
     std::vector<float> scale(n), zero(n);
+    const std::optional<LinearGrid> grid = linear_grid(g, fq, shape, axis);
     for (std::size_t c = 0; c < n; ++c) {
+      if (grid && grid->dequantizes_to_grid) {
+        // ONNX's DequantizeLinear: the stored code is q - code_low + lo.
+        scale[c] = grid->scale[grid->scale.size() == 1 ? 0 : c];
+        zero[c] = static_cast<float>(grid->zero_point[grid->zero_point.size() == 1 ? 0 : c] -
+                                     grid->code_low) + lo;
+        continue;
+      }
       scale[c] = static_cast<float>(so[c]);
       zero[c] = static_cast<float>(zo[c] + lo);
       if (is_integer(zero[c], 1e-4)) zero[c] = std::round(zero[c]);
@@ -139,8 +147,13 @@ bool split_fake_quantize(Graph& g, PassContext& ctx) {
     const ValueId qlo = g.add_constant(name + ".qlo", Tensor::from_vector<float>({1}, {lo}));
     const ValueId qhi = g.add_constant(
         name + ".qhi", Tensor::from_vector<float>({1}, {lo + static_cast<float>(steps)}));
-    const ValueId q = emit(g, OpKind::FakeQuantize, name + "/quantize",
-                           {old.inputs[0], old.inputs[1], old.inputs[2], qlo, qhi}, old.attrs);
+    // The quantize keeps the grid (scale and zero point) and so its rounding.
+    std::vector<ValueId> q_inputs{old.inputs[0], old.inputs[1], old.inputs[2], qlo, qhi};
+    if (has_linear_grid(old)) {
+      q_inputs.push_back(old.inputs[5]);
+      q_inputs.push_back(old.inputs[6]);
+    }
+    const ValueId q = emit(g, OpKind::FakeQuantize, name + "/quantize", q_inputs, old.attrs);
     const ValueId stored = emit(g, OpKind::Convert, name + "/to_" + std::string(to_string(storage)),
                                 {q}, ConvertAttrs{storage});
     ValueId deq = emit(g, OpKind::Convert, name + "/to_f32", {stored}, ConvertAttrs{ElementType::f32});

@@ -12,7 +12,9 @@
 #include <emmintrin.h>
 #endif
 
+#include "composer/fake_quantize_formula.hpp"
 #include "graph/broadcast.hpp"
+#include "graph/passes/pattern.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/ops.hpp"
 
@@ -58,18 +60,19 @@ class BroadcastBinaryOp final : public ExecutableOp {
   std::vector<std::vector<std::int64_t>> strides_;
 };
 
-// FakeQuantize by its definition, in double:
+// FakeQuantize by its ranges, in double (composer::fake_quantize_level):
 //   x <= min(il, ih) -> ol;  x > max(il, ih) -> oh;
 //   else q = round_half_to_even((x - il) * (L - 1) / (ih - il)),
 //        y = q * (oh - ol) / (L - 1) + ol.
-// Multiplying before dividing keeps values that sit exactly on a tie exact.
+// With ONNX's scale and zero point (see FakeQuantizeAttrs), ONNX's
+// arithmetic: composer::quantize_linear, then dequantize_linear.
 // Rounds half to even a double in [0, 2^51] by adding and removing 1.5 * 2^52
 // (the default rounding mode does the rounding); NaN stays NaN.
 constexpr double kRoundHalfEven = 6755399441055744.0;
 
 // FakeQuantize with per-tensor ranges il < ih over a contiguous span: the
-// same f64 operations as the general loop below, two values per step with
-// SSE2, so the same results.
+// same f64 operations as fake_quantize_level, two values per step with SSE2,
+// so the same results.
 void fake_quantize_span(const float* x, float* y, std::int64_t n, double il, double ih,
                         double ol, double oh, double steps) {
   const double range = ih - il, out_range = oh - ol;
@@ -102,14 +105,64 @@ void fake_quantize_span(const float* x, float* y, std::int64_t n, double il, dou
   for (; i < n; ++i) y[i] = static_cast<float>(one(static_cast<double>(x[i])));
 }
 
+// One scale and zero point of ONNX's grid; codes in [lo, hi].
+struct LinearCodes {
+  float scale = 1.0f;
+  std::int32_t zero_point = 0, lo = 0, hi = 255;
+};
+
+// QuantizeLinear -> DequantizeLinear over a contiguous span:
+// dequantize_linear(quantize_linear(x)) = clamp(round(x / s), lo - zp,
+// hi - zp) * s, four values per step with SSE2 by the same f32 operations
+// (divps; maxps / minps, which send NaN to the lower bound as the scalar
+// form does; cvtps2dq, which rounds half to even in the default MXCSR).
+void quantize_dequantize_span(const float* x, float* y, std::int64_t n, const LinearCodes& g) {
+  std::int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128 vs = _mm_set1_ps(g.scale);
+  const __m128 vlo = _mm_set1_ps(static_cast<float>(g.lo - g.zero_point));
+  const __m128 vhi = _mm_set1_ps(static_cast<float>(g.hi - g.zero_point));
+  for (; i + 4 <= n; i += 4) {
+    __m128 q = _mm_div_ps(_mm_loadu_ps(x + i), vs);
+    q = _mm_min_ps(_mm_max_ps(q, vlo), vhi);
+    _mm_storeu_ps(y + i, _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtps_epi32(q)), vs));
+  }
+#endif
+  for (; i < n; ++i) {
+    y[i] = composer::dequantize_linear(
+        composer::quantize_linear(x[i], g.scale, g.zero_point, g.lo, g.hi), g.zero_point, g.scale);
+  }
+}
+
 class FakeQuantizeOp final : public ExecutableOp {
  public:
   FakeQuantizeOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
     out_shape_ = g.value(node.outputs[0]).shape;
-    for (std::size_t i = 0; i < 5; ++i) {
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
       strides_.push_back(broadcast_strides(g.value(node.inputs[i]).shape, out_shape_.size()));
     }
-    levels_ = static_cast<double>(node.attr<graph::FakeQuantizeAttrs>().levels);
+    const auto& attrs = node.attr<graph::FakeQuantizeAttrs>();
+    levels_ = static_cast<double>(attrs.levels);
+    linear_ = graph::pattern::has_linear_grid(node);
+    code_low_ = attrs.code_low;
+    code_high_ = attrs.code_low + static_cast<std::int32_t>(attrs.levels) - 1;
+    if (linear_) {
+      // ONNX's grid: a straight loop per tensor or per channel (axis 1) when
+      // the output is the grid's own dequantization.
+      dequantizes_to_grid_ = node.inputs[3] == node.inputs[1] && node.inputs[4] == node.inputs[2];
+      const graph::Value& x = g.value(node.inputs[0]);
+      if (dequantizes_to_grid_ && out_shape_.size() >= 2 && x.shape == out_shape_) {
+        if (auto grid = graph::pattern::linear_grid(g, node, out_shape_, 1)) {
+          const std::size_t n = std::max(grid->scale.size(), grid->zero_point.size());
+          for (std::size_t c = 0; c < n; ++c) {
+            grid_.push_back({grid->scale[grid->scale.size() == 1 ? 0 : c],
+                             grid->zero_point[grid->zero_point.size() == 1 ? 0 : c], code_low_,
+                             code_high_});
+          }
+        }
+      }
+      return;
+    }
     // Constant per-tensor ranges with il < ih: the straight loop.
     per_tensor_ = true;
     for (std::size_t i = 1; i < 5; ++i) {
@@ -127,14 +180,44 @@ class FakeQuantizeOp final : public ExecutableOp {
   }
 
   std::string implementation() const override {
-    return per_tensor_ || per_channel_ ? "qfuse:fake_quantize" : "reference";
+    return per_tensor_ || per_channel_ || !grid_.empty() ? "qfuse:fake_quantize" : "reference";
   }
 
   void execute(ExecContext& ctx) const override {
-    const float* in[5];
-    for (std::size_t i = 0; i < 5; ++i) in[i] = ctx.in(node().inputs[i]).data<float>().data();
+    std::vector<const float*> in(node().inputs.size());
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = ctx.in(node().inputs[i]).data<float>().data();
     float* y = ctx.out(node().outputs[0]).data<float>().data();
     const double steps = levels_ - 1.0;
+    if (!grid_.empty()) {
+      // One span per (n, c) plane with that channel's scale and zero point.
+      const std::int64_t channels = grid_.size() == 1 ? 1 : out_shape_[1];
+      const std::int64_t planes = grid_.size() == 1 ? 1 : out_shape_[0] * channels;
+      const std::int64_t inner = element_count(out_shape_) / planes;
+      constexpr std::int64_t kChunk = 4096;
+      const std::int64_t chunks = (inner + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (planes * inner >= 32768)
+      for (std::int64_t k = 0; k < planes * chunks; ++k) {
+        const std::int64_t p = k / chunks, begin = (k % chunks) * kChunk;
+        const std::int64_t offset = p * inner + begin;
+        quantize_dequantize_span(in[0] + offset, y + offset, std::min(kChunk, inner - begin),
+                                 grid_[static_cast<std::size_t>(p % channels)]);
+      }
+      return;
+    }
+    if (linear_) {
+      for_each_broadcast(out_shape_, strides_, [&](std::int64_t i, const auto& off) {
+        const float s = in[5][off[5]];
+        const auto zp = static_cast<std::int32_t>(in[6][off[6]]);
+        const std::int32_t q = composer::quantize_linear(in[0][off[0]], s, zp, code_low_, code_high_);
+        if (dequantizes_to_grid_) {
+          y[i] = composer::dequantize_linear(q, zp, s);
+        } else {
+          const double ol = in[3][off[3]], oh = in[4][off[4]];
+          y[i] = static_cast<float>(ol + static_cast<double>(q - code_low_) * (oh - ol) / steps);
+        }
+      });
+      return;
+    }
     if (per_tensor_) {
       const std::int64_t total = element_count(out_shape_);
       constexpr std::int64_t kChunk = 4096;
@@ -171,8 +254,7 @@ class FakeQuantizeOp final : public ExecutableOp {
       } else if (x > std::max(il, ih)) {
         r = oh;
       } else {
-        const double q = std::nearbyint((x - il) * steps / (ih - il));
-        r = q * (oh - ol) / steps + ol;
+        r = composer::fake_quantize_level(x, il, ih, steps) * (oh - ol) / steps + ol;
       }
       y[i] = static_cast<float>(r);
     });
@@ -211,6 +293,11 @@ class FakeQuantizeOp final : public ExecutableOp {
   bool per_channel_ = false;
   double ranges_[4] = {0, 0, 0, 0};             // il, ih, ol, oh
   std::vector<double> channel_ranges_[4];       // the same, per channel
+  // ONNX's grid (inputs 5 and 6).
+  bool linear_ = false;
+  bool dequantizes_to_grid_ = false;
+  std::int32_t code_low_ = 0, code_high_ = 255;
+  std::vector<LinearCodes> grid_;  // per tensor or per channel (axis 1): the straight loop
 };
 
 // The quantization level of x by FakeQuantize's f64 formula, stored as T:
@@ -256,9 +343,35 @@ void quantize_span(const float* x, T* y, std::int64_t n, double il, double range
   for (; i < n; ++i) y[i] = quantize_level<T>(x[i], il, range, lo);
 }
 
-// A quantizing Convert: FakeQuantize's formula, computed as FakeQuantizeOp
-// does (f64, the same operations in the same order, so every tie rounds the
-// same way), writing the stored u8/s8 directly. Input and output each plain or
+// composer::quantize_linear over a span onto T's whole range, four values
+// per step with SSE2 by the same f32 operations (see quantize_dequantize_span).
+template <typename T>
+void quantize_linear_span(const float* x, T* y, std::int64_t n, float scale,
+                          std::int32_t zero_point) {
+  constexpr std::int32_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  std::int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128 vs = _mm_set1_ps(scale);
+  const __m128 vlo = _mm_set1_ps(static_cast<float>(lo - zero_point));
+  const __m128 vhi = _mm_set1_ps(static_cast<float>(hi - zero_point));
+  const __m128i vzp = _mm_set1_epi32(zero_point);
+  for (; i + 4 <= n; i += 4) {
+    __m128 q = _mm_div_ps(_mm_loadu_ps(x + i), vs);
+    q = _mm_min_ps(_mm_max_ps(q, vlo), vhi);
+    const __m128i c = _mm_add_epi32(_mm_cvtps_epi32(q), vzp);  // in [lo, hi]
+    const __m128i w = _mm_packs_epi32(c, c);
+    const __m128i b = std::is_same_v<T, std::uint8_t> ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w);
+    const std::int32_t four = _mm_cvtsi128_si32(b);
+    std::memcpy(y + i, &four, 4);
+  }
+#endif
+  for (; i < n; ++i) y[i] = static_cast<T>(composer::quantize_linear(x[i], scale, zero_point, lo, hi));
+}
+
+// A quantizing Convert: FakeQuantize's range formula, or ONNX's
+// QuantizeLinear, computed as FakeQuantizeOp does (the same operations in the
+// same order, so every tie rounds the same way), writing the stored u8/s8
+// directly. Input and output each plain or
 // channels last: one straight loop when they agree, else one per channel plane.
 class QuantizeOp final : public ExecutableOp {
  public:
@@ -268,6 +381,9 @@ class QuantizeOp final : public ExecutableOp {
     const auto& a = node.attr<graph::ConvertAttrs>();
     il_ = a.input_low;
     range_ = static_cast<double>(a.input_high) - static_cast<double>(a.input_low);
+    linear_ = a.quantizes_linear();
+    scale_ = a.scale;
+    zero_point_ = a.zero_point;
     lo_ = a.to == ElementType::u8 ? 0 : -128;
     const Shape& s = g.value(node.inputs[0]).shape;
     in_cl_ = in_channels_last && s.size() >= 3;
@@ -292,19 +408,34 @@ class QuantizeOp final : public ExecutableOp {
   std::string implementation() const override { return "qfuse:quantize"; }
 
  private:
+  // The quantization of a contiguous span, and of one value.
+  template <typename T>
+  void span(const float* x, T* y, std::int64_t n) const {
+    if (linear_) {
+      quantize_linear_span(x, y, n, scale_, zero_point_);
+    } else {
+      quantize_span(x, y, n, il_, range_, lo_);
+    }
+  }
+  template <typename T>
+  T one(float x) const {
+    if (linear_) {
+      return static_cast<T>(composer::quantize_linear(x, scale_, zero_point_,
+                                                      std::numeric_limits<T>::min(),
+                                                      std::numeric_limits<T>::max()));
+    }
+    return quantize_level<T>(x, il_, range_, lo_);
+  }
+
   template <typename T>
   void run(const float* x, T* y) const {
-    const double il = il_, range = range_;
-    const int lo = lo_;
     const auto plane = [&](const float* src, T* dst, std::int64_t src_stride, std::int64_t n,
                            std::int64_t dst_stride) {
       if (src_stride == 1 && dst_stride == 1) {
-        quantize_span(src, dst, n, il, range, lo);
+        span(src, dst, n);
         return;
       }
-      for (std::int64_t i = 0; i < n; ++i) {
-        dst[i * dst_stride] = quantize_level<T>(src[i * src_stride], il, range, lo);
-      }
+      for (std::int64_t i = 0; i < n; ++i) dst[i * dst_stride] = one<T>(src[i * src_stride]);
     };
     // On all of the request's threads once there is enough work to share.
     const std::int64_t total = outer_ * channels_ * inner_;
@@ -331,7 +462,7 @@ class QuantizeOp final : public ExecutableOp {
         T level[kBlock];
         T* dst = y + (n * inner_ + begin) * channels_;
         for (std::int64_t c = 0; c < channels_; ++c) {
-          quantize_span(x + (n * channels_ + c) * inner_ + begin, level, len, il, range, lo);
+          span(x + (n * channels_ + c) * inner_ + begin, level, len);
           for (std::int64_t i = 0; i < len; ++i) dst[i * channels_ + c] = level[i];
         }
       }
@@ -357,6 +488,10 @@ class QuantizeOp final : public ExecutableOp {
 
   double il_ = 0.0, range_ = 1.0;
   int lo_ = 0;
+  // ONNX's QuantizeLinear instead of the range formula.
+  bool linear_ = false;
+  float scale_ = 1.0f;
+  std::int32_t zero_point_ = 0;
   bool in_cl_ = false, out_cl_ = false;
   std::int64_t outer_ = 1, channels_ = 1, inner_ = 1;
 };
