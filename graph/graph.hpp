@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -92,11 +93,21 @@ class Graph {
   // Throws GraphError on a cycle.
   std::vector<NodeId> topological_order() const;
 
+  // The names a model file gives its tensors, where the value computing one
+  // is named otherwise (an importer names values after their nodes): model
+  // tensor name -> value name. qfuse compare reads reference tensors (ONNX
+  // Runtime's, by tensor name) through it.
+  void add_tensor_alias(std::string model_name, std::string value_name) {
+    tensor_aliases_.emplace(std::move(model_name), std::move(value_name));
+  }
+  const std::map<std::string, std::string>& tensor_aliases() const { return tensor_aliases_; }
+
  private:
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
+  std::map<std::string, std::string> tensor_aliases_;
 };
 
 // Fills the shape and type of every node's outputs, in topological order,

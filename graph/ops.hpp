@@ -119,7 +119,7 @@ struct MatMulAttrs {
 //     q = saturate(round_half_to_even(x / scale) + zero_point) onto
 //         [code_low, code_low + L - 1], the division in f32,
 //   and y = (q - zero_point) * scale in f32 while the output ranges are the
-//   input ranges (inputs 3 and 4 are inputs 1 and 2), else
+//   input ranges (inputs 3 and 4 hold the values of inputs 1 and 2), else
 //   y = ol + (q - code_low) * (oh - ol) / (L - 1). The ranges are the grid's
 //   bounds, (code_low - zero_point) * scale and (code_high - zero_point) *
 //   scale, which the passes read; a pass that changes the input ranges drops

@@ -206,6 +206,13 @@ graph::Graph Importer::run() {
   for (int i = 0; i < g.node_size(); ++i) import_node(g.node(i), static_cast<std::size_t>(i));
   mark_outputs();
   remove_dead_nodes();
+  // Tensors a live node computes under another name than the file's.
+  for (const auto& [name, o] : tensors_) {
+    if (o.literal || !o.value.valid() || o.value.index >= graph_.value_count()) continue;
+    const graph::Value& v = graph_.value(o.value);
+    if (v.name == name || !v.producer.valid() || graph_.node(v.producer).erased) continue;
+    graph_.add_tensor_alias(name, v.name);
+  }
   return std::move(graph_);
 }
 

@@ -170,8 +170,22 @@ std::optional<LinearGrid> linear_grid(const Graph& g, const Node& fq, const Shap
   const auto& a = fq.attr<FakeQuantizeAttrs>();
   grid.code_low = a.code_low;
   grid.code_high = a.code_low + static_cast<std::int32_t>(a.levels) - 1;
-  grid.dequantizes_to_grid = fq.inputs[3] == fq.inputs[1] && fq.inputs[4] == fq.inputs[2];
+  grid.dequantizes_to_grid = output_ranges_are_input_ranges(g, fq);
   return grid;
+}
+
+bool output_ranges_are_input_ranges(const Graph& g, const Node& fq) {
+  const auto same = [&](ValueId a, ValueId b) {
+    if (a == b) return true;
+    const Value& va = g.value(a);
+    const Value& vb = g.value(b);
+    if (!va.is_constant() || !vb.is_constant() || va.shape != vb.shape || va.type != vb.type) {
+      return false;
+    }
+    const auto da = va.constant->data<float>(), db = vb.constant->data<float>();
+    return std::equal(da.begin(), da.end(), db.begin(), db.end());
+  };
+  return same(fq.inputs[3], fq.inputs[1]) && same(fq.inputs[4], fq.inputs[2]);
 }
 
 void drop_linear_grid(Node& fq) {

@@ -86,6 +86,8 @@ struct LinearGrid {
 bool has_linear_grid(const Node& fq);
 std::optional<LinearGrid> linear_grid(const Graph& g, const Node& fq, const Shape& shape,
                                       std::size_t axis);
+// The FakeQuantize's output ranges are its input ranges (the same values).
+bool output_ranges_are_input_ranges(const Graph& g, const Node& fq);
 // Makes `fq` quantize by its ranges (a pass changed them).
 void drop_linear_grid(Node& fq);
 

@@ -149,7 +149,7 @@ class FakeQuantizeOp final : public ExecutableOp {
     if (linear_) {
       // ONNX's grid: a straight loop per tensor or per channel (axis 1) when
       // the output is the grid's own dequantization.
-      dequantizes_to_grid_ = node.inputs[3] == node.inputs[1] && node.inputs[4] == node.inputs[2];
+      dequantizes_to_grid_ = graph::pattern::output_ranges_are_input_ranges(g, node);
       const graph::Value& x = g.value(node.inputs[0]);
       if (dequantizes_to_grid_ && out_shape_.size() >= 2 && x.shape == out_shape_) {
         if (auto grid = graph::pattern::linear_grid(g, node, out_shape_, 1)) {

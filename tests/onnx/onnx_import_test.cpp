@@ -573,6 +573,202 @@ TEST(OnnxQdq, GemmWithDequantizedWeightsFusesToOneInt8InnerProduct) {
   }
 }
 
+// --- ONNX's arithmetic on ties -----------------------------------------------------
+//
+// Q/DQ pairs keep ONNX's scale and zero point: weights quantize as ONNX does
+// (f32 division, round half to even, add the zero point, saturate), and so do
+// activations with an odd zero point. Expected codes are computed here with
+// onnx_quantize (f32, as ONNX's reference does), and the tests check that the
+// ties they are about are present.
+
+// A PyTorch QAT conv: f32 weights -> Q(s8, per channel, s = max|w| / 127.5,
+// zp 0) -> DQ, as torch.onnx.export writes a per-channel symmetric
+// fake-quantized weight. Extra weights are put on w / s = 24.5.
+struct TorchConv {
+  int c = 8, oc = 16, hw = 6;
+  std::vector<float> w, ws, b;
+  int ties_at_ends = 0, ties_inside = 0;
+  float xs = 0.015625f, ys = 0.0478f;
+  std::uint8_t xz = 128, yz = 7;
+};
+
+TorchConv torch_conv() {
+  TorchConv t;
+  t.w = random_floats(static_cast<std::size_t>(t.oc * t.c * 9), -0.5f, 0.5f, 31);
+  t.b = random_floats(static_cast<std::size_t>(t.oc), -0.2f, 0.2f, 32);
+  const int per = t.c * 9;
+  for (int o = 0; o < t.oc; ++o) {
+    float m = 0.0f;
+    for (int k = 0; k < per; ++k) m = std::max(m, std::abs(t.w[static_cast<std::size_t>(o * per + k)]));
+    const float s = m / 127.5f;
+    t.ws.push_back(s);
+    // Two weights of each channel onto x.5 ties inside the grid, where f32 holds them.
+    for (int k : {1, 2}) {
+      const float v = (k == 1 ? 24.5f : -3.5f) * s;
+      if (v / s == (k == 1 ? 24.5f : -3.5f)) t.w[static_cast<std::size_t>(o * per + k)] = v;
+    }
+    for (int k = 0; k < per; ++k) {
+      const float r = std::abs(t.w[static_cast<std::size_t>(o * per + k)] / s);
+      t.ties_at_ends += r == 127.5f;
+      t.ties_inside += r == 24.5f || r == 3.5f;
+    }
+  }
+  return t;
+}
+
+Model torch_conv_model(const TorchConv& t) {
+  Model m;
+  m.input("x", kFloat, {1, t.c, t.hw, t.hw});
+  m.initializer("xs", kFloat, {}, std::vector<float>{t.xs});
+  m.initializer("xz", kUint8, {}, std::vector<std::uint8_t>{t.xz});
+  m.initializer("w", kFloat, {t.oc, t.c, 3, 3}, t.w);
+  m.initializer("ws", kFloat, {t.oc}, t.ws);
+  m.initializer("wz", kInt8, {t.oc}, std::vector<std::int8_t>(static_cast<std::size_t>(t.oc), 0));
+  m.initializer("b", kFloat, {t.oc}, t.b);
+  m.initializer("ys", kFloat, {}, std::vector<float>{t.ys});
+  m.initializer("yz", kUint8, {}, std::vector<std::uint8_t>{t.yz});
+  m.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+  m.node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
+  auto& wq = m.node("QuantizeLinear", {"w", "ws", "wz"}, {"wq"});
+  attr(wq, "axis", std::int64_t{0});
+  auto& wdq = m.node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"});
+  attr(wdq, "axis", std::int64_t{0});
+  auto& conv = m.node("Conv", {"xd", "wd", "b"}, {"c"}, "conv");
+  attr(conv, "pads", Dims{1, 1, 1, 1});
+  m.node("QuantizeLinear", {"c", "ys", "yz"}, {"cq"});
+  m.node("DequantizeLinear", {"cq", "ys", "yz"}, {"y"});
+  m.output("y", kFloat);
+  return m;
+}
+
+TEST(OnnxQdq, TorchSymmetricWeightsOnTiesGetOnnxCodesFusedAndUnfused) {
+  const TorchConv t = torch_conv();
+  ASSERT_GT(t.ties_at_ends, t.oc / 2) << "the model needs weights on w / s = +-127.5";
+  ASSERT_GT(t.ties_inside, t.oc) << "the model needs weights on w / s = 24.5 and -3.5";
+  const graph::Graph g = import_bytes(torch_conv_model(t).bytes());
+  const int per = t.c * 9;
+  std::vector<std::int8_t> codes(t.w.size());
+  for (std::size_t i = 0; i < t.w.size(); ++i) {
+    codes[i] = static_cast<std::int8_t>(onnx_quantize(t.w[i], t.ws[i / static_cast<std::size_t>(per)], 0, -128, 127));
+  }
+
+  // Fused: the int8 layer's weights are ONNX's codes.
+  const CompiledModel fused_model = compile(g, {.fuse = true});
+  const graph::Graph& fg = compiled_graph(fused_model);
+  std::size_t layers = 0;
+  for (graph::NodeId id : fg.topological_order()) {
+    const graph::Node& n = fg.node(id);
+    if (n.kind != graph::OpKind::QuantizedConvolution) continue;
+    ++layers;
+    const graph::Value& wv = fg.value(n.inputs[1]);
+    ASSERT_TRUE(wv.is_constant());
+    ASSERT_EQ(wv.type, ElementType::s8);
+    const auto got = wv.constant->data<std::int8_t>();
+    ASSERT_EQ(got.size(), codes.size());
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      ASSERT_EQ(got[i], codes[i]) << "weight " << i << ": w / s = "
+                                  << t.w[i] / t.ws[i / static_cast<std::size_t>(per)];
+    }
+  }
+  EXPECT_EQ(layers, 1u);
+
+  // Unfused: the dequantized weights are ONNX's (q - 0) * s, bit for bit.
+  const CompiledModel unfused_model = compile(g, {.fuse = false});
+  InferRequest ur = unfused_model.create_infer_request();
+  std::size_t weights_seen = 0;
+  ur.set_value_observer([&](const std::string& name, const Tensor& v) {
+    if (name != g.tensor_aliases().at("wd")) return;
+    ++weights_seen;
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      const float e = static_cast<float>(codes[i]) * t.ws[i / static_cast<std::size_t>(per)];
+      ASSERT_EQ(v.data<float>()[i], e) << "weight " << i;
+    }
+  });
+  std::vector<float> xv = random_floats(static_cast<std::size_t>(t.c * t.hw * t.hw), -1.5f, 1.5f, 33);
+  const Tensor x = Tensor::from_vector<float>({1, t.c, t.hw, t.hw}, xv);
+  ur.set_input("x", x);
+  ur.infer();
+  EXPECT_EQ(weights_seen, 1u);
+  const Tensor unfused = ur.output("y");
+  const Tensor fused = run(g, true, "x", x, "y");
+
+  // ONNX's arithmetic, here: codes of x, the convolution of dequantized
+  // values in double, the output's QuantizeLinear.
+  std::vector<double> xd(xv.size()), wd(codes.size());
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    xd[i] = static_cast<float>(onnx_quantize(xv[i], t.xs, t.xz, 0, 255) - t.xz) * t.xs;
+  }
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    wd[i] = static_cast<float>(codes[i]) * t.ws[i / static_cast<std::size_t>(per)];
+  }
+  const std::vector<double> acc =
+      conv3x3(xd, t.c, t.hw, t.hw, wd, t.oc, std::vector<double>(t.b.begin(), t.b.end()));
+  std::size_t fused_equal = 0, unfused_equal = 0;
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    const int e = onnx_quantize(static_cast<float>(acc[i]), t.ys, t.yz, 0, 255);
+    const auto code = [&](const Tensor& y) {
+      return static_cast<int>(std::lround(y.data<float>()[i] / t.ys)) + t.yz;
+    };
+    ASSERT_LE(std::abs(code(fused) - e), 1) << "fused element " << i;
+    ASSERT_LE(std::abs(code(unfused) - e), 1) << "unfused element " << i;
+    fused_equal += code(fused) == e;
+    unfused_equal += code(unfused) == e;
+  }
+  // Only near-ties of the f32 sums may differ.
+  EXPECT_GE(static_cast<double>(unfused_equal), 0.995 * static_cast<double>(acc.size()));
+  EXPECT_GE(static_cast<double>(fused_equal), 0.995 * static_cast<double>(acc.size()));
+}
+
+// An odd zero point: ONNX rounds x / s half to even, then adds it. The input
+// quantization (one quantizing Convert when fused) and the layer after it
+// reproduce ONNX's codes on every tie: a 1x1 convolution with unit weights
+// carries the input codes to the output grid unchanged.
+TEST(OnnxQdq, OddZeroPointActivationsOnTiesGetOnnxCodesFusedAndUnfused) {
+  const int c = 4, hw = 8;
+  for (const std::uint8_t zp : {std::uint8_t{3}, std::uint8_t{127}, std::uint8_t{128}}) {
+    Model m;
+    m.input("x", kFloat, {1, c, hw, hw});
+    m.initializer("s", kFloat, {}, std::vector<float>{0.25f});
+    m.initializer("zp", kUint8, {}, std::vector<std::uint8_t>{zp});
+    std::vector<std::int8_t> eye(static_cast<std::size_t>(c * c), 0);
+    for (int i = 0; i < c; ++i) eye[static_cast<std::size_t>(i * c + i)] = 1;
+    m.initializer("wq", kInt8, {c, c, 1, 1}, eye);
+    m.initializer("ws", kFloat, {}, std::vector<float>{1.0f});
+    m.initializer("wz", kInt8, {}, std::vector<std::int8_t>{0});
+    m.node("QuantizeLinear", {"x", "s", "zp"}, {"xq"});
+    m.node("DequantizeLinear", {"xq", "s", "zp"}, {"xd"});
+    m.node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"});
+    m.node("Conv", {"xd", "wd"}, {"c"}, "conv");
+    m.node("QuantizeLinear", {"c", "s", "zp"}, {"cq"});
+    m.node("DequantizeLinear", {"cq", "s", "zp"}, {"y"});
+    m.output("y", kFloat);
+    const graph::Graph g = import_bytes(m.bytes());
+    // x / s = k + 0.5 for k across the grid and beyond it.
+    std::vector<float> xv(static_cast<std::size_t>(c * hw * hw));
+    int ties = 0;
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      xv[i] = (static_cast<float>(static_cast<int>(i) - 140) + 0.5f) * 0.25f;
+      ties += std::abs(onnx_quantize(xv[i], 0.25f, zp, 0, 255) - zp) < 120;
+    }
+    ASSERT_GT(ties, 200);
+    const Tensor x = Tensor::from_vector<float>({1, c, hw, hw}, xv);
+    std::vector<LayerInfo> layers;
+    for (bool fuse : {false, true}) {
+      const Tensor y = run(g, fuse, "x", x, "y", &layers);
+      for (std::size_t i = 0; i < xv.size(); ++i) {
+        const float e = static_cast<float>(onnx_quantize(xv[i], 0.25f, zp, 0, 255) - zp) * 0.25f;
+        ASSERT_EQ(y.data<float>()[i], e) << "x / s = " << xv[i] / 0.25f << ", zero point "
+                                         << int{zp} << (fuse ? ", fused" : ", unfused");
+      }
+      if (fuse) {
+        std::size_t int8 = 0;
+        for (const auto& l : layers) int8 += is_int8_layer(l);
+        EXPECT_EQ(int8, 1u);
+      }
+    }
+  }
+}
+
 // ONNX Runtime's default bias: DequantizeLinear(int32, xs * ws[c], 0). It must
 // become the inner product's bias, not an f32 Add after the int8 layer.
 TEST(OnnxQdq, GemmWithInt32BiasDequantizeFusesWithItsBias) {

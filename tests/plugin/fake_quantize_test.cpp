@@ -237,5 +237,167 @@ TEST(QuantizingConvert, S8MatchesFakeQuantizeLevels) {
   expect_quantizing_convert_matches(ElementType::s8, -1.28f, 1.27f);
 }
 
+// --- ONNX's grid: FakeQuantize(x, il, ih, il, ih, scale, zero_point) ---------
+//
+// ONNX's QuantizeLinear -> DequantizeLinear, checked against codes worked out
+// here with integer arithmetic on values chosen so that x / s is exact in f32
+// (s a power of two): x / s = k + 0.5 rounds to the even one of k, k + 1,
+// then the zero point is added, then the code saturates.
+
+// round_half_to_even(t) for t = m / 2 (m an integer), without floating point.
+std::int64_t half_even(std::int64_t m) {
+  if (m % 2 == 0) return m / 2;
+  const std::int64_t below = (m - 1) / 2 - ((m - 1) % 2 != 0 && m < 0 ? 1 : 0);
+  return below % 2 == 0 ? below : below + 1;
+}
+
+TEST(FakeQuantizeLinearReference, HalfEvenByHand) {
+  EXPECT_EQ(half_even(5), 2);     // 2.5 -> 2
+  EXPECT_EQ(half_even(7), 4);     // 3.5 -> 4
+  EXPECT_EQ(half_even(-5), -2);   // -2.5 -> -2
+  EXPECT_EQ(half_even(-255), -128);  // -127.5 -> -128
+  EXPECT_EQ(half_even(255), 128);    // 127.5 -> 128
+  EXPECT_EQ(half_even(49), 24);      // 24.5 -> 24
+  EXPECT_EQ(half_even(-1), 0);       // -0.5 -> 0
+}
+
+struct LinearGridCase {
+  ElementType type;  // u8 or s8: codes [0, 255] or [-128, 127]
+  int zero_point;
+};
+
+class FakeQuantizeLinearTest : public ::testing::TestWithParam<LinearGridCase> {};
+
+// Every half step from below the grid to above it, per tensor (the vector
+// loop and its scalar tail) and per channel along axis 1 and axis 0 (weights).
+TEST_P(FakeQuantizeLinearTest, TiesRoundBeforeTheZeroPointIsAdded) {
+  const LinearGridCase p = GetParam();
+  const int lo = p.type == ElementType::u8 ? 0 : -128, hi = lo + 255;
+  const float s = 0.25f;
+  std::vector<float> xs;
+  std::vector<float> expected;
+  for (std::int64_t m = 2 * (lo - p.zero_point) - 6; m <= 2 * (hi - p.zero_point) + 6; ++m) {
+    xs.push_back(static_cast<float>(m) * 0.5f * s);  // x / s = m / 2 exactly
+    const std::int64_t q = std::clamp<std::int64_t>(half_even(m) + p.zero_point, lo, hi);
+    expected.push_back(static_cast<float>(q - p.zero_point) * s);
+  }
+  const auto n = static_cast<std::int64_t>(xs.size());
+  const Tensor il = scalar(static_cast<float>(lo - p.zero_point) * s);
+  const Tensor ih = scalar(static_cast<float>(hi - p.zero_point) * s);
+  const auto grid = [&](const Shape& shape) {
+    const auto x = filled(shape, xs);
+    return run_op(OpKind::FakeQuantize,
+                  {input(x), constant(il), constant(ih), constant(il), constant(ih),
+                   constant(scalar(s)), constant(scalar(static_cast<float>(p.zero_point)))},
+                  graph::FakeQuantizeAttrs{256, lo});
+  };
+  for (const Shape& shape : {Shape{n}, Shape{1, 1, n}}) {
+    const Tensor y = grid(shape);
+    for (std::int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(y.data<float>()[idx(i)], expected[idx(i)])
+          << "x / s = " << xs[idx(i)] / s << ", zero point " << p.zero_point;
+    }
+  }
+  // Per channel: channel c has scale s * 2^-c (ties stay exact) along axis 1,
+  // and along axis 0 (ranges shaped [C, 1]: the general loop).
+  for (const bool axis0 : {false, true}) {
+    const std::int64_t channels = 3;
+    std::vector<float> x, sc, zp, l, h, e;
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const float sc_c = s / static_cast<float>(1 << c);
+      sc.push_back(sc_c);
+      zp.push_back(static_cast<float>(p.zero_point));
+      l.push_back(static_cast<float>(lo - p.zero_point) * sc_c);
+      h.push_back(static_cast<float>(hi - p.zero_point) * sc_c);
+      for (std::int64_t i = 0; i < n; ++i) {
+        x.push_back(xs[idx(i)] / static_cast<float>(1 << c));
+        e.push_back(expected[idx(i)] / static_cast<float>(1 << c));
+      }
+    }
+    const Shape xshape = axis0 ? Shape{channels, n} : Shape{1, channels, n};
+    const Shape pshape = axis0 ? Shape{channels, 1} : Shape{1, channels, 1};
+    const Tensor lt = filled(pshape, l), ht = filled(pshape, h);
+    const Tensor y = run_op(OpKind::FakeQuantize,
+                            {input(filled(xshape, x)), constant(lt), constant(ht), constant(lt),
+                             constant(ht), constant(filled(pshape, sc)), constant(filled(pshape, zp))},
+                            graph::FakeQuantizeAttrs{256, lo});
+    for (std::size_t i = 0; i < e.size(); ++i) {
+      ASSERT_EQ(y.data<float>()[i], e[i]) << "element " << i << (axis0 ? " (axis 0)" : "");
+    }
+  }
+}
+
+// PyTorch's per-channel symmetric weights: s = max|w| / 127.5 in f32 puts the
+// largest weight on w / s = -127.5 (-> -128) or +127.5 (-> 128 -> 127).
+// ONNX divides in f32; the expected codes here divide in f32 too, and the
+// test checks that the ties it is about are really there.
+TEST(FakeQuantizeLinear, TorchSymmetricWeightsOnTiesQuantizeAsOnnx) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  const std::int64_t channels = 64, per = 9;
+  std::vector<float> w(static_cast<std::size_t>(channels * per)), sc, zp, l, h;
+  int ties = 0;
+  for (std::int64_t c = 0; c < channels; ++c) {
+    float m = 0.0f;
+    for (std::int64_t k = 0; k < per; ++k) {
+      w[idx(c * per + k)] = d(rng);
+      m = std::max(m, std::abs(w[idx(c * per + k)]));
+    }
+    const float s = m / 127.5f;
+    sc.push_back(s);
+    zp.push_back(0.0f);
+    l.push_back(-128.0f * s);
+    h.push_back(127.0f * s);
+    for (std::int64_t k = 0; k < per; ++k) ties += std::abs(w[idx(c * per + k)] / s) == 127.5f;
+  }
+  ASSERT_GT(ties, channels / 2) << "the test needs weights on w / s = +-127.5";
+  const Shape pshape{channels, 1};
+  const Tensor lt = filled(pshape, l), ht = filled(pshape, h);
+  const Tensor y = run_op(OpKind::FakeQuantize,
+                          {input(filled({channels, per}, w)), constant(lt), constant(ht),
+                           constant(lt), constant(ht), constant(filled(pshape, sc)),
+                           constant(filled(pshape, zp))},
+                          graph::FakeQuantizeAttrs{256, -128});
+  for (std::int64_t i = 0; i < channels * per; ++i) {
+    const float s = sc[idx(i / per)];
+    const float q = std::clamp(std::nearbyint(w[idx(i)] / s), -128.0f, 127.0f);
+    ASSERT_EQ(y.data<float>()[idx(i)], q * s) << "w / s = " << w[idx(i)] / s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Grids, FakeQuantizeLinearTest,
+                         ::testing::Values(LinearGridCase{ElementType::u8, 0},
+                                           LinearGridCase{ElementType::u8, 3},
+                                           LinearGridCase{ElementType::u8, 128},
+                                           LinearGridCase{ElementType::u8, 127},
+                                           LinearGridCase{ElementType::s8, 0},
+                                           LinearGridCase{ElementType::s8, -5}));
+
+// A quantizing Convert by ONNX's QuantizeLinear stores those codes.
+TEST(QuantizingConvert, LinearStoresOnnxCodesOnTies) {
+  for (const ElementType to : {ElementType::u8, ElementType::s8}) {
+    for (const int zp : {0, 3, -7}) {
+      if (to == ElementType::u8 && zp < 0) continue;
+      const int lo = to == ElementType::u8 ? 0 : -128, hi = lo + 255;
+      std::vector<float> xs;
+      for (std::int64_t m = -600; m <= 600; ++m) xs.push_back(static_cast<float>(m) * 0.125f);
+      xs.push_back(std::numeric_limits<float>::infinity());
+      xs.push_back(-std::numeric_limits<float>::infinity());
+      graph::ConvertAttrs a{to};
+      a.scale = 0.25f;
+      a.zero_point = zp;
+      const auto n = static_cast<std::int64_t>(xs.size());
+      const Tensor y = run_op(OpKind::Convert, {input(filled({n}, xs))}, a);
+      for (std::int64_t i = 0; i < n - 2; ++i) {
+        const std::int64_t m = static_cast<std::int64_t>(i) - 600;  // x / s = m / 2
+        const double e = static_cast<double>(std::clamp<std::int64_t>(half_even(m) + zp, lo, hi));
+        ASSERT_EQ(y.as_float(i), e) << "x / s = " << static_cast<double>(m) / 2 << ", zp " << zp;
+      }
+      EXPECT_EQ(y.as_float(n - 2), hi);
+      EXPECT_EQ(y.as_float(n - 1), lo);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qfuse::test
