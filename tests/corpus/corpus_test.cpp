@@ -241,6 +241,78 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
   }
 }
 
+// Weights the file quantizes itself (QuantizeLinear on an f32 initializer,
+// then DequantizeLinear: PyTorch's export) get ONNX's codes, as numpy computes
+// them in float32 (tools/corpus/onnx_codes.py, <model>.weight_codes/): the
+// fused layers' s8 weights equal the codes, and the unfused runtime's
+// DequantizeLinear output equals numpy's bit for bit. A model whose file
+// quantizes no weights has no such directory.
+TEST_P(Corpus, WeightsQuantizeToOnnxsCodes) {
+  const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / (GetParam() + ".weight_codes");
+  if (!fs::is_directory(dir)) {
+    EXPECT_NE(GetParam().rfind("torch_qat_", 0), 0u) << "a PyTorch export quantizes its weights";
+    GTEST_SKIP() << "the file quantizes no weights itself";
+  }
+  struct Entry {
+    std::string key, initializer, dq_output;
+  };
+  std::vector<Entry> entries;
+  std::ifstream index(dir / "index.tsv");
+  for (Entry e; std::getline(index, e.key, '\t') && std::getline(index, e.initializer, '\t') &&
+                std::getline(index, e.dq_output);) {
+    entries.push_back(e);
+  }
+  ASSERT_FALSE(entries.empty());
+  const graph::Graph g = onnx::import_file(model_path(GetParam()));
+
+  // The imported value of each DequantizeLinear output (a FakeQuantize).
+  const auto imported = [&g](const Entry& e) {
+    const auto alias = g.tensor_aliases().find(e.dq_output);
+    return alias == g.tensor_aliases().end() ? e.dq_output : alias->second;
+  };
+  // Fused: the s8 weights quantize_weights made from the FakeQuantize's f32
+  // constant ("<constant>.s8").
+  const CompiledModel fused = compile(g, {.fuse = true});
+  const graph::Graph& fg = compiled_graph(fused);
+  std::size_t checked = 0;
+  for (const Entry& e : entries) {
+    const Tensor codes = tools::read_npy(dir / (e.key + ".codes.npy"));
+    const auto fq_out = g.find_value(imported(e));
+    ASSERT_TRUE(fq_out.has_value()) << e.dq_output;
+    const graph::Node* fq = graph::pattern::producer_of(g, *fq_out, graph::OpKind::FakeQuantize);
+    ASSERT_NE(fq, nullptr) << e.dq_output << " is not imported as a FakeQuantize";
+    const auto id = fg.find_value(g.value(fq->inputs[0]).name + ".s8");
+    ASSERT_TRUE(id.has_value()) << e.initializer << " is not an int8 layer's weights";
+    const graph::Value& w = fg.value(*id);
+    ASSERT_TRUE(w.is_constant() && w.type == ElementType::s8) << e.initializer;
+    ASSERT_EQ(w.constant->size(), codes.size()) << e.initializer;
+    for (std::int64_t i = 0; i < codes.size(); ++i) {
+      ASSERT_EQ(w.constant->as_float(i), codes.as_float(i)) << e.initializer << " weight " << i;
+    }
+    checked += static_cast<std::size_t>(codes.size());
+  }
+
+  // Unfused: DequantizeLinear's outputs, observed during one inference.
+  const CompiledModel unfused = compile(g, {.fuse = false});
+  InferRequest r = unfused.create_infer_request();
+  std::map<std::string, const Entry*> by_value;
+  for (const Entry& e : entries) by_value[imported(e)] = &e;
+  std::size_t seen = 0;
+  r.set_value_observer([&](const std::string& name, const Tensor& v) {
+    const auto it = by_value.find(name);
+    if (it == by_value.end()) return;
+    ++seen;
+    const Tensor dq = tools::read_npy(dir / (it->second->key + ".dq.npy"));
+    ASSERT_EQ(v.size(), dq.size()) << name;
+    for (std::int64_t i = 0; i < dq.size(); ++i) {
+      ASSERT_EQ(v.as_float(i), dq.as_float(i)) << it->second->dq_output << " element " << i;
+    }
+  });
+  r.infer();
+  EXPECT_EQ(seen, entries.size());
+  EXPECT_GT(checked, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Exporters, Corpus, ::testing::ValuesIn(corpus_models()),
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Corpus);
