@@ -3,6 +3,9 @@
 // CLI and the benchmarks work on the IR directly (graph::Graph); hosts go
 // through qfuse::Model (qfuse/model.hpp) and never include this header.
 
+#include <functional>
+#include <string>
+
 #include "composer/integer_plan.hpp"
 #include "graph/graph.hpp"
 #include "graph/model_impl.hpp"
@@ -18,5 +21,20 @@ const graph::Graph& compiled_graph(const CompiledModel& model);
 // Integer-only mode: the integer plan node `node` of the compiled graph runs,
 // else null (another op, or a layer that kept float scales).
 const composer::IntegerPlan* integer_plan(const CompiledModel& model, const graph::Node& node);
+
+// Called after each executed node, once per value it wrote, after the value
+// observer (which sees the value as the node computed it): `value` holds the
+// value's elements in plain C order (a copy when the request stores it
+// channels last, else a view of its buffer). Returning true makes the request
+// keep `value`'s elements as that value (copied back into its buffer, in its
+// layout), so every later node reads them; the type and shape must stay. An
+// empty function switches it off. qfuse::Comparison's isolated run feeds each
+// fused layer the reference's values through it.
+using ValueOverride = std::function<bool(const std::string& name, Tensor& value)>;
+void set_value_override(InferRequest& request, ValueOverride override);
+
+struct InferRequestAccess {
+  static void set_value_override(InferRequest& request, ValueOverride override);
+};
 
 }  // namespace qfuse

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <unordered_map>
 
 #include "graph/passes/pattern.hpp"
@@ -19,9 +20,12 @@ struct Match {
   float lo = 0.0f;
   std::vector<float> step, ol;
   std::vector<float> quantum;  // per channel (size 1 or C); empty: no grid
-  // Accumulated over runs.
+  // Accumulated over runs: fused end to end (into `diff`), and each fused
+  // layer fed the reference's values (into `isolated`).
   double sab = 0.0, saa = 0.0, sbb = 0.0, see = 0.0;
   std::int64_t equal = 0;
+  IsolatedDiff isolated;
+  std::int64_t isolated_equal = 0;
 };
 
 float at(const std::vector<float>& v, std::size_t c) { return v[v.size() == 1 ? 0 : c]; }
@@ -41,6 +45,89 @@ std::optional<std::vector<float>> fq_step(const graph::Graph& g, const graph::No
   if (ol_out) *ol_out = lo;
   return step;
 }
+
+// Adds the difference of the fused value `t` (plain layout) from `ref` (the
+// reference's tensor, real values) to the accumulators given; returns how
+// many elements are equal (the same code on a grid, else exactly). With
+// `products`, also adds the sums of products cosine and SNR are made of.
+std::int64_t measure(const Match& m, const Tensor& t, const Tensor& ref, std::int64_t& elements,
+                     double& max_abs, std::int64_t (&lsb)[4], double& max_lsb, double* products) {
+  const Shape& s = t.shape();
+  const std::int64_t channels = s.size() > 1 ? s[1] : 1;
+  const std::int64_t inner = s.size() > 2 ? element_count(Shape(s.begin() + 2, s.end())) : 1;
+  std::int64_t equal = 0;
+  for (std::int64_t i = 0; i < t.size(); ++i) {
+    const auto c = static_cast<std::size_t>((i / inner) % channels);
+    double a = t.as_float(i);
+    if (m.codes) a = (a - m.lo) * at(m.step, c) + at(m.ol, c);
+    const double b = ref.as_float(i);
+    const double e = std::abs(a - b);
+    max_abs = std::max(max_abs, e);
+    if (products != nullptr) {
+      products[0] += a * b;
+      products[1] += a * a;
+      products[2] += b * b;
+      products[3] += e * e;
+    }
+    if (m.quantum.empty()) {
+      equal += a == b ? 1 : 0;
+    } else {
+      // On the grid, equal means the same code (f32 rounding aside).
+      const double q = at(m.quantum, c);
+      const double l = q > 0 ? e / q : (e > 0 ? INFINITY : 0.0);
+      max_lsb = std::max(max_lsb, l);
+      const auto bucket = static_cast<std::size_t>(std::min(std::round(l), 3.0));
+      ++lsb[bucket];
+      equal += bucket == 0 ? 1 : 0;
+    }
+  }
+  elements += t.size();
+  return equal;
+}
+
+// Writes the reference's tensor `ref` into the fused value `t` (plain layout)
+// in the fused graph's representation: codes of the FakeQuantize,
+// q = clamp(round((ref - ol[c]) / step[c]) + lo), or the elements as they
+// are. Returns false (and leaves `t` alone) when they cannot stand for it.
+bool write_reference(const Match& m, const Tensor& ref, Tensor& t) {
+  if (ref.shape() != t.shape()) return false;
+  if (!m.codes) {
+    if (ref.type() != t.type()) return false;
+    std::memcpy(t.raw_data(), ref.raw_data(), t.byte_size());
+    return true;
+  }
+  if (t.type() != ElementType::u8 && t.type() != ElementType::s8) return false;
+  const bool s8 = t.type() == ElementType::s8;
+  const double lowest = s8 ? -128.0 : 0.0, highest = s8 ? 127.0 : 255.0;
+  const Shape& s = t.shape();
+  const std::int64_t channels = s.size() > 1 ? s[1] : 1;
+  const std::int64_t inner = s.size() > 2 ? element_count(Shape(s.begin() + 2, s.end())) : 1;
+  auto* u = static_cast<std::uint8_t*>(t.raw_data());
+  auto* v = static_cast<std::int8_t*>(t.raw_data());
+  for (std::int64_t i = 0; i < t.size(); ++i) {
+    const auto c = static_cast<std::size_t>((i / inner) % channels);
+    const double step = at(m.step, c);
+    if (step == 0.0) continue;  // every code stands for ol[c]
+    const double q = std::clamp(
+        std::nearbyint((ref.as_float(i) - static_cast<double>(at(m.ol, c))) / step) + m.lo, lowest,
+        highest);
+    if (s8) {
+      v[i] = static_cast<std::int8_t>(q);
+    } else {
+      u[i] = static_cast<std::uint8_t>(q);
+    }
+  }
+  return true;
+}
+
+// Switches a request's observer and override off on the way out.
+struct Unhook {
+  InferRequest& request;
+  ~Unhook() {
+    request.set_value_observer({});
+    set_value_override(request, {});
+  }
+};
 
 }  // namespace
 
@@ -137,46 +224,50 @@ void Comparison::run(const std::map<std::string, Tensor>& inputs) {
     im.fused_request.set_input(name, t);
     im.unfused_request.set_input(name, t);
   }
-  im.unfused_request.set_value_observer([&im](const std::string& name, const Tensor& t) {
-    if (const auto it = im.by_model.find(name); it != im.by_model.end()) im.reference[it->second] = t;
-  });
-  im.unfused_request.infer();
-  im.unfused_request.set_value_observer({});
-  im.fused_request.set_value_observer([&im](const std::string& name, const Tensor& t) {
-    const auto it = im.by_fused.find(name);
-    if (it == im.by_fused.end()) return;
-    Match& m = im.matches[it->second];
-    const Tensor& ref = im.reference[it->second];
-    const Shape& s = t.shape();
-    const std::int64_t channels = s.size() > 1 ? s[1] : 1;
-    const std::int64_t inner = s.size() > 2 ? element_count(Shape(s.begin() + 2, s.end())) : 1;
-    for (std::int64_t i = 0; i < t.size(); ++i) {
-      const auto c = static_cast<std::size_t>((i / inner) % channels);
-      double a = t.as_float(i);
-      if (m.codes) a = (a - m.lo) * at(m.step, c) + at(m.ol, c);
-      const double b = ref.as_float(i);
-      const double e = std::abs(a - b);
-      m.diff.max_abs = std::max(m.diff.max_abs, e);
-      m.sab += a * b;
-      m.saa += a * a;
-      m.sbb += b * b;
-      m.see += e * e;
-      if (m.quantum.empty()) {
-        m.equal += a == b ? 1 : 0;
-      } else {
-        // On the grid, equal means the same code (f32 rounding aside).
-        const double q = at(m.quantum, c);
-        const double lsb = q > 0 ? e / q : (e > 0 ? INFINITY : 0.0);
-        m.diff.max_lsb = std::max(m.diff.max_lsb, lsb);
-        const auto bucket = static_cast<std::size_t>(std::min(std::round(lsb), 3.0));
-        ++m.diff.lsb[bucket];
-        m.equal += bucket == 0 ? 1 : 0;
-      }
-    }
-    m.diff.elements += t.size();
-  });
-  im.fused_request.infer();
-  im.fused_request.set_value_observer({});
+  {
+    const Unhook unhook{im.unfused_request};
+    im.unfused_request.set_value_observer([&im](const std::string& name, const Tensor& t) {
+      if (const auto it = im.by_model.find(name); it != im.by_model.end()) im.reference[it->second] = t;
+    });
+    im.unfused_request.infer();
+  }
+  // Propagated: the fused graph end to end.
+  {
+    const Unhook unhook{im.fused_request};
+    im.fused_request.set_value_observer([&im](const std::string& name, const Tensor& t) {
+      const auto it = im.by_fused.find(name);
+      if (it == im.by_fused.end()) return;
+      Match& m = im.matches[it->second];
+      double products[4] = {0.0, 0.0, 0.0, 0.0};
+      m.equal += measure(m, t, im.reference[it->second], m.diff.elements, m.diff.max_abs, m.diff.lsb,
+                         m.diff.max_lsb, products);
+      m.sab += products[0];
+      m.saa += products[1];
+      m.sbb += products[2];
+      m.see += products[3];
+    });
+    im.fused_request.infer();
+  }
+  // Isolated: the same, each compared value then replaced by the reference's
+  // (the observer sees what the fused node computed, the override replaces it
+  // before any later node reads it).
+  {
+    const Unhook unhook{im.fused_request};
+    im.fused_request.set_value_observer([&im](const std::string& name, const Tensor& t) {
+      const auto it = im.by_fused.find(name);
+      if (it == im.by_fused.end()) return;
+      Match& m = im.matches[it->second];
+      IsolatedDiff& d = m.isolated;
+      m.isolated_equal +=
+          measure(m, t, im.reference[it->second], d.elements, d.max_abs, d.lsb, d.max_lsb, nullptr);
+    });
+    set_value_override(im.fused_request, [&im](const std::string& name, Tensor& t) {
+      const auto it = im.by_fused.find(name);
+      if (it == im.by_fused.end()) return false;
+      return write_reference(im.matches[it->second], im.reference[it->second], t);
+    });
+    im.fused_request.infer();
+  }
 }
 
 std::vector<TensorDiff> Comparison::tensors() const {
@@ -187,6 +278,11 @@ std::vector<TensorDiff> Comparison::tensors() const {
     d.equal_share = static_cast<double>(m.equal) / static_cast<double>(d.elements);
     d.cosine = m.saa > 0 && m.sbb > 0 ? m.sab / std::sqrt(m.saa * m.sbb) : (m.saa == m.sbb ? 1.0 : 0.0);
     d.snr_db = m.see > 0 ? 10.0 * std::log10(m.sbb / m.see) : std::numeric_limits<double>::infinity();
+    d.isolated = m.isolated;
+    if (d.isolated.elements > 0) {
+      d.isolated.equal_share =
+          static_cast<double>(m.isolated_equal) / static_cast<double>(d.isolated.elements);
+    }
     out.push_back(std::move(d));
   }
   return out;

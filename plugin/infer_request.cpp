@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "plugin/api_internal.hpp"
 #include "plugin/execution.hpp"
 
 namespace qfuse {
@@ -51,6 +52,25 @@ Tensor plain_copy(const Tensor& t) {
   return out;
 }
 
+// The inverse of plain_copy: `plain`'s elements (C order) into the
+// channels-last buffer `t`.
+void store_channels_last(const Tensor& plain, Tensor& t) {
+  const Shape& s = t.shape();
+  const std::size_t size = element_size(t.type());
+  const auto n = static_cast<std::size_t>(s[0]), c = static_cast<std::size_t>(s[1]);
+  const std::size_t spatial = static_cast<std::size_t>(element_count(s)) / std::max<std::size_t>(n * c, 1);
+  const auto* src = static_cast<const std::byte*>(plain.raw_data());
+  auto* dst = static_cast<std::byte*>(t.raw_data());
+  for (std::size_t b = 0; b < n; ++b) {
+    for (std::size_t ch = 0; ch < c; ++ch) {
+      for (std::size_t p = 0; p < spatial; ++p) {
+        std::memcpy(dst + ((b * spatial + p) * c + ch) * size, src + ((b * c + ch) * spatial + p) * size,
+                    size);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 struct InferRequest::Impl {
@@ -72,6 +92,7 @@ struct InferRequest::Impl {
   std::vector<std::vector<double>> node_times_us;  // by op, one entry per inference
   std::vector<std::vector<double>> staged_times_us;  // the staged reorders' part of those
   ValueObserver observer;
+  ValueOverride value_override;  // internal (api_internal.hpp)
 
   const graph::Graph& graph() const { return model->graph; }
 
@@ -217,6 +238,14 @@ void InferRequest::set_value_observer(ValueObserver observer) {
   impl_->observer = std::move(observer);
 }
 
+void InferRequestAccess::set_value_override(InferRequest& request, ValueOverride override) {
+  request.impl_->value_override = std::move(override);
+}
+
+void set_value_override(InferRequest& request, ValueOverride override) {
+  InferRequestAccess::set_value_override(request, std::move(override));
+}
+
 const std::vector<std::vector<double>>& InferRequest::staged_reorder_times_us() const {
   return impl_->staged_times_us;
 }
@@ -265,12 +294,30 @@ void InferRequest::infer() {
                 .count());
         impl_->staged_times_us[i].push_back(staged_us);
       }
-      if (impl_->observer) {
+      if (impl_->observer || impl_->value_override) {
         for (graph::ValueId out : op->node().outputs) {
-          const Tensor& t = impl_->tensors[out.index];
-          const bool channels_last = impl_->model->layouts[out.index] == plugin::Layout::channels_last;
-          impl_->observer(impl_->graph().value(out).name,
-                          channels_last && t.shape().size() >= 3 ? plain_copy(t) : t);
+          Tensor& t = impl_->tensors[out.index];
+          const std::string& name = impl_->graph().value(out).name;
+          if (!t.is_view()) {  // a value without a buffer (nothing reads it)
+            if (impl_->observer) impl_->observer(name, t);
+            continue;
+          }
+          const bool channels_last = impl_->model->layouts[out.index] == plugin::Layout::channels_last &&
+                                     t.shape().size() >= 3;
+          Tensor value = channels_last ? plain_copy(t) : Tensor::view(t.type(), t.shape(), t.raw_data());
+          if (impl_->observer) impl_->observer(name, value);
+          if (!impl_->value_override || !impl_->value_override(name, value)) continue;
+          if (value.type() != t.type() || value.shape() != t.shape()) {
+            throw InferenceError("infer: the value override replaced '" + name + "' (" +
+                                 std::string(to_string(t.type())) + to_string(t.shape()) +
+                                 ") with " + std::string(to_string(value.type())) +
+                                 to_string(value.shape()));
+          }
+          if (channels_last) {
+            store_channels_last(value, t);
+          } else if (value.raw_data() != t.raw_data()) {  // assigned a tensor of its own
+            std::memcpy(t.raw_data(), value.raw_data(), t.byte_size());
+          }
         }
       }
     } catch (const dnnl::error& e) {

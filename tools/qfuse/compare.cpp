@@ -1,8 +1,10 @@
 // qfuse compare: the fused and the unfused path on the same inputs, tensor by
 // tensor (qfuse::Comparison): every graph output and every activation a fused
 // layer writes, with differences in quanta of its FakeQuantize, equal share,
-// cosine and SNR; as a table, JSON and a self-contained HTML page with an SVG
-// plot of the error per tensor in execution order.
+// cosine and SNR, propagated (fused end to end) and isolated (each fused
+// layer fed the reference's values: its own error); as a table, JSON and a
+// self-contained HTML page with an SVG plot of the error per tensor in
+// execution order.
 
 #include <algorithm>
 #include <cmath>
@@ -58,14 +60,19 @@ std::string shorten(const std::string& s, std::size_t n) {
   return s.size() <= n ? s : "..." + s.substr(s.size() - (n - 3));
 }
 
+// The share of elements off by one quantum or more.
+double off_share(std::int64_t equal, std::int64_t elements) {
+  return 1.0 - static_cast<double>(equal) / static_cast<double>(std::max<std::int64_t>(elements, 1));
+}
+
 }  // namespace
 
 void print_compare_table(const std::vector<TensorDiff>& tensors) {
   std::cout << std::left << std::setw(26) << "fused node" << std::setw(34) << "tensor" << std::right
             << std::setw(10) << "elements" << std::setw(10) << "max|diff|" << std::setw(8) << "0 LSB%"
             << std::setw(8) << "1 LSB%" << std::setw(8) << "2 LSB%" << std::setw(8) << ">2 LSB%"
-            << std::setw(8) << "equal%" << std::setw(10) << "cosine" << std::setw(8) << "SNR dB"
-            << '\n';
+            << std::setw(8) << "equal%" << std::setw(12) << "iso max LSB" << std::setw(11)
+            << "iso equal%" << std::setw(10) << "cosine" << std::setw(8) << "SNR dB" << '\n';
   for (const TensorDiff& t : tensors) {
     std::cout << std::left << std::setw(26) << shorten(t.node, 25) << std::setw(34)
               << shorten(t.name + (t.graph_output ? " [out]" : ""), 33) << std::right << std::setw(10)
@@ -73,8 +80,10 @@ void print_compare_table(const std::vector<TensorDiff>& tensors) {
     for (int k = 0; k < 4; ++k) {
       std::cout << std::setw(8) << (t.quantized ? number(share(t.lsb[k], t.elements), 2) : "-");
     }
-    std::cout << std::setw(8) << number(100.0 * t.equal_share, 2) << std::setw(10)
-              << number(t.cosine, 6) << std::setw(8) << number(t.snr_db, 1) << '\n';
+    std::cout << std::setw(8) << number(100.0 * t.equal_share, 2) << std::setw(12)
+              << (t.quantized ? number(t.isolated.max_lsb, 2) : "-") << std::setw(11)
+              << number(100.0 * t.isolated.equal_share, 2) << std::setw(10) << number(t.cosine, 6)
+              << std::setw(8) << number(t.snr_db, 1) << '\n';
   }
 }
 
@@ -135,7 +144,14 @@ void write_compare_json(const std::string& path, const std::string& model, const
           << t.lsb[3] << "], \"max_lsb\": " << num(t.max_lsb);
     }
     out << ", \"equal_share\": " << num(t.equal_share) << ", \"cosine\": " << num(t.cosine)
-        << ", \"snr_db\": " << num(t.snr_db) << "}";
+        << ", \"snr_db\": " << num(t.snr_db);
+    const IsolatedDiff& iso = t.isolated;
+    out << ", \"isolated\": {\"elements\": " << iso.elements << ", \"max_abs_diff\": " << num(iso.max_abs);
+    if (t.quantized) {
+      out << ", \"lsb_histogram\": [" << iso.lsb[0] << ", " << iso.lsb[1] << ", " << iso.lsb[2] << ", "
+          << iso.lsb[3] << "], \"max_lsb\": " << num(iso.max_lsb);
+    }
+    out << ", \"equal_share\": " << num(iso.equal_share) << "}}";
   }
   out << "], \"layers\": [";
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -150,8 +166,8 @@ void write_compare_json(const std::string& path, const std::string& model, const
 
 // A self-contained page: the inputs, an SVG plot of each tensor's SNR (bars,
 // left axis; infinite SNR drawn at the top) and share of elements off by one
-// quantum or more (dots, right axis) in execution order, the table, and the
-// fused layers.
+// quantum or more (right axis; propagated: filled dots, isolated: open
+// diamonds) in execution order, the table, and the fused layers.
 void write_compare_html(const std::string& path, const std::string& model, const std::string& inputs,
                         const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers) {
   std::ofstream out(path);
@@ -168,7 +184,8 @@ void write_compare_html(const std::string& path, const std::string& model, const
   double off_max = 0.0;
   for (const TensorDiff& t : tensors) {
     if (t.quantized && t.elements > 0) {
-      off_max = std::max(off_max, 1.0 - static_cast<double>(t.lsb[0]) / static_cast<double>(t.elements));
+      off_max = std::max({off_max, off_share(t.lsb[0], t.elements),
+                          off_share(t.isolated.lsb[0], t.isolated.elements)});
     }
   }
   double off_axis = 1.0;
@@ -186,7 +203,10 @@ void write_compare_html(const std::string& path, const std::string& model, const
          "</style></head><body><h1>qfuse compare: "
       << escape(model, true) << "</h1><p>Fused against unfused on " << escape(inputs, true)
       << ". Each tensor exists in both graphs: the graph outputs, and the activations the fused "
-         "layers write (their u8/s8 codes taken as the real values of the model's FakeQuantize).</p>"
+         "layers write (their u8/s8 codes taken as the real values of the model's FakeQuantize). "
+         "Propagated: the fused graph end to end, each layer's difference including what it "
+         "inherits. Isolated: a second fused run in which every compared tensor, once measured, is "
+         "replaced by the unfused one, so each layer reads the reference's inputs: its own error.</p>"
       << "<h2>Error per tensor, in execution order</h2><svg xmlns='http://www.w3.org/2000/svg' width='"
       << w << "' height='" << h << "' font-size='11'>";
   out << "<line x1='" << left << "' y1='" << bottom << "' x2='" << right << "' y2='" << bottom
@@ -201,7 +221,7 @@ void write_compare_html(const std::string& path, const std::string& model, const
   }
   out << "<text x='" << left << "' y='" << top - 6 << "' fill='steelblue'>SNR dB (bars; top: equal)</text>"
       << "<text x='" << right << "' y='" << top - 6 << "' text-anchor='end' fill='firebrick'>"
-      << "elements off by &gt;= 1 quantum (dots)</text>";
+      << "elements off by &gt;= 1 quantum (dots: propagated; diamonds: isolated)</text>";
   for (std::size_t i = 0; i < n; ++i) {
     const TensorDiff& t = tensors[i];
     const double x = left + step * (static_cast<double>(i) + 0.5);
@@ -211,17 +231,23 @@ void write_compare_html(const std::string& path, const std::string& model, const
         << bottom - y << "' fill='" << (std::isinf(t.snr_db) ? "lightsteelblue" : "steelblue")
         << "'><title>" << escape(t.name, true) << ": SNR " << number(t.snr_db, 1) << " dB</title></rect>";
     if (t.quantized) {
-      const double off = 1.0 - static_cast<double>(t.lsb[0]) / static_cast<double>(std::max<std::int64_t>(t.elements, 1));
+      const double off = off_share(t.lsb[0], t.elements);
       out << "<circle cx='" << x << "' cy='" << y_of(std::min(off / off_axis, 1.0))
           << "' r='4' fill='firebrick'><title>"
           << escape(t.name, true) << ": " << number(100.0 * off, 3) << "% off by >= 1 quantum</title></circle>";
+      const double iso = off_share(t.isolated.lsb[0], t.isolated.elements);
+      const double iy = y_of(std::min(iso / off_axis, 1.0));
+      out << "<polygon points='" << x << "," << iy - 6 << " " << x + 6 << "," << iy << " " << x << ","
+          << iy + 6 << " " << x - 6 << "," << iy
+          << "' fill='none' stroke='darkorange' stroke-width='2'><title>" << escape(t.name, true)
+          << ": " << number(100.0 * iso, 3) << "% off by >= 1 quantum, isolated</title></polygon>";
     }
     out << "<text transform='translate(" << x + 3 << "," << bottom + 8 << ") rotate(60)'>"
         << escape(shorten(t.node, 24), true) << (t.graph_output ? " [out]" : "") << "</text>";
   }
   out << "</svg><h2>Tensors</h2><table><tr><th>#</th><th>tensor</th><th>fused node</th><th>elements</th>"
          "<th>max |diff|</th><th>0 LSB %</th><th>1 LSB %</th><th>2 LSB %</th><th>&gt;2 LSB %</th>"
-         "<th>equal %</th><th>cosine</th><th>SNR dB</th></tr>";
+         "<th>equal %</th><th>iso max LSB</th><th>iso equal %</th><th>cosine</th><th>SNR dB</th></tr>";
   for (std::size_t i = 0; i < n; ++i) {
     const TensorDiff& t = tensors[i];
     out << "<tr><td class=n>" << i + 1 << "</td><td>" << escape(t.name, true)
@@ -231,7 +257,9 @@ void write_compare_html(const std::string& path, const std::string& model, const
       out << "<td class=n>" << (t.quantized ? number(share(t.lsb[k], t.elements), 3) : "-") << "</td>";
     }
     out << "<td class=n>" << number(100.0 * t.equal_share, 3) << "</td><td class=n>"
-        << number(t.cosine, 6) << "</td><td class=n>" << number(t.snr_db, 1) << "</td></tr>";
+        << (t.quantized ? number(t.isolated.max_lsb, 3) : "-") << "</td><td class=n>"
+        << number(100.0 * t.isolated.equal_share, 3) << "</td><td class=n>" << number(t.cosine, 6)
+        << "</td><td class=n>" << number(t.snr_db, 1) << "</td></tr>";
   }
   out << "</table><h2>Fused graph</h2><table><tr><th>node</th><th>op</th><th>precision</th>"
          "<th>implementation</th><th>post-ops</th></tr>";

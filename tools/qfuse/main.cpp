@@ -51,7 +51,8 @@ const std::vector<Command>& commands() {
        "qfuse compare [MODEL] [--inputs DIR | --random SEED | --images N] [--json F] [--html F] "
        "[--allow-residual-round-drop] [--integer-only] [--shape NAME=DIMS]",
        "run fused and unfused on the same inputs; report each output and each fused layer's "
-       "output in LSB, equal share, cosine and SNR (exit 3 if an output is off by > 1 LSB)",
+       "output in LSB, equal share, cosine and SNR, propagated and isolated (each fused layer "
+       "fed the unfused path's inputs) (exit 3 if an output is off by > 1 LSB)",
        {{"--inputs", true, "directory of <input>.npy files"},
         {"--random", true, "seed of the random inputs (default 0; bundled Fashion-MNIST models: "
                            "the test images unless --inputs or --random)"},

@@ -10,6 +10,19 @@
 // u8/s8 codes of a FakeQuantize of the model; compared as the real values
 // those codes stand for, against that FakeQuantize's output in the unfused
 // graph), and any other value both graphs compute under the same name.
+//
+// Each figure comes twice. The propagated one (TensorDiff's own fields) is
+// what the fused graph computes end to end against the reference: a layer's
+// difference there includes what it inherits from earlier layers (in a deep
+// network one near-tie flip early on spreads). The isolated one
+// (TensorDiff::isolated) comes from a second fused inference in which every
+// compared tensor, once its difference is measured, is replaced by the
+// reference's (as codes again where the fused graph holds codes): each fused
+// layer then reads the reference's own inputs, so its isolated difference is
+// the layer's own error alone. Where a layer's inputs equal the reference's
+// in the end-to-end run too (the first layer, when the inputs quantize
+// alike), its two figures are the same; a layer that computes exactly what
+// the reference does has no isolated difference however much it inherits.
 
 #include <cstdint>
 #include <limits>
@@ -22,6 +35,16 @@
 #include "qfuse/qfuse.hpp"
 
 namespace qfuse {
+
+// A tensor's difference when the fused layer that writes it reads the
+// reference's values (see above); the same measures as TensorDiff's.
+struct IsolatedDiff {
+  std::int64_t elements = 0;  // over all runs
+  double max_abs = 0.0;
+  std::int64_t lsb[4] = {0, 0, 0, 0};  // on the grid: 0, 1, 2, > 2 quanta
+  double max_lsb = 0.0;
+  double equal_share = 0.0;
+};
 
 struct TensorDiff {
   std::string name;       // the value in the model (the unfused graph)
@@ -37,6 +60,9 @@ struct TensorDiff {
   double cosine = 1.0;       // of fused and unfused, as vectors
   // 10 log10(sum unfused^2 / sum (fused - unfused)^2); infinity when equal.
   double snr_db = std::numeric_limits<double>::infinity();
+  // The layer's own error: the fields above, with every earlier compared
+  // tensor replaced by the reference's.
+  IsolatedDiff isolated;
 };
 
 class QFUSE_API Comparison {
@@ -54,7 +80,8 @@ class QFUSE_API Comparison {
 
   const CompiledModel& fused() const;
   const CompiledModel& unfused() const;
-  // Runs both on the same inputs (by input name) and adds the differences.
+  // Runs both on the same inputs (by input name) and adds the differences:
+  // the reference once, the fused graph twice (propagated, then isolated).
   void run(const std::map<std::string, Tensor>& inputs);
   // In the fused graph's execution order.
   std::vector<TensorDiff> tensors() const;

@@ -223,6 +223,7 @@ class QFUSE_API InferRequest {
 
  private:
   friend class CompiledModel;
+  friend struct InferRequestAccess;  // internal hooks
   explicit InferRequest(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
