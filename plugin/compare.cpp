@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <unordered_map>
 
 #include "graph/passes/pattern.hpp"
@@ -138,6 +139,12 @@ struct Comparison::Impl {
   std::unordered_map<std::string, std::size_t> by_fused;   // fused value name -> match
   std::unordered_map<std::string, std::size_t> by_model;   // model value name -> match
   std::vector<Tensor> reference;                           // by match: the unfused tensor
+  std::vector<bool> present;                               // by match: reference[k] holds it
+  std::map<std::string, std::string> tensor_aliases;       // the model file's names
+  std::vector<Shape> model_shapes;                         // by match
+  std::vector<ElementType> model_types;                    // by match
+
+  void run_fused();
 
   Impl(CompiledModel f, CompiledModel u)
       : fused(std::move(f)), unfused(std::move(u)),
@@ -205,10 +212,14 @@ Comparison::Comparison(const Model& model, const CompileOptions& options,
       m.diff.quantized = !m.quantum.empty();
       impl_->by_fused.emplace(fv.name, impl_->matches.size());
       impl_->by_model.emplace(model_name, impl_->matches.size());
+      impl_->model_shapes.push_back(ug.value(it->second).shape);
+      impl_->model_types.push_back(ug.value(it->second).type);
       impl_->matches.push_back(std::move(m));
     }
   }
   impl_->reference.resize(impl_->matches.size());
+  impl_->present.assign(impl_->matches.size(), false);
+  impl_->tensor_aliases = graph.tensor_aliases();
 }
 
 Comparison::~Comparison() = default;
@@ -226,17 +237,46 @@ void Comparison::run(const std::map<std::string, Tensor>& inputs) {
   }
   {
     const Unhook unhook{im.unfused_request};
+    im.present.assign(im.matches.size(), false);
     im.unfused_request.set_value_observer([&im](const std::string& name, const Tensor& t) {
-      if (const auto it = im.by_model.find(name); it != im.by_model.end()) im.reference[it->second] = t;
+      if (const auto it = im.by_model.find(name); it != im.by_model.end()) {
+        im.reference[it->second] = t;
+        im.present[it->second] = true;
+      }
     });
     im.unfused_request.infer();
   }
+  im.run_fused();
+}
+
+std::size_t Comparison::run_against(const std::map<std::string, Tensor>& inputs,
+                                    const std::map<std::string, Tensor>& reference) {
+  Impl& im = *impl_;
+  for (const auto& [name, t] : inputs) im.fused_request.set_input(name, t);
+  im.present.assign(im.matches.size(), false);
+  std::size_t used = 0;
+  for (const auto& [file_name, t] : reference) {
+    const auto alias = im.tensor_aliases.find(file_name);
+    const auto it = im.by_model.find(alias == im.tensor_aliases.end() ? file_name : alias->second);
+    if (it == im.by_model.end()) continue;
+    const std::size_t k = it->second;
+    if (t.shape() != im.model_shapes[k] || t.type() != im.model_types[k]) continue;
+    im.reference[k] = t;
+    im.present[k] = true;
+    ++used;
+  }
+  im.run_fused();
+  return used;
+}
+
+void Comparison::Impl::run_fused() {
+  Impl& im = *this;
   // Propagated: the fused graph end to end.
   {
     const Unhook unhook{im.fused_request};
     im.fused_request.set_value_observer([&im](const std::string& name, const Tensor& t) {
       const auto it = im.by_fused.find(name);
-      if (it == im.by_fused.end()) return;
+      if (it == im.by_fused.end() || !im.present[it->second]) return;
       Match& m = im.matches[it->second];
       double products[4] = {0.0, 0.0, 0.0, 0.0};
       m.equal += measure(m, t, im.reference[it->second], m.diff.elements, m.diff.max_abs, m.diff.lsb,
@@ -255,7 +295,7 @@ void Comparison::run(const std::map<std::string, Tensor>& inputs) {
     const Unhook unhook{im.fused_request};
     im.fused_request.set_value_observer([&im](const std::string& name, const Tensor& t) {
       const auto it = im.by_fused.find(name);
-      if (it == im.by_fused.end()) return;
+      if (it == im.by_fused.end() || !im.present[it->second]) return;
       Match& m = im.matches[it->second];
       IsolatedDiff& d = m.isolated;
       m.isolated_equal +=
@@ -263,7 +303,7 @@ void Comparison::run(const std::map<std::string, Tensor>& inputs) {
     });
     set_value_override(im.fused_request, [&im](const std::string& name, Tensor& t) {
       const auto it = im.by_fused.find(name);
-      if (it == im.by_fused.end()) return false;
+      if (it == im.by_fused.end() || !im.present[it->second]) return false;
       return write_reference(im.matches[it->second], im.reference[it->second], t);
     });
     im.fused_request.infer();

@@ -1,6 +1,7 @@
 // ONNX Runtime (npm onnxruntime-node, CPU) on one model: reads <input>.npy
 // files, runs warm-up inferences, then times inferences for S seconds on T
-// intra-op threads, writes <output>.npy files and prints one JSON line:
+// intra-op threads, writes <output>.npy files (names percent-encoded) and
+// prints one JSON line:
 //   {"median_ms": ..., "runs": ..., "peak_rss_mib": ..., "base_rss_mib": ...}
 // base_rss_mib is the process before the session exists (Node itself).
 //
@@ -69,7 +70,10 @@ async function main() {
   }
   times.sort((a, b) => a - b);
   fs.mkdirSync(outputDir, {recursive: true});
-  for (const name of session.outputNames) writeNpy(path.join(outputDir, name + '.npy'), out[name]);
+  // File names: the output's name percent-encoded ('/' as %2F), as qfuse compare --reference reads them.
+  for (const name of session.outputNames) {
+    writeNpy(path.join(outputDir, encodeURIComponent(name) + '.npy'), out[name]);
+  }
   console.log(JSON.stringify({median_ms: times[Math.floor(times.length / 2)], runs: times.length,
                               peak_rss_mib: process.resourceUsage().maxRSS / 1024,
                               base_rss_mib: base}));

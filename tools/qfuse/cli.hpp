@@ -72,8 +72,10 @@ std::optional<std::string> fashion_mnist_file(const std::string& model);
 // qfuse compare's report (compare.cpp), also written by `qfuse run` on the
 // bundled models.
 void print_compare_table(const std::vector<TensorDiff>& tensors);
+// With `unfused_tensors` (compare --reference), also the unfused path's.
 void write_compare_json(const std::string& path, const std::string& model, const std::string& inputs,
-                        const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers);
+                        const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers,
+                        const std::vector<TensorDiff>* unfused_tensors = nullptr);
 void write_compare_html(const std::string& path, const std::string& model, const std::string& inputs,
                         const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers);
 

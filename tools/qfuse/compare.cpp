@@ -126,13 +126,12 @@ void print_integer_table(const Comparison& int_vs_unfused, const std::vector<Ten
   }
 }
 
-void write_compare_json(const std::string& path, const std::string& model, const std::string& inputs,
-                        const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers) {
-  std::ofstream out(path);
-  if (!out) throw IoError("write " + path + ": cannot create the file");
+namespace {
+
+// A JSON array of the tensors' differences.
+void write_tensor_list(std::ostream& out, const std::vector<TensorDiff>& tensors) {
   const auto num = [](double v) { return std::isinf(v) ? std::string("null") : number(v, 6); };
-  out << "{\"model\": \"" << escape(model, false) << "\", \"inputs\": \"" << escape(inputs, false)
-      << "\", \"tensors\": [";
+  out << "[";
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const TensorDiff& t = tensors[i];
     out << (i ? ", " : "") << "{\"name\": \"" << escape(t.name, false) << "\", \"node\": \""
@@ -153,7 +152,24 @@ void write_compare_json(const std::string& path, const std::string& model, const
     }
     out << ", \"equal_share\": " << num(iso.equal_share) << "}}";
   }
-  out << "], \"layers\": [";
+  out << "]";
+}
+
+}  // namespace
+
+void write_compare_json(const std::string& path, const std::string& model, const std::string& inputs,
+                        const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers,
+                        const std::vector<TensorDiff>* unfused_tensors) {
+  std::ofstream out(path);
+  if (!out) throw IoError("write " + path + ": cannot create the file");
+  out << "{\"model\": \"" << escape(model, false) << "\", \"inputs\": \"" << escape(inputs, false)
+      << "\", \"tensors\": ";
+  write_tensor_list(out, tensors);
+  if (unfused_tensors != nullptr) {
+    out << ", \"unfused_tensors\": ";
+    write_tensor_list(out, *unfused_tensors);
+  }
+  out << ", \"layers\": [";
   for (std::size_t i = 0; i < layers.size(); ++i) {
     out << (i ? ", " : "") << "{\"node\": \"" << escape(layers[i].node, false) << "\", \"op\": \""
         << layers[i].op << "\", \"precision\": \"" << layers[i].precision
@@ -271,10 +287,69 @@ void write_compare_html(const std::string& path, const std::string& model, const
   out << "</table></body></html>\n";
 }
 
+namespace {
+
+// A file name's percent-encoded bytes decoded ("%2F" -> "/").
+std::string percent_decoded(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// qfuse compare MODEL --inputs DIR --reference DIR: fused and unfused, each
+// against the tensors in the reference directory (by the model's tensor names).
+int compare_with_reference(const Args& args, const std::string& model_name,
+                           const CompileOptions& options, const std::string& reference_dir) {
+  const auto input_dir = args.value("--inputs");
+  if (!input_dir) throw UsageError("compare --reference needs the --inputs the reference ran on");
+  const Model model = make_model(load_model(model_name, shape_bindings(args, model_name)));
+  std::map<std::string, Tensor> inputs, reference;
+  for (const TensorInfo& in : model.inputs()) {
+    inputs[in.name] = tools::read_npy(fs::path(*input_dir) / (in.name + ".npy"));
+  }
+  if (!fs::is_directory(reference_dir)) {
+    throw IoError("compare --reference " + reference_dir + ": not a directory");
+  }
+  for (const auto& e : fs::directory_iterator(reference_dir)) {
+    if (e.path().extension() != ".npy") continue;
+    reference[percent_decoded(e.path().stem().string())] = tools::read_npy(e.path());
+  }
+  CompileOptions unfused = options;
+  unfused.fuse = false;
+  Comparison fused_cmp(model, options);
+  Comparison unfused_cmp(model, unfused, unfused);
+  const std::size_t used = fused_cmp.run_against(inputs, reference);
+  unfused_cmp.run_against(inputs, reference);
+  std::cout << "model " << model_name << ": " << reference.size() << " reference tensors in "
+            << reference_dir << ", " << used << " of them compared; inputs from " << *input_dir
+            << "\n\nfused against the reference:\n";
+  const std::vector<TensorDiff> fused = fused_cmp.tensors();
+  print_compare_table(fused);
+  std::cout << "\nunfused against the reference:\n";
+  const std::vector<TensorDiff> unfused_diffs = unfused_cmp.tensors();
+  print_compare_table(unfused_diffs);
+  const std::string desc = "the inputs in " + *input_dir + "; reference " + reference_dir;
+  if (auto path = args.value("--json")) {
+    write_compare_json(*path, model_name, desc, fused, fused_cmp.fused().layers(), &unfused_diffs);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int compare_command(const Args& args) {
   const std::string model_name = args.positional().empty() ? "default" : args.positional()[0];
   CompileOptions options;
   options.allow_residual_round_drop = args.flag("--allow-residual-round-drop");
+  if (auto dir = args.value("--reference")) return compare_with_reference(args, model_name, options, *dir);
   std::string inputs_desc;
   std::optional<Comparison> cmp;
   // --integer-only: the integer-only mode against the unfused path and

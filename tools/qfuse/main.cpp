@@ -49,7 +49,7 @@ const std::vector<Command>& commands() {
        bench_command},
       {"compare",
        "qfuse compare [MODEL] [--inputs DIR | --random SEED | --images N] [--json F] [--html F] "
-       "[--allow-residual-round-drop] [--integer-only] [--shape NAME=DIMS]",
+       "[--allow-residual-round-drop] [--integer-only] [--reference DIR] [--shape NAME=DIMS]",
        "run fused and unfused on the same inputs; report each output and each fused layer's "
        "output in LSB, equal share, cosine and SNR, propagated and isolated (each fused layer "
        "fed the unfused path's inputs) (exit 3 if an output is off by > 1 LSB)",
@@ -61,6 +61,10 @@ const std::vector<Command>& commands() {
         {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
         {"--json", true, "write the report as JSON"},
         {"--html", true, "write the report as an HTML page"},
+        {"--reference", true,
+         "compare fused and unfused with tensors computed elsewhere on the --inputs (ONNX "
+         "Runtime's: bench/peers/against_ort.py): DIR holds <tensor>.npy by the model file's "
+         "tensor names, percent-encoded (/ as %2F)"},
         {"--shape", true, kShapeHelp}},
        1,
        compare_command},

@@ -83,6 +83,14 @@ class QFUSE_API Comparison {
   // Runs both on the same inputs (by input name) and adds the differences:
   // the reference once, the fused graph twice (propagated, then isolated).
   void run(const std::map<std::string, Tensor>& inputs);
+  // Compares the first compiled model (`options`, or `fused_options`) with
+  // tensors computed elsewhere on the same inputs, ONNX Runtime's say, given
+  // by the model file's tensor names (a DequantizeLinear output stands for
+  // the FakeQuantize it became): propagated and isolated as in run(), with
+  // the given tensors as the reference. Tensors the map lacks, or whose
+  // shape or type differ, are not compared; the result counts those it used.
+  std::size_t run_against(const std::map<std::string, Tensor>& inputs,
+                          const std::map<std::string, Tensor>& reference);
   // In the fused graph's execution order.
   std::vector<TensorDiff> tensors() const;
 
