@@ -15,7 +15,8 @@ fake_quantize calls around it export the same way.
 
 Deterministic: fixed seeds, a few calibration steps on random data. The
 outputs are small and committed under tools/corpus/torch/, so that building
-the corpus does not need torch.
+the corpus does not need torch. The torchvision architectures (MobileNetV2, a
+ResNet of torchvision's BasicBlocks) need python3-torchvision too.
 """
 
 import os
@@ -142,12 +143,92 @@ def deconv_net(out):
     export(m, (1, 1, 16, 16), os.path.join(out, "torch_qat_deconv.onnx"))
 
 
+# --- torchvision architectures -------------------------------------------------
+#
+# torchvision's quantizable networks (Debian's python3-torchvision 0.14), at
+# small widths and 10 classes so that the exports stay small: seeded weights,
+# BatchNorm statistics calibrated on data in float, conv-bn(-relu) folded
+# (fuse_model), QAT-prepared, and the observers run over calibration batches
+# with the weights as exported. A weight observer then holds each channel's
+# exact extreme, and the per-channel symmetric scale max|w| / 127.5 puts
+# that weight on w / s = +-127.5: the ties ONNX rounds to -128.
+
+
+class QuantizableResNet8(nn.Module):
+    """A ResNet of torchvision's quantizable BasicBlocks at widths 16, 32, 64."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        from torchvision.models.quantization.resnet import QuantizableBasicBlock as Block
+        self.quant = tq.QuantStub()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.relu = nn.ReLU()
+        layers = []
+        inplanes = 16
+        for planes, stride in ((16, 1), (32, 2), (64, 2)):
+            down = None
+            if stride != 1 or inplanes != planes:
+                down = nn.Sequential(nn.Conv2d(inplanes, planes, 1, stride, bias=False),
+                                     nn.BatchNorm2d(planes))
+            layers.append(Block(inplanes, planes, stride, down))
+            inplanes = planes
+        self.layers = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(64, num_classes)
+        self.dequant = tq.DeQuantStub()
+
+    def forward(self, x):
+        x = self.relu(self.bn1(self.conv1(self.quant(x))))
+        x = self.layers(x)
+        return self.dequant(self.fc(torch.flatten(self.pool(x), 1)))
+
+    def fuse_model(self, is_qat=None):
+        tq.fuse_modules(self, [["conv1", "bn1", "relu"]], inplace=True)
+        for block in self.layers:
+            block.fuse_model(is_qat)
+
+
+def torchvision_nets():
+    from torchvision.models import quantization as qm
+    return [
+        ("torch_qat_mobilenet_v2",
+         lambda: qm.mobilenet_v2(weights=None, quantize=False, width_mult=0.35, num_classes=10),
+         (1, 3, 64, 64)),
+        ("torch_qat_resnet8", QuantizableResNet8, (1, 3, 32, 32)),
+    ]
+
+
+def torchvision_net(out, name, build, shape, seed):
+    torch.manual_seed(seed)
+    m = build()
+    g = torch.Generator().manual_seed(seed)
+    batch = (8,) + shape[1:]
+    with torch.no_grad():
+        m.train()
+        for _ in range(8):  # BatchNorm statistics from data
+            m(torch.rand(batch, generator=g) * 2 - 1)
+    m.eval()
+    m.fuse_model(is_qat=False)  # conv-bn(-relu) folded as at inference
+    m.qconfig = qat_qconfig()
+    m.train()
+    tq.prepare_qat(m, inplace=True)
+    with torch.no_grad():
+        for _ in range(4):  # observers over calibration batches; weights as exported
+            m(torch.rand(batch, generator=g) * 2 - 1)
+    m.apply(tq.disable_observer)
+    m.eval()
+    export(m, shape, os.path.join(out, name + ".onnx"))
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "torch")
     os.makedirs(out, exist_ok=True)
     torch.use_deterministic_algorithms(True)
     conv_bn_net(out)
     deconv_net(out)
+    for seed, (name, build, shape) in enumerate(torchvision_nets(), start=10):
+        torchvision_net(out, name, build, shape, seed)
 
 
 if __name__ == "__main__":
