@@ -252,6 +252,53 @@ TEST(CompareIsolated, TwoLayersWithinOneLsbBothWays) {
   }
 }
 
+// run_against with the unfused path's own tensors as the external reference
+// gives run()'s figures; a reference tensor moved by one quantum shows there
+// as one LSB (isolated too), and a tensor the reference lacks is not compared.
+TEST(CompareAgainst, ExternalReferenceOfTheUnfusedValuesGivesRunsFigures) {
+  const graph::Graph g = residual_then_conv();
+  CompileOptions options;
+  options.allow_residual_round_drop = true;
+  const qfuse::Model model = qfuse::make_model(g);
+  const Tensor x = residual_input(4);
+  qfuse::Comparison direct(model, options);
+  direct.run({{"x", x}});
+
+  const CompiledModel unfused = compile(g, {.fuse = false});
+  InferRequest r = unfused.create_infer_request();
+  std::map<std::string, Tensor> reference;
+  r.set_value_observer([&](const std::string& name, const Tensor& t) { reference[name] = t; });
+  r.set_input("x", x);
+  r.infer();
+  qfuse::Comparison against(model, options);
+  EXPECT_GE(against.run_against({{"x", x}}, reference), 3u);
+  const std::vector<TensorDiff> a = against.tensors(), d = direct.tensors();
+  ASSERT_EQ(a.size(), d.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i].name);
+    EXPECT_EQ(a[i].name, d[i].name);
+    EXPECT_EQ(a[i].max_abs, d[i].max_abs);
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(a[i].lsb[k], d[i].lsb[k]);
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(a[i].isolated.lsb[k], d[i].isolated.lsb[k]);
+  }
+
+  // Without the option fused computes unfused exactly. y's reference moved
+  // up by one quantum (0.25) everywhere and b.q left out: every element of y
+  // is one LSB off, propagated and isolated, and b.q is not compared.
+  std::map<std::string, Tensor> moved = reference;
+  for (float& v : moved.at("y").data<float>()) v += 0.25f;
+  moved.erase("b.q");
+  qfuse::Comparison shifted(model);
+  shifted.run_against({{"x", x}}, moved);
+  const std::vector<TensorDiff> s = shifted.tensors();
+  for (const TensorDiff& t : s) EXPECT_NE(t.name, "b.q") << "b.q has no reference";
+  const TensorDiff& y = find(s, "y");
+  EXPECT_EQ(y.lsb[1], y.elements);
+  EXPECT_EQ(y.isolated.lsb[1], y.isolated.elements);
+  EXPECT_EQ(y.max_lsb, 1.0);
+  EXPECT_EQ(find(s, "x.q").max_lsb, 0.0);
+}
+
 TEST(CompareValueOverride, ObserverSeesTheComputedValueLaterNodesReadTheReplacement) {
   const graph::Graph g = residual_then_conv();
   const CompiledModel fused = compile(g, {.fuse = true});
