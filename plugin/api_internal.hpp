@@ -4,9 +4,12 @@
 // through qfuse::Model (qfuse/model.hpp) and never include this header.
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "composer/integer_plan.hpp"
+#include "composer/post_ops_plan.hpp"
 #include "graph/graph.hpp"
 #include "graph/model_impl.hpp"
 #include "qfuse/compare.hpp"
@@ -21,6 +24,18 @@ const graph::Graph& compiled_graph(const CompiledModel& model);
 // Integer-only mode: the integer plan node `node` of the compiled graph runs,
 // else null (another op, or a layer that kept float scales).
 const composer::IntegerPlan* integer_plan(const CompiledModel& model, const graph::Node& node);
+// A fused int8 layer of the compiled graph: its chain composed as the
+// float-scale path runs it (output scales, post-ops, destination zero point;
+// before lift_tiny_output_scales, so that it goes with the node's bias), else
+// nullopt.
+std::optional<composer::PostOpsPlan> composed_plan(const CompiledModel& model,
+                                                   const graph::Node& node);
+// An f32 Convolution / FullyConnected of the compiled graph that took the
+// elementwise ops after it as oneDNN post-ops: those nodes, in order (erased
+// from the graph, which still holds them; the layer writes the last one's
+// output and the first reads the layer's own). Empty for any other node.
+std::vector<const graph::Node*> absorbed_post_ops(const CompiledModel& model,
+                                                  const graph::Node& node);
 
 // Called after each executed node, once per value it wrote, after the value
 // observer (which sees the value as the node computed it): `value` holds the

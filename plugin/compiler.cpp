@@ -8,6 +8,7 @@
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
+#include "composer/composer.hpp"
 #include "composer/post_op_chain.hpp"
 #include "graph/pass_manager.hpp"
 #include "plugin/executable_ops/ops.hpp"
@@ -98,6 +99,28 @@ const composer::IntegerPlan* integer_plan(const CompiledModel& model, const grap
     if (op->node().name == node.name) return op->integer_plan();
   }
   return nullptr;
+}
+
+std::optional<composer::PostOpsPlan> composed_plan(const CompiledModel& model,
+                                                   const graph::Node& node) {
+  if (!graph::is_quantized_layer(node.kind)) return std::nullopt;
+  composer::ComposeOptions options;
+  options.allow_residual_round_drop = model.impl().options.allow_residual_round_drop;
+  options.fixed_point_eta = model.impl().options.integer_eta;
+  return composer::compose(node.attr<graph::QuantizedLayerAttrs>().chain, options).plan;
+}
+
+std::vector<const graph::Node*> absorbed_post_ops(const CompiledModel& model,
+                                                  const graph::Node& node) {
+  const CompiledModel::Impl& impl = model.impl();
+  if (node.outputs.empty() || node.outputs[0].index >= impl.graph.value_count()) return {};
+  const graph::NodeId id = impl.graph.value(node.outputs[0]).producer;
+  if (!id.valid() || &impl.graph.node(id) != &node) return {};
+  const auto chain = impl.f32_chains.find(id.index);
+  if (chain == impl.f32_chains.end()) return {};
+  std::vector<const graph::Node*> nodes;
+  for (const graph::NodeId a : chain->second.absorbed_nodes) nodes.push_back(&impl.graph.node(a));
+  return nodes;
 }
 
 std::vector<std::string> CompiledModel::input_names() const {

@@ -125,6 +125,7 @@ std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,
     }
     if (absorbed.empty()) continue;
     for (NodeId a : absorbed) g.erase_node(a);
+    chain.absorbed_nodes = absorbed;
     g.node(id).outputs[0] = cur;
     g.value(cur).producer = id;
     std::string names;

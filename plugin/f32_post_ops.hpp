@@ -28,6 +28,9 @@ struct F32PostOp {
 struct F32Chain {
   std::vector<F32PostOp> steps;
   std::vector<std::string> absorbed;  // the nodes the steps came from
+  // The same nodes: erased from the graph, which still holds them (the export
+  // writes them back as operators).
+  std::vector<graph::NodeId> absorbed_nodes;
 };
 
 // The eltwise steps the unfused runtime runs for a unary op (HSigmoid is two),

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "graph/onnx/proto_utils.hpp"
 #include "graph/ops.hpp"
+#include "graph/passes/pattern.hpp"
 #include "qfuse/error.hpp"
 
 namespace qfuse::onnx {
@@ -24,9 +26,14 @@ using detail::kUint8;
 using graph::Node;
 using graph::OpKind;
 
-constexpr int kOpset = 13;
+// 14: HardSwish. Between 13 and 14 no operator written here changed meaning
+// (Add / Sub / Mul / Div, Relu, Reshape and BatchNormalization only gained
+// types or training-mode attributes).
+constexpr int kOpset = 14;
 
 int onnx_type(ElementType t) { return detail::to_onnx_type(t); }
+
+bool is_int8(ElementType t) { return t == ElementType::u8 || t == ElementType::s8; }
 
 template <typename T>
 bool uniform(const std::vector<T>& v) {
@@ -44,11 +51,16 @@ class Writer {
   }
   void reserve(const std::string& n) { used_.insert(n); }
 
-  // An initializer; `shape` empty: a scalar.
+  // An initializer named `base` (made unique); `shape` empty: a scalar.
   template <typename T>
   std::string constant(const std::string& base, int type, const std::vector<T>& values,
                        const Shape& shape) {
-    const std::string n = fresh(base);
+    return named_constant(fresh(base), type, values, shape);
+  }
+  // An initializer with exactly this (reserved) name.
+  template <typename T>
+  std::string named_constant(const std::string& n, int type, const std::vector<T>& values,
+                             const Shape& shape) {
     ::onnx::TensorProto* t = g_.add_initializer();
     t->set_name(n);
     t->set_data_type(type);
@@ -62,6 +74,12 @@ class Writer {
     }
     return n;
   }
+  std::string scalar(const std::string& base, double v) {
+    return constant(base, kFloat, std::vector<double>{v}, {});
+  }
+  std::string ints64(const std::string& base, const std::vector<std::int64_t>& v) {
+    return constant(base, kInt64, v, Shape{static_cast<std::int64_t>(v.size())});
+  }
 
   ::onnx::NodeProto& node(const std::string& op, const std::string& name,
                           const std::vector<std::string>& inputs, const std::string& output) {
@@ -70,6 +88,7 @@ class Writer {
     n->set_name(fresh(name));
     for (const std::string& i : inputs) n->add_input(i);
     n->add_output(output);
+    producer_[output] = g_.node_size() - 1;
     return *n;
   }
   // A node whose output gets a fresh name; returns it.
@@ -78,6 +97,23 @@ class Writer {
     const std::string out = fresh(base);
     node(op, base, inputs, out);
     return out;
+  }
+  // The node that writes `output` (written by this writer), else null.
+  ::onnx::NodeProto* producer(const std::string& output) {
+    const auto it = producer_.find(output);
+    return it == producer_.end() ? nullptr : g_.mutable_node(it->second);
+  }
+  // Makes the node writing `t` (a fresh name of this writer) write `out`
+  // instead; an Identity where nothing here wrote `t`.
+  void finish(const std::string& t, const std::string& out, const std::string& base) {
+    if (const auto it = producer_.find(t); it != producer_.end() && t != out) {
+      const int index = it->second;
+      g_.mutable_node(index)->set_output(0, out);
+      producer_.erase(it);
+      producer_[out] = index;
+      return;
+    }
+    if (t != out) node("Identity", base, {t}, out);
   }
 
   static void ints(::onnx::NodeProto& n, const std::string& name, const graph::Ints& v) {
@@ -92,24 +128,88 @@ class Writer {
     a->set_type(::onnx::AttributeProto::INT);
     a->set_i(v);
   }
+  static void float_attr(::onnx::NodeProto& n, const std::string& name, float v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  static void string_attr(::onnx::NodeProto& n, const std::string& name, const std::string& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
 
  private:
   ::onnx::GraphProto& g_;
   std::set<std::string> used_;
+  std::map<std::string, int> producer_;
   int counter_ = 0;
 };
 
 class Exporter {
  public:
-  Exporter(const graph::Graph& g,
-           const std::function<const composer::IntegerPlan*(const Node&)>& plan_of,
-           ::onnx::GraphProto& proto)
-      : g_(g), plan_of_(plan_of), w_(proto), proto_(proto) {}
+  Exporter(const graph::Graph& g, const ExportSource& source, ::onnx::GraphProto& proto)
+      : g_(g), source_(source), w_(proto), proto_(proto) {}
 
   ExportReport run() {
-    for (std::uint32_t i = 0; i < g_.value_count(); ++i) w_.reserve(g_.value(graph::ValueId{i}).name);
+    // ONNX names each tensor once; the IR may give two values one name
+    // (a node named like a constant): the second gets a fresh one. Graph
+    // inputs and outputs keep theirs.
+    names_.resize(g_.value_count());
+    std::vector<graph::ValueId> order(g_.inputs().begin(), g_.inputs().end());
+    order.insert(order.end(), g_.outputs().begin(), g_.outputs().end());
+    for (std::uint32_t i = 0; i < g_.value_count(); ++i) order.push_back(graph::ValueId{i});
+    for (graph::ValueId v : order) {
+      if (!names_[v.index].empty()) continue;
+      names_[v.index] = w_.fresh(g_.value(v).name);
+    }
     for (graph::ValueId v : g_.inputs()) add_value_info(*proto_.add_input(), v);
-    for (graph::NodeId id : g_.topological_order()) emit(g_.node(id));
+    // Values that still name a node as their producer without being its
+    // output: what absorb_f32_post_ops leaves of a layer's former output.
+    std::set<std::uint32_t> former_producers;
+    for (std::uint32_t i = 0; i < g_.value_count(); ++i) {
+      const graph::Value& v = g_.value(graph::ValueId{i});
+      if (!v.producer.valid()) continue;
+      const Node& p = g_.node(v.producer);
+      if (std::find(p.outputs.begin(), p.outputs.end(), graph::ValueId{i}) == p.outputs.end()) {
+        former_producers.insert(v.producer.index);
+      }
+    }
+    for (graph::NodeId id : g_.topological_order()) {
+      const Node& n = g_.node(id);
+      std::vector<const Node*> absorbed;
+      if (source_.absorbed_post_ops) {
+        absorbed = source_.absorbed_post_ops(n);
+      } else if (former_producers.count(id.index) != 0 &&
+                 (n.kind == OpKind::Convolution || n.kind == OpKind::FullyConnected)) {
+        refuse(n, "the layer absorbed elementwise ops as post-ops, and the caller did not say "
+                  "which (ExportSource::absorbed_post_ops)");
+      }
+      if (absorbed.empty()) {
+        emit(n);
+        continue;
+      }
+      // The layer writes its former output (which the first absorbed node
+      // reads), then each absorbed node runs as the operator it was.
+      const Node& first = *absorbed.front();
+      std::optional<graph::ValueId> former;
+      for (graph::ValueId v : first.inputs) {
+        if (g_.value(v).producer == id && v != n.outputs[0]) former = v;
+      }
+      if (!former) {
+        for (graph::ValueId v : first.inputs) {
+          if (!g_.value(v).is_constant()) former = v;
+        }
+      }
+      if (!former) refuse(n, "cannot find the output of the layer its post-op '" + first.name + "' read");
+      ordinary(n, name(*former));
+      for (const Node* a : absorbed) {
+        ordinary(*a, name(a->outputs[0]));
+        ++report_.absorbed_post_ops;
+      }
+    }
     for (graph::ValueId v : g_.outputs()) add_value_info(*proto_.add_output(), v);
     return report_;
   }
@@ -122,48 +222,487 @@ class Exporter {
 
   void add_value_info(::onnx::ValueInfoProto& info, graph::ValueId id) {
     const graph::Value& v = g_.value(id);
-    info.set_name(v.name);
+    info.set_name(name(id));
     auto* t = info.mutable_type()->mutable_tensor_type();
     t->set_elem_type(onnx_type(v.type));
     for (const std::int64_t d : v.shape) t->mutable_shape()->add_dim()->set_dim_value(d);
   }
 
-  const std::string& name(graph::ValueId id) const { return g_.value(id).name; }
+  const std::string& name(graph::ValueId id) const { return names_[id.index]; }
+
+  // A node input: a constant becomes an initializer of its own name the
+  // first time it is read.
+  std::string in(graph::ValueId id) {
+    const graph::Value& v = g_.value(id);
+    if (v.is_constant() && written_constants_.insert(id.index).second) {
+      const Tensor& t = *v.constant;
+      std::vector<double> values(static_cast<std::size_t>(t.size()));
+      for (std::int64_t i = 0; i < t.size(); ++i) values[static_cast<std::size_t>(i)] = t.as_float(i);
+      if (t.type() == ElementType::s32) {
+        const auto d = t.data<std::int32_t>();  // as_float rounds past 2^24
+        values.assign(d.begin(), d.end());
+      }
+      w_.named_constant(name(id), onnx_type(t.type()), values, v.shape);
+    }
+    return name(id);
+  }
+  // The input as f32: a Cast of an integer tensor.
+  std::string in_f32(graph::ValueId id, const std::string& base) {
+    const std::string x = in(id);
+    if (g_.value(id).type == ElementType::f32) return x;
+    return cast(x, kFloat, base + "/to_f32");
+  }
+  std::string cast(const std::string& x, int to, const std::string& base) {
+    const std::string t = w_.op("Cast", base, {x});
+    Writer::int_attr(*w_.producer(t), "to", to);
+    return t;
+  }
 
   void emit(const Node& n) {
     switch (n.kind) {
       case OpKind::Convert: return convert(n);
       case OpKind::QuantizedConvolution:
+      case OpKind::QuantizedDeconvolution:
       case OpKind::QuantizedFullyConnected:
       case OpKind::QuantizedMatMul: return layer(n);
-      case OpKind::QuantizedDeconvolution:
-        refuse(n, "ONNX has no integer transposed convolution (ConvInteger covers Conv only)");
-      case OpKind::AvgPool: return avg_pool(n);
-      case OpKind::MaxPool: return max_pool(n);
+      case OpKind::AvgPool:
+        if (is_int8(g_.value(n.inputs[0]).type)) return avg_pool(n);
+        break;
+      case OpKind::MaxPool: return max_pool(n, name(n.outputs[0]));
       case OpKind::Reshape:
       case OpKind::Flatten: {
         const Shape& s = g_.value(n.outputs[0]).shape;
-        const std::string shape = w_.constant(n.name + "/shape", kInt64,
-                                              std::vector<std::int64_t>(s.begin(), s.end()),
-                                              Shape{static_cast<std::int64_t>(s.size())});
-        w_.node("Reshape", n.name, {name(n.inputs[0]), shape}, name(n.outputs[0]));
+        const std::string shape = w_.ints64(n.name + "/shape", std::vector<std::int64_t>(s.begin(), s.end()));
+        w_.node("Reshape", n.name, {in(n.inputs[0]), shape}, name(n.outputs[0]));
         return;
       }
       case OpKind::Transpose: {
-        auto& t = w_.node("Transpose", n.name, {name(n.inputs[0])}, name(n.outputs[0]));
+        auto& t = w_.node("Transpose", n.name, {in(n.inputs[0])}, name(n.outputs[0]));
         Writer::ints(t, "perm", n.attr<graph::TransposeAttrs>().perm);
         return;
       }
       case OpKind::Concat: {
         std::vector<std::string> inputs;
-        for (graph::ValueId v : n.inputs) inputs.push_back(name(v));
+        for (graph::ValueId v : n.inputs) inputs.push_back(in(v));
         auto& c = w_.node("Concat", n.name, inputs, name(n.outputs[0]));
         Writer::int_attr(c, "axis", n.attr<graph::ConcatAttrs>().axis);
         return;
       }
-      default:
-        refuse(n, "no pre-quantized form for this operator");
+      default: break;
     }
+    ordinary(n, name(n.outputs[0]));
+  }
+
+  // ---- ordinary ONNX operators ---------------------------------------------
+
+  // `n` as the ONNX operator(s) it is, writing `y`.
+  void ordinary(const Node& n, const std::string& y) {
+    if (source_.prequantized_only) refuse(n, "no pre-quantized form for this operator");
+    ++report_.operators;
+    const std::string& b = n.name;
+    const auto x = [&](std::size_t i) { return in(n.inputs[i]); };
+    const auto require_f32 = [&] {
+      for (graph::ValueId v : n.inputs) {
+        if (g_.value(v).type != ElementType::f32) {
+          refuse(n, "reads a " + std::string(to_string(g_.value(v).type)) + " tensor ('" +
+                        name(v) + "') where the operator takes f32");
+        }
+      }
+    };
+    switch (n.kind) {
+      case OpKind::Add:
+      case OpKind::Subtract:
+      case OpKind::Multiply:
+      case OpKind::Divide:
+      case OpKind::Minimum:
+      case OpKind::Maximum: {
+        require_f32();
+        static const std::map<OpKind, const char*> kOps = {
+            {OpKind::Add, "Add"},         {OpKind::Subtract, "Sub"}, {OpKind::Multiply, "Mul"},
+            {OpKind::Divide, "Div"},      {OpKind::Minimum, "Min"},  {OpKind::Maximum, "Max"}};
+        w_.node(kOps.at(n.kind), b, {x(0), x(1)}, y);
+        return;
+      }
+      case OpKind::Relu:
+      case OpKind::Sigmoid:
+      case OpKind::Tanh:
+      case OpKind::Exp:
+      case OpKind::Abs:
+      case OpKind::Sqrt:
+      case OpKind::Round:
+      case OpKind::HSwish: {
+        require_f32();
+        static const std::map<OpKind, const char*> kOps = {
+            {OpKind::Relu, "Relu"}, {OpKind::Sigmoid, "Sigmoid"}, {OpKind::Tanh, "Tanh"},
+            {OpKind::Exp, "Exp"},   {OpKind::Abs, "Abs"},         {OpKind::Sqrt, "Sqrt"},
+            {OpKind::Round, "Round"}, {OpKind::HSwish, "HardSwish"}};
+        w_.node(kOps.at(n.kind), b, {x(0)}, y);
+        return;
+      }
+      case OpKind::LeakyRelu:
+      case OpKind::Elu: {
+        require_f32();
+        auto& node = w_.node(n.kind == OpKind::Elu ? "Elu" : "LeakyRelu", b, {x(0)}, y);
+        Writer::float_attr(node, "alpha", n.attr<graph::AlphaAttrs>().alpha);
+        return;
+      }
+      case OpKind::PRelu:
+        require_f32();
+        w_.node("PRelu", b, {x(0), x(1)}, y);
+        return;
+      case OpKind::Clamp: {
+        require_f32();
+        const auto& a = n.attr<graph::ClampAttrs>();
+        w_.node("Clip", b, {x(0), w_.scalar(b + "/lo", a.lo), w_.scalar(b + "/hi", a.hi)}, y);
+        return;
+      }
+      case OpKind::HSigmoid: {
+        // min(max(x + 3, 0), 6) / 6 = clip(x / 6 + 1/2, 0, 1); qfuse reads
+        // HardSigmoid(1/6, 1/2) back as HSigmoid.
+        require_f32();
+        auto& node = w_.node("HardSigmoid", b, {x(0)}, y);
+        Writer::float_attr(node, "alpha", 1.0f / 6.0f);
+        Writer::float_attr(node, "beta", 0.5f);
+        return;
+      }
+      case OpKind::Swish:
+        require_f32();
+        return swish(b, x(0), n.attr<graph::AlphaAttrs>().alpha, y);
+      case OpKind::Gelu:
+        require_f32();
+        return gelu(b, x(0), n.attr<graph::GeluAttrs>().approximation == graph::GeluApproximation::tanh,
+                    y);
+      case OpKind::Power:
+        require_f32();
+        w_.node("Pow", b, {x(0), w_.scalar(b + "/exponent", n.attr<graph::PowerAttrs>().exponent)}, y);
+        return;
+      case OpKind::Softmax: {
+        require_f32();
+        auto& node = w_.node("Softmax", b, {x(0)}, y);
+        Writer::int_attr(node, "axis", n.attr<graph::SoftmaxAttrs>().axis);
+        return;
+      }
+      case OpKind::ReduceMean: {
+        require_f32();
+        auto& node = w_.node("ReduceMean", b, {x(0)}, y);
+        Writer::ints(node, "axes", n.attr<graph::ReduceAttrs>().axes);
+        Writer::int_attr(node, "keepdims", 1);
+        return;
+      }
+      case OpKind::BatchNormalization: {
+        require_f32();
+        auto& node = w_.node("BatchNormalization", b, {x(0), x(1), x(2), x(3), x(4)}, y);
+        Writer::float_attr(node, "epsilon", n.attr<graph::BatchNormAttrs>().epsilon);
+        return;
+      }
+      case OpKind::Resize: return resize(n, y);
+      case OpKind::Slice: {
+        const auto& a = n.attr<graph::SliceAttrs>();
+        std::vector<std::int64_t> ends, axes;
+        for (std::size_t d = 0; d < a.begin.size(); ++d) {
+          ends.push_back(a.begin[d] + a.size[d]);
+          axes.push_back(static_cast<std::int64_t>(d));
+        }
+        w_.node("Slice", b,
+                {x(0), w_.ints64(b + "/starts", a.begin), w_.ints64(b + "/ends", ends),
+                 w_.ints64(b + "/axes", axes)},
+                y);
+        return;
+      }
+      case OpKind::MaxPool: return max_pool(n, y);
+      case OpKind::AvgPool: {
+        require_f32();
+        const auto& a = n.attr<graph::PoolAttrs>();
+        auto& p = w_.node("AveragePool", b, {x(0)}, y);
+        pool_attrs(p, a);
+        Writer::int_attr(p, "count_include_pad", a.exclude_pad ? 0 : 1);
+        return;
+      }
+      case OpKind::Convolution: {
+        require_f32();
+        const auto& c = n.attr<graph::ConvAttrs>();
+        std::vector<std::string> inputs{x(0), x(1)};
+        if (n.inputs.size() > 2) inputs.push_back(x(2));
+        auto& node = w_.node("Conv", b, inputs, y);
+        conv_attrs(node, c.strides, c.dilations, c.pads_begin, c.pads_end, c.groups,
+                   g_.value(n.inputs[1]).shape);
+        return;
+      }
+      case OpKind::Deconvolution: {
+        require_f32();
+        const auto& c = n.attr<graph::DeconvAttrs>();
+        std::vector<std::string> inputs{x(0), x(1)};
+        if (n.inputs.size() > 2) inputs.push_back(x(2));
+        auto& node = w_.node("ConvTranspose", b, inputs, y);
+        conv_attrs(node, c.strides, c.dilations, c.pads_begin, c.pads_end, c.groups,
+                   g_.value(n.inputs[1]).shape);
+        Writer::ints(node, "output_padding", c.output_padding);
+        return;
+      }
+      case OpKind::FullyConnected: {
+        // y = x W^T + b with W [N, K].
+        require_f32();
+        if (g_.value(n.inputs[0]).shape.size() == 2) {
+          std::vector<std::string> inputs{x(0), x(1)};
+          if (n.inputs.size() > 2) inputs.push_back(x(2));
+          auto& node = w_.node("Gemm", b, inputs, y);
+          Writer::int_attr(node, "transB", 1);
+          return;
+        }
+        const std::string wt = transpose_last_two(x(1), 2, b + "/weights_t");
+        if (n.inputs.size() < 3) {
+          w_.node("MatMul", b, {x(0), wt}, y);
+          return;
+        }
+        const std::string t = w_.op("MatMul", b, {x(0), wt});
+        w_.node("Add", b + "/bias", {t, x(2)}, y);
+        return;
+      }
+      case OpKind::MatMul: {
+        require_f32();
+        const auto& m = n.attr<graph::MatMulAttrs>();
+        std::string a0 = x(0), a1 = x(1);
+        if (m.transpose_a) a0 = transpose_last_two(a0, g_.value(n.inputs[0]).shape.size(), b + "/a_t");
+        if (m.transpose_b) a1 = transpose_last_two(a1, g_.value(n.inputs[1]).shape.size(), b + "/b_t");
+        w_.node("MatMul", b, {a0, a1}, y);
+        return;
+      }
+      case OpKind::FakeQuantize: require_f32(); return fake_quantize(n, y);
+      case OpKind::Lookup: return lookup(n, y);
+      case OpKind::Convert:
+      case OpKind::Reshape:
+      case OpKind::Flatten:
+      case OpKind::Transpose:
+      case OpKind::Concat:
+        --report_.operators;
+        return emit(n);
+      default: break;
+    }
+    refuse(n, "no ONNX form for this operator");
+  }
+
+  std::string transpose_last_two(const std::string& x, std::size_t rank, const std::string& base) {
+    graph::Ints perm;
+    for (std::size_t d = 0; d < rank; ++d) perm.push_back(static_cast<std::int64_t>(d));
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    const std::string t = w_.op("Transpose", base, {x});
+    Writer::ints(*w_.producer(t), "perm", perm);
+    return t;
+  }
+
+  static void conv_attrs(::onnx::NodeProto& node, const graph::Ints& strides,
+                         const graph::Ints& dilations, const graph::Ints& pads_begin,
+                         const graph::Ints& pads_end, std::int64_t groups, const Shape& w) {
+    Writer::ints(node, "kernel_shape", graph::Ints(w.begin() + 2, w.end()));
+    Writer::ints(node, "strides", strides);
+    Writer::ints(node, "dilations", dilations);
+    graph::Ints pads = pads_begin;
+    pads.insert(pads.end(), pads_end.begin(), pads_end.end());
+    Writer::ints(node, "pads", pads);
+    Writer::int_attr(node, "group", groups);
+  }
+
+  // x * sigmoid(alpha * x)
+  void swish(const std::string& b, const std::string& x, float alpha, const std::string& y) {
+    std::string t = x;
+    if (alpha != 1.0f) t = w_.op("Mul", b + "/alpha", {x, w_.scalar(b + "/alpha", alpha)});
+    t = w_.op("Sigmoid", b + "/sigmoid", {t});
+    w_.node("Mul", b, {x, t}, y);
+  }
+
+  // Opset 14 has no Gelu: x * 0.5 * (1 + erf(x / sqrt(2))) as PyTorch writes
+  // it (which qfuse reads back as one Gelu), or the tanh form
+  // x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))).
+  void gelu(const std::string& b, const std::string& x, bool tanh_form, const std::string& y) {
+    std::string t;
+    if (tanh_form) {
+      const std::string x3 = w_.op("Mul", b + "/cube", {w_.op("Mul", b + "/square", {x, x}), x});
+      t = w_.op("Mul", b + "/cubic", {x3, w_.scalar(b + "/coefficient", 0.044715)});
+      t = w_.op("Add", b + "/inner", {x, t});
+      t = w_.op("Mul", b + "/scale", {t, w_.scalar(b + "/sqrt_2_over_pi", 0.7978845608028654)});
+      t = w_.op("Tanh", b + "/tanh", {t});
+    } else {
+      t = w_.op("Div", b + "/div", {x, w_.scalar(b + "/sqrt2", 1.4142135623730951)});
+      t = w_.op("Erf", b + "/erf", {t});
+    }
+    t = w_.op("Add", b + "/one_plus", {t, w_.scalar(b + "/one", 1.0)});
+    t = w_.op("Mul", b + "/times_x", {x, t});
+    w_.node("Mul", b, {t, w_.scalar(b + "/half", 0.5)}, y);
+  }
+
+  void resize(const Node& n, const std::string& y) {
+    const auto& a = n.attr<graph::ResizeAttrs>();
+    const graph::Value& xv = g_.value(n.inputs[0]);
+    static const std::map<graph::CoordinateTransform, const char*> kTransforms = {
+        {graph::CoordinateTransform::half_pixel, "half_pixel"},
+        {graph::CoordinateTransform::pytorch_half_pixel, "pytorch_half_pixel"},
+        {graph::CoordinateTransform::align_corners, "align_corners"},
+        {graph::CoordinateTransform::asymmetric, "asymmetric"},
+        {graph::CoordinateTransform::tf_half_pixel_for_nn, "tf_half_pixel_for_nn"}};
+    static const std::map<graph::NearestMode, const char*> kNearest = {
+        {graph::NearestMode::round_prefer_floor, "round_prefer_floor"},
+        {graph::NearestMode::round_prefer_ceil, "round_prefer_ceil"},
+        {graph::NearestMode::floor, "floor"},
+        {graph::NearestMode::ceil, "ceil"}};
+    // qfuse reads Resize on f32 only: codes go through as floats (exact),
+    // and back by QuantizeLinear(1, 0) (round half to even, saturate, as
+    // the int8 resize does).
+    const std::string x = in_f32(n.inputs[0], n.name);
+    std::vector<std::string> inputs{x, ""};
+    if (!a.scales.empty()) {
+      inputs.push_back(w_.constant(n.name + "/scales", kFloat, a.scales,
+                                   Shape{static_cast<std::int64_t>(a.scales.size())}));
+    } else {
+      inputs.push_back("");
+      inputs.push_back(w_.ints64(n.name + "/sizes", std::vector<std::int64_t>(a.sizes.begin(), a.sizes.end())));
+    }
+    const std::string out = xv.type == ElementType::f32 ? y : w_.fresh(n.name + "/resized");
+    auto& r = w_.node("Resize", n.name, inputs, out);
+    Writer::string_attr(r, "mode", a.mode == graph::ResizeMode::nearest ? "nearest" : "linear");
+    Writer::string_attr(r, "coordinate_transformation_mode", kTransforms.at(a.transform));
+    if (a.mode == graph::ResizeMode::nearest) {
+      Writer::string_attr(r, "nearest_mode", kNearest.at(a.nearest_mode));
+    }
+    if (xv.type != ElementType::f32) quantize(n.name, out, onnx_type(g_.value(n.outputs[0]).type), y);
+  }
+
+  // The axis along which a constant broadcast to `shape` varies (its only
+  // dim other than 1), or nullopt when it is one value.
+  std::optional<std::size_t> varying_axis(graph::ValueId v, const Shape& shape) const {
+    const Shape& s = g_.value(v).shape;
+    std::optional<std::size_t> axis;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (s[i] != 1) axis = shape.size() - s.size() + i;
+    }
+    return axis;
+  }
+
+  void fake_quantize(const Node& n, const std::string& y) {
+    const auto& a = n.attr<graph::FakeQuantizeAttrs>();
+    const Shape& shape = g_.value(n.outputs[0]).shape;
+    const std::string& b = n.name;
+    const std::string x = in(n.inputs[0]);
+    const double steps = static_cast<double>(a.levels - 1);
+    if (graph::pattern::has_linear_grid(n)) {
+      // ONNX's grid: q = saturate(round(x / s) + zp) onto [code_low, code_low + L - 1].
+      std::size_t axis = varying_axis(n.inputs[5], shape).value_or(varying_axis(n.inputs[6], shape).value_or(0));
+      std::optional<graph::pattern::LinearGrid> grid = graph::pattern::linear_grid(g_, n, shape, axis);
+      if (!grid) refuse(n, "its scale and zero point vary along more than one axis");
+      const std::size_t channels = std::max(grid->scale.size(), grid->zero_point.size());
+      const auto scale = graph::pattern::expand(grid->scale, channels);
+      std::vector<std::int32_t> zp(channels);
+      for (std::size_t c = 0; c < channels; ++c) zp[c] = grid->zero_point[grid->zero_point.size() == 1 ? 0 : c];
+      if (a.levels == 256 && (a.code_low == 0 || a.code_low == -128) && grid->dequantizes_to_grid) {
+        // QuantizeLinear -> DequantizeLinear: what the node was imported from.
+        const int zt = a.code_low == 0 ? kUint8 : kInt8;
+        const Shape s = channels == 1 ? Shape{} : Shape{static_cast<std::int64_t>(channels)};
+        const std::string sc = w_.constant(b + "/scale", kFloat, scale, s);
+        const std::string z = w_.constant(b + "/zero_point", zt, zp, s);
+        const std::string q = w_.op("QuantizeLinear", b + "/quantize", {x, sc, z});
+        if (channels > 1) Writer::int_attr(*w_.producer(q), "axis", static_cast<std::int64_t>(axis));
+        auto& dq = w_.node("DequantizeLinear", b, {q, sc, z}, y);
+        if (channels > 1) Writer::int_attr(dq, "axis", static_cast<std::int64_t>(axis));
+        return;
+      }
+      // Other levels or output ranges: composer::quantize_linear spelled out,
+      // the same f32 operations (x / s, clamped to [lo - zp, hi - zp], rounded).
+      std::vector<float> qlo(channels), qhi(channels), shift(channels);
+      for (std::size_t c = 0; c < channels; ++c) {
+        qlo[c] = static_cast<float>(a.code_low - zp[c]);
+        qhi[c] = static_cast<float>(a.code_low + a.levels - 1 - zp[c]);
+        shift[c] = static_cast<float>(zp[c] - a.code_low);
+      }
+      const auto along = [&](const std::string& base, const std::vector<float>& v) {
+        return axis_constant(base, v, shape.size(), axis);
+      };
+      std::string t = w_.op("Div", b + "/div", {x, along(b + "/scale", scale)});
+      t = w_.op("Max", b + "/lo", {t, along(b + "/code_lo", qlo)});
+      t = w_.op("Min", b + "/hi", {t, along(b + "/code_hi", qhi)});
+      t = w_.op("Round", b + "/round", {t});
+      if (grid->dequantizes_to_grid) {
+        w_.node("Mul", b, {t, along(b + "/scale", scale)}, y);
+        return;
+      }
+      // ol + (q - code_low) * (oh - ol) / (L - 1)
+      t = w_.op("Add", b + "/level", {t, along(b + "/zero_point", shift)});
+      const std::string step = w_.op("Div", b + "/step",
+                                     {w_.op("Sub", b + "/out_range", {in(n.inputs[4]), in(n.inputs[3])}),
+                                      w_.scalar(b + "/steps", steps)});
+      t = w_.op("Mul", b + "/dequantize", {t, step});
+      w_.node("Add", b, {t, in(n.inputs[3])}, y);
+      return;
+    }
+    // By its ranges. A constant inverted range (il > ih) sends x <= ih to ol
+    // and x > il to oh, between them a decreasing level: no clamp does that.
+    const auto values = [&](std::size_t i) { return graph::pattern::constant_f32(g_, n.inputs[i]); };
+    const auto il = values(1), ih = values(2), ol = values(3), oh = values(4);
+    if (il && ih) {
+      const std::size_t m = std::max(il->size(), ih->size());
+      const auto l = graph::pattern::expand(*il, m), h = graph::pattern::expand(*ih, m);
+      for (std::size_t c = 0; c < m; ++c) {
+        if (!(l[c] < h[c])) {
+          refuse(n, "an empty or inverted input range [" + std::to_string(l[c]) + ", " +
+                        std::to_string(h[c]) + "] (a step function no ONNX operator qfuse reads "
+                        "back expresses)");
+        }
+      }
+    }
+    // One range on a u8 grid (256 levels, zero a code, output = input
+    // ranges): QuantizeLinear -> DequantizeLinear with S = (ih - il) / 255.
+    if (a.levels == 256 && il && ih && ol && oh && il->size() == 1 && ih->size() == 1 &&
+        *il == *ol && *ih == *oh) {
+      const double s = (static_cast<double>((*ih)[0]) - (*il)[0]) / 255.0;
+      const double z = -static_cast<double>((*il)[0]) / s;
+      if (graph::pattern::is_integer(z) && std::nearbyint(z) >= 0 && std::nearbyint(z) <= 255) {
+        const std::string sc = w_.scalar(b + "/scale", s);
+        const std::string zc = w_.constant(b + "/zero_point", kUint8, std::vector<double>{std::nearbyint(z)}, {});
+        const std::string q = w_.op("QuantizeLinear", b + "/quantize", {x, sc, zc});
+        w_.node("DequantizeLinear", b, {q, sc, zc}, y);
+        return;
+      }
+    }
+    // round(clamp((x - il) * (L - 1) / (ih - il), 0, L - 1)) * (oh - ol) / (L - 1) + ol
+    const std::string lo = in(n.inputs[1]);
+    std::string t = w_.op("Sub", b + "/shift", {x, lo});
+    t = w_.op("Mul", b + "/steps", {t, w_.scalar(b + "/levels", steps)});
+    t = w_.op("Div", b + "/range", {t, w_.op("Sub", b + "/in_range", {in(n.inputs[2]), lo})});
+    t = w_.op("Max", b + "/lo", {t, w_.scalar(b + "/zero", 0.0)});
+    t = w_.op("Min", b + "/hi", {t, w_.scalar(b + "/top", steps)});
+    t = w_.op("Round", b + "/round", {t});
+    t = w_.op("Mul", b + "/out", {t, w_.op("Sub", b + "/out_range", {in(n.inputs[4]), in(n.inputs[3])})});
+    t = w_.op("Div", b + "/out_steps", {t, w_.scalar(b + "/levels_out", steps)});
+    w_.node("Add", b, {t, in(n.inputs[3])}, y);
+  }
+
+  // A constant varying along `axis` of a rank-`rank` tensor; a scalar when uniform.
+  std::string axis_constant(const std::string& base, const std::vector<float>& v, std::size_t rank,
+                            std::size_t axis) {
+    if (uniform(v)) return w_.constant(base, kFloat, std::vector<float>{v[0]}, {});
+    Shape s(rank - axis, 1);
+    s[0] = static_cast<std::int64_t>(v.size());
+    return w_.constant(base, kFloat, v, s);
+  }
+
+  // y = table[x - min(x's type)]: Gather on the table by the codes as int32.
+  void lookup(const Node& n, const std::string& y) {
+    const auto& a = n.attr<graph::LookupAttrs>();
+    const graph::Value& xv = g_.value(n.inputs[0]);
+    if (!is_int8(xv.type) || !is_int8(a.to) || a.table.size() != 256) {
+      refuse(n, "a Lookup reads and writes u8 or s8 through 256 entries");
+    }
+    std::vector<std::int32_t> table(256);
+    for (std::size_t i = 0; i < 256; ++i) {
+      table[i] = a.to == ElementType::s8 ? static_cast<std::int32_t>(static_cast<std::int8_t>(a.table[i]))
+                                         : static_cast<std::int32_t>(a.table[i]);
+    }
+    const std::string t = w_.constant(n.name + "/table", onnx_type(a.to), table, Shape{256});
+    std::string idx = cast(in(n.inputs[0]), kInt32, n.name + "/index");
+    if (xv.type == ElementType::s8) {
+      idx = w_.op("Add", n.name + "/offset",
+                  {idx, w_.constant(n.name + "/code_offset", kInt32, std::vector<std::int32_t>{128}, {})});
+    }
+    auto& gather = w_.node("Gather", n.name, {t, idx}, y);
+    Writer::int_attr(gather, "axis", 0);
   }
 
   // f32 -> 8-bit: clamp(round((x - lo) * 255 / (hi - lo)), 0, 255) + type min,
@@ -173,8 +712,22 @@ class Exporter {
     const graph::Value& x = g_.value(n.inputs[0]);
     const graph::Value& y = g_.value(n.outputs[0]);
     if (!a.quantizes()) {
-      auto& c = w_.node("Cast", n.name, {x.name}, y.name);
-      Writer::int_attr(c, "to", onnx_type(y.type));
+      if (y.type == ElementType::f32 || (y.type == ElementType::s32 && x.type != ElementType::f32)) {
+        // Exact: integers to f32 (below 2^24, as the IR's Convert) or to s32.
+        auto& c = w_.node("Cast", n.name, {in(n.inputs[0])}, name(n.outputs[0]));
+        Writer::int_attr(c, "to", onnx_type(y.type));
+        return;
+      }
+      if (is_int8(y.type)) {
+        // Rounds half to even and saturates, as Convert does (a Cast to an
+        // 8-bit type would wrap around).
+        quantize(n.name, in_f32(n.inputs[0], n.name), onnx_type(y.type), name(n.outputs[0]));
+        return;
+      }
+      // f32 -> s32: round half to even, then a Cast (which truncates).
+      const std::string r = w_.op("Round", n.name + "/round", {in(n.inputs[0])});
+      auto& c = w_.node("Cast", n.name, {r}, name(n.outputs[0]));
+      Writer::int_attr(c, "to", kInt32);
       return;
     }
     if (x.type != ElementType::f32) refuse(n, "quantizes a non-f32 tensor");
@@ -182,10 +735,10 @@ class Exporter {
     if (a.quantizes_linear()) {
       // ONNX's own QuantizeLinear: the same arithmetic.
       w_.node("QuantizeLinear", n.name,
-              {x.name, w_.constant(n.name + "/scale", kFloat, std::vector<float>{a.scale}, {}),
+              {in(n.inputs[0]), w_.constant(n.name + "/scale", kFloat, std::vector<float>{a.scale}, {}),
                w_.constant(n.name + "/zero_point", zt,
                            std::vector<double>{static_cast<double>(a.zero_point)}, {})},
-              y.name);
+              name(n.outputs[0]));
       return;
     }
     const double scale = (static_cast<double>(a.input_high) - a.input_low) / 255.0;
@@ -193,21 +746,21 @@ class Exporter {
     const double zp = -static_cast<double>(a.input_low) / scale + type_min;
     if (std::abs(zp - std::nearbyint(zp)) < 1e-4) {
       w_.node("QuantizeLinear", n.name,
-              {x.name, w_.constant(n.name + "/scale", kFloat, std::vector<double>{scale}, {}),
+              {in(n.inputs[0]), w_.constant(n.name + "/scale", kFloat, std::vector<double>{scale}, {}),
                w_.constant(n.name + "/zero_point", zt, std::vector<double>{std::nearbyint(zp)}, {})},
-              y.name);
+              name(n.outputs[0]));
       return;
     }
     // The grid does not hold zero: (x - lo) / scale + type min, rounded.
     std::string t = w_.op("Sub", n.name + "/shift",
-                          {x.name, w_.constant(n.name + "/lo", kFloat, std::vector<float>{a.input_low}, {})});
+                          {in(n.inputs[0]), w_.constant(n.name + "/lo", kFloat, std::vector<float>{a.input_low}, {})});
     t = w_.op("Mul", n.name + "/scale",
               {t, w_.constant(n.name + "/inv_scale", kFloat, std::vector<double>{1.0 / scale}, {})});
     if (type_min != 0) {
       t = w_.op("Add", n.name + "/type_min",
                 {t, w_.constant(n.name + "/min", kFloat, std::vector<double>{type_min}, {})});
     }
-    quantize(n.name, t, zt, y.name);
+    quantize(n.name, t, zt, name(n.outputs[0]));
   }
 
   // QuantizeLinear(x, 1, 0 of type zt) into `out`.
@@ -229,32 +782,54 @@ class Exporter {
     return w_.constant(base, type, v, s);
   }
 
-  void layer(const Node& n) {
-    const composer::IntegerPlan* plan = plan_of_(n);
-    if (plan == nullptr) {
-      refuse(n, "the layer kept float scales in the integer-only mode (qfuse dump --integer-only "
-                "says why)");
-    }
+  // ---- fused int8 layers ---------------------------------------------------
+
+  // The layer's accumulator sum(w * (x - zero point)), without bias: int32
+  // from ConvInteger / MatMulInteger, or f32 (exact below 2^24) from a
+  // ConvTranspose on the codes. `abs_sum`: sum |w| per output channel.
+  std::string accumulator(const Node& n, int channels, bool& is_float, std::vector<double>& abs_sum) {
     const auto& a = n.attr<graph::QuantizedLayerAttrs>();
     const graph::Value& x = g_.value(n.inputs[0]);
     const graph::Value& wv = g_.value(n.inputs[1]);
-    const graph::Value& y = g_.value(n.outputs[0]);
-    const bool spatial = n.kind == OpKind::QuantizedConvolution;
-    const std::size_t rank = y.shape.size();
     const Tensor& wq = *wv.constant;
     const auto wvals = wq.data<std::int8_t>();
-
-    // The accumulator: ConvInteger / MatMulInteger.
+    abs_sum.assign(static_cast<std::size_t>(channels), 0.0);
+    std::string acc = w_.fresh(n.name + "/acc");
+    is_float = false;
+    if (n.kind == OpKind::QuantizedDeconvolution) {
+      // ONNX has no integer ConvTranspose: the codes minus the zero point and
+      // the s8 weights as floats, every product and partial sum an integer
+      // (exact in f32 below 2^24, whatever the order of the sums).
+      const auto& c = std::get<graph::DeconvAttrs>(a.geometry);
+      std::string xf = cast(in(n.inputs[0]), kFloat, n.name + "/codes");
+      if (a.src_zero_point != 0) {
+        xf = w_.op("Sub", n.name + "/zero_point",
+                   {xf, w_.scalar(n.name + "/x_zero_point", a.src_zero_point)});
+      }
+      const std::string w = w_.constant(n.name + "/weight", kFloat,
+                                        std::vector<float>(wvals.begin(), wvals.end()), wv.shape);
+      auto& node = w_.node("ConvTranspose", n.name, {xf, w}, acc);
+      conv_attrs(node, c.strides, c.dilations, c.pads_begin, c.pads_end, c.groups, wv.shape);
+      Writer::ints(node, "output_padding", c.output_padding);
+      // Weights [IC, OC / groups, k...]: output channel g * OC/groups + j.
+      const std::int64_t ocg = wv.shape[1], icg = wv.shape[0] / c.groups;
+      const std::int64_t per = element_count(Shape(wv.shape.begin() + 2, wv.shape.end()));
+      for (std::size_t i = 0; i < wvals.size(); ++i) {
+        const std::int64_t k = static_cast<std::int64_t>(i) / per;
+        const std::int64_t ic = k / ocg, j = k % ocg;
+        abs_sum[static_cast<std::size_t>((ic / icg) * ocg + j)] += std::abs(wvals[i]);
+      }
+      is_float = true;
+      return acc;
+    }
     const std::string xzp = w_.constant(n.name + "/x_zero_point", onnx_type(x.type),
                                         std::vector<std::int32_t>{a.src_zero_point}, {});
-    std::string acc = w_.fresh(n.name + "/acc");
-    std::vector<double> abs_sum(static_cast<std::size_t>(plan->channels), 0.0);
-    if (spatial) {
+    if (n.kind == OpKind::QuantizedConvolution) {
       const auto& c = std::get<graph::ConvAttrs>(a.geometry);
       const std::string w = w_.constant(n.name + "/weight", kInt8,
                                         std::vector<std::int8_t>(wvals.begin(), wvals.end()),
                                         wv.shape);
-      auto& node = w_.node("ConvInteger", n.name, {x.name, w, xzp}, acc);
+      auto& node = w_.node("ConvInteger", n.name, {in(n.inputs[0]), w, xzp}, acc);
       Writer::ints(node, "strides", c.strides);
       Writer::ints(node, "dilations", c.dilations);
       graph::Ints pads = c.pads_begin;
@@ -263,40 +838,49 @@ class Exporter {
       Writer::int_attr(node, "group", c.groups);
       const std::size_t per = wvals.size() / abs_sum.size();
       for (std::size_t i = 0; i < wvals.size(); ++i) abs_sum[i / per] += std::abs(wvals[i]);
-    } else {
-      // B is [K, N]: a fully-connected layer's [N, K] weights transposed.
-      bool transposed = n.kind == OpKind::QuantizedFullyConnected;
-      if (n.kind == OpKind::QuantizedMatMul) {
-        const auto& m = std::get<graph::MatMulAttrs>(a.geometry);
-        if (m.transpose_a) refuse(n, "transposed activations");
-        transposed = m.transpose_b;
-      }
-      const std::int64_t rows = wv.shape[0], cols = wv.shape[1];
-      std::vector<std::int8_t> b(wvals.size());
-      Shape bshape{rows, cols};
-      if (transposed) {
-        bshape = {cols, rows};
-        for (std::int64_t r = 0; r < rows; ++r) {
-          for (std::int64_t c = 0; c < cols; ++c) {
-            b[static_cast<std::size_t>(c * rows + r)] = wvals[static_cast<std::size_t>(r * cols + c)];
-          }
-        }
-      } else {
-        std::copy(wvals.begin(), wvals.end(), b.begin());
-      }
-      for (std::int64_t k = 0; k < bshape[0]; ++k) {
-        for (std::int64_t c = 0; c < bshape[1]; ++c) {
-          abs_sum[static_cast<std::size_t>(c)] += std::abs(b[static_cast<std::size_t>(k * bshape[1] + c)]);
-        }
-      }
-      const std::string w = w_.constant(n.name + "/weight", kInt8, b, bshape);
-      w_.node("MatMulInteger", n.name, {x.name, w, xzp}, acc);
+      return acc;
     }
-    // |acc + bias| <= 255 sum|w| + |bias| (u8 codes minus a zero point span
-    // at most 255): what Cast converts exactly below 2^24.
+    // B is [K, N]: a fully-connected layer's [N, K] weights transposed.
+    bool transposed = n.kind == OpKind::QuantizedFullyConnected;
+    std::string xa = in(n.inputs[0]);
+    if (n.kind == OpKind::QuantizedMatMul) {
+      const auto& m = std::get<graph::MatMulAttrs>(a.geometry);
+      if (m.transpose_a && source_.prequantized_only) refuse(n, "transposed activations");
+      if (m.transpose_a) xa = transpose_last_two(xa, x.shape.size(), n.name + "/a_t");
+      transposed = m.transpose_b;
+    }
+    const std::int64_t rows = wv.shape[0], cols = wv.shape[1];
+    std::vector<std::int8_t> bm(wvals.size());
+    Shape bshape{rows, cols};
+    if (transposed) {
+      bshape = {cols, rows};
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t c = 0; c < cols; ++c) {
+          bm[static_cast<std::size_t>(c * rows + r)] = wvals[static_cast<std::size_t>(r * cols + c)];
+        }
+      }
+    } else {
+      std::copy(wvals.begin(), wvals.end(), bm.begin());
+    }
+    for (std::int64_t k = 0; k < bshape[0]; ++k) {
+      for (std::int64_t c = 0; c < bshape[1]; ++c) {
+        abs_sum[static_cast<std::size_t>(c)] += std::abs(bm[static_cast<std::size_t>(k * bshape[1] + c)]);
+      }
+    }
+    const std::string w = w_.constant(n.name + "/weight", kInt8, bm, bshape);
+    w_.node("MatMulInteger", n.name, {xa, w, xzp}, acc);
+    return acc;
+  }
+
+  // |acc + bias| <= 255 sum|w| + |bias| (u8 codes minus a zero point span
+  // at most 255): what Cast converts (and an f32 ConvTranspose sums)
+  // exactly below 2^24.
+  template <typename T>
+  void check_accumulator_bound(const Node& n, const std::vector<double>& abs_sum, const std::vector<T>& bias) {
     double bound = 0.0;
     for (std::size_t c = 0; c < abs_sum.size(); ++c) {
-      bound = std::max(bound, 255.0 * abs_sum[c] + std::abs(static_cast<double>(plan->bias[c])));
+      const double bc = bias.empty() ? 0.0 : std::abs(static_cast<double>(bias[bias.size() == 1 ? 0 : c]));
+      bound = std::max(bound, 255.0 * abs_sum[c] + bc);
     }
     if (bound >= 0x1p24) {
       ++report_.inexact_accumulators;
@@ -304,37 +888,59 @@ class Exporter {
                    "float rounds them there",
                    n.name, bound);
     }
+  }
+
+  void layer(const Node& n) {
+    if (source_.prequantized_only && n.kind == OpKind::QuantizedDeconvolution) {
+      refuse(n, "ONNX has no integer transposed convolution (ConvInteger covers Conv only)");
+    }
+    const composer::IntegerPlan* plan = source_.integer_plan ? source_.integer_plan(n) : nullptr;
+    if (plan == nullptr) return float_scale_layer(n);
+    const auto& a = n.attr<graph::QuantizedLayerAttrs>();
+    const graph::Value& y = g_.value(n.outputs[0]);
+    const bool spatial = n.kind == OpKind::QuantizedConvolution || n.kind == OpKind::QuantizedDeconvolution;
+    const std::size_t rank = y.shape.size();
+
+    bool acc_is_float = false;
+    std::vector<double> abs_sum;
+    std::string acc = accumulator(n, plan->channels, acc_is_float, abs_sum);
+    check_accumulator_bound(n, abs_sum, plan->bias);
     if (std::any_of(plan->bias.begin(), plan->bias.end(), [](std::int32_t b) { return b != 0; })) {
       acc = w_.op("Add", n.name + "/bias",
-                  {acc, channel_constant(n.name + "/bias", kInt32, plan->bias, rank, spatial)});
+                  {acc, acc_is_float ? channel_constant(n.name + "/bias", kFloat, plan->bias, rank, spatial)
+                                     : channel_constant(n.name + "/bias", kInt32, plan->bias, rank, spatial)});
     }
     // The stage's integer input: int32 accumulators, or (after a rounding
     // point inside the layer) a float holding an integer: an intermediate
     // rounding is Round + Max / Min, so that the chain stays one layer's
     // post-ops when read back (a QuantizeLinear would end the layer there).
     std::string xi = acc;
-    bool x_is_float = false;
+    bool x_is_float = acc_is_float;
     std::string residual;
     if (plan->residual_input) {
-      residual = name(n.inputs[a.first_external_input() + static_cast<std::size_t>(*plan->residual_input)]);
+      residual = in(n.inputs[a.first_external_input() + static_cast<std::size_t>(*plan->residual_input)]);
     }
-    const auto to_float = [&](const std::string& v, const std::string& base) {
-      const std::string t = w_.op("Cast", base, {v});
-      Writer::int_attr(*find_node(t), "to", kFloat);
-      return t;
-    };
+    const auto to_float = [&](const std::string& v, const std::string& base) { return cast(v, kFloat, base); };
     for (std::size_t s = 0; s < plan->stages.size(); ++s) {
       const composer::IntegerStage& st = plan->stages[s];
       const bool writes_output = s + 1 == plan->stages.size() && y.type != ElementType::f32;
       const std::string base = n.name + "/stage" + std::to_string(s);
-      // Integers written as float must be exact there (every one below 2^24
-      // is; larger ones only with trailing zero bits).
+      // Integers written as float are exact below 2^24 (larger ones only
+      // with trailing zero bits); others round to the nearest float.
       const auto exact = [&](const std::vector<std::int64_t>& v, const char* what) {
         for (const std::int64_t value : v) {
           if (static_cast<std::int64_t>(static_cast<float>(value)) != value) {
-            refuse(n, std::string(what) + " " + std::to_string(value) +
-                          " is not exact as a float (integers are below 2^24; lower "
-                          "CompileOptions::integer_eta)");
+            if (source_.prequantized_only) {
+              refuse(n, std::string(what) + " " + std::to_string(value) +
+                            " is not exact as a float (integers are below 2^24; lower "
+                            "CompileOptions::integer_eta)");
+            }
+            ++report_.inexact_constants;
+            spdlog::warn("export-prequantized: {}: {} {} is not exact as a float: written as {:.0f} "
+                         "(relative error below 2^-24; a value that close to a rounding tie can "
+                         "land on the neighbouring code)",
+                         n.name, what, value, static_cast<double>(static_cast<float>(value)));
+            return;
           }
         }
       };
@@ -379,7 +985,7 @@ class Exporter {
         }
       }
       if (writes_output) {
-        quantize(base, t, onnx_type(y.type), y.name);
+        quantize(base, t, onnx_type(y.type), name(n.outputs[0]));
       } else {
         xi = t;
         x_is_float = true;
@@ -397,18 +1003,173 @@ class Exporter {
       }
       const bool clamps = std::any_of(d.lo.begin(), d.lo.end(), [](float v) { return std::isfinite(v); }) ||
                           std::any_of(d.hi.begin(), d.hi.end(), [](float v) { return std::isfinite(v); });
-      if (clamps && plan->stages.empty()) refuse(n, "a clamp on a dequantized accumulator");
-      w_.node("Add", n.name + "/shift", {t, channel_constant(n.name + "/shift", kFloat, d.shift, rank, spatial)},
-              y.name);
+      if (!clamps || !plan->stages.empty()) {
+        // After a stage the codes are clamped already.
+        w_.node("Add", n.name + "/shift", {t, channel_constant(n.name + "/shift", kFloat, d.shift, rank, spatial)},
+                name(n.outputs[0]));
+      } else {
+        if (source_.prequantized_only) refuse(n, "a clamp on a dequantized accumulator");
+        // A clamp on the dequantized accumulator.
+        t = w_.op("Add", n.name + "/shift", {t, channel_constant(n.name + "/shift", kFloat, d.shift, rank, spatial)});
+        t = w_.op("Max", n.name + "/clamp_lo", {t, channel_constant(n.name + "/clamp_lo", kFloat, d.lo, rank, spatial)});
+        w_.node("Min", n.name + "/clamp_hi", {t, channel_constant(n.name + "/clamp_hi", kFloat, d.hi, rank, spatial)},
+                name(n.outputs[0]));
+      }
     }
-    ++report_.layers;
+    if (n.kind == OpKind::QuantizedDeconvolution) {
+      ++report_.deconvolutions;
+    } else {
+      ++report_.layers;
+    }
   }
 
-  ::onnx::NodeProto* find_node(const std::string& output) {
-    for (int i = proto_.node_size() - 1; i >= 0; --i) {
-      if (proto_.node(i).output(0) == output) return proto_.mutable_node(i);
+  // A layer that kept float scales: its accumulator, then the composed plan
+  // in f32 as the float-scale path evaluates it (post_ops_plan.hpp):
+  //   y = (acc + bias) * output_scales; post_ops in order; + dst_zero_point;
+  //   dst = y (f32) or saturate(round_half_to_even(y)) (QuantizeLinear(1, 0)).
+  void float_scale_layer(const Node& n) {
+    if (!source_.composed_plan || source_.prequantized_only) {
+      refuse(n, "the layer kept float scales in the integer-only mode (qfuse dump --integer-only "
+                "says why)");
     }
-    return nullptr;
+    const std::optional<composer::PostOpsPlan> composed = source_.composed_plan(n);
+    if (!composed) refuse(n, "the compiled model has no composed plan for this layer");
+    const composer::PostOpsPlan& plan = *composed;
+    const auto& a = n.attr<graph::QuantizedLayerAttrs>();
+    const graph::Value& y = g_.value(n.outputs[0]);
+    const bool spatial = n.kind == OpKind::QuantizedConvolution || n.kind == OpKind::QuantizedDeconvolution;
+    const std::size_t rank = y.shape.size();
+    const std::string& b = n.name;
+
+    bool acc_is_float = false;
+    std::vector<double> abs_sum;
+    std::string t = accumulator(n, plan.channels, acc_is_float, abs_sum);
+    std::vector<float> bias;
+    if (a.has_bias) {
+      const auto v = g_.value(n.inputs[2]).constant->data<float>();
+      bias.assign(v.begin(), v.end());
+    }
+    check_accumulator_bound(n, abs_sum, bias);
+    if (!acc_is_float) t = cast(t, kFloat, b + "/cast");
+    if (std::any_of(bias.begin(), bias.end(), [](float v) { return v != 0.0f; })) {
+      t = w_.op("Add", b + "/bias", {t, channel_constant(b + "/bias", kFloat, bias, rank, spatial)});
+    }
+    if (!plan.output_scales.empty() &&
+        !std::all_of(plan.output_scales.begin(), plan.output_scales.end(), [](float s) { return s == 1.0f; })) {
+      // A denormal scale (a channel of zero weights) in two steps: its
+      // product with 2^100 is exact, and so is the final 2^-100 on a
+      // result in the normal range, without relying on a runtime that
+      // multiplies denormals (rather than flushing them to zero).
+      const bool tiny = std::any_of(plan.output_scales.begin(), plan.output_scales.end(),
+                                    [](float s) { return s != 0.0f && std::fabs(s) < 0x1p-100f; });
+      std::vector<float> scales = plan.output_scales;
+      if (tiny) {
+        for (float& s : scales) s = std::ldexp(s, 100);
+      }
+      t = w_.op("Mul", b + "/output_scale", {t, channel_constant(b + "/output_scale", kFloat, scales, rank, spatial)});
+      if (tiny) t = w_.op("Mul", b + "/output_scale_2^-100", {t, w_.scalar(b + "/two_pow_minus_100", 0x1p-100)});
+    }
+    const std::size_t first_external = a.first_external_input();
+    const auto external = [&](int input, const std::string& base) {
+      return in_f32(n.inputs[first_external + static_cast<std::size_t>(input)], base);
+    };
+    for (std::size_t k = 0; k < plan.post_ops.size(); ++k) {
+      const std::string base = b + "/post_op" + std::to_string(k);
+      const composer::PostOp& op = plan.post_ops[k];
+      if (const auto* e = std::get_if<composer::EltwisePostOp>(&op)) {
+        t = eltwise(n, base, t, e->alg, e->alpha, e->beta);
+        if (e->scale != 1.0f) t = w_.op("Mul", base + "/scale", {t, w_.scalar(base + "/scale", e->scale)});
+      } else if (const auto* bin = std::get_if<composer::BinaryPostOp>(&op)) {
+        std::string other;
+        if (const auto* c = std::get_if<composer::ConstantTensor>(&bin->tensor)) {
+          if (c->values.size() == 1 || static_cast<int>(c->values.size()) == plan.channels) {
+            other = channel_constant(base + "/operand", kFloat, c->values, rank, spatial);
+          } else {
+            other = w_.constant(base + "/operand", kFloat, c->values, y.shape);
+          }
+        } else {
+          other = external(std::get<composer::ExternalTensor>(bin->tensor).input, base + "/operand");
+        }
+        static const std::map<composer::BinaryAlg, const char*> kOps = {
+            {composer::BinaryAlg::add, "Add"}, {composer::BinaryAlg::sub, "Sub"},
+            {composer::BinaryAlg::mul, "Mul"}, {composer::BinaryAlg::min, "Min"},
+            {composer::BinaryAlg::max, "Max"}};
+        t = w_.op(kOps.at(bin->alg), base, {t, other});
+      } else {
+        // The residual's raw values (codes) read from the destination.
+        const auto& sum = std::get<composer::SumPostOp>(op);
+        std::string r = external(sum.input, base + "/residual");
+        if (sum.scale != 1.0f) r = w_.op("Mul", base + "/residual_scale", {r, w_.scalar(base + "/scale", sum.scale)});
+        t = w_.op("Add", base, {t, r});
+      }
+    }
+    if (plan.dst_zero_point && *plan.dst_zero_point != 0) {
+      t = w_.op("Add", b + "/dst_zero_point", {t, w_.scalar(b + "/dst_zero_point", *plan.dst_zero_point)});
+    }
+    if (y.type == ElementType::f32) {
+      w_.finish(t, name(n.outputs[0]), b + "/output");
+    } else {
+      quantize(b, t, onnx_type(y.type), name(n.outputs[0]));
+    }
+    if (n.kind == OpKind::QuantizedDeconvolution) {
+      ++report_.deconvolutions;
+    } else {
+      ++report_.float_scale_layers;
+    }
+  }
+
+  // alg(x, alpha, beta) of the composer's vocabulary.
+  std::string eltwise(const Node& n, const std::string& b, const std::string& x, composer::EltwiseAlg alg,
+                      float alpha, float beta) {
+    using composer::EltwiseAlg;
+    const auto unary = [&](const char* op) { return w_.op(op, b, {x}); };
+    switch (alg) {
+      case EltwiseAlg::relu: {
+        if (alpha == 0.0f) return unary("Relu");
+        const std::string t = unary("LeakyRelu");
+        Writer::float_attr(*w_.producer(t), "alpha", alpha);
+        return t;
+      }
+      case EltwiseAlg::elu: {
+        const std::string t = unary("Elu");
+        Writer::float_attr(*w_.producer(t), "alpha", alpha);
+        return t;
+      }
+      case EltwiseAlg::tanh: return unary("Tanh");
+      case EltwiseAlg::square: return w_.op("Mul", b, {x, x});
+      case EltwiseAlg::abs: return unary("Abs");
+      case EltwiseAlg::sqrt: return unary("Sqrt");
+      case EltwiseAlg::linear: {
+        const std::string t = w_.op("Mul", b + "/alpha", {x, w_.scalar(b + "/alpha", alpha)});
+        return beta == 0.0f ? t : w_.op("Add", b + "/beta", {t, w_.scalar(b + "/beta", beta)});
+      }
+      case EltwiseAlg::clip: return w_.op("Clip", b, {x, w_.scalar(b + "/lo", alpha), w_.scalar(b + "/hi", beta)});
+      case EltwiseAlg::logistic: return unary("Sigmoid");
+      case EltwiseAlg::exp: return unary("Exp");
+      case EltwiseAlg::gelu_tanh:
+      case EltwiseAlg::gelu_erf: {
+        const std::string t = w_.fresh(b);
+        gelu(b, x, alg == EltwiseAlg::gelu_tanh, t);
+        return t;
+      }
+      case EltwiseAlg::swish: {
+        const std::string t = w_.fresh(b);
+        swish(b, x, alpha, t);
+        return t;
+      }
+      case EltwiseAlg::hardswish: return unary("HardSwish");
+      case EltwiseAlg::hsigmoid: {
+        const std::string t = unary("HardSigmoid");
+        Writer::float_attr(*w_.producer(t), "alpha", 1.0f / 6.0f);
+        Writer::float_attr(*w_.producer(t), "beta", 0.5f);
+        return t;
+      }
+      case EltwiseAlg::round: return unary("Round");
+      case EltwiseAlg::log:
+      case EltwiseAlg::mish: break;
+    }
+    refuse(n, "post-op eltwise " + composer::to_string(alg) +
+                  ": qfuse has no operator to read its ONNX form back as");
   }
 
   void pool_attrs(::onnx::NodeProto& p, const graph::PoolAttrs& a) {
@@ -419,18 +1180,18 @@ class Exporter {
     Writer::ints(p, "pads", pads);
   }
 
+  // An int8 average pool (an f32 one is an ordinary AveragePool).
   void avg_pool(const Node& n) {
     const auto& a = n.attr<graph::PoolAttrs>();
     const graph::Value& x = g_.value(n.inputs[0]);
     const graph::Value& y = g_.value(n.outputs[0]);
-    if (x.type == ElementType::f32) refuse(n, "an f32 pool");
     if (a.out_shift == std::nearbyint(a.out_shift) && std::abs(a.out_shift) <= 255.0f) {
       // round(out_scale * mean + shift) for an integer shift: Q/DQ around the
       // pool, the form int8 runtimes run as one int8 pool.
       const int zt = onnx_type(x.type);
       const std::string dq = w_.op(
           "DequantizeLinear", n.name + "/dequantize",
-          {x.name, w_.constant(n.name + "/in_scale", kFloat, std::vector<float>{a.out_scale}, {}),
+          {in(n.inputs[0]), w_.constant(n.name + "/in_scale", kFloat, std::vector<float>{a.out_scale}, {}),
            w_.constant(n.name + "/in_zero_point", zt, std::vector<std::int32_t>{0}, {})});
       const std::string pooled = w_.fresh(n.name + "/mean");
       auto& p = w_.node("AveragePool", n.name, {dq}, pooled);
@@ -440,11 +1201,10 @@ class Exporter {
               {pooled, w_.constant(n.name + "/out_scale", kFloat, std::vector<float>{1.0f}, {}),
                w_.constant(n.name + "/out_zero_point", onnx_type(y.type),
                            std::vector<std::int32_t>{static_cast<std::int32_t>(a.out_shift)}, {})},
-              y.name);
+              name(n.outputs[0]));
       return;
     }
-    std::string t = w_.op("Cast", n.name + "/cast", {x.name});
-    Writer::int_attr(*find_node(t), "to", kFloat);
+    std::string t = cast(in(n.inputs[0]), kFloat, n.name + "/cast");
     const std::string pooled = w_.fresh(n.name + "/mean");
     auto& p = w_.node("AveragePool", n.name, {t}, pooled);
     pool_attrs(p, a);
@@ -458,29 +1218,29 @@ class Exporter {
       t = w_.op("Add", n.name + "/out_shift",
                 {t, w_.constant(n.name + "/out_shift", kFloat, std::vector<float>{a.out_shift}, {})});
     }
-    quantize(n.name, t, onnx_type(y.type), y.name);
+    quantize(n.name, t, onnx_type(y.type), name(n.outputs[0]));
   }
 
-  void max_pool(const Node& n) {
+  void max_pool(const Node& n, const std::string& y) {
     const auto& a = n.attr<graph::PoolAttrs>();
-    auto& p = w_.node("MaxPool", n.name, {name(n.inputs[0])}, name(n.outputs[0]));
+    auto& p = w_.node("MaxPool", n.name, {in(n.inputs[0])}, y);
     pool_attrs(p, a);
-    Writer::ints(p, "dilations", a.dilations);
+    Writer::ints(p, "dilations", a.dilations.empty() ? graph::Ints(a.kernel.size(), 1) : a.dilations);
   }
 
   const graph::Graph& g_;
-  const std::function<const composer::IntegerPlan*(const Node&)>& plan_of_;
+  const ExportSource& source_;
   Writer w_;
   ::onnx::GraphProto& proto_;
   ExportReport report_;
+  std::set<std::uint32_t> written_constants_;
+  std::vector<std::string> names_;  // by ValueId: the ONNX tensor name
 };
 
 }  // namespace
 
-ExportReport export_prequantized(
-    const graph::Graph& fused,
-    const std::function<const composer::IntegerPlan*(const graph::Node&)>& plan_of,
-    const std::string& path) {
+ExportReport export_prequantized(const graph::Graph& fused, const ExportSource& source,
+                                 const std::string& path) {
   ::onnx::ModelProto model;
   model.set_ir_version(7);
   model.set_producer_name("qfuse export-prequantized");
@@ -489,7 +1249,7 @@ ExportReport export_prequantized(
   opset->set_version(kOpset);
   ::onnx::GraphProto* g = model.mutable_graph();
   g->set_name("prequantized");
-  const ExportReport report = Exporter(fused, plan_of, *g).run();
+  const ExportReport report = Exporter(fused, source, *g).run();
   try {
     ::onnx::checker::check_model(model);
   } catch (const std::exception& e) {
@@ -501,6 +1261,16 @@ ExportReport export_prequantized(
     throw IoError("export-prequantized: cannot write " + path);
   }
   return report;
+}
+
+ExportReport export_prequantized(
+    const graph::Graph& fused,
+    const std::function<const composer::IntegerPlan*(const graph::Node&)>& plan_of,
+    const std::string& path) {
+  ExportSource source;
+  source.integer_plan = plan_of;
+  source.prequantized_only = true;
+  return export_prequantized(fused, source, path);
 }
 
 }  // namespace qfuse::onnx

@@ -341,6 +341,18 @@ class Importer {
   void op_concat(AttrReader& a);
   void op_resize(AttrReader& a);
   void op_slice(AttrReader& a);
+  // Gather on a constant 256-entry u8 / s8 table by a runtime index in
+  // [0, 255] or [-128, 127] (codes cast to an integer type): a Lookup.
+  void op_gather(AttrReader& a);
+  // Erf inside GELU as PyTorch writes it, x * 0.5 * (1 + erf(x / sqrt(2)))
+  // (also 0.5 x * (1 + erf(..)) and x * ((1 + erf(..)) * 0.5)): one Gelu;
+  // qfuse has no Erf of its own.
+  void op_erf(AttrReader& a);
+  // The one value of a constant tensor: an initializer, a folded tensor, or
+  // a Constant node (which may come later in the file than its reader).
+  std::optional<double> scalar_tensor(const std::string& name) const;
+  // The only node reading `name`, unless `name` is a graph output.
+  std::optional<int> sole_onnx_consumer(const std::string& name) const;
   void op_reduce_mean(AttrReader& a);
   void op_pow(AttrReader& a);
   void op_softmax(AttrReader& a);
@@ -401,6 +413,11 @@ class Importer {
   std::set<std::string> used_names_;
   const ::onnx::NodeProto* node_ = nullptr;
   std::string base_;
+  // The file's nodes by the tensors they write and read (indices).
+  std::unordered_map<std::string, int> onnx_producer_;
+  std::unordered_map<std::string, std::vector<int>> onnx_consumers_;
+  // Nodes a pattern imported with an earlier node: skipped.
+  std::set<int> taken_nodes_;
 };
 
 using graph::broadcast_offsets;

@@ -333,3 +333,44 @@ void Importer::op_resize(AttrReader& a) {
 }
 
 }  // namespace qfuse::onnx::impl
+
+namespace qfuse::onnx::impl {
+
+void Importer::op_gather(AttrReader& a) {
+  Operand& data = in(0);
+  Operand& idx = in(1);
+  const char* what = "Gather by a runtime index from anything but a constant 1-D table of 256 "
+                     "UINT8 or INT8 values (qfuse's Lookup)";
+  if (!data.literal || data.shape.size() != 1 || data.literal->values.size() != 256 ||
+      (data.type != kUint8 && data.type != kInt8)) {
+    unsupported(what);
+  }
+  (void)normalize_axis(a.i("axis", 0), 1, "axis");
+  if (!is_integer_type(idx.type)) malformed("the indices are not integers");
+  const Values& t = data.literal->values;
+  const Interval r = int_range(idx);
+  const auto byte = [](double v) { return static_cast<std::uint8_t>(static_cast<std::int32_t>(v)); };
+  std::vector<std::uint8_t> table(256);
+  ElementType codes = ElementType::u8;
+  if (r.lo >= 0 && r.hi <= 255) {
+    for (std::size_t k = 0; k < 256; ++k) table[k] = byte(t[k]);
+  } else if (r.lo >= -128 && r.hi <= 127) {
+    // s8 codes: code k - 128 reads entry k - 128, negative ones from the end.
+    codes = ElementType::s8;
+    for (std::size_t k = 0; k < 256; ++k) table[k] = byte(t[(k + 128) % 256]);
+  } else {
+    unsupported("indices in [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) +
+                "] (a Lookup reads codes in [0, 255] or [-128, 127])");
+  }
+  const ElementType to = data.type == kUint8 ? ElementType::u8 : ElementType::s8;
+  const ValueId c = emit(OpKind::Convert, {f32(idx)}, graph::ConvertAttrs{codes}, "codes");
+  const ValueId y = emit(OpKind::Lookup, {c}, graph::LookupAttrs{std::move(table), to});
+  Operand o;
+  o.type = data.type;
+  o.value = y;
+  o.shape = idx.shape;
+  o.range = range_of(t);
+  set_out(0, o);
+}
+
+}  // namespace qfuse::onnx::impl

@@ -203,7 +203,14 @@ graph::Graph Importer::run() {
     throw UnsupportedError("import " + origin_ + ": sparse initializers are not supported");
   }
   bind_inputs(initializers);
-  for (int i = 0; i < g.node_size(); ++i) import_node(g.node(i), static_cast<std::size_t>(i));
+  for (int i = 0; i < g.node_size(); ++i) {
+    for (const std::string& out : g.node(i).output()) onnx_producer_[out] = i;
+    for (const std::string& x : g.node(i).input()) onnx_consumers_[x].push_back(i);
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    if (taken_nodes_.count(i) != 0) continue;  // part of a pattern imported as one op
+    import_node(g.node(i), static_cast<std::size_t>(i));
+  }
   mark_outputs();
   remove_dead_nodes();
   // Tensors a live node computes under another name than the file's.
@@ -229,6 +236,7 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
       {"Sqrt", &Importer::op_unary},
       {"Round", &Importer::op_unary},
       {"HardSwish", &Importer::op_unary},
+      {"Erf", &Importer::op_erf},
       {"Elu", &Importer::op_elu_like},
       {"LeakyRelu", &Importer::op_elu_like},
       {"HardSigmoid", &Importer::op_hard_sigmoid},
@@ -262,6 +270,7 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
       {"Concat", &Importer::op_concat},
       {"Resize", &Importer::op_resize},
       {"Slice", &Importer::op_slice},
+      {"Gather", &Importer::op_gather},
       {"ReduceMean", &Importer::op_reduce_mean},
       {"Pow", &Importer::op_pow},
       {"Softmax", &Importer::op_softmax},
