@@ -268,12 +268,29 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
 // fused layers' s8 weights equal the codes, and the unfused runtime's
 // DequantizeLinear output equals numpy's bit for bit. A model whose file
 // quantizes no weights has no such directory.
-TEST_P(Corpus, WeightsQuantizeToOnnxsCodes) {
-  const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / (GetParam() + ".weight_codes");
-  if (!fs::is_directory(dir)) {
-    EXPECT_NE(GetParam().rfind("torch_qat_", 0), 0u) << "a PyTorch export quantizes its weights";
-    GTEST_SKIP() << "the file quantizes no weights itself";
+std::vector<std::string> weight_code_models() {
+  std::vector<std::string> names;
+  for (const std::string& m : corpus_models()) {
+    if (fs::is_directory(fs::path(QFUSE_CORPUS_DIR) / (m + ".weight_codes"))) names.push_back(m);
   }
+  return names;
+}
+
+TEST(CorpusWeightCodes, EveryPyTorchExportHasThem) {
+  const std::vector<std::string> with = weight_code_models();
+  int torch_exports = 0;
+  for (const std::string& m : corpus_models()) {
+    if (m.rfind("torch_qat_", 0) != 0) continue;
+    ++torch_exports;
+    EXPECT_NE(std::find(with.begin(), with.end(), m), with.end()) << m;
+  }
+  EXPECT_GE(torch_exports, 4);
+}
+
+class CorpusWeights : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CorpusWeights, QuantizeToOnnxsCodes) {
+  const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / (GetParam() + ".weight_codes");
   struct Entry {
     std::string key, initializer, dq_output;
   };
@@ -333,6 +350,10 @@ TEST_P(Corpus, WeightsQuantizeToOnnxsCodes) {
   EXPECT_EQ(seen, entries.size());
   EXPECT_GT(checked, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Exporters, CorpusWeights, ::testing::ValuesIn(weight_code_models()),
+                         [](const auto& p) { return p.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CorpusWeights);
 
 INSTANTIATE_TEST_SUITE_P(Exporters, Corpus, ::testing::ValuesIn(corpus_models()),
                          [](const auto& p) { return p.param; });
