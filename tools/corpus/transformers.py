@@ -183,6 +183,17 @@ def calibrate(model, length, batches=4):
     return ranges
 
 
+def _replace_nodes(g, nodes, added):
+    """g's nodes become `nodes`, `added` joins its initializers, unused ones go."""
+    del g.node[:]
+    g.node.extend(nodes)
+    g.initializer.extend(added)
+    used = {i for n in g.node for i in n.input}
+    keep = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+
+
 def quantize_static(model, ranges):
     """ONNX Runtime's QDQ form (see the module comment)."""
     m = onnx.ModelProto()
@@ -225,13 +236,7 @@ def quantize_static(model, ranges):
             del n.input[:]
             n.input.extend(new_inputs)
         nodes.append(n)
-    del g.node[:]
-    g.node.extend(nodes)
-    g.initializer.extend(added)
-    used = {i for n in g.node for i in n.input}
-    keep = [t for t in g.initializer if t.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
+    _replace_nodes(g, nodes, added)
     return m
 
 
@@ -261,13 +266,7 @@ def quantize_dynamic(model):
         nodes.append(helper.make_node("Cast", [mm], [cast], name=mm + "_cast_output", to=TensorProto.FLOAT))
         nodes.append(helper.make_node("Mul", [as_, ws], [prod + ":0"], name=prod))
         nodes.append(helper.make_node("Mul", [cast, prod + ":0"], [y], name=base + "_output_scale_mul"))
-    del g.node[:]
-    g.node.extend(nodes)
-    g.initializer.extend(added)
-    used = {i for n in g.node for i in n.input}
-    keep = [t for t in g.initializer if t.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
+    _replace_nodes(g, nodes, added)
     opset = next(o for o in m.opset_import if o.domain in ("", "ai.onnx"))
     opset.version = max(opset.version, 11)  # DynamicQuantizeLinear
     return m
