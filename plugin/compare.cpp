@@ -35,16 +35,7 @@ float at(const std::vector<float>& v, std::size_t c) { return v[v.size() == 1 ? 
 std::optional<std::vector<float>> fq_step(const graph::Graph& g, const graph::Node& fq,
                                           const Shape& shape, std::vector<float>* ol_out) {
   if (shape.size() < 2) return std::nullopt;
-  auto ol = graph::pattern::channel_vector(g, fq.inputs[3], shape, 1);
-  auto oh = graph::pattern::channel_vector(g, fq.inputs[4], shape, 1);
-  if (!ol || !oh) return std::nullopt;
-  const std::size_t n = std::max(ol->size(), oh->size());
-  const auto lo = graph::pattern::expand(*ol, n), hi = graph::pattern::expand(*oh, n);
-  const double steps = static_cast<double>(fq.attr<graph::FakeQuantizeAttrs>().levels - 1);
-  std::vector<float> step(n);
-  for (std::size_t c = 0; c < n; ++c) step[c] = static_cast<float>((hi[c] - lo[c]) / steps);
-  if (ol_out) *ol_out = lo;
-  return step;
+  return graph::pattern::output_quantum(g, fq, shape, 1, ol_out);
 }
 
 // Adds the difference of the fused value `t` (plain layout) from `ref` (the

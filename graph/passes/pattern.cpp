@@ -154,6 +154,21 @@ std::optional<Dequantize> dequantize_chain(const Graph& g, ValueId v) {
   return d;
 }
 
+std::optional<std::vector<float>> output_quantum(const Graph& g, const Node& fq,
+                                                 const Shape& shape, std::size_t axis,
+                                                 std::vector<float>* output_low) {
+  auto ol = channel_vector(g, fq.inputs[3], shape, axis);
+  auto oh = channel_vector(g, fq.inputs[4], shape, axis);
+  if (!ol || !oh) return std::nullopt;
+  const std::size_t n = std::max(ol->size(), oh->size());
+  const auto lo = expand(*ol, n), hi = expand(*oh, n);
+  const double steps = static_cast<double>(fq.attr<FakeQuantizeAttrs>().levels - 1);
+  std::vector<float> q(n);
+  for (std::size_t c = 0; c < n; ++c) q[c] = static_cast<float>((static_cast<double>(hi[c]) - lo[c]) / steps);
+  if (output_low != nullptr) *output_low = lo;
+  return q;
+}
+
 bool has_linear_grid(const Node& fq) {
   return fq.kind == OpKind::FakeQuantize && fq.inputs.size() == kFakeQuantizeLinearInputs;
 }

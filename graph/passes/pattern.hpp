@@ -71,6 +71,13 @@ struct Dequantize {
 };
 std::optional<Dequantize> dequantize_chain(const Graph& g, ValueId v);
 
+// The quantum (oh - ol) / (L - 1) of a FakeQuantize's output, along `axis`
+// of `shape`: one value or one per index of that axis; nullopt when its
+// output ranges are not such constants. `output_low` receives ol alike.
+std::optional<std::vector<float>> output_quantum(const Graph& g, const Node& fq,
+                                                 const Shape& shape, std::size_t axis,
+                                                 std::vector<float>* output_low = nullptr);
+
 // ONNX's grid of a FakeQuantize that has one (scale and zero point, see
 // FakeQuantizeAttrs), as constants along `axis` of `shape`: each of size 1 or
 // one per index. nullopt when the node quantizes by its ranges, or when the

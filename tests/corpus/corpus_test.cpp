@@ -100,15 +100,7 @@ std::optional<std::vector<float>> quantum_of(const graph::Graph& g, graph::Value
   const graph::Node* fq = graph::pattern::producer_of(g, v, graph::OpKind::FakeQuantize);
   if (fq == nullptr) return std::nullopt;
   const Shape& shape = g.value(v).shape;
-  auto ol = graph::pattern::channel_vector(g, fq->inputs[3], shape, shape.size() > 1 ? 1 : 0);
-  auto oh = graph::pattern::channel_vector(g, fq->inputs[4], shape, shape.size() > 1 ? 1 : 0);
-  if (!ol || !oh) return std::nullopt;
-  const std::size_t n = std::max(ol->size(), oh->size());
-  const auto lo = graph::pattern::expand(*ol, n), hi = graph::pattern::expand(*oh, n);
-  const double steps = static_cast<double>(fq->attr<graph::FakeQuantizeAttrs>().levels - 1);
-  std::vector<float> q(n);
-  for (std::size_t c = 0; c < n; ++c) q[c] = static_cast<float>((hi[c] - lo[c]) / steps);
-  return q;
+  return graph::pattern::output_quantum(g, *fq, shape, shape.size() > 1 ? 1 : 0);
 }
 
 // "<net>" for the real networks' files "<net>_f32|_wq|_qdq", else empty.
