@@ -27,6 +27,7 @@
 #include "graph/onnx/exporter.hpp"
 #include "graph/onnx/importer.hpp"
 #include <onnx/checker.h>
+#include "tests/corpus/corpus_util.hpp"
 #include "tools/common/npy.hpp"
 #include "graph/passes/pattern.hpp"
 #include "graph/model_impl.hpp"
@@ -37,17 +38,9 @@ namespace qfuse {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<std::string> corpus_models() {
-  std::vector<std::string> names;
-  const fs::path dir(QFUSE_CORPUS_DIR);
-  if (!fs::is_directory(dir)) return names;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() == ".onnx") names.push_back(e.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using corpus::argmax_rows;
+using corpus::quantum_of;
+using corpus::real_network;
 
 fs::path model_path(const std::string& name) {
   return fs::path(QFUSE_CORPUS_DIR) / (name + ".onnx");
@@ -94,23 +87,6 @@ bool is_layer_op(const std::string& op) {
   return false;
 }
 
-// The quantum of an f32 output made by a FakeQuantize (So per channel, or
-// per tensor); nullopt when the output has no quantization grid.
-std::optional<std::vector<float>> quantum_of(const graph::Graph& g, graph::ValueId v) {
-  const graph::Node* fq = graph::pattern::producer_of(g, v, graph::OpKind::FakeQuantize);
-  if (fq == nullptr) return std::nullopt;
-  const Shape& shape = g.value(v).shape;
-  return graph::pattern::output_quantum(g, *fq, shape, shape.size() > 1 ? 1 : 0);
-}
-
-// "<net>" for the real networks' files "<net>_f32|_wq|_qdq", else empty.
-std::string real_network(const std::string& name) {
-  const auto cut = name.rfind('_');
-  if (cut == std::string::npos) return {};
-  const std::string net = name.substr(0, cut);
-  return fs::exists(fs::path(QFUSE_CORPUS_DIR) / (net + "_f32.output.npy")) ? net : std::string();
-}
-
 Tensor npy(const std::string& file) { return tools::read_npy(fs::path(QFUSE_CORPUS_DIR) / file); }
 
 Tensor run_on(const CompiledModel& m, const Tensor& x) {
@@ -118,20 +94,6 @@ Tensor run_on(const CompiledModel& m, const Tensor& x) {
   r.set_input(m.input_names().at(0), x);
   r.infer();
   return r.output(m.output_names().at(0));
-}
-
-// Index of the largest value of each row (last axis).
-std::vector<std::int64_t> argmax_rows(const Tensor& t) {
-  const std::int64_t n = t.shape().back();
-  std::vector<std::int64_t> out;
-  for (std::int64_t r = 0; r < t.size() / n; ++r) {
-    std::int64_t best = 0;
-    for (std::int64_t i = 1; i < n; ++i) {
-      if (t.as_float(r * n + i) > t.as_float(r * n + best)) best = i;
-    }
-    out.push_back(best);
-  }
-  return out;
 }
 
 double mean_abs_diff(const Tensor& a, const Tensor& b) {
@@ -262,7 +224,7 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
 // quantizes no weights has no such directory.
 std::vector<std::string> weight_code_models() {
   std::vector<std::string> names;
-  for (const std::string& m : corpus_models()) {
+  for (const std::string& m : corpus::models()) {
     if (fs::is_directory(fs::path(QFUSE_CORPUS_DIR) / (m + ".weight_codes"))) names.push_back(m);
   }
   return names;
@@ -271,7 +233,7 @@ std::vector<std::string> weight_code_models() {
 TEST(CorpusWeightCodes, EveryPyTorchExportHasThem) {
   const std::vector<std::string> with = weight_code_models();
   int torch_exports = 0;
-  for (const std::string& m : corpus_models()) {
+  for (const std::string& m : corpus::models()) {
     if (m.rfind("torch_qat_", 0) != 0) continue;
     ++torch_exports;
     EXPECT_NE(std::find(with.begin(), with.end(), m), with.end()) << m;
@@ -347,7 +309,7 @@ INSTANTIATE_TEST_SUITE_P(Exporters, CorpusWeights, ::testing::ValuesIn(weight_co
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CorpusWeights);
 
-INSTANTIATE_TEST_SUITE_P(Exporters, Corpus, ::testing::ValuesIn(corpus_models()),
+INSTANTIATE_TEST_SUITE_P(Exporters, Corpus, ::testing::ValuesIn(corpus::models()),
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Corpus);
 
@@ -541,7 +503,7 @@ TEST_P(RealNetworkF32, MatchesTheNumpyInterpreter) {
 
 std::vector<std::string> real_networks() {
   std::vector<std::string> nets;
-  for (const std::string& m : corpus_models()) {
+  for (const std::string& m : corpus::models()) {
     if (m.size() > 4 && m.compare(m.size() - 4, 4, "_f32") == 0 && !real_network(m).empty()) {
       nets.push_back(real_network(m));
     }

@@ -34,12 +34,16 @@
 #include "graph/passes/pattern.hpp"
 #include "plugin/api_internal.hpp"
 #include "tests/fusion/fusion_test_util.hpp"
+#include "tests/corpus/corpus_util.hpp"
 #include "tools/common/npy.hpp"
 
 namespace qfuse {
 namespace {
 
 namespace fs = std::filesystem;
+using corpus::argmax_rows;
+using corpus::quantum_of;
+using corpus::real_network;
 
 onnx::ExportSource source_of(const CompiledModel& m) {
   onnx::ExportSource s;
@@ -47,28 +51,6 @@ onnx::ExportSource source_of(const CompiledModel& m) {
   s.composed_plan = [&m](const graph::Node& n) { return composed_plan(m, n); };
   s.absorbed_post_ops = [&m](const graph::Node& n) { return absorbed_post_ops(m, n); };
   return s;
-}
-
-// The quantum of an f32 output made by a FakeQuantize (per channel on axis
-// 1, or per tensor); nullopt when it has no grid.
-std::optional<std::vector<float>> quantum_of(const graph::Graph& g, graph::ValueId v) {
-  const graph::Node* fq = graph::pattern::producer_of(g, v, graph::OpKind::FakeQuantize);
-  if (fq == nullptr) return std::nullopt;
-  const Shape& shape = g.value(v).shape;
-  return graph::pattern::output_quantum(g, *fq, shape, shape.size() > 1 ? 1 : 0);
-}
-
-std::vector<std::int64_t> argmax_rows(const Tensor& t) {
-  const std::int64_t n = t.shape().back();
-  std::vector<std::int64_t> out;
-  for (std::int64_t r = 0; r < t.size() / n; ++r) {
-    std::int64_t best = 0;
-    for (std::int64_t i = 1; i < n; ++i) {
-      if (t.as_float(r * n + i) > t.as_float(r * n + best)) best = i;
-    }
-    out.push_back(best);
-  }
-  return out;
 }
 
 // The ONNX operator types of a file.
@@ -190,25 +172,6 @@ void print(const std::string& stem, const RoundTrip& rt) {
 
 // ---- the corpus --------------------------------------------------------------
 
-std::vector<std::string> corpus_models() {
-  std::vector<std::string> names;
-  const fs::path dir(QFUSE_CORPUS_DIR);
-  if (!fs::is_directory(dir)) return names;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() == ".onnx") names.push_back(e.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-// "<net>" for the real networks' files "<net>_f32|_wq|_qdq", else empty.
-std::string real_network(const std::string& name) {
-  const auto cut = name.rfind('_');
-  if (cut == std::string::npos) return {};
-  const std::string net = name.substr(0, cut);
-  return fs::exists(fs::path(QFUSE_CORPUS_DIR) / (net + "_f32.output.npy")) ? net : std::string();
-}
-
 class ExportCorpus : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ExportCorpus, ExportsAndMatchesTheIntegerOnlyOriginalWithinOneLsb) {
@@ -242,7 +205,7 @@ TEST_P(ExportCorpus, ExportsAndMatchesTheIntegerOnlyOriginalWithinOneLsb) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, ExportCorpus, ::testing::ValuesIn(corpus_models()),
+INSTANTIATE_TEST_SUITE_P(Corpus, ExportCorpus, ::testing::ValuesIn(corpus::models()),
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ExportCorpus);
 

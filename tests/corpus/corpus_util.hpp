@@ -1,0 +1,64 @@
+#pragma once
+// Helpers the corpus test binaries share: the models of the corpus directory
+// (QFUSE_CORPUS_DIR, written by tools/corpus/build_corpus.py) and how their
+// outputs are judged.
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "graph/passes/pattern.hpp"
+#include "qfuse/tensor.hpp"
+
+namespace qfuse::corpus {
+
+// The model names (file stems) of the corpus directory, sorted.
+inline std::vector<std::string> models() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  const fs::path dir(QFUSE_CORPUS_DIR);
+  if (!fs::is_directory(dir)) return names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".onnx") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// "<net>" for the real networks' files "<net>_f32|_wq|_qdq", else empty.
+inline std::string real_network(const std::string& name) {
+  namespace fs = std::filesystem;
+  const auto cut = name.rfind('_');
+  if (cut == std::string::npos) return {};
+  const std::string net = name.substr(0, cut);
+  return fs::exists(fs::path(QFUSE_CORPUS_DIR) / (net + "_f32.output.npy")) ? net : std::string();
+}
+
+// The quantum of an f32 output made by a FakeQuantize (per channel on axis
+// 1, or per tensor); nullopt when the output has no quantization grid.
+inline std::optional<std::vector<float>> quantum_of(const graph::Graph& g, graph::ValueId v) {
+  const graph::Node* fq = graph::pattern::producer_of(g, v, graph::OpKind::FakeQuantize);
+  if (fq == nullptr) return std::nullopt;
+  const Shape& shape = g.value(v).shape;
+  return graph::pattern::output_quantum(g, *fq, shape, shape.size() > 1 ? 1 : 0);
+}
+
+// The index of each row's largest element (rows along the last dimension).
+inline std::vector<std::int64_t> argmax_rows(const Tensor& t) {
+  const std::int64_t n = t.shape().back();
+  std::vector<std::int64_t> out;
+  for (std::int64_t r = 0; r < t.size() / n; ++r) {
+    std::int64_t best = 0;
+    for (std::int64_t i = 1; i < n; ++i) {
+      if (t.as_float(r * n + i) > t.as_float(r * n + best)) best = i;
+    }
+    out.push_back(best);
+  }
+  return out;
+}
+
+}  // namespace qfuse::corpus
