@@ -137,7 +137,11 @@ bool hoist_fake_quantize(Graph& g, PassContext& ctx) {
     const Node old_fq = fq, mover = m;
     std::vector<ValueId> fq_inputs = old_fq.inputs;
     fq_inputs[0] = y;
-    const ValueId q = emit(g, OpKind::FakeQuantize, old_fq.name, fq_inputs, old_fq.attrs);
+    // Its own name: the model's name stays on the moved node's output, the
+    // tensor the FakeQuantize wrote (two values of one name would let a
+    // lookup by name, qfuse compare's, find the one before the move).
+    const ValueId q = emit(g, OpKind::FakeQuantize, old_fq.name + "/above_" + mover.name,
+                           fq_inputs, old_fq.attrs);
     const ValueId moved = emit(g, mover.kind, mover.name, {q}, mover.attrs);
     replace_value(g, old_fq.outputs[0], moved);
     g.erase_node(id);
