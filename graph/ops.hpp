@@ -65,6 +65,8 @@ enum class OpKind : std::uint8_t {
   QuantizedDeconvolution,
   QuantizedFullyConnected,
   QuantizedMatMul,
+  // Rows of a table (embeddings) by runtime indices (GatherAttrs).
+  Gather,
 };
 
 using qfuse::to_string;
@@ -290,10 +292,19 @@ struct LookupAttrs {
   bool operator==(const LookupAttrs&) const = default;
 };
 
+// Gather: inputs data, indices (s32, s64, or integral f32; negative ones
+// count from the end of `axis`, as ONNX's). Output: data's shape with `axis`
+// replaced by the indices' shape; an index outside [-d, d) is an inference
+// error naming the node.
+struct GatherAttrs {
+  std::int64_t axis = 0;
+  bool operator==(const GatherAttrs&) const = default;
+};
+
 using Attributes =
     std::variant<NoAttrs, ConvAttrs, DeconvAttrs, MatMulAttrs, FakeQuantizeAttrs, ClampAttrs,
                  AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
                  FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
-                 PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs>;
+                 PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs, GatherAttrs>;
 
 }  // namespace qfuse::graph

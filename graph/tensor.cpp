@@ -13,6 +13,7 @@ std::string_view to_string(ElementType type) {
     case ElementType::s8: return "s8";
     case ElementType::u8: return "u8";
     case ElementType::s32: return "s32";
+    case ElementType::s64: return "s64";
   }
   return "?";
 }
@@ -23,6 +24,7 @@ std::size_t element_size(ElementType type) {
     case ElementType::s8: return 1;
     case ElementType::u8: return 1;
     case ElementType::s32: return 4;
+    case ElementType::s64: return 8;
   }
   return 0;
 }
@@ -60,6 +62,7 @@ Tensor::Tensor(ElementType type, Shape shape) : type_(type), shape_(std::move(sh
     case ElementType::s8: storage_ = std::vector<std::int8_t>(n); break;
     case ElementType::u8: storage_ = std::vector<std::uint8_t>(n); break;
     case ElementType::s32: storage_ = std::vector<std::int32_t>(n); break;
+    case ElementType::s64: storage_ = std::vector<std::int64_t>(n); break;
   }
 }
 
@@ -117,6 +120,7 @@ float Tensor::as_float(std::int64_t i) const {
     case ElementType::s8: return static_cast<const std::int8_t*>(p)[k];
     case ElementType::u8: return static_cast<const std::uint8_t*>(p)[k];
     case ElementType::s32: return static_cast<float>(static_cast<const std::int32_t*>(p)[k]);
+    case ElementType::s64: return static_cast<float>(static_cast<const std::int64_t*>(p)[k]);
   }
   return 0.0f;
 }

@@ -483,6 +483,10 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::Convert: {
       c.expect_inputs(1, 1);
       const auto& a = std::get<ConvertAttrs>(n.attrs);
+      c.expect(c.in(0).type != ElementType::s64 ||
+                   (!a.quantizes() && (a.to == ElementType::f32 || a.to == ElementType::s32 ||
+                                       a.to == ElementType::s64)),
+               "converts s64 to f32 or s32 only (got " + std::string(to_string(a.to)) + ")");
       if (a.quantizes()) {
         c.expect_type(0, ElementType::f32);
         c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,
@@ -611,6 +615,21 @@ OutputSpec check_node(NodeChecker& c) {
       c.expect(a.table.size() == 256, "a Lookup table has 256 entries, not " +
                                           std::to_string(a.table.size()));
       return {c.shape(0), a.to};
+    }
+    case OpKind::Gather: {
+      c.expect_inputs(2, 2);
+      const ElementType it = c.in(1).type;
+      c.expect(it == ElementType::s32 || it == ElementType::s64 || it == ElementType::f32,
+               "indices must be s32, s64 or f32 (got " + std::string(to_string(it)) + ")");
+      auto& a = std::get<GatherAttrs>(n.attrs);
+      c.expect(c.rank(0) >= 1, "data must have rank >= 1");
+      a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(c.rank(0)), false);
+      const Shape& data = c.shape(0);
+      const auto axis = static_cast<std::size_t>(a.axis);
+      Shape out(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(axis));
+      out.insert(out.end(), c.shape(1).begin(), c.shape(1).end());
+      out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(axis) + 1, data.end());
+      return {out, c.in(0).type};
     }
     case OpKind::Softmax: {
       c.expect_inputs(1, 1);

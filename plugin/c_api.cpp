@@ -34,6 +34,7 @@ bool element_type(qfuse_element_type t, qfuse::ElementType& out) {
     case QFUSE_S8: out = qfuse::ElementType::s8; return true;
     case QFUSE_U8: out = qfuse::ElementType::u8; return true;
     case QFUSE_S32: out = qfuse::ElementType::s32; return true;
+    case QFUSE_S64: out = qfuse::ElementType::s64; return true;
     case QFUSE_ELEMENT_TYPE_MAX_ENUM: break;
   }
   return false;
@@ -44,6 +45,7 @@ qfuse_element_type c_type(qfuse::ElementType t) {
     case qfuse::ElementType::s8: return QFUSE_S8;
     case qfuse::ElementType::u8: return QFUSE_U8;
     case qfuse::ElementType::s32: return QFUSE_S32;
+    case qfuse::ElementType::s64: return QFUSE_S64;
     case qfuse::ElementType::f32: break;
   }
   return QFUSE_F32;

@@ -165,11 +165,11 @@ void Importer::op_cast(AttrReader& a) {
   Operand x = in(0);
   if (!to_element_type(to)) {
     unsupported("Cast to " + onnx_type_name(to) +
-                " (qfuse tensors are FLOAT, UINT8, INT8, INT32)");
+                " (qfuse tensors are FLOAT, UINT8, INT8, INT32, INT64)");
   }
   if (!to_element_type(x.type)) {
     unsupported("Cast from " + onnx_type_name(x.type) +
-                " (qfuse tensors are FLOAT, UINT8, INT8, INT32)");
+                " (qfuse tensors are FLOAT, UINT8, INT8, INT32, INT64)");
   }
   if (x.type == to) {
     set_out(0, x);

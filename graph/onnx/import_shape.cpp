@@ -336,17 +336,52 @@ void Importer::op_resize(AttrReader& a) {
 
 namespace qfuse::onnx::impl {
 
+// Gather of rows (embeddings by token ids, x[:, 0]): one Gather node on the
+// data (a constant table or a runtime tensor) by the indices in their own
+// integer type; constant indices are checked here.
+void Importer::gather_rows(AttrReader& a, Operand& data, Operand& idx) {
+  if (data.type != kFloat) {
+    unsupported("Gather from " + onnx_type_name(data.type) + " data (qfuse gathers FLOAT rows, "
+                "and codes through a 256-entry Lookup)");
+  }
+  const std::int64_t rank = rank_of(data.shape);
+  if (rank < 1) malformed("Gather's data is a scalar");
+  const std::int64_t axis = normalize_axis(a.i("axis", 0), rank, "axis");
+  if (idx.literal) {
+    const std::int64_t d = data.shape[sz(axis)];
+    for (double v : idx.literal->values) {
+      if (v < static_cast<double>(-d) || v >= static_cast<double>(d)) {
+        malformed("index " + std::to_string(static_cast<std::int64_t>(v)) + " is out of range for " +
+                  "axis " + std::to_string(axis) + " of length " + std::to_string(d));
+      }
+    }
+  }
+  const ValueId indices = idx.literal ? constant(to_tensor(*idx.literal, label()), "indices")
+                                      : value_type(idx.value) == ElementType::f32 ||
+                                                value_type(idx.value) == ElementType::s32 ||
+                                                value_type(idx.value) == ElementType::s64
+                                            ? idx.value
+                                            : f32(idx);
+  const ValueId y = emit(OpKind::Gather, {f32(data), indices}, graph::GatherAttrs{axis});
+  // ONNX's shape: a scalar index (x[:, 0]) drops the axis; the IR carries it as [1].
+  Shape logical(data.shape.begin(), data.shape.begin() + axis);
+  logical.insert(logical.end(), idx.shape.begin(), idx.shape.end());
+  logical.insert(logical.end(), data.shape.begin() + axis + 1, data.shape.end());
+  Operand out = make_float(y, value_shape(y));
+  if (out.shape != logical) reshape_to(out, logical);
+  set_out(0, out);
+}
+
 void Importer::op_gather(AttrReader& a) {
   Operand& data = in(0);
   Operand& idx = in(1);
-  const char* what = "Gather by a runtime index from anything but a constant 1-D table of 256 "
-                     "UINT8 or INT8 values (qfuse's Lookup)";
+  if (!is_integer_type(idx.type)) malformed("the indices are not integers");
   if (!data.literal || data.shape.size() != 1 || data.literal->values.size() != 256 ||
       (data.type != kUint8 && data.type != kInt8)) {
-    unsupported(what);
+    gather_rows(a, data, idx);
+    return;
   }
   (void)normalize_axis(a.i("axis", 0), 1, "axis");
-  if (!is_integer_type(idx.type)) malformed("the indices are not integers");
   const Values& t = data.literal->values;
   const Interval r = int_range(idx);
   const auto byte = [](double v) { return static_cast<std::uint8_t>(static_cast<std::int32_t>(v)); };

@@ -120,7 +120,7 @@ void Importer::bind_inputs(const std::set<std::string>& initializers) {
     if (!type) {
       throw UnsupportedError("import " + origin_ + ": input '" + vi.name() +
                              "' has element type " + onnx_type_name(tt.elem_type()) +
-                             " (qfuse tensors are FLOAT, UINT8, INT8, INT32)");
+                             " (qfuse tensors are FLOAT, UINT8, INT8, INT32, INT64)");
     }
     Shape shape;
     auto it = options_.input_shapes.find(vi.name());
@@ -329,10 +329,13 @@ void Importer::mark_outputs() {
     node_ = nullptr;
     base_ = vi.name();
     auto type = to_element_type(o.type);
+    // INT64 tensors come in (token ids, masks) and are carried as f32 inside:
+    // an INT64 result would not round-trip values past 2^24.
+    if (type == ElementType::s64) type.reset();
     if (!type) {
       throw UnsupportedError("import " + origin_ + ": output '" + vi.name() +
                              "' has element type " + onnx_type_name(o.type) +
-                             " (qfuse tensors are FLOAT, UINT8, INT8, INT32)");
+                             " (qfuse outputs are FLOAT, UINT8, INT8, INT32)");
     }
     ValueId v;
     if (o.literal) {

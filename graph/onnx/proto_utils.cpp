@@ -39,6 +39,7 @@ std::optional<ElementType> to_element_type(int type) {
     case kUint8: return ElementType::u8;
     case kInt8: return ElementType::s8;
     case kInt32: return ElementType::s32;
+    case kInt64: return ElementType::s64;
     default: return std::nullopt;
   }
 }
@@ -49,6 +50,7 @@ int to_onnx_type(ElementType type) {
     case ElementType::u8: return kUint8;
     case ElementType::s8: return kInt8;
     case ElementType::s32: return kInt32;
+    case ElementType::s64: return kInt64;
   }
   return kUndefined;
 }
@@ -208,7 +210,7 @@ Tensor to_tensor(const Literal& lit, const std::string& what) {
   auto type = to_element_type(lit.type);
   if (!type) {
     throw UnsupportedError("import " + what + ": element type " + onnx_type_name(lit.type) +
-                           " is not supported (qfuse tensors are FLOAT, UINT8, INT8, INT32)");
+                           " is not supported (qfuse tensors are FLOAT, UINT8, INT8, INT32, INT64)");
   }
   Tensor t(*type, lit.shape);
   for (std::size_t i = 0; i < lit.values.size(); ++i) {
@@ -218,6 +220,7 @@ Tensor to_tensor(const Literal& lit, const std::string& what) {
       case ElementType::u8: t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(v); break;
       case ElementType::s8: t.data<std::int8_t>()[i] = static_cast<std::int8_t>(v); break;
       case ElementType::s32: t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v); break;
+      case ElementType::s64: t.data<std::int64_t>()[i] = static_cast<std::int64_t>(v); break;
     }
   }
   return t;

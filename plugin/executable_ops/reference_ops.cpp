@@ -17,6 +17,7 @@
 #include "graph/passes/pattern.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/ops.hpp"
+#include "qfuse/error.hpp"
 
 namespace qfuse::plugin {
 namespace {
@@ -729,6 +730,90 @@ class LookupOp final : public ExecutableOp {
   std::uint8_t flip_ = 0;
 };
 
+// Gather: blocks of data (everything after `axis`) copied by index, any
+// element type, plain layouts. Indices are checked against the axis's length
+// on every inference: a token id past the vocabulary is an error naming the
+// node, not a read out of bounds.
+class GatherOp final : public ExecutableOp {
+ public:
+  GatherOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
+    const Shape& data = g.value(node.inputs[0]).shape;
+    const auto axis = static_cast<std::size_t>(node.attr<graph::GatherAttrs>().axis);
+    for (std::size_t d = 0; d < axis; ++d) outer_ *= data[d];
+    length_ = data[axis];
+    for (std::size_t d = axis + 1; d < data.size(); ++d) inner_ *= data[d];
+    block_bytes_ = static_cast<std::size_t>(inner_) * element_size(g.value(node.inputs[0]).type);
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const Tensor& data = ctx.in(node().inputs[0]);
+    const Tensor& idx = ctx.in(node().inputs[1]);
+    const auto* src = static_cast<const std::byte*>(data.raw_data());
+    auto* dst = static_cast<std::byte*>(ctx.out(node().outputs[0]).raw_data());
+    const std::int64_t count = idx.size();
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(count));
+    for (std::int64_t k = 0; k < count; ++k) {
+      const std::int64_t i = index(idx, k);
+      if (i < -length_ || i >= length_) {
+        throw InferenceError("infer Gather node '" + node().name + "': index " + std::to_string(i) +
+                             " is out of range (expected [" + std::to_string(-length_) + ", " +
+                             std::to_string(length_) + "))");
+      }
+      rows[static_cast<std::size_t>(k)] = i < 0 ? i + length_ : i;
+    }
+    for (std::int64_t o = 0; o < outer_; ++o) {
+      for (std::int64_t k = 0; k < count; ++k) {
+        std::memcpy(dst + static_cast<std::size_t>(o * count + k) * block_bytes_,
+                    src + static_cast<std::size_t>(o * length_ + rows[static_cast<std::size_t>(k)]) *
+                              block_bytes_,
+                    block_bytes_);
+      }
+    }
+  }
+
+  std::string implementation() const override { return "qfuse:gather"; }
+
+ private:
+  static std::int64_t index(const Tensor& idx, std::int64_t k) {
+    const auto i = static_cast<std::size_t>(k);
+    switch (idx.type()) {
+      case ElementType::s64: return idx.data<std::int64_t>()[i];
+      case ElementType::s32: return idx.data<std::int32_t>()[i];
+      default: {
+        // An integral f32 (an importer's integer carrier); others are no index.
+        const float v = idx.data<float>()[i];
+        return std::nearbyint(v) == v && std::abs(v) < 9.0e18f ? static_cast<std::int64_t>(v)
+                                                              : std::numeric_limits<std::int64_t>::min();
+      }
+    }
+  }
+
+  std::int64_t outer_ = 1, length_ = 1, inner_ = 1;
+  std::size_t block_bytes_ = 0;
+};
+
+// Convert from s64 (indices, masks) by a loop: oneDNN 2.6 has no 64-bit
+// integers. To f32 rounds to nearest (exact below 2^24); to s32 saturates.
+class ConvertFromS64Op final : public ExecutableOp {
+ public:
+  using ExecutableOp::ExecutableOp;
+  void execute(ExecContext& ctx) const override {
+    const auto x = ctx.in(node().inputs[0]).data<std::int64_t>();
+    Tensor& y = ctx.out(node().outputs[0]);
+    if (y.type() == ElementType::f32) {
+      auto out = y.data<float>();
+      for (std::size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(x[i]);
+      return;
+    }
+    auto out = y.data<std::int32_t>();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      out[i] = static_cast<std::int32_t>(std::clamp<std::int64_t>(
+          x[i], std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()));
+    }
+  }
+  std::string implementation() const override { return "qfuse:convert_s64"; }
+};
+
 }  // namespace
 
 std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
@@ -748,7 +833,11 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
     case OpKind::Flatten: return std::make_unique<CopyOp>(node);
     case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node, cl(node.inputs[0]));
     case OpKind::Lookup: return std::make_unique<LookupOp>(graph, node);
+    case OpKind::Gather: return std::make_unique<GatherOp>(graph, node);
     case OpKind::Convert:
+      if (graph.value(node.inputs[0]).type == ElementType::s64) {
+        return std::make_unique<ConvertFromS64Op>(node);
+      }
       if (node.attr<graph::ConvertAttrs>().quantizes()) {
         return std::make_unique<QuantizeOp>(graph, node, cl(node.inputs[0]), cl(node.outputs[0]));
       }

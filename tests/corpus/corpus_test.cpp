@@ -517,3 +517,82 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealNetworkF32);
 
 }  // namespace
 }  // namespace qfuse
+
+namespace qfuse {
+namespace {
+
+// The BERT-like encoders (tools/corpus/transformers.py, build/corpus/
+// transformers/) that import today: opset 13, LayerNorm spelled out, float
+// and static QDQ. (LayerNormalization at opset 17 and the dynamic form's
+// DynamicQuantizeLinear are not imported yet.)
+std::vector<std::string> encoder_models() {
+  std::vector<std::string> names;
+  const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / "transformers";
+  if (!fs::is_directory(dir)) return names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string stem = e.path().stem().string();
+    if (e.path().extension() == ".onnx" && stem.find("_op13_") != std::string::npos &&
+        (stem.ends_with("_f32") || stem.ends_with("_qdq"))) {
+      names.push_back(stem);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class Encoder : public ::testing::TestWithParam<std::string> {};
+
+// Token ids and a padded mask in, logits out: the float model against the
+// numpy interpreter's logits; the QDQ model's weight MatMuls (and the head)
+// run int8, and each fused layer fed the unfused path's values is within one
+// code of it.
+TEST_P(Encoder, ImportsRunsAndFusesTheWeightMatMuls) {
+  const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / "transformers";
+  const std::string name = GetParam();
+  const graph::Graph g = onnx::import_file(dir / (name + ".onnx"));
+  std::map<std::string, Tensor> inputs;
+  for (const char* in : {"input_ids", "attention_mask"}) {
+    inputs[in] = tools::read_npy(dir / (name + "." + in + ".npy"));
+  }
+  const CompiledModel fused = compile(g, {.fuse = true});
+  const CompiledModel unfused = compile(g, {.fuse = false});
+  const auto logits = [&inputs](const CompiledModel& m) {
+    InferRequest r = m.create_infer_request();
+    for (const auto& [k, v] : inputs) r.set_input(k, v);
+    r.infer();
+    return r.output("logits");
+  };
+  if (name.ends_with("_f32")) {
+    const Tensor ref = tools::read_npy(dir / (name + ".logits.npy"));
+    for (const CompiledModel* m : {&fused, &unfused}) {
+      const Tensor y = logits(*m);
+      ASSERT_EQ(y.shape(), ref.shape());
+      for (std::int64_t i = 0; i < y.size(); ++i) {
+        EXPECT_NEAR(y.as_float(i), ref.as_float(i), 1e-5) << i;
+      }
+    }
+    return;
+  }
+  int int8 = 0;
+  for (const LayerInfo& l : fused.layers()) int8 += l.precision == "int8" ? 1 : 0;
+  // 2 layers x (q, k, v, o, ff1, ff2) and the head; attention's two
+  // activation-by-activation MatMuls per layer stay f32 for now.
+  EXPECT_GE(int8, 13);
+  Comparison cmp(make_model(g));
+  cmp.run(inputs);
+  int compared = 0;
+  for (const TensorDiff& t : cmp.tensors()) {
+    if (!t.quantized) continue;
+    ++compared;
+    EXPECT_LE(t.isolated.max_lsb, 1.01) << t.name << " (isolated)";
+    EXPECT_GE(t.isolated.equal_share, 0.999) << t.name << " (isolated)";
+  }
+  EXPECT_GE(compared, 13);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, Encoder, ::testing::ValuesIn(encoder_models()),
+                         [](const auto& p) { return p.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Encoder);
+
+}  // namespace
+}  // namespace qfuse

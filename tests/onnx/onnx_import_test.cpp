@@ -353,6 +353,65 @@ std::string unsupported_message(const Model& m) {
   return "(no UnsupportedError)";
 }
 
+// Token embeddings as transformer exports write them: int64 ids in, Gather
+// of table rows, a mask cast to float, and x[:, 0] (a scalar index) at the
+// end; against naive loops here. An id past the table is an inference error
+// naming the node.
+TEST(OnnxGather, EmbeddingsByInt64IdsAndAScalarIndexMatchNaiveLoops) {
+  const int vocab = 11, dim = 5, seq = 6;
+  Model m;
+  m.input("ids", kInt64, {1, seq});
+  m.input("mask", kInt64, {1, seq});
+  const std::vector<float> table = random_floats(vocab * dim, -1.0f, 1.0f, 41);
+  m.initializer("table", kFloat, {vocab, dim}, table);
+  m.initializer("zero", kInt64, {}, std::vector<std::int64_t>{0});
+  m.node("Gather", {"table", "ids"}, {"emb"}, "tokens");
+  attr(m.node("Cast", {"mask"}, {"maskf"}, "cast_mask"), "to", std::int64_t{kFloat});
+  m.initializer("axes", kInt64, {1}, std::vector<std::int64_t>{2});
+  m.node("Unsqueeze", {"maskf", "axes"}, {"mask3"}, "unsqueeze_mask");
+  m.node("Mul", {"emb", "mask3"}, {"masked"}, "apply_mask");
+  auto& first = m.node("Gather", {"masked", "zero"}, {"cls"}, "first_token");
+  attr(first, "axis", std::int64_t{1});
+  m.output("masked", kFloat);
+  m.output("cls", kFloat);
+  const graph::Graph g = import_bytes(m.bytes());
+  const std::vector<std::int64_t> ids{3, 0, 10, -1, 7, 3};  // -1: the last row, as ONNX's
+  const std::vector<std::int64_t> mask{1, 1, 1, 1, 0, 0};
+  for (bool fuse : {false, true}) {
+    const CompiledModel model = compile(g, {.fuse = fuse});
+    InferRequest r = model.create_infer_request();
+    r.set_input("ids", Tensor::from_vector<std::int64_t>({1, seq}, ids));
+    r.set_input("mask", Tensor::from_vector<std::int64_t>({1, seq}, mask));
+    r.infer();
+    const Tensor masked = r.output("masked");
+    const Tensor cls = r.output("cls");
+    ASSERT_EQ(masked.shape(), (Shape{1, seq, dim}));
+    ASSERT_EQ(cls.shape(), (Shape{1, dim}));
+    for (int t = 0; t < seq; ++t) {
+      const auto row = static_cast<std::size_t>(ids[static_cast<std::size_t>(t)] < 0
+                                                    ? ids[static_cast<std::size_t>(t)] + vocab
+                                                    : ids[static_cast<std::size_t>(t)]);
+      for (int d = 0; d < dim; ++d) {
+        const float e = table[row * dim + static_cast<std::size_t>(d)] *
+                        static_cast<float>(mask[static_cast<std::size_t>(t)]);
+        EXPECT_EQ(masked.data<float>()[static_cast<std::size_t>(t * dim + d)], e) << t << "," << d;
+        if (t == 0) {
+          EXPECT_EQ(cls.data<float>()[static_cast<std::size_t>(d)], e) << d;
+        }
+      }
+    }
+    r.set_input("ids", Tensor::from_vector<std::int64_t>({1, seq}, {3, 0, 11, 1, 1, 1}));
+    try {
+      r.infer();
+      ADD_FAILURE() << "an id past the table ran";
+    } catch (const InferenceError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("Gather node 'tokens'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("index 11 is out of range"), std::string::npos) << msg;
+    }
+  }
+}
+
 TEST(OnnxErrors, UnsupportedOperatorNamesTheOpAndTheNode) {
   Model m;
   m.input("x", kFloat, {1, 4});

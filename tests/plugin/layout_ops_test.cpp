@@ -28,6 +28,11 @@ Tensor iota_tensor(const Shape& shape, ElementType type) {
       for (std::int64_t i = 0; i < n; ++i) v[idx(i)] = static_cast<std::int32_t>(i * 7919 - 50000);
       return Tensor::from_vector<std::int32_t>(shape, v);
     }
+    case ElementType::s64: {
+      std::vector<std::int64_t> v(idx(n));
+      for (std::int64_t i = 0; i < n; ++i) v[idx(i)] = i * 3000000007LL - 50000;
+      return Tensor::from_vector<std::int64_t>(shape, v);
+    }
     case ElementType::f32: break;
   }
   std::vector<float> v(idx(n));

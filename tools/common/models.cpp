@@ -178,6 +178,12 @@ std::vector<Tensor> random_inputs(const graph::Graph& graph, unsigned seed) {
         for (auto& x : t.data<std::int32_t>()) x = d(rng);
         break;
       }
+      case ElementType::s64: {
+        // Indices and masks (token ids, attention masks): 0 or 1 is valid as either.
+        std::uniform_int_distribution<std::int64_t> d(0, 1);
+        for (auto& x : t.data<std::int64_t>()) x = d(rng);
+        break;
+      }
     }
     inputs.push_back(std::move(t));
   }

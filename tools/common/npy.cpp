@@ -21,6 +21,7 @@ std::string descr_of(ElementType type) {
     case ElementType::s8: return "|i1";
     case ElementType::u8: return "|u1";
     case ElementType::s32: return "<i4";
+    case ElementType::s64: return "<i8";
   }
   return "";
 }
@@ -67,8 +68,10 @@ Tensor read_npy(const std::filesystem::path& path) {
     type = ElementType::u8;
   } else if (descr == "<i4") {
     type = ElementType::s32;
+  } else if (descr == "<i8") {
+    type = ElementType::s64;
   } else {
-    fail(path, "unsupported dtype '" + descr + "' (expected <f4, |i1, |u1 or <i4)");
+    fail(path, "unsupported dtype '" + descr + "' (expected <f4, |i1, |u1, <i4 or <i8)");
   }
   if (std::regex_search(header, m, std::regex(R"('fortran_order'\s*:\s*True)"))) {
     fail(path, "Fortran-ordered arrays are not supported (expected C order)");

@@ -55,6 +55,7 @@ typedef enum qfuse_element_type {
   QFUSE_S8 = 1,
   QFUSE_U8 = 2,
   QFUSE_S32 = 3,
+  QFUSE_S64 = 4,
   /* Not a type: makes every int a valid value of the enum in C++, so that a
      wrong value from C is rejected (QFUSE_ERROR_INVALID_ARGUMENT), not UB. */
   QFUSE_ELEMENT_TYPE_MAX_ENUM = 0x7fffffff

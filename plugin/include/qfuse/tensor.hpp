@@ -14,7 +14,8 @@
 
 namespace qfuse {
 
-enum class ElementType : std::uint8_t { f32, s8, u8, s32 };
+// s64: integer indices (token ids, masks) as ONNX models take them as inputs.
+enum class ElementType : std::uint8_t { f32, s8, u8, s32, s64 };
 
 QFUSE_API std::string_view to_string(ElementType type);
 QFUSE_API std::size_t element_size(ElementType type);
@@ -27,6 +28,8 @@ constexpr ElementType element_type_of() {
     return ElementType::s8;
   } else if constexpr (std::is_same_v<T, std::uint8_t>) {
     return ElementType::u8;
+  } else if constexpr (std::is_same_v<T, std::int64_t>) {
+    return ElementType::s64;
   } else {
     static_assert(std::is_same_v<T, std::int32_t>, "unsupported element type");
     return ElementType::s32;
@@ -81,7 +84,8 @@ class QFUSE_API Tensor {
 
  private:
   using Storage = std::variant<std::vector<float>, std::vector<std::int8_t>,
-                               std::vector<std::uint8_t>, std::vector<std::int32_t>>;
+                               std::vector<std::uint8_t>, std::vector<std::int32_t>,
+                               std::vector<std::int64_t>>;
   ElementType type_ = ElementType::f32;
   Shape shape_;
   Storage storage_;
