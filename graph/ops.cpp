@@ -45,6 +45,7 @@ std::string_view to_string(OpKind kind) {
     case OpKind::Softmax: return "Softmax";
     case OpKind::Lookup: return "Lookup";
     case OpKind::Gather: return "Gather";
+    case OpKind::LayerNorm: return "LayerNorm";
     case OpKind::QuantizedConvolution: return "QuantizedConvolution";
     case OpKind::QuantizedDeconvolution: return "QuantizedDeconvolution";
     case OpKind::QuantizedFullyConnected: return "QuantizedFullyConnected";

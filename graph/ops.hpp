@@ -67,6 +67,8 @@ enum class OpKind : std::uint8_t {
   QuantizedMatMul,
   // Rows of a table (embeddings) by runtime indices (GatherAttrs).
   Gather,
+  // Layer normalization over the last dimension (LayerNormAttrs).
+  LayerNorm,
 };
 
 using qfuse::to_string;
@@ -301,10 +303,19 @@ struct GatherAttrs {
   bool operator==(const GatherAttrs&) const = default;
 };
 
+// LayerNorm: inputs x, scale, bias (each [C], C = x's last dimension):
+// y = (x - mean) / sqrt(var + epsilon) * scale + bias, mean and (biased)
+// variance over the last dimension, as ONNX's LayerNormalization(axis -1).
+struct LayerNormAttrs {
+  float epsilon = 1e-5f;
+  bool operator==(const LayerNormAttrs&) const = default;
+};
+
 using Attributes =
     std::variant<NoAttrs, ConvAttrs, DeconvAttrs, MatMulAttrs, FakeQuantizeAttrs, ClampAttrs,
                  AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
                  FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
-                 PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs, GatherAttrs>;
+                 PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs, GatherAttrs,
+                 LayerNormAttrs>;
 
 }  // namespace qfuse::graph

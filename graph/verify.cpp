@@ -616,6 +616,18 @@ OutputSpec check_node(NodeChecker& c) {
                                           std::to_string(a.table.size()));
       return {c.shape(0), a.to};
     }
+    case OpKind::LayerNorm: {
+      c.expect_inputs(3, 3);
+      for (std::size_t i = 0; i < 3; ++i) c.expect_type(i, ElementType::f32);
+      c.expect(c.rank(0) >= 2, "the input must have rank >= 2");
+      const Shape channel{c.shape(0).back()};
+      c.expect(c.shape(1) == channel && c.shape(2) == channel,
+               "scale and bias must be " + to_string(channel) + " (the last dimension; got " +
+                   to_string(c.shape(1)) + " and " + to_string(c.shape(2)) + ")");
+      const float eps = std::get<LayerNormAttrs>(n.attrs).epsilon;
+      c.expect(std::isfinite(eps) && eps >= 0.0f, "epsilon must be finite and >= 0");
+      return {c.shape(0), ElementType::f32};
+    }
     case OpKind::Gather: {
       c.expect_inputs(2, 2);
       const ElementType it = c.in(1).type;

@@ -344,6 +344,7 @@ class Importer {
   // Gather on a constant 256-entry u8 / s8 table by a runtime index in
   // [0, 255] or [-128, 127] (codes cast to an integer type): a Lookup.
   void op_gather(AttrReader& a);
+  void op_layer_norm(AttrReader& a);
   void gather_rows(AttrReader& a, Operand& data, Operand& idx);
   // Erf inside GELU as PyTorch writes it, x * 0.5 * (1 + erf(x / sqrt(2)))
   // (also 0.5 x * (1 + erf(..)) and x * ((1 + erf(..)) * 0.5)): one Gelu;

@@ -268,6 +268,37 @@ void Importer::op_softmax(AttrReader& a) {
   set_out(0, z);
 }
 
+// LayerNormalization (opset 17) over the last axis: one LayerNorm node
+// (oneDNN's layer normalization). Scale and bias are constants of the last
+// dimension's size (bias zero when absent); the Mean and InvStdDev outputs
+// are not supported.
+void Importer::op_layer_norm(AttrReader& a) {
+  max_outputs(1);
+  Operand& x = in(0);
+  require_float(x, "the input");
+  const std::int64_t r = rank_of(x.shape);
+  expect(r >= 2, "the input must have rank >= 2");
+  const std::int64_t axis = normalize_axis(a.i("axis", -1), r, "axis");
+  if (axis != r - 1) {
+    unsupported("axis " + std::to_string(axis) + " (qfuse normalizes over the last axis only)");
+  }
+  const std::int64_t c = x.shape.back();
+  const auto vector_of = [&](std::size_t i, const char* what, double fill) {
+    if (!has_in(i)) return f32_constant(Values(sz(c), fill), {c}, what);
+    const Literal& l = lit_in(i, what);
+    expect(element_count(l.shape) == c, std::string(what) + " has " +
+                                            std::to_string(element_count(l.shape)) +
+                                            " values (expected " + std::to_string(c) + ")");
+    return f32_constant(l.values, {c}, what);
+  };
+  const ValueId scale = vector_of(1, "scale", 1.0);
+  const ValueId bias = vector_of(2, "bias", 0.0);
+  const float eps = a.f("epsilon", 1e-5f);
+  expect(std::isfinite(eps) && eps >= 0.0f, "epsilon must be finite and >= 0");
+  set_out(0, make_float(emit(OpKind::LayerNorm, {f32(x), scale, bias}, graph::LayerNormAttrs{eps}),
+                        x.shape));
+}
+
 void Importer::op_resize(AttrReader& a) {
   Operand& x = in(0);
   require_float(x, "the input");

@@ -274,6 +274,7 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
       {"ReduceMean", &Importer::op_reduce_mean},
       {"Pow", &Importer::op_pow},
       {"Softmax", &Importer::op_softmax},
+      {"LayerNormalization", &Importer::op_layer_norm},
       {"QuantizeLinear", &Importer::op_quantize},
       {"DequantizeLinear", &Importer::op_dequantize},
       {"ConvInteger", &Importer::op_conv_integer},

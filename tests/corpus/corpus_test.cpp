@@ -522,17 +522,16 @@ namespace qfuse {
 namespace {
 
 // The BERT-like encoders (tools/corpus/transformers.py, build/corpus/
-// transformers/) that import today: opset 13, LayerNorm spelled out, float
-// and static QDQ. (LayerNormalization at opset 17 and the dynamic form's
-// DynamicQuantizeLinear are not imported yet.)
+// transformers/) in their float and static QDQ forms: LayerNorm spelled out
+// (opset 13) or LayerNormalization (opset 17). (The dynamic form's
+// DynamicQuantizeLinear is not imported yet.)
 std::vector<std::string> encoder_models() {
   std::vector<std::string> names;
   const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / "transformers";
   if (!fs::is_directory(dir)) return names;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string stem = e.path().stem().string();
-    if (e.path().extension() == ".onnx" && stem.find("_op13_") != std::string::npos &&
-        (stem.ends_with("_f32") || stem.ends_with("_qdq"))) {
+    if (e.path().extension() == ".onnx" && (stem.ends_with("_f32") || stem.ends_with("_qdq"))) {
       names.push_back(stem);
     }
   }

@@ -412,6 +412,57 @@ TEST(OnnxGather, EmbeddingsByInt64IdsAndAScalarIndexMatchNaiveLoops) {
   }
 }
 
+// LayerNormalization (opset 17) over the last axis, with and without a bias,
+// against a naive loop in double; another axis is refused with the node named.
+TEST(OnnxLayerNorm, LastAxisMatchesANaiveLoop) {
+  const int rows = 6, c = 24;
+  for (const bool with_bias : {true, false}) {
+    Model m(17);
+    m.input("x", kFloat, {1, rows, c});
+    const std::vector<float> scale = random_floats(c, 0.5f, 1.5f, 51);
+    const std::vector<float> bias = random_floats(c, -0.3f, 0.3f, 52);
+    m.initializer("scale", kFloat, {c}, scale);
+    std::vector<std::string> inputs{"x", "scale"};
+    if (with_bias) {
+      m.initializer("bias", kFloat, {c}, bias);
+      inputs.push_back("bias");
+    }
+    attr(m.node("LayerNormalization", inputs, {"y"}, "ln"), "epsilon", 1e-5f);
+    m.output("y", kFloat);
+    const graph::Graph g = import_bytes(m.bytes());
+    EXPECT_EQ(count_nodes(g, graph::OpKind::LayerNorm), 1u);
+    const std::vector<float> xv = random_floats(rows * c, -3.0f, 5.0f, 53);
+    const Tensor x = Tensor::from_vector<float>({1, rows, c}, xv);
+    for (bool fuse : {false, true}) {
+      const Tensor y = run(g, fuse, "x", x, "y");
+      for (int r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (int k = 0; k < c; ++k) mean += xv[static_cast<std::size_t>(r * c + k)];
+        mean /= c;
+        for (int k = 0; k < c; ++k) {
+          const double d = xv[static_cast<std::size_t>(r * c + k)] - mean;
+          var += d * d;
+        }
+        var /= c;
+        for (int k = 0; k < c; ++k) {
+          const auto i = static_cast<std::size_t>(r * c + k);
+          const double e = (xv[i] - mean) / std::sqrt(var + 1e-5) * scale[static_cast<std::size_t>(k)] +
+                           (with_bias ? bias[static_cast<std::size_t>(k)] : 0.0);
+          EXPECT_NEAR(y.data<float>()[i], e, 1e-5) << r << "," << k;
+        }
+      }
+    }
+  }
+  Model m(17);
+  m.input("x", kFloat, {1, 4, 8});
+  m.initializer("scale", kFloat, {4, 8}, std::vector<float>(32, 1.0f));
+  attr(m.node("LayerNormalization", {"x", "scale"}, {"y"}, "ln_two_axes"), "axis", std::int64_t{1});
+  m.output("y", kFloat);
+  const std::string msg = unsupported_message(m);
+  EXPECT_NE(msg.find("'ln_two_axes'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("last axis"), std::string::npos) << msg;
+}
+
 TEST(OnnxErrors, UnsupportedOperatorNamesTheOpAndTheNode) {
   Model m;
   m.input("x", kFloat, {1, 4});
