@@ -10,6 +10,9 @@ void Importer::op_unary(AttrReader&) {
       {"Exp", OpKind::Exp},      {"Abs", OpKind::Abs},         {"Sqrt", OpKind::Sqrt},
       {"Round", OpKind::Round},  {"HardSwish", OpKind::HSwish}};
   const OpKind kind = kKinds.at(node_->op_type());
+  // Tanh inside GELU's tanh form imports the GELU too; the Tanh itself is
+  // imported below all the same, and dies unread.
+  if (kind == OpKind::Tanh) try_tanh_gelu();
   Operand& x = in(0);
   if (!is_float(x.type) && (kind == OpKind::Relu || kind == OpKind::Abs) &&
       is_integer_type(x.type)) {
@@ -196,116 +199,6 @@ void Importer::op_cast(AttrReader& a) {
                 std::to_string(x.range->hi) + "])");
   }
   set_out(0, make_integer(f32(x), to, x.shape, *x.range));
-}
-
-}  // namespace qfuse::onnx::impl
-
-namespace qfuse::onnx::impl {
-
-std::optional<double> Importer::scalar_tensor(const std::string& name) const {
-  if (const auto it = tensors_.find(name); it != tensors_.end()) {
-    if (it->second.literal && it->second.literal->values.size() == 1) return it->second.literal->values[0];
-    return std::nullopt;
-  }
-  const auto p = onnx_producer_.find(name);
-  if (p == onnx_producer_.end()) return std::nullopt;
-  const ::onnx::NodeProto& c = model_.graph().node(p->second);
-  if (c.op_type() != "Constant") return std::nullopt;
-  for (const auto& attr : c.attribute()) {
-    if (attr.name() == "value_float") return static_cast<double>(attr.f());
-    if (attr.name() == "value" && attr.has_t()) {
-      const Literal l = decode_tensor(attr.t(), "Constant '" + name + "'");
-      if (l.values.size() == 1) return l.values[0];
-    }
-  }
-  return std::nullopt;
-}
-
-std::optional<int> Importer::sole_onnx_consumer(const std::string& name) const {
-  for (const auto& o : model_.graph().output()) {
-    if (o.name() == name) return std::nullopt;
-  }
-  const auto it = onnx_consumers_.find(name);
-  if (it == onnx_consumers_.end() || it->second.size() != 1) return std::nullopt;
-  return it->second[0];
-}
-
-void Importer::op_erf(AttrReader&) {
-  const auto& g = model_.graph();
-  const auto node_at = [&](int i) -> const ::onnx::NodeProto& { return g.node(i); };
-  const auto near = [](std::optional<double> v, double want) {
-    return v && std::abs(*v - want) <= 1e-6 * want;
-  };
-  // The other input of a binary node `n` that reads `t`, when `t` is one of its two inputs.
-  const auto other_input = [](const ::onnx::NodeProto& n, const std::string& t) -> std::optional<std::string> {
-    if (n.input_size() != 2) return std::nullopt;
-    if (n.input(0) == t) return n.input(1);
-    if (n.input(1) == t) return n.input(0);
-    return std::nullopt;
-  };
-  const auto fail = [&] {
-    unsupported("Erf outside GELU's x * 0.5 * (1 + erf(x / sqrt(2))): qfuse has no Erf operator");
-  };
-  // x / sqrt(2), or x * (1 / sqrt(2)).
-  const auto p = onnx_producer_.find(node_->input(0));
-  if (p == onnx_producer_.end()) fail();
-  const ::onnx::NodeProto& scaled = node_at(p->second);
-  std::string x;
-  if (scaled.op_type() == "Div" && scaled.input_size() == 2 &&
-      near(scalar_tensor(scaled.input(1)), 1.4142135623730951)) {
-    x = scaled.input(0);
-  } else if (scaled.op_type() == "Mul" && scaled.input_size() == 2) {
-    for (int k = 0; k < 2; ++k) {
-      if (near(scalar_tensor(scaled.input(k)), 0.7071067811865476)) x = scaled.input(1 - k);
-    }
-  }
-  if (x.empty()) fail();
-  // 1 + erf(..)
-  const auto add_i = sole_onnx_consumer(node_->output(0));
-  if (!add_i || node_at(*add_i).op_type() != "Add") fail();
-  const ::onnx::NodeProto& add = node_at(*add_i);
-  const auto one = other_input(add, node_->output(0));
-  if (!one || !near(scalar_tensor(*one), 1.0)) fail();
-  // Then x * 0.5 in either order, or (0.5 x) from another node.
-  const auto m1_i = sole_onnx_consumer(add.output(0));
-  if (!m1_i || node_at(*m1_i).op_type() != "Mul") fail();
-  const ::onnx::NodeProto& m1 = node_at(*m1_i);
-  const auto f1 = other_input(m1, add.output(0));
-  if (!f1) fail();
-  std::vector<int> taken{*add_i, *m1_i};
-  std::string out;
-  const auto half_of_x = [&](const std::string& t) {
-    const auto h = onnx_producer_.find(t);
-    if (h == onnx_producer_.end() || node_at(h->second).op_type() != "Mul") return false;
-    const auto other = other_input(node_at(h->second), x);
-    return other && near(scalar_tensor(*other), 0.5);
-  };
-  if (*f1 == x || near(scalar_tensor(*f1), 0.5)) {
-    // x * (1 + erf) then * 0.5, or (1 + erf) * 0.5 then * x.
-    const auto m2_i = sole_onnx_consumer(m1.output(0));
-    if (!m2_i || node_at(*m2_i).op_type() != "Mul") fail();
-    const ::onnx::NodeProto& m2 = node_at(*m2_i);
-    const auto f2 = other_input(m2, m1.output(0));
-    if (!f2) fail();
-    const bool ok = *f1 == x ? near(scalar_tensor(*f2), 0.5) : *f2 == x;
-    if (!ok) fail();
-    taken.push_back(*m2_i);
-    out = m2.output(0);
-  } else if (half_of_x(*f1)) {
-    out = m1.output(0);
-  } else {
-    fail();
-  }
-  const auto xo = tensors_.find(x);
-  if (xo == tensors_.end()) fail();
-  Operand& xv = xo->second;
-  require_float(xv, "GELU's input");
-  for (int i : taken) taken_nodes_.insert(i);
-  const ValueId y = emit(OpKind::Gelu, {f32(xv)}, graph::GeluAttrs{graph::GeluApproximation::erf}, "gelu");
-  tensors_[out] = make_float(y, xv.shape);
-  // Erf's own output names the GELU too: its only reader is the Add just
-  // taken, so nothing reads it as the error function.
-  set_out(0, make_float(y, xv.shape));
 }
 
 }  // namespace qfuse::onnx::impl

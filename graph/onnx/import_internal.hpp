@@ -346,12 +346,30 @@ class Importer {
   void op_gather(AttrReader& a);
   void op_layer_norm(AttrReader& a);
   void gather_rows(AttrReader& a, Operand& data, Operand& idx);
+  // Patterns of several nodes imported as one op (import_patterns.cpp).
   // Erf inside GELU as PyTorch writes it, x * 0.5 * (1 + erf(x / sqrt(2)))
   // (also 0.5 x * (1 + erf(..)) and x * ((1 + erf(..)) * 0.5)): one Gelu;
   // qfuse has no Erf of its own.
   void op_erf(AttrReader& a);
-  // The one value of a constant tensor: an initializer, a folded tensor, or
-  // a Constant node (which may come later in the file than its reader).
+  // At a Tanh: GELU's tanh form imported as one Gelu(tanh), the nodes after
+  // the Tanh taken; otherwise a debug line says why not.
+  void try_tanh_gelu();
+  // At a ReduceMean: LayerNorm spelled out (opset 13) imported as one
+  // LayerNorm, the nodes after it taken; otherwise a debug line says why not.
+  void try_spelled_out_layer_norm(AttrReader& a);
+  // GELU's end after f = erf(..) or tanh(..): 1 + f, then the product with x
+  // and 0.5 in any of the three placements.
+  struct GeluTail {
+    std::string out;            // the GELU's output
+    std::vector<int> taken;     // the nodes after f
+    std::string half_x;         // 0.5 x when computed before f, else empty
+  };
+  std::optional<GeluTail> gelu_tail(const std::string& x, const std::string& f,
+                                    std::string& why) const;
+  // A constant tensor: an initializer, a folded tensor, or a Constant node
+  // (which may come later in the file than its reader).
+  std::optional<Literal> constant_tensor(const std::string& name) const;
+  // The one value of a constant tensor.
   std::optional<double> scalar_tensor(const std::string& name) const;
   // The only node reading `name`, unless `name` is a graph output.
   std::optional<int> sole_onnx_consumer(const std::string& name) const;

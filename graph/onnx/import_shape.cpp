@@ -213,6 +213,9 @@ void Importer::op_slice(AttrReader&) {
 }
 
 void Importer::op_reduce_mean(AttrReader& a) {
+  // The mean that starts a spelled-out LayerNorm imports the LayerNorm too;
+  // the mean itself is imported below all the same, and dies unread.
+  try_spelled_out_layer_norm(a);
   Operand& x = in(0);
   require_float(x, "the input");
   const std::int64_t r = rank_of(x.shape);
