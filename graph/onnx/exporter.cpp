@@ -28,7 +28,9 @@ using graph::OpKind;
 
 // 14: HardSwish. Between 13 and 14 no operator written here changed meaning
 // (Add / Sub / Mul / Div, Relu, Reshape and BatchNormalization only gained
-// types or training-mode attributes).
+// types or training-mode attributes). Every file gets this one opset: LayerNorm
+// (LayerNormalization is opset 17) and Gelu (opset 20) are written spelled out
+// as opset-13 exporters write them, and qfuse reads each back as one op.
 constexpr int kOpset = 14;
 
 int onnx_type(ElementType t) { return detail::to_onnx_type(t); }
@@ -382,6 +384,10 @@ class Exporter {
         Writer::int_attr(node, "axis", n.attr<graph::SoftmaxAttrs>().axis);
         return;
       }
+      case OpKind::LayerNorm:
+        require_f32();
+        return layer_norm(n, y);
+      case OpKind::Gather: return gather(n, y);
       case OpKind::ReduceMean: {
         require_f32();
         auto& node = w_.node("ReduceMean", b, {x(0)}, y);
@@ -528,6 +534,42 @@ class Exporter {
     t = w_.op("Add", b + "/one_plus", {t, w_.scalar(b + "/one", 1.0)});
     t = w_.op("Mul", b + "/times_x", {x, t});
     w_.node("Mul", b, {t, w_.scalar(b + "/half", 0.5)}, y);
+  }
+
+  // Opset 14 has no LayerNormalization (17): written as PyTorch spells
+  // nn.LayerNorm at opset 13, d = x - mean(x); d / sqrt(mean(d^2) + eps)
+  // * scale + bias over the last axis, which qfuse reads back as one LayerNorm.
+  void layer_norm(const Node& n, const std::string& y) {
+    const std::string& b = n.name;
+    const auto mean_of_last_axis = [&](const std::string& base, const std::string& t) {
+      const std::string m = w_.op("ReduceMean", base, {t});
+      Writer::ints(*w_.producer(m), "axes", {-1});
+      Writer::int_attr(*w_.producer(m), "keepdims", 1);
+      return m;
+    };
+    const std::string x = in(n.inputs[0]);
+    const std::string d = w_.op("Sub", b + "/centered", {x, mean_of_last_axis(b + "/mean", x)});
+    const std::string square = w_.op("Pow", b + "/square", {d, w_.scalar(b + "/two", 2.0)});
+    std::string t = w_.op("Add", b + "/plus_epsilon",
+                          {mean_of_last_axis(b + "/variance", square),
+                           w_.scalar(b + "/epsilon", n.attr<graph::LayerNormAttrs>().epsilon)});
+    t = w_.op("Sqrt", b + "/deviation", {t});
+    t = w_.op("Div", b + "/normalized", {d, t});
+    t = w_.op("Mul", b + "/scaled", {t, in(n.inputs[1])});
+    w_.node("Add", b, {t, in(n.inputs[2])}, y);
+  }
+
+  // Rows of f32 data by s32 / s64 indices (integral f32 ones cast to int64,
+  // exactly: the IR holds them below 2^24).
+  void gather(const Node& n, const std::string& y) {
+    if (g_.value(n.inputs[0]).type != ElementType::f32) {
+      refuse(n, "gathers from a " + std::string(to_string(g_.value(n.inputs[0]).type)) +
+                    " tensor (qfuse gathers f32 rows)");
+    }
+    std::string indices = in(n.inputs[1]);
+    if (g_.value(n.inputs[1]).type == ElementType::f32) indices = cast(indices, kInt64, n.name + "/indices");
+    auto& node = w_.node("Gather", n.name, {in(n.inputs[0]), indices}, y);
+    Writer::int_attr(node, "axis", n.attr<graph::GatherAttrs>().axis);
   }
 
   void resize(const Node& n, const std::string& y) {

@@ -12,7 +12,9 @@
 //
 // Hand-built graphs cover the same operators one at a time: a Multiply by
 // a tensor, a Sigmoid, a Lookup and an int8 deconvolution between int8
-// layers, an f32 layer with absorbed post-ops, and GELU in both forms.
+// layers, an f32 layer with absorbed post-ops, GELU in both forms, LayerNorm
+// and Gather. The transformer encoders export too, and read back with their
+// LayerNorm and Gelu nodes.
 
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
@@ -492,17 +494,133 @@ TEST(ExportOps, GeluBothForms) {
     EXPECT_EQ(onnx_ops(rt.file).count(tanh ? "Tanh" : "Erf"), 2u) << stem;
     ASSERT_EQ(rt.outputs.size(), 1u);
     EXPECT_LE(rt.outputs[0].max_abs, 1e-5) << stem;
-    if (!tanh) {
-      const graph::Graph back = onnx::import_file(rt.file);
-      int gelus = 0;
-      for (std::uint32_t i = 0; i < back.node_capacity(); ++i) {
-        const graph::Node& n = back.node(graph::NodeId{i});
-        gelus += !n.erased && n.kind == OpKind::Gelu;
-      }
-      EXPECT_EQ(gelus, 2) << "Erf GELU did not read back as one Gelu each";
+    const graph::Graph back = onnx::import_file(rt.file);
+    int gelus = 0;
+    for (std::uint32_t i = 0; i < back.node_capacity(); ++i) {
+      const graph::Node& n = back.node(graph::NodeId{i});
+      gelus += !n.erased && n.kind == OpKind::Gelu && n.attr<graph::GeluAttrs>().approximation == approximation;
+    }
+    EXPECT_EQ(gelus, 2) << stem << " did not read back as one Gelu each";
+  }
+}
+
+std::size_t live_nodes(const graph::Graph& g, OpKind kind) {
+  std::size_t n = 0;
+  for (std::uint32_t i = 0; i < g.node_capacity(); ++i) {
+    const graph::Node& node = g.node(graph::NodeId{i});
+    n += !node.erased && node.kind == kind;
+  }
+  return n;
+}
+
+TEST(ExportOps, LayerNormAndGather) {
+  // Token rows by s64 ids, a LayerNorm, and the first row by an f32 index:
+  // LayerNorm written spelled out (opset 14 has no LayerNormalization),
+  // which reads back as one LayerNorm; Gather as Gather (the f32 index cast
+  // to int64).
+  const std::int64_t vocab = 10, seq = 5, dim = 16;
+  graph::Graph g;
+  Builder b(g);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> table(static_cast<std::size_t>(vocab * dim)), scale(dim), bias(dim);
+  for (float& v : table) v = 3.0f * u(rng);
+  for (float& v : scale) v = 1.0f + 0.5f * u(rng);
+  for (float& v : bias) v = 0.2f * u(rng);
+  const ValueId ids = b.input("ids", {1, seq}, ElementType::s64);
+  ValueId y = b.op(OpKind::Gather, {b.constant("table", {vocab, dim}, table), ids}, graph::GatherAttrs{0},
+                   "tokens");
+  y = b.op(OpKind::LayerNorm, {y, b.constant("scale", {dim}, scale), b.constant("bias", {dim}, bias)},
+           graph::LayerNormAttrs{1e-3f}, "ln");
+  y = b.op(OpKind::Gather, {y, b.constant("first", {1}, std::vector<float>{0.0f})}, graph::GatherAttrs{1},
+           "first_token");
+  b.output(y);
+  const std::vector<std::int64_t> idv{3, 0, 9, -2, 5};
+  RoundTrip rt;
+  ASSERT_NO_THROW(rt = round_trip(g, "layer_norm_gather",
+                                  {{"ids", Tensor::from_vector<std::int64_t>({1, seq}, idv)}}));
+  print("layer_norm_gather", rt);
+  const std::multiset<std::string> ops = onnx_ops(rt.file);
+  EXPECT_EQ(ops.count("Gather"), 2u);
+  EXPECT_EQ(ops.count("ReduceMean"), 2u);
+  EXPECT_EQ(ops.count("LayerNormalization"), 0u);
+  const graph::Graph back = onnx::import_file(rt.file);
+  EXPECT_EQ(live_nodes(back, OpKind::LayerNorm), 1u);
+  EXPECT_EQ(live_nodes(back, OpKind::ReduceMean), 0u);
+  EXPECT_EQ(live_nodes(back, OpKind::Gather), 2u);
+  ASSERT_EQ(rt.outputs.size(), 1u);
+  const OutputDiff& d = rt.outputs[0];
+  ASSERT_EQ(d.exported.shape(), (Shape{1, 1, dim}));
+  EXPECT_LE(d.max_abs, 1e-5);
+  // And against a naive loop: the normalized row of token 3.
+  double mean = 0.0, var = 0.0;
+  for (std::int64_t k = 0; k < dim; ++k) mean += table[static_cast<std::size_t>(3 * dim + k)] / double(dim);
+  for (std::int64_t k = 0; k < dim; ++k) {
+    const double c = table[static_cast<std::size_t>(3 * dim + k)] - mean;
+    var += c * c / double(dim);
+  }
+  for (std::int64_t k = 0; k < dim; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    const double e = (table[static_cast<std::size_t>(3 * dim + k)] - mean) / std::sqrt(var + 1e-3) * scale[i] + bias[i];
+    EXPECT_NEAR(d.exported.as_float(k), e, 1e-5) << k;
+  }
+}
+
+// The encoders (LayerNorm spelled out at opset 13, LayerNormalization at 17,
+// GELU in its erf or tanh form, token ids in) export and read back with the
+// same LayerNorm and Gelu nodes; float logits within f32 rounding, QDQ ones within 1 LSB where the
+// logits have a grid, else the same class.
+class ExportEncoder : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExportEncoder, ReadsBackWithItsLayerNormsAndGelus) {
+  const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / "transformers";
+  const std::string name = GetParam();
+  const graph::Graph g = onnx::import_file(dir / (name + ".onnx"));
+  std::map<std::string, Tensor> inputs;
+  for (const char* in : {"input_ids", "attention_mask"}) {
+    inputs[in] = tools::read_npy(dir / (name + "." + in + ".npy"));
+  }
+  RoundTrip rt;
+  try {
+    rt = round_trip(g, name, inputs);
+  } catch (const Error& e) {
+    FAIL() << name << ": " << e.what();
+  }
+  print(name, rt);
+  const graph::Graph back = onnx::import_file(rt.file);
+  EXPECT_EQ(live_nodes(back, OpKind::LayerNorm), live_nodes(g, OpKind::LayerNorm));
+  EXPECT_EQ(live_nodes(back, OpKind::LayerNorm), 5u);
+  EXPECT_EQ(live_nodes(back, OpKind::Gelu), 2u);
+  EXPECT_EQ(live_nodes(back, OpKind::Gather), live_nodes(g, OpKind::Gather));
+  ASSERT_EQ(rt.outputs.size(), 1u);
+  const OutputDiff& d = rt.outputs[0];
+  if (d.quantum) {
+    expect_within_one_lsb(d);
+  } else {
+    EXPECT_TRUE(d.same_classes) << d.name;
+    if (name.ends_with("_f32")) {
+      EXPECT_LE(d.max_abs, 1e-4) << d.name;
     }
   }
 }
+
+std::vector<std::string> encoders() {
+  std::vector<std::string> names;
+  const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / "transformers";
+  if (!fs::is_directory(dir)) return names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string stem = e.path().stem().string();
+    if (e.path().extension() == ".onnx" && (stem.ends_with("_f32") || stem.ends_with("_qdq"))) {
+      names.push_back(stem);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, ExportEncoder, ::testing::ValuesIn(encoders()),
+                         [](const auto& p) { return p.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ExportEncoder);
 
 }  // namespace
 }  // namespace qfuse
