@@ -45,6 +45,30 @@ inline float dequantize_linear(std::int32_t q, std::int32_t zero_point, float sc
   return static_cast<float>(q - zero_point) * scale;
 }
 
+// ONNX's DynamicQuantizeLinear grid for a tensor whose values lie in
+// [min, max] (u8 codes): the range is widened to hold 0, then
+//   scale = (max - min) / 255 (1 when max == min, all zeros),
+//   zero_point = round_half_to_even(clamp(0 - min / scale, 0, 255)),
+// all in f32, as ONNX Runtime's kernel computes it (ONNX's reference agrees
+// except on the all-zero tensor, where it has no scale; every code is 0
+// there either way). The codes are then quantize_linear(x, scale,
+// zero_point, 0, 255).
+struct DynamicGrid {
+  float scale = 1.0f;
+  std::int32_t zero_point = 0;
+};
+inline DynamicGrid dynamic_grid(float min, float max) {
+  min = min < 0.0f ? min : 0.0f;
+  max = max > 0.0f ? max : 0.0f;
+  DynamicGrid g;
+  g.scale = max == min ? 1.0f : (max - min) / 255.0f;
+  float zp = 0.0f - min / g.scale;
+  zp = zp > 0.0f ? zp : 0.0f;
+  zp = zp < 255.0f ? zp : 255.0f;
+  g.zero_point = static_cast<std::int32_t>(std::nearbyint(zp));
+  return g;
+}
+
 // FakeQuantize's level by the range definition, in double: 0 for
 // x <= min(il, ih), `steps` = L - 1 for x > max(il, ih), else
 // round_half_to_even((x - il) * steps / (ih - il)). Multiplying before

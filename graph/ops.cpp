@@ -46,6 +46,7 @@ std::string_view to_string(OpKind kind) {
     case OpKind::Lookup: return "Lookup";
     case OpKind::Gather: return "Gather";
     case OpKind::LayerNorm: return "LayerNorm";
+    case OpKind::DynamicQuantize: return "DynamicQuantize";
     case OpKind::QuantizedConvolution: return "QuantizedConvolution";
     case OpKind::QuantizedDeconvolution: return "QuantizedDeconvolution";
     case OpKind::QuantizedFullyConnected: return "QuantizedFullyConnected";

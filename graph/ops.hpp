@@ -69,6 +69,10 @@ enum class OpKind : std::uint8_t {
   Gather,
   // Layer normalization over the last dimension (LayerNormAttrs).
   LayerNorm,
+  // ONNX's DynamicQuantizeLinear: f32 -> u8 codes on a grid chosen from the
+  // tensor's own range at run time. Three outputs: codes (u8, x's shape),
+  // scale (f32 [1]) and zero point (u8 [1]); see composer::dynamic_grid.
+  DynamicQuantize,
 };
 
 using qfuse::to_string;
@@ -250,14 +254,20 @@ struct ResizeAttrs {
 // (has_bias ? 3 : 2) + k). Output, per element of output channel c:
 //   acc = sum(w * (x - src_zero_point)) + bias[c]        (exact int32 + f32)
 //   y   = chain(acc), stored as dst_type (s8/u8 saturate, rounding half to even)
+// A dynamic layer (ONNX Runtime's dynamic format; fully-connected only) has
+// no bias; inputs 2 and 3 are a zero point z (x's type, [1]) and a scale r
+// (f32, [1] or one per output channel), both known only at run time, and
+//   acc = sum(w * (x - z)) * r[c]      (the integer in f32, times r in f32)
+// before the chain, whose external inputs then start at input 4.
 struct QuantizedLayerAttrs {
   std::variant<ConvAttrs, DeconvAttrs, MatMulAttrs, NoAttrs> geometry;
   std::int32_t src_zero_point = 0;
   bool has_bias = false;
+  bool dynamic = false;
   composer::PostOpChain chain;
   ElementType dst_type = ElementType::f32;
 
-  std::size_t first_external_input() const { return has_bias ? 3 : 2; }
+  std::size_t first_external_input() const { return dynamic ? 4 : has_bias ? 3 : 2; }
 };
 
 // Slice: the box [begin, begin + size) of the input, unit steps (the frontend

@@ -59,12 +59,13 @@ constexpr std::array<PassEntry, 2> kLower{{
     {"quantize_weights", quantize_weights},
     {"lower_bias", lower_bias},
 }};
-constexpr std::array<PassEntry, 8> kFuse{{
+constexpr std::array<PassEntry, 9> kFuse{{
     {"split_fake_quantize", split_fake_quantize},
     {"lookup_elementwise", lookup_elementwise},
     {"hoist_data_movement_above_dequantize", hoist_data_movement_above_dequantize},
     {"requantize_avg_pool", requantize_avg_pool},
     {"eliminate_dead_nodes", eliminate_dead_nodes},
+    {"fuse_dynamic_quantized_layer", fuse_dynamic_quantized_layer},
     {"fuse_dequantize_into_layer", fuse_dequantize_into_layer},
     {"fuse_post_op_chain", fuse_post_op_chain},
     {"eliminate_dead_nodes", eliminate_dead_nodes},

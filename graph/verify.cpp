@@ -401,6 +401,14 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
   c.expect_type(1, ElementType::s8);
   c.expect(c.in(1).is_constant(), "weights '" + c.in(1).name + "' must be constant");
   if (a.has_bias) c.expect_type(2, ElementType::f32);
+  if (a.dynamic) {
+    c.expect(c.node_.kind == OpKind::QuantizedFullyConnected && !a.has_bias &&
+                 a.src_zero_point == 0,
+             "a dynamic layer is a fully-connected one without bias or constant zero point");
+    c.expect_type(2, c.in(0).type);
+    c.expect(element_count(c.shape(2)) == 1, "the run-time zero point must have one value");
+    c.expect_type(3, ElementType::f32);
+  }
   c.expect(a.dst_type != ElementType::s32, "destination type s32 is not supported");
   const int externals = static_cast<int>(c.node_.inputs.size() - base);
   for (const composer::Step& step : a.chain.steps) {
@@ -413,7 +421,7 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
   Node view = c.node_;
   // MatMul has no bias input of its own: check it here and leave it out.
   const bool matmul_bias = c.node_.kind == OpKind::QuantizedMatMul && a.has_bias;
-  view.inputs.resize(matmul_bias ? 2 : base);
+  view.inputs.resize(matmul_bias || a.dynamic ? 2 : base);
   view.attrs = std::visit([](const auto& g) -> Attributes { return g; }, a.geometry);
   switch (c.node_.kind) {
     case OpKind::QuantizedConvolution: view.kind = OpKind::Convolution; break;
@@ -430,6 +438,12 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
   c.expect(a.chain.channels == channels, "post-op chain has " + std::to_string(a.chain.channels) +
                                              " channels (expected " + std::to_string(channels) +
                                              ")");
+  if (a.dynamic) {
+    const std::int64_t scales = element_count(c.shape(3));
+    c.expect(scales == 1 || (scales == channels && c.shape(3).back() == channels),
+             "the run-time scale has shape " + to_string(c.shape(3)) + " (expected one value or [" +
+                 std::to_string(channels) + "])");
+  }
   if (matmul_bias) {
     c.expect(c.shape(2) == Shape{channels}, "bias shape " + to_string(c.shape(2)) +
                                                  " (expected [" + std::to_string(channels) + "])");
@@ -643,6 +657,12 @@ OutputSpec check_node(NodeChecker& c) {
       out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(axis) + 1, data.end());
       return {out, c.in(0).type};
     }
+    case OpKind::DynamicQuantize: {
+      // The codes; infer_node adds the scale and zero point outputs.
+      c.expect_inputs(1, 1);
+      c.expect_type(0, ElementType::f32);
+      return {c.shape(0), ElementType::u8};
+    }
     case OpKind::Softmax: {
       c.expect_inputs(1, 1);
       c.expect_type(0, ElementType::f32);
@@ -666,12 +686,20 @@ void infer_node(Graph& graph, NodeId id) {
                                  to_string(v.shape));
     }
   }
-  checker.expect(node.outputs.size() == 1, "expected 1 output, got " +
-                                               std::to_string(node.outputs.size()));
+  const std::size_t outputs = node.kind == OpKind::DynamicQuantize ? 3 : 1;
+  checker.expect(node.outputs.size() == outputs, "expected " + std::to_string(outputs) +
+                                                     " output(s), got " +
+                                                     std::to_string(node.outputs.size()));
   OutputSpec spec = check_node(checker);
   Value& out = graph.value(node.outputs[0]);
   out.shape = std::move(spec.shape);
   out.type = spec.type;
+  if (node.kind == OpKind::DynamicQuantize) {
+    graph.value(node.outputs[1]).shape = Shape{1};
+    graph.value(node.outputs[1]).type = ElementType::f32;
+    graph.value(node.outputs[2]).shape = Shape{1};
+    graph.value(node.outputs[2]).type = ElementType::u8;
+  }
 }
 
 void infer_shapes(Graph& graph) {
@@ -714,13 +742,15 @@ void verify(const Graph& graph) {
   for (NodeId id : copy.topological_order()) {
     infer_node(copy, id);
     const Node& n = graph.node(id);
-    const Value& stored = graph.value(n.outputs[0]);
-    const Value& inferred = copy.value(n.outputs[0]);
-    if (stored.shape != inferred.shape || stored.type != inferred.type) {
-      throw GraphError("validate " + std::string(to_string(n.kind)) + " node '" + n.name +
-                       "': stored output " + std::string(to_string(stored.type)) +
-                       to_string(stored.shape) + " disagrees with inference (expected " +
-                       std::string(to_string(inferred.type)) + to_string(inferred.shape) + ")");
+    for (ValueId out : n.outputs) {
+      const Value& stored = graph.value(out);
+      const Value& inferred = copy.value(out);
+      if (stored.shape != inferred.shape || stored.type != inferred.type) {
+        throw GraphError("validate " + std::string(to_string(n.kind)) + " node '" + n.name +
+                         "': stored output " + std::string(to_string(stored.type)) +
+                         to_string(stored.shape) + " disagrees with inference (expected " +
+                         std::string(to_string(inferred.type)) + to_string(inferred.shape) + ")");
+      }
     }
   }
 }

@@ -107,7 +107,10 @@ def main():
             table.append((stem, "failed", None))
             continue
         r = json.load(open(js))
-        layer_nodes = {l["node"] for l in r["layers"] if l["op"].startswith("Quantized")}
+        # The tensors on an int8 grid: what int8 layers write, and the codes
+        # of the dynamic format's DynamicQuantize.
+        layer_nodes = {l["node"] for l in r["layers"]
+                       if l["op"].startswith("Quantized") or l["op"] == "DynamicQuantize"}
         fused = summarize(r["tensors"], layer_nodes)
         names = {t["name"] for t in r["tensors"] if t["quantized"] and t["node"] in layer_nodes}
         unfused = summarize(r["unfused_tensors"], layer_nodes, names)

@@ -66,7 +66,14 @@ def make_inputs(path, out_dir):
             continue
         tt = vi.type.tensor_type
         shape = [d.dim_value or 1 for d in tt.shape.dim]  # a symbolic batch: 1
-        if os.path.exists(recorded) and len(model.graph.input) - len(inits) <= 1:
+        # The corpus's own inputs for this model (transformers: token ids and
+        # the attention mask, INT64), else generated ones.
+        own = os.path.join(os.path.dirname(path), f"{stem}.{vi.name}.npy")
+        if os.path.exists(own):
+            x = np.load(own)
+        elif tt.elem_type == onnx.TensorProto.INT64:
+            raise SystemExit(f"{path}: no values for the INT64 input '{vi.name}' ({own})")
+        elif os.path.exists(recorded) and len(model.graph.input) - len(inits) <= 1:
             x = np.load(recorded).astype(np.float32)
         else:
             x = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)

@@ -382,6 +382,7 @@ class Importer {
   void op_matmul_integer(AttrReader& a);
   void op_qlinear_conv(AttrReader& a);
   void op_qlinear_matmul(AttrReader& a);
+  void op_dynamic_quantize_linear(AttrReader& a);
   void op_dropout(AttrReader& a);
 
   // helpers of the operators

@@ -296,22 +296,59 @@ void Importer::op_matmul_integer(AttrReader&) {
   require_int8(A, "A");
   require_int8(B, "B");
   expect(A.shape.size() >= 2 && B.shape.size() >= 2, "operands must have rank >= 2");
-  const Values azp = optional_zero_points(2, "a_zero_point");
-  const Values bzp = optional_zero_points(3, "b_zero_point");
   const std::int64_t ra = rank_of(A.shape);
-  // a_zero_point: scalar or one per row of A; b_zero_point: scalar or one per column.
   ValueId a = f32(A);
-  if (azp.size() > 1) {
-    Shape s(sz(ra), 1);
-    s[sz(ra - 2)] = i64(azp.size());
-    a = emit(OpKind::Subtract, {a, f32_constant(azp, s, "a_zero_point")}, NoAttrs{},
-             "sub_a_zero_point");
+  double bound = 0;
+  if (has_in(2) && !in(2).literal) {
+    // A zero point known only at run time (DynamicQuantizeLinear's): one per
+    // tensor, of A's type.
+    Operand& zp = in(2);
+    expect(element_count(zp.shape) == 1,
+           "a run-time a_zero_point must be a scalar (it has shape " + dims_text(zp.shape) + ")");
+    if (zp.type != A.type) malformed("a_zero_point's type differs from A's");
+    a = emit(OpKind::Subtract, {a, f32(zp)}, NoAttrs{}, "sub_a_zero_point");
+    const Interval t = type_range(A.type);
+    bound = integer_conv_bound(A, {t.lo, t.hi}, B, optional_zero_points(3, "b_zero_point"), 0);
   } else {
-    a = subtract_zero_point(a, azp, ra, -1);
+    // a_zero_point: scalar or one per row of A.
+    const Values azp = optional_zero_points(2, "a_zero_point");
+    if (azp.size() > 1) {
+      Shape s(sz(ra), 1);
+      s[sz(ra - 2)] = i64(azp.size());
+      a = emit(OpKind::Subtract, {a, f32_constant(azp, s, "a_zero_point")}, NoAttrs{},
+               "sub_a_zero_point");
+    } else {
+      a = subtract_zero_point(a, azp, ra, -1);
+    }
+    bound = integer_conv_bound(A, azp, B, optional_zero_points(3, "b_zero_point"), 0);
   }
-  const double bound = integer_conv_bound(A, azp, B, bzp, 0);
+  // b_zero_point: scalar or one per column.
+  const Values bzp = optional_zero_points(3, "b_zero_point");
   const ValueId y = integer_matmul(a, B, bzp, "");
   set_out(0, make_integer(y, kInt32, value_shape(y), {-bound, bound}));
+}
+
+// DynamicQuantizeLinear: one DynamicQuantize node (composer::dynamic_grid's
+// grid, then the codes) with its three outputs.
+void Importer::op_dynamic_quantize_linear(AttrReader&) {
+  Operand& x = in(0);
+  if (!is_float(x.type)) unsupported("input type " + onnx_type_name(x.type) + " (expected FLOAT)");
+  const graph::NodeId id = graph_.add_node(OpKind::DynamicQuantize, node_name(""), {f32(x)},
+                                           NoAttrs{}, 3);
+  graph::infer_node(graph_, id);
+  const graph::Node& n = graph_.node(id);
+  Operand codes;
+  codes.type = kUint8;
+  codes.shape = x.shape;
+  codes.value = n.outputs[0];
+  codes.range = type_range(kUint8);
+  set_out(0, codes);
+  set_out(1, make_float(n.outputs[1], {}));
+  Operand zp;
+  zp.type = kUint8;
+  zp.value = n.outputs[2];
+  zp.range = type_range(kUint8);
+  set_out(2, zp);
 }
 
 // round(acc * M) + y_zp, saturated to y_type (M per output channel along axis).

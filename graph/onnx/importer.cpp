@@ -281,6 +281,7 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
       {"MatMulInteger", &Importer::op_matmul_integer},
       {"QLinearConv", &Importer::op_qlinear_conv},
       {"QLinearMatMul", &Importer::op_qlinear_matmul},
+      {"DynamicQuantizeLinear", &Importer::op_dynamic_quantize_linear},
   };
   node_ = &node;
   base_ = !node.name().empty()                           ? node.name()

@@ -51,6 +51,11 @@ bool requantize_avg_pool(Graph& g, PassContext& ctx);
 // scales carry the product of the scales; bias folded in.
 bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx);
 
+// ONNX Runtime's dynamic format (DynamicQuantize -> MatMulInteger with a
+// run-time zero point -> Multiply by a run-time scale) -> one quantized layer
+// whose first post-ops apply the zero point and the scale.
+bool fuse_dynamic_quantized_layer(Graph& g, PassContext& ctx);
+
 // The elementwise chain after a quantized layer -> its post-op chain,
 // ending in an u8/s8 destination when a quantize-only FakeQuantize closes it.
 bool fuse_post_op_chain(Graph& g, PassContext& ctx);

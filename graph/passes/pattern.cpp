@@ -207,4 +207,23 @@ void drop_linear_grid(Node& fq) {
   if (has_linear_grid(fq)) fq.inputs.resize(kFakeQuantizeRangeInputs);
 }
 
+std::vector<double> weight_sums(const Graph& g, ValueId wq, const Node& layer, std::size_t n) {
+  const Tensor& w = *g.value(wq).constant;
+  const auto data = w.data<std::int8_t>();
+  const Shape& s = w.shape();
+  const bool rows_are_channels = layer.kind == OpKind::Convolution ||
+                                 layer.kind == OpKind::FullyConnected ||
+                                 layer.attr<MatMulAttrs>().transpose_b;
+  const std::int64_t rows = s[0];
+  const std::int64_t cols = element_count(s) / rows;
+  std::vector<double> sums(n, 0.0);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const auto c = static_cast<std::size_t>(rows_are_channels ? i : j);
+      sums[c] += data[static_cast<std::size_t>(i * cols + j)];
+    }
+  }
+  return sums;
+}
+
 }  // namespace qfuse::graph::pattern

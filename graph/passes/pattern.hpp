@@ -52,6 +52,11 @@ int weights_channel_axis(const Node& layer);
 
 bool is_layer(OpKind kind);  // Convolution, Deconvolution, FullyConnected, MatMul
 
+// Per output channel (n of them), the sum of a layer's s8 weights `wq`
+// (`layer` tells their layout: Convolution and FullyConnected [N, K...],
+// MatMul [K, N], or [N, K] when it transposes them).
+std::vector<double> weight_sums(const Graph& g, ValueId wq, const Node& layer, std::size_t n);
+
 // Moves values without computing new ones, and keeps a per-tensor grid:
 // Reshape, Flatten, Transpose, Slice, Resize (nearest), MaxPool.
 bool moves_data(const Node& n);

@@ -50,6 +50,11 @@ struct Build {
   // Integer-only mode: the integer form of `plan` (else why there is none).
   std::optional<composer::IntegerPlan> integer;
   std::string integer_reason;
+  // A dynamic layer (QuantizedLayerAttrs::dynamic): its run-time scales
+  // (one, or one per channel), and the bias -z * sum_k w[n, k] made each run
+  // from its weight sums.
+  std::size_t dynamic_scales = 0;
+  std::vector<std::int64_t> weight_sums;
 };
 
 // oneDNN lists its AMX kernels first. At the sizes of one image they lose to
@@ -121,7 +126,29 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   if (!composed.fused()) throw std::invalid_argument("composer: " + composed.reason);
   Build b;
   b.plan = *composed.plan;
-  if (options.integer_only) {
+  if (a.dynamic) {
+    // The run-time scale is the primitive's output scale: nothing constant
+    // may join it (that would round the product differently from ONNX).
+    const bool unit = std::all_of(b.plan.output_scales.begin(), b.plan.output_scales.end(),
+                                  [](float s) { return s == 1.0f; });
+    if (!unit || b.plan.dst_zero_point) {
+      throw std::invalid_argument("a constant scale or zero point follows the run-time scale");
+    }
+    b.plan.output_scales.clear();
+    b.plan.fixed_output_scales.clear();
+    b.dynamic_scales = static_cast<std::size_t>(element_count(g.value(node.inputs[3]).shape));
+    const Tensor& w = *g.value(node.inputs[1]).constant;
+    const auto wd = w.data<std::int8_t>();
+    const std::int64_t n = w.shape()[0], k = element_count(w.shape()) / n;
+    b.weight_sums.assign(static_cast<std::size_t>(n), 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t& sum = b.weight_sums[static_cast<std::size_t>(i)];
+      for (std::int64_t j = 0; j < k; ++j) sum += wd[static_cast<std::size_t>(i * k + j)];
+    }
+  }
+  if (options.integer_only && a.dynamic) {
+    b.integer_reason = "the scale is known only at run time (a dynamic layer)";
+  } else if (options.integer_only) {
     std::vector<float> bias;
     if (a.has_bias) {
       const auto values = g.value(node.inputs[2]).constant->data<float>();
@@ -146,9 +173,10 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   const graph::Value& x = g.value(node.inputs[0]);
   const graph::Value& w = g.value(node.inputs[1]);
   // Integer-only: the bias is the integer plan's (added to the accumulators).
-  const memory::desc bias_md = a.has_bias && !b.integer
-                                   ? plain_desc(g.value(node.inputs[2]).shape, ElementType::f32)
-                                   : memory::desc();
+  const memory::desc bias_md =
+      a.dynamic ? plain_desc(Shape{static_cast<std::int64_t>(b.weight_sums.size())}, ElementType::f32)
+      : a.has_bias && !b.integer ? plain_desc(g.value(node.inputs[2]).shape, ElementType::f32)
+                                 : memory::desc();
   const ElementType dst_type = b.integer ? ElementType::s32 : a.dst_type;
 
   if (node.kind == OpKind::QuantizedConvolution || node.kind == OpKind::QuantizedDeconvolution) {
@@ -174,6 +202,9 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   dnnl::primitive_attr attr = b.integer ? dnnl::primitive_attr()
                                          : make_primitive_attr(b.plan, b.dst_dims, b.full_layout);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (a.dynamic) {
+    attr.set_output_scales(b.dynamic_scales > 1 ? 1 << 1 : 0, {DNNL_RUNTIME_F32_VAL});
+  }
   if (a.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {a.src_zero_point});
 
   const auto any = [](const memory::desc& md) {
@@ -305,6 +336,12 @@ class QuantizedLayerOp final : public ExecutableOp {
         }
       }
     }
+    if (a.dynamic) {
+      dynamic_bias_offset_ = offset;
+      offset = align(offset + b_.weight_sums.size() * sizeof(float));
+      dynamic_scales_offset_ = offset;
+      offset = align(offset + b_.dynamic_scales * sizeof(float));
+    }
     total_scratch_ = offset;
     // Weights: reordered once into the implementation's layout.
     const memory::desc w_md = b_.pd.weights_desc();
@@ -399,6 +436,21 @@ class QuantizedLayerOp final : public ExecutableOp {
       }
     }
     if (scratchpad_md_.get_size() > 0) st.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
+    if (!b_.weight_sums.empty()) {
+      // bias[c] = -z * sum_k w[c, k]: with the accumulator, the integer
+      // sum_k w[c, k] * (x[k] - z); then the run-time scales.
+      const Tensor& zt = ctx.in(n.inputs[2]);
+      const std::int64_t z = zt.type() == ElementType::u8 ? zt.data<std::uint8_t>()[0]
+                                                          : zt.data<std::int8_t>()[0];
+      auto* bias = reinterpret_cast<float*>(scratch + dynamic_bias_offset_);
+      for (std::size_t c = 0; c < b_.weight_sums.size(); ++c) {
+        bias[c] = static_cast<float>(-z * b_.weight_sums[c]);
+      }
+      auto* scales = reinterpret_cast<float*>(scratch + dynamic_scales_offset_);
+      std::memcpy(scales, ctx.in(n.inputs[3]).raw_data(), b_.dynamic_scales * sizeof(float));
+      st.args.at(DNNL_ARG_BIAS).set_data_handle(bias);
+      st.args.at(DNNL_ARG_ATTR_OUTPUT_SCALES).set_data_handle(scales);
+    }
 
     if (src_stage_) {
       st.user_src.set_data_handle(user_src);
@@ -459,6 +511,15 @@ class QuantizedLayerOp final : public ExecutableOp {
   std::string post_ops() const override {
     if (b_.integer) return "integer: " + composer::describe(*b_.integer);
     std::string text = composer::describe(b_.plan) + (sum_in_place_ ? " (sum in place)" : "");
+    if (!b_.weight_sums.empty()) {
+      // A dynamic layer: the output scales and the zero point come with the input.
+      const std::string none = "output_scales (none)";
+      if (const auto at = text.find(none); at != std::string::npos) {
+        text.replace(at, none.size(), std::string("output_scales (run time, ") +
+                                          (b_.dynamic_scales > 1 ? "per channel" : "per tensor") +
+                                          "), src zero point (run time, as bias)");
+      }
+    }
     if (!b_.integer_reason.empty()) text += " (float scales: " + b_.integer_reason + ")";
     return text;
   }
@@ -508,6 +569,12 @@ class QuantizedLayerOp final : public ExecutableOp {
     st.args.emplace(DNNL_ARG_SRC, memory(b_.src_md, engine_, nullptr));
     st.args.emplace(DNNL_ARG_WEIGHTS, weights_);
     if (bias_) st.args.emplace(DNNL_ARG_BIAS, bias_);
+    if (!b_.weight_sums.empty()) {
+      st.args.emplace(DNNL_ARG_BIAS, memory(b_.pd.weights_desc(1), engine_, nullptr));
+      const memory::desc scales_md({static_cast<memory::dim>(b_.dynamic_scales)},
+                                   memory::data_type::f32, memory::format_tag::x);
+      st.args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, memory(scales_md, engine_, nullptr));
+    }
     st.args.emplace(DNNL_ARG_DST, memory(b_.dst_md, engine_, nullptr));
     for (const auto& arg : binary_args_) {
       st.args.emplace(arg.arg, arg.external_input ? memory(arg.desc, engine_, nullptr)
@@ -545,6 +612,8 @@ class QuantizedLayerOp final : public ExecutableOp {
   std::unordered_map<int, Stage> binary_stages_;  // by post-op argument
   bool sum_in_place_ = false;
   std::size_t total_scratch_ = 0;
+  // A dynamic layer's bias and scales, made in the scratchpad each run.
+  std::size_t dynamic_bias_offset_ = 0, dynamic_scales_offset_ = 0;
   // Integer-only mode.
   std::size_t acc_offset_ = 0;
   std::optional<IntegerRequantizer> requantizer_;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -497,6 +498,77 @@ class QuantizeOp final : public ExecutableOp {
   std::int64_t outer_ = 1, channels_ = 1, inner_ = 1;
 };
 
+// The smallest and largest of n values (NaNs are skipped where the vector
+// min / max do; a NaN then quantizes to the lowest code, as in
+// composer::quantize_linear), four lanes at a time with SSE2.
+std::pair<float, float> min_max_span(const float* x, std::int64_t n) {
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  std::int64_t i = 0;
+#if defined(__SSE2__)
+  if (n >= 16) {
+    __m128 mn0 = _mm_set1_ps(lo), mn1 = mn0, mx0 = _mm_set1_ps(hi), mx1 = mx0;
+    for (; i + 8 <= n; i += 8) {
+      const __m128 a = _mm_loadu_ps(x + i), b = _mm_loadu_ps(x + i + 4);
+      mn0 = _mm_min_ps(a, mn0);
+      mn1 = _mm_min_ps(b, mn1);
+      mx0 = _mm_max_ps(a, mx0);
+      mx1 = _mm_max_ps(b, mx1);
+    }
+    alignas(16) float mn[4], mx[4];
+    _mm_store_ps(mn, _mm_min_ps(mn0, mn1));
+    _mm_store_ps(mx, _mm_max_ps(mx0, mx1));
+    for (int k = 0; k < 4; ++k) {
+      lo = std::min(lo, mn[k]);
+      hi = std::max(hi, mx[k]);
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+  }
+  return {lo, hi};
+}
+
+// DynamicQuantize: the tensor's range (one pass), its grid
+// (composer::dynamic_grid), then the codes (a second pass, quantize_linear_span),
+// all on the request's threads once there is enough work to share. Plain
+// layouts (the op takes no other).
+class DynamicQuantizeOp final : public ExecutableOp {
+ public:
+  using ExecutableOp::ExecutableOp;
+
+  void execute(ExecContext& ctx) const override {
+    const Tensor& in = ctx.in(node().inputs[0]);
+    const float* x = in.data<float>().data();
+    const std::int64_t n = in.size();
+    constexpr std::int64_t kChunk = 8192;
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+    const bool parallel = n >= kParallelFrom;
+    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+#pragma omp parallel for schedule(static) reduction(min : lo) reduction(max : hi) if (parallel)
+    for (std::int64_t k = 0; k < chunks; ++k) {
+      const auto [a, b] = min_max_span(x + k * kChunk, std::min(kChunk, n - k * kChunk));
+      lo = std::min(lo, a);
+      hi = std::max(hi, b);
+    }
+    const composer::DynamicGrid grid = composer::dynamic_grid(lo, hi);
+    auto* y = ctx.out(node().outputs[0]).data<std::uint8_t>().data();
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t k = 0; k < chunks; ++k) {
+      quantize_linear_span(x + k * kChunk, y + k * kChunk, std::min(kChunk, n - k * kChunk),
+                           grid.scale, grid.zero_point);
+    }
+    ctx.out(node().outputs[1]).data<float>()[0] = grid.scale;
+    ctx.out(node().outputs[2]).data<std::uint8_t>()[0] = static_cast<std::uint8_t>(grid.zero_point);
+  }
+
+  std::string implementation() const override { return "qfuse:dynamic_quantize"; }
+
+ private:
+  static constexpr std::int64_t kParallelFrom = 65536;
+};
+
 // Convert to s32 by a loop: oneDNN 2.6's reorders disagree on values at or
 // beyond 2^31 (some wrap to INT32_MIN). Rounds half to even, saturates.
 class ConvertToS32Op final : public ExecutableOp {
@@ -834,6 +906,7 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
     case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node, cl(node.inputs[0]));
     case OpKind::Lookup: return std::make_unique<LookupOp>(graph, node);
     case OpKind::Gather: return std::make_unique<GatherOp>(graph, node);
+    case OpKind::DynamicQuantize: return std::make_unique<DynamicQuantizeOp>(node);
     case OpKind::Convert:
       if (graph.value(node.inputs[0]).type == ElementType::s64) {
         return std::make_unique<ConvertFromS64Op>(node);

@@ -531,7 +531,8 @@ std::vector<std::string> encoder_models() {
   if (!fs::is_directory(dir)) return names;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string stem = e.path().stem().string();
-    if (e.path().extension() == ".onnx" && (stem.ends_with("_f32") || stem.ends_with("_qdq"))) {
+    if (e.path().extension() == ".onnx" &&
+        (stem.ends_with("_f32") || stem.ends_with("_qdq") || stem.ends_with("_dyn"))) {
       names.push_back(stem);
     }
   }
@@ -544,7 +545,10 @@ class Encoder : public ::testing::TestWithParam<std::string> {};
 // Token ids and a padded mask in, logits out: the float model against the
 // numpy interpreter's logits; the QDQ model's weight MatMuls (and the head)
 // run int8, and each fused layer fed the unfused path's values is within one
-// code of it.
+// code of it. The dynamic model's 12 MatMulInteger chains run as int8 layers
+// whose f32 outputs, fed the unfused path's codes, equal its values bit for
+// bit, and so do the codes of every DynamicQuantizeLinear; its logits stay
+// within quantization noise of the float model's.
 TEST_P(Encoder, ImportsRunsAndFusesTheWeightMatMuls) {
   const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / "transformers";
   const std::string name = GetParam();
@@ -574,6 +578,32 @@ TEST_P(Encoder, ImportsRunsAndFusesTheWeightMatMuls) {
   }
   int int8 = 0;
   for (const LayerInfo& l : fused.layers()) int8 += l.precision == "int8" ? 1 : 0;
+  if (name.ends_with("_dyn")) {
+    EXPECT_EQ(int8, 12);  // quantize_dynamic leaves attention's MatMuls and the Gemm float
+    Comparison cmp(make_model(g));
+    cmp.run(inputs);
+    std::set<std::string> layers;
+    for (const LayerInfo& l : fused.layers()) {
+      if (l.precision == "int8") layers.insert(l.node);
+    }
+    int codes = 0, outputs = 0;
+    for (const TensorDiff& t : cmp.tensors()) {
+      if (t.quantized) {
+        ++codes;
+        EXPECT_EQ(t.isolated.equal_share, 1.0) << t.name << " (isolated)";
+      } else if (layers.count(t.node) != 0) {
+        ++outputs;
+        EXPECT_EQ(t.isolated.equal_share, 1.0) << t.name << " (isolated)";
+      }
+    }
+    EXPECT_EQ(codes, 16);  // codes and zero point of the 8 DynamicQuantizeLinear (one per MatMulInteger input)
+    EXPECT_EQ(outputs, 12);
+    const std::string f32_name = name.substr(0, name.size() - 4) + "_f32";
+    const Tensor ref = tools::read_npy(dir / (f32_name + ".logits.npy"));
+    const Tensor y = logits(fused);
+    for (std::int64_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y.as_float(i), ref.as_float(i), 0.05) << i;
+    return;
+  }
   // 2 layers x (q, k, v, o, ff1, ff2) and the head; attention's two
   // activation-by-activation MatMuls per layer stay f32 for now.
   EXPECT_GE(int8, 13);

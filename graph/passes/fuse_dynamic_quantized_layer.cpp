@@ -1,0 +1,116 @@
+// fuse_dynamic_quantized_layer
+//
+// ONNX Runtime's dynamic format, as the importer writes it:
+//   x -> DynamicQuantize -> codes, s, z
+//   codes -> Convert(f32) -> Subtract(Convert(z)) --+
+//   wq (s8) -> Convert(f32) ------------------------- FullyConnected -> Multiply(r) -> y
+// where r is a run-time scale (s times the weights' scale, one value or one
+// per output channel), becomes one dynamic QuantizedFullyConnected(codes, wq,
+// z, r) (see QuantizedLayerAttrs): the integer sum_k wq[n, k] * (codes[k] - z)
+// that MatMulInteger computes, times r as ONNX's Mul does. fuse_post_op_chain
+// then takes the bias, GELU and residual add after it as usual.
+#include <cmath>
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "fuse_dynamic_quantized_layer";
+using namespace pattern;
+namespace cp = composer;
+
+bool is_int8(ElementType t) { return t == ElementType::u8 || t == ElementType::s8; }
+
+// codes -> Convert(f32) -> Subtract(Convert(z)) ending at `v`: codes and z
+// (a one-element run-time tensor of the codes' type). nullopt otherwise.
+struct RuntimeDequantize {
+  ValueId codes;
+  ValueId zero_point;
+};
+std::optional<RuntimeDequantize> match_input(const Graph& g, ValueId v) {
+  const Node* sub = producer_of(g, v, OpKind::Subtract);
+  if (sub == nullptr) return std::nullopt;
+  const Node* cv = producer_of(g, sub->inputs[0], OpKind::Convert);
+  const Node* zc = producer_of(g, sub->inputs[1], OpKind::Convert);
+  if (cv == nullptr || zc == nullptr || !is_int8_to_f32(g, *cv) || !is_int8_to_f32(g, *zc)) {
+    return std::nullopt;
+  }
+  const Value& codes = g.value(cv->inputs[0]);
+  const Value& z = g.value(zc->inputs[0]);
+  if (!is_int8(codes.type) || z.type != codes.type || z.is_constant() ||
+      element_count(z.shape) != 1) {
+    return std::nullopt;
+  }
+  return RuntimeDequantize{cv->inputs[0], zc->inputs[0]};
+}
+
+}  // namespace
+
+bool fuse_dynamic_quantized_layer(Graph& g, PassContext& ctx) {
+  for (NodeId id : g.topological_order()) {
+    const Node& layer = g.node(id);
+    if (layer.kind != OpKind::FullyConnected || layer.inputs.size() != 2) continue;
+    const auto x = match_input(g, layer.inputs[0]);
+    if (!x) continue;
+    const std::string name = layer.name;
+    const Node* wc = producer_of(g, layer.inputs[1], OpKind::Convert);
+    if (wc == nullptr || !g.value(wc->inputs[0]).is_constant() ||
+        g.value(wc->inputs[0]).type != ElementType::s8) {
+      ctx.reject(kPass, name, "the weights are not s8 constants with a zero point of 0");
+      continue;
+    }
+    const ValueId wq = wc->inputs[0];
+    const ValueId acc = layer.outputs[0];
+    const Shape out_shape = g.value(acc).shape;
+    const auto channels = static_cast<std::size_t>(out_shape.back());
+    const auto next = sole_consumer(g, acc);
+    const Node* mul = next ? &g.node(*next) : nullptr;
+    if (mul == nullptr || mul->kind != OpKind::Multiply) {
+      ctx.reject(kPass, name, "the accumulator is not multiplied by a run-time scale alone");
+      continue;
+    }
+    const ValueId r = mul->inputs[0] == acc ? mul->inputs[1] : mul->inputs[0];
+    const Value& rv = g.value(r);
+    const auto r_count = static_cast<std::size_t>(element_count(rv.shape));
+    if (rv.is_constant() || rv.type != ElementType::f32 ||
+        (r_count != 1 && !(r_count == channels && rv.shape.back() == out_shape.back()))) {
+      ctx.reject(kPass, name, "the scale after the accumulator is not a run-time f32 value per "
+                              "tensor or per output channel");
+      continue;
+    }
+    if (g.value(mul->outputs[0]).shape != out_shape) {
+      ctx.reject(kPass, name, "the scale broadcasts the accumulator to another shape");
+      continue;
+    }
+
+    QuantizedLayerAttrs attrs;
+    attrs.geometry = NoAttrs{};
+    attrs.dynamic = true;
+    attrs.chain.channels = static_cast<int>(channels);
+    attrs.chain.dst_type = cp::DataType::f32;
+    attrs.chain.anchor = cp::AnchorKind::inner_product;
+    const std::vector<ValueId> inputs{x->codes, wq, x->zero_point, r};
+    Node candidate{name, OpKind::QuantizedFullyConnected, inputs, {}, attrs, false};
+    if (auto reason = ctx.check_layer(g, candidate, out_shape)) {
+      ctx.reject(kPass, name, "backend refuses the int8 layer: " + *reason);
+      continue;
+    }
+    const NodeId mul_id = *next;
+    const ValueId old_out = mul->outputs[0];
+    const NodeId q = g.add_node(OpKind::QuantizedFullyConnected, name, inputs, attrs);
+    infer_node(g, q);
+    replace_value(g, old_out, g.node(q).outputs[0]);
+    g.erase_node(mul_id);
+    g.erase_node(id);
+    ctx.log(kPass, name + " -> QuantizedFullyConnected (" +
+                       std::string(to_string(g.value(x->codes).type)) +
+                       " x s8, run-time zero point and " +
+                       (r_count == 1 ? "scale" : "per-channel scales") + ")");
+    return true;
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph
