@@ -290,9 +290,15 @@ struct PowerAttrs {
   bool operator==(const PowerAttrs&) const = default;
 };
 
-// Softmax along one axis.
+// Softmax along one axis. With quantize_scale > 0 it writes `to` (u8 / s8)
+// codes with zero point 0: saturate(round_half_even(y * (1 / quantize_scale)))
+// in f32, oneDNN's output scale, within one code of ONNX's
+// QuantizeLinear(y, quantize_scale, 0) (y / scale; equal where 1 / scale is exact).
 struct SoftmaxAttrs {
   std::int64_t axis = -1;
+  ElementType to = ElementType::f32;
+  float quantize_scale = 0.0f;
+  bool quantizes() const { return quantize_scale > 0.0f; }
   bool operator==(const SoftmaxAttrs&) const = default;
 };
 

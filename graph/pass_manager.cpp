@@ -70,11 +70,13 @@ constexpr std::array<PassEntry, 9> kFuse{{
     {"fuse_post_op_chain", fuse_post_op_chain},
     {"eliminate_dead_nodes", eliminate_dead_nodes},
 }};
-// What no layer took: quantizations as one pass each, constant expressions
+// What no layer took: quantizations as one pass each (inside the Softmax
+// before them where oneDNN can), constant expressions
 // evaluated once, and scales and shifts after the f32 layers (whose weights
 // are constant by now) folded into their weights and biases.
-constexpr std::array<PassEntry, 6> kFold{{
+constexpr std::array<PassEntry, 7> kFold{{
     {"quantize_by_convert", quantize_by_convert},
+    {"fold_quantize_into_softmax", fold_quantize_into_softmax},
     {"eliminate_dead_nodes", eliminate_dead_nodes},  // before folding what nobody reads
     {"fold_constants", fold_constants},
     {"fold_scale_into_layer", fold_scale_into_layer},

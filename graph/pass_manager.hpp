@@ -23,10 +23,11 @@ struct PassOptions {
   bool verify_each_pass = false;
 };
 
-// Asks the backend whether a candidate quantized-layer node can run as one
-// primitive (the plugin composes its chain and asks oneDNN for the primitive;
-// the context requires one). nullopt: yes; otherwise the reason it cannot. The candidate is
-// not in the graph; its inputs are, and `output_shape` is its output's shape.
+// Asks the backend whether a candidate quantized-layer node (or a Softmax
+// that quantizes) can run as one primitive (the plugin composes its chain and
+// asks oneDNN for the primitive; the context requires one). nullopt: yes;
+// otherwise the reason it cannot. The candidate is not in the graph; its
+// inputs are, and `output_shape` is its output's shape.
 using LayerOracle =
     std::function<std::optional<std::string>(const Graph&, const Node&, const Shape&)>;
 

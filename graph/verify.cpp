@@ -668,7 +668,11 @@ OutputSpec check_node(NodeChecker& c) {
       c.expect_type(0, ElementType::f32);
       auto& a = std::get<SoftmaxAttrs>(n.attrs);
       a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(c.rank(0)), false);
-      return {c.shape(0), ElementType::f32};
+      if (!a.quantizes()) return {c.shape(0), ElementType::f32};
+      c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,
+               "a quantizing Softmax writes u8 or s8 (got " + std::string(to_string(a.to)) + ")");
+      c.expect(std::isfinite(a.quantize_scale), "the quantization scale must be finite");
+      return {c.shape(0), a.to};
     }
   }
   c.fail("unknown operator");

@@ -465,6 +465,7 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     graph::PassContext ctx(
         graph::PassOptions{options.allow_residual_round_drop, false},
         [&engine, &options](const graph::Graph& g, const graph::Node& n, const Shape& shape) {
+          if (n.kind == graph::OpKind::Softmax) return plugin::check_quantizing_softmax(g, n, engine);
           return plugin::check_quantized_layer(g, n, shape, engine, options);
         });
     graph::run_fusion_passes(impl->graph, ctx);

@@ -379,9 +379,19 @@ class Exporter {
         w_.node("Pow", b, {x(0), w_.scalar(b + "/exponent", n.attr<graph::PowerAttrs>().exponent)}, y);
         return;
       case OpKind::Softmax: {
+        // A Softmax that writes codes: Softmax, then QuantizeLinear(s, 0)
+        // (y / s where the Softmax multiplied by 1 / s: within one code).
         require_f32();
-        auto& node = w_.node("Softmax", b, {x(0)}, y);
-        Writer::int_attr(node, "axis", n.attr<graph::SoftmaxAttrs>().axis);
+        const auto& a = n.attr<graph::SoftmaxAttrs>();
+        const std::string out = a.quantizes() ? w_.fresh(b + "/probabilities") : y;
+        auto& node = w_.node("Softmax", b, {x(0)}, out);
+        Writer::int_attr(node, "axis", a.axis);
+        if (a.quantizes()) {
+          w_.node("QuantizeLinear", b + "/quantize",
+                  {out, w_.constant(b + "/scale", kFloat, std::vector<float>{a.quantize_scale}, {}),
+                   w_.constant(b + "/zero_point", onnx_type(a.to), std::vector<double>{0.0}, {})},
+                  y);
+        }
         return;
       }
       case OpKind::LayerNorm:

@@ -64,6 +64,10 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx);
 // layer took -> one quantizing Convert (a oneDNN reorder with scale and zero point).
 bool quantize_by_convert(Graph& g, PassContext& ctx);
 
+// A quantizing Convert (zero point 0) that alone reads a Softmax -> the
+// Softmax writes the u8/s8 codes itself (oneDNN's output scale).
+bool fold_quantize_into_softmax(Graph& g, PassContext& ctx);
+
 // An f32 layer with constant weights followed by a Multiply by a per-tensor
 // or per-channel constant takes it into its weights and bias.
 bool fold_scale_into_layer(Graph& g, PassContext& ctx);

@@ -614,8 +614,28 @@ std::unique_ptr<ExecutableOp> make_power(const Operands& o, const dnnl::engine& 
   return make_eltwise(o, engine, algorithm::eltwise_pow, 1.0f, p);
 }
 
+// A quantizing Softmax writes its u8 / s8 codes itself: oneDNN 2.6's
+// softmax_v2 takes a destination type of its own and a per-tensor output
+// scale (1 / quantize_scale), no zero point and no post-op; its jit kernel
+// multiplies the f32 result by the scale, saturates and converts rounding
+// half to even.
+dnnl::softmax_v2_forward::primitive_desc quantizing_softmax_pd(const Operands& o,
+                                                               const dnnl::engine& engine) {
+  const auto& a = o.node.attr<graph::SoftmaxAttrs>();
+  dnnl::softmax_v2_forward::desc desc(prop_kind::forward_inference, algorithm::softmax_accurate,
+                                      o.in_md(0), o.out_md(), static_cast<int>(a.axis));
+  dnnl::primitive_attr attr = user_scratchpad();
+  attr.set_output_scales(0, {1.0f / a.quantize_scale});
+  return {desc, attr, engine};
+}
+
 std::unique_ptr<ExecutableOp> make_softmax(const Operands& o, const dnnl::engine& engine) {
   const auto axis = static_cast<int>(o.node.attr<graph::SoftmaxAttrs>().axis);
+  if (o.node.attr<graph::SoftmaxAttrs>().quantizes()) {
+    return make_op(o.node, engine, quantizing_softmax_pd(o, engine),
+                   {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
+                    {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+  }
   dnnl::softmax_forward::desc desc(prop_kind::forward_inference, o.in_md(0), axis);
   dnnl::softmax_forward::primitive_desc pd(desc, user_scratchpad(), engine);
   return make_op(o.node, engine, pd,
@@ -624,6 +644,21 @@ std::unique_ptr<ExecutableOp> make_softmax(const Operands& o, const dnnl::engine
 }
 
 }  // namespace
+
+std::optional<std::string> check_quantizing_softmax(const graph::Graph& graph,
+                                                    const graph::Node& node,
+                                                    const dnnl::engine& engine) {
+  try {
+    const std::string impl =
+        quantizing_softmax_pd(Operands{graph, node, LayoutOf{}}, engine).impl_info_str();
+    if (impl.find("ref") != std::string::npos) {
+      return "oneDNN offers only its reference implementation (" + impl + ")";
+    }
+    return std::nullopt;
+  } catch (const dnnl::error& e) {
+    return std::string("oneDNN refused it: ") + e.what();
+  }
+}
 
 std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,
                                            const dnnl::memory::desc& src,

@@ -2,6 +2,8 @@
 // Internal: builders of executable nodes.
 
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "plugin/executable_ops/quantized_layer.hpp"
 #include "plugin/execution.hpp"
@@ -26,6 +28,12 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
 std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
                                                 const graph::Node& node,
                                                 const LayoutOf& layout_of = {});
+
+// Whether oneDNN runs a quantizing Softmax (u8 / s8 destination, output
+// scale) with an implementation of its own: nullopt, else why not.
+std::optional<std::string> check_quantizing_softmax(const graph::Graph& graph,
+                                                    const graph::Node& node,
+                                                    const dnnl::engine& engine);
 
 // Convert as a oneDNN reorder between the given layouts.
 std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,

@@ -566,6 +566,37 @@ TEST(ExportOps, LayerNormAndGather) {
   }
 }
 
+TEST(ExportOps, SoftmaxWritingCodes) {
+  // A Softmax that took the quantizing Convert after it (oneDNN's output
+  // scale) is written as Softmax -> QuantizeLinear(s, 0): ONNX's y / s, within
+  // one code of the fused y * (1 / s).
+  graph::Graph g;
+  Builder b(g);
+  const ValueId p = b.op(OpKind::Softmax, {b.input("x", {1, 4, 8, 8})}, graph::SoftmaxAttrs{3}, "softmax");
+  graph::ConvertAttrs q;
+  q.to = ElementType::u8;
+  q.scale = 1.0f / 255.0f;
+  b.output(b.op(OpKind::Convert, {p}, q, "quantize"));
+  RoundTrip rt;
+  ASSERT_NO_THROW(rt = round_trip(g, "softmax_codes", small_input(4)));
+  print("softmax_codes", rt);
+  const std::multiset<std::string> ops = onnx_ops(rt.file);
+  EXPECT_EQ(ops.count("Softmax"), 1u);
+  EXPECT_EQ(ops.count("QuantizeLinear"), 1u);
+  // Written by the Softmax (not by a Convert left standing).
+  std::ifstream in(rt.file, std::ios::binary);
+  ::onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromIstream(&in));
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() == "QuantizeLinear") {
+      EXPECT_EQ(n.name(), "softmax/quantize");
+    }
+  }
+  ASSERT_EQ(rt.outputs.size(), 1u);
+  EXPECT_LE(rt.outputs[0].max_abs, 1.0);
+  EXPECT_EQ(rt.outputs[0].exported.type(), ElementType::u8);
+}
+
 // The encoders (LayerNorm spelled out at opset 13, LayerNormalization at 17,
 // GELU in its erf or tanh form, token ids in) export and read back with the
 // same LayerNorm and Gelu nodes; float logits within f32 rounding, QDQ ones within 1 LSB where the

@@ -1,0 +1,75 @@
+// fold_quantize_into_softmax
+//
+//   x -> Softmax -> Convert(t, scale s, zero point 0)
+//     ==>  x -> Softmax(t, quantize_scale s)
+//
+// A quantizing Convert (what quantize_by_convert makes of a Q/DQ pair that no
+// layer took) that alone reads a Softmax runs inside it: oneDNN 2.6's
+// softmax_v2 writes u8 / s8 with a per-tensor output scale, one pass over the
+// data instead of two. The arithmetic: the Convert computes ONNX's
+// saturate(round_half_even(y / s)), the Softmax saturate(round_half_even(y *
+// fl(1 / s))) on the same f32 y (oneDNN's kernel computes y alike for both
+// destinations), so a code moves by at most one where y / s sits within an
+// ulp of a tie, and never where 1 / s is exact.
+// Preconditions: the Convert quantizes by scale (ONNX's formula) with zero
+// point 0 (softmax_v2 has no destination zero point in 2.6) onto u8 / s8;
+// the Softmax's f32 output has no other reader and is no graph output; the
+// backend runs the result with a kernel of its own (not oneDNN's reference).
+// LayerNorm has no such form: oneDNN 2.6's layer normalization has one data
+// descriptor for source and destination, f32 or bf16, and no output scales.
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "fold_quantize_into_softmax";
+using namespace pattern;
+
+}  // namespace
+
+bool fold_quantize_into_softmax(Graph& g, PassContext& ctx) {
+  for (NodeId id : g.topological_order()) {
+    const Node& softmax = g.node(id);
+    if (softmax.kind != OpKind::Softmax || softmax.attr<SoftmaxAttrs>().quantizes()) continue;
+    const auto cv_id = sole_consumer(g, softmax.outputs[0]);
+    if (!cv_id || g.node(*cv_id).kind != OpKind::Convert) continue;
+    const Node& cv = g.node(*cv_id);
+    const ConvertAttrs& q = cv.attr<ConvertAttrs>();
+    if (!q.quantizes()) continue;
+    if (!q.quantizes_linear()) {
+      ctx.reject(kPass, cv.name, "it quantizes by ranges, not by ONNX's scale and zero point");
+      continue;
+    }
+    if (q.zero_point != 0) {
+      ctx.reject(kPass, cv.name, "zero point " + std::to_string(q.zero_point) +
+                                     " (oneDNN 2.6's softmax has no destination zero point)");
+      continue;
+    }
+    SoftmaxAttrs attrs = softmax.attr<SoftmaxAttrs>();
+    attrs.to = q.to;
+    attrs.quantize_scale = q.scale;
+    Node candidate = softmax;
+    candidate.attrs = attrs;
+    candidate.outputs = {cv.outputs[0]};
+    if (auto why = ctx.check_layer(g, candidate, g.value(cv.outputs[0]).shape)) {
+      ctx.reject(kPass, softmax.name, "the Softmax cannot write " + std::string(to_string(q.to)) +
+                                          ": " + *why);
+      continue;
+    }
+    const std::string name = softmax.name, cv_name = cv.name;
+    const ValueId old = cv.outputs[0];
+    const ValueId y = emit(g, OpKind::Softmax, name, {softmax.inputs[0]}, attrs);
+    replace_value(g, old, y);
+    g.erase_node(*cv_id);
+    g.erase_node(id);
+    ctx.log(kPass, name + " + " + cv_name + " -> one Softmax writing " +
+                       std::string(to_string(attrs.to)) + " (output scale 1 / " +
+                       std::to_string(attrs.quantize_scale) + ")");
+    return true;
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph
