@@ -54,6 +54,11 @@ bool plain_node(const ::onnx::NodeProto& n, const std::string& op,
   return true;
 }
 
+// A node as messages name it: its name, else its first output's.
+std::string called(const ::onnx::NodeProto& n) {
+  return n.op_type() + " node '" + (n.name().empty() && n.output_size() > 0 ? n.output(0) : n.name()) + "'";
+}
+
 }  // namespace
 
 std::optional<Literal> Importer::constant_tensor(const std::string& name) const {
@@ -105,7 +110,7 @@ std::optional<Importer::GeluTail> Importer::gelu_tail(const std::string& x, cons
   const ::onnx::NodeProto& add = g.node(*add_i);
   const auto one = other_input(add, f);
   if (!one || !near(scalar_tensor(*one), 1.0)) {
-    why = "Add '" + add.name() + "' does not add the constant 1";
+    why = called(add) + " does not add the constant 1";
     return std::nullopt;
   }
   // Then x * 0.5 in either order, or (0.5 x) from another node.
@@ -117,7 +122,7 @@ std::optional<Importer::GeluTail> Importer::gelu_tail(const std::string& x, cons
   const ::onnx::NodeProto& m1 = g.node(*m1_i);
   const auto f1 = other_input(m1, add.output(0));
   if (!f1) {
-    why = "Mul '" + m1.name() + "' squares 1 + ..";
+    why = called(m1) + " squares 1 + ..";
     return std::nullopt;
   }
   GeluTail tail;
@@ -143,7 +148,7 @@ std::optional<Importer::GeluTail> Importer::gelu_tail(const std::string& x, cons
                         ? other_input(g.node(h->second), x)
                         : std::nullopt;
   if (!half || !near(scalar_tensor(*half), 0.5)) {
-    why = "Mul '" + m1.name() + "' multiplies 1 + .. by '" + *f1 + "', neither x, 0.5 nor 0.5 x";
+    why = called(m1) + " multiplies 1 + .. by '" + *f1 + "', neither x, 0.5 nor 0.5 x";
     return std::nullopt;
   }
   tail.half_x = *f1;
@@ -206,7 +211,7 @@ void Importer::try_tanh_gelu() {
   for (int k = 0; k < 2; ++k) {
     if (near(scalar_tensor(scale->input(k)), kSqrt2OverPi)) s = scale->input(1 - k);
   }
-  if (s.empty()) return refuse("Mul '" + scale->name() + "' does not multiply by sqrt(2/pi)");
+  if (s.empty()) return refuse(called(*scale) + " does not multiply by sqrt(2/pi)");
   // s = x + 0.044715 * x^3
   const ::onnx::NodeProto* sum = inner(s, "Add");
   if (sum == nullptr) return refuse("sqrt(2/pi) multiplies '" + s + "', not an Add read there alone");
@@ -236,7 +241,7 @@ void Importer::try_tanh_gelu() {
     }
   }
   if (x.empty()) {
-    return refuse("Add '" + sum->name() + "' is not x + 0.044715 * x^3 (x^3 as Pow(x, 3) or " +
+    return refuse(called(*sum) + " is not x + 0.044715 * x^3 (x^3 as Pow(x, 3) or " +
                   "x * x * x, each value read inside the pattern alone)");
   }
   std::string why;
@@ -302,13 +307,13 @@ void Importer::try_spelled_out_layer_norm(AttrReader& a) {
     return refuse("x - mean ('" + d + "') is not read by one Pow and one Div alone");
   }
   if (scalar_tensor(g.node(pow_i).input(1)) != 2.0) {
-    return refuse("Pow '" + g.node(pow_i).name() + "' does not square (the exponent is not the constant 2)");
+    return refuse(called(g.node(pow_i)) + " does not square (the exponent is not the constant 2)");
   }
   // var = ReduceMean(d^2), same axes
   const auto var_i = single_reader(g.node(pow_i).output(0), "ReduceMean", {"axes", "keepdims"});
   if (!var_i) return refuse("d^2 is not read by one ReduceMean alone");
   {
-    AttrReader va(g.node(*var_i), "ReduceMean node '" + g.node(*var_i).name() + "'");
+    AttrReader va(g.node(*var_i), called(g.node(*var_i)));
     if (!last_axis_only(va.ints("axes"), va.i("keepdims", 1))) {
       return refuse("the variance is not a mean over the last axis alone with keepdims = 1");
     }
@@ -348,9 +353,9 @@ void Importer::try_spelled_out_layer_norm(AttrReader& a) {
     const auto t = other_input(g.node(*i), out);
     std::optional<Values> v = t ? per_channel(*t) : std::nullopt;
     if (!v) {
-      spdlog::debug("import {}: LayerNorm ends before {} '{}': its other operand is not a FLOAT "
+      spdlog::debug("import {}: LayerNorm ends before {}: its other operand is not a FLOAT "
                     "constant of {} values",
-                    label(), op, g.node(*i).name(), c);
+                    label(), called(g.node(*i)), c);
       return std::nullopt;
     }
     taken.push_back(*i);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "graph/onnx/import_internal.hpp"
+#include "qfuse/qfuse.hpp"
 
 namespace qfuse::onnx {
 namespace impl {
@@ -663,6 +664,8 @@ std::string read_file(const std::filesystem::path& path) {
 
 graph::Graph import_bytes(std::string_view bytes, const ImportOptions& options,
                           std::string_view origin) {
+  // QFUSE_LOG_LEVEL applies from the import on (why a pattern was not taken).
+  init_logging();
   const ::onnx::ModelProto model = parse_model(bytes, origin);
   Importer importer(model, options, std::string(origin));
   return importer.run();

@@ -229,7 +229,7 @@ class QFUSE_API InferRequest {
 };
 
 // Sets spdlog's level from QFUSE_LOG_LEVEL (trace, debug, info, warn, error,
-// off) once; compile() calls it.
+// off) once; compile() and the ONNX import call it.
 QFUSE_API void init_logging();
 
 }  // namespace qfuse
