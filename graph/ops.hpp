@@ -259,9 +259,14 @@ struct ResizeAttrs {
 // (f32, [1] or one per output channel), both known only at run time, and
 //   acc = sum(w * (x - z)) * r[c]      (the integer in f32, times r in f32)
 // before the chain, whose external inputs then start at input 4.
+// A QuantizedMatMul may read run-time weights (activation by activation,
+// attention's Q x K^T and P x V): w is then a u8/s8 tensor of any rank >= 2
+// (batch dims broadcast like numpy), read as (w - weights_zero_point), and the
+// chain's channels are the last dimension.
 struct QuantizedLayerAttrs {
   std::variant<ConvAttrs, DeconvAttrs, MatMulAttrs, NoAttrs> geometry;
   std::int32_t src_zero_point = 0;
+  std::int32_t weights_zero_point = 0;  // run-time weights only
   bool has_bias = false;
   bool dynamic = false;
   composer::PostOpChain chain;

@@ -398,8 +398,15 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
   c.expect(c.in(0).type == ElementType::u8 || c.in(0).type == ElementType::s8,
            "input 0 '" + c.in(0).name + "' has type " + std::string(to_string(c.in(0).type)) +
                " (expected u8 or s8)");
-  c.expect_type(1, ElementType::s8);
-  c.expect(c.in(1).is_constant(), "weights '" + c.in(1).name + "' must be constant");
+  if (c.node_.kind == OpKind::QuantizedMatMul && !c.in(1).is_constant()) {
+    c.expect(c.in(1).type == ElementType::u8 || c.in(1).type == ElementType::s8,
+             "run-time weights '" + c.in(1).name + "' have type " +
+                 std::string(to_string(c.in(1).type)) + " (expected u8 or s8)");
+  } else {
+    c.expect_type(1, ElementType::s8);
+    c.expect(c.in(1).is_constant(), "weights '" + c.in(1).name + "' must be constant");
+    c.expect(a.weights_zero_point == 0, "constant weights have no zero point");
+  }
   if (a.has_bias) c.expect_type(2, ElementType::f32);
   if (a.dynamic) {
     c.expect(c.node_.kind == OpKind::QuantizedFullyConnected && !a.has_bias &&

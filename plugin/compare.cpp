@@ -175,11 +175,25 @@ Comparison::Comparison(const Model& model, const CompileOptions& options,
       std::string model_name = fv.name;
       auto it = model_values.find(model_name);
       if (it == model_values.end() || ug.value(it->second).type != fv.type) {
-        // Codes a fused layer writes: "<FakeQuantize output>/to_u8" or "/to_s8".
+        // Codes a fused layer writes: "<FakeQuantize output>/to_u8" or "/to_s8";
+        // or codes data movement carries where the model quantizes only after
+        // it (the fused graph moved the quantize above the Transpose): those
+        // of the FakeQuantize that alone reads the model's value.
+        const auto same_name = it;
         for (const char* suffix : {"/to_u8", "/to_s8"}) {
           if (fv.name.ends_with(suffix)) model_name = fv.name.substr(0, fv.name.size() - 6);
         }
         it = model_values.find(model_name);
+        if (model_name == fv.name && same_name != model_values.end() &&
+            fv.type != ElementType::f32 && ug.value(same_name->second).type == ElementType::f32) {
+          const auto readers = ug.consumers(same_name->second);
+          if (readers.size() == 1 && ug.node(readers[0]).kind == graph::OpKind::FakeQuantize &&
+              ug.node(readers[0]).inputs[0] == same_name->second) {
+            const graph::ValueId q = ug.node(readers[0]).outputs[0];
+            model_name = ug.value(q).name;
+            it = model_values.find(model_name);
+          }
+        }
         if (it == model_values.end() || fv.type == ElementType::f32) continue;
         const graph::Node* fq = graph::pattern::producer_of(ug, it->second, graph::OpKind::FakeQuantize);
         if (fq == nullptr) continue;

@@ -12,9 +12,6 @@ using namespace composer;  // the plan's types, in this file only
 
 namespace {
 
-// Bit 1 selects dimension 1, the output channel of conv / inner product /
-// deconvolution destinations.
-constexpr int kPerChannelMask = 1 << 1;
 
 dnnl::memory::desc dense_desc(const dnnl::memory::dims& dims, dnnl::memory::data_type type) {
   dnnl::memory::dims strides(dims.size(), 1);
@@ -25,12 +22,10 @@ dnnl::memory::desc dense_desc(const dnnl::memory::dims& dims, dnnl::memory::data
 }
 
 dnnl::memory::desc binary_desc(const BinaryPostOp& op, const dnnl::memory::dims& dst_dims,
-                               FullTensorLayout full) {
+                               FullTensorLayout full, std::size_t channel_axis) {
   if (op.broadcast == Broadcast::per_channel) {
-    dnnl::memory::dims dims{1};
-    for (std::size_t i = 1; i < dst_dims.size(); ++i) {
-      dims.push_back(i == 1 ? dst_dims[i] : 1);
-    }
+    dnnl::memory::dims dims(dst_dims.size(), 1);
+    dims[channel_axis] = dst_dims[channel_axis];
     const auto* external = std::get_if<ExternalTensor>(&op.tensor);
     return dense_desc(dims, external != nullptr ? to_dnnl(external->data_type)
                                                 : dnnl::memory::data_type::f32);
@@ -50,11 +45,13 @@ dnnl::memory::desc binary_desc(const BinaryPostOp& op, const dnnl::memory::dims&
   return dnnl::memory::desc(dst_dims, type, strides);
 }
 
-void require_channel_dim(const dnnl::memory::dims& dst_dims, int channels) {
-  if (dst_dims.size() < 2 || dst_dims[1] != channels) {
-    throw std::invalid_argument(
-        "make_primitive_attr: destination dims must be {N, C, ...} with C = " +
-        std::to_string(channels));
+void require_channel_dim(const dnnl::memory::dims& dst_dims, int channels,
+                         std::size_t channel_axis) {
+  if (dst_dims.size() < 2 || channel_axis >= dst_dims.size() ||
+      dst_dims[channel_axis] != channels) {
+    throw std::invalid_argument("make_primitive_attr: destination dim " +
+                                std::to_string(channel_axis) + " must be C = " +
+                                std::to_string(channels));
   }
 }
 
@@ -108,12 +105,13 @@ dnnl::algorithm to_dnnl(BinaryAlg alg) {
 
 dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
                                          const dnnl::memory::dims& dst_dims,
-                                         FullTensorLayout full) {
-  require_channel_dim(dst_dims, plan.channels);
+                                         FullTensorLayout full, std::size_t channel_axis) {
+  require_channel_dim(dst_dims, plan.channels, channel_axis);
   dnnl::primitive_attr attr;
   if (!plan.output_scales.empty()) {
-    attr.set_output_scales(plan.output_scales_mask == ScalesMask::per_channel ? kPerChannelMask : 0,
-                           plan.output_scales);
+    attr.set_output_scales(
+        plan.output_scales_mask == ScalesMask::per_channel ? 1 << channel_axis : 0,
+        plan.output_scales);
   }
   if (plan.dst_zero_point) {
     attr.set_zero_points(DNNL_ARG_DST, 0, {*plan.dst_zero_point});
@@ -123,7 +121,7 @@ dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
     if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
       ops.append_eltwise(e->scale, to_dnnl(e->alg), e->alpha, e->beta);
     } else if (const auto* b = std::get_if<BinaryPostOp>(&op)) {
-      ops.append_binary(to_dnnl(b->alg), binary_desc(*b, dst_dims, full));
+      ops.append_binary(to_dnnl(b->alg), binary_desc(*b, dst_dims, full, channel_axis));
     } else {
       const auto& s = std::get<SumPostOp>(op);
       // Same type as the destination: leave it implicit, which every
@@ -142,8 +140,8 @@ dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
 
 std::vector<BinaryPostOpArg> binary_post_op_args(const PostOpsPlan& plan,
                                                  const dnnl::memory::dims& dst_dims,
-                                                 FullTensorLayout full) {
-  require_channel_dim(dst_dims, plan.channels);
+                                                 FullTensorLayout full, std::size_t channel_axis) {
+  require_channel_dim(dst_dims, plan.channels, channel_axis);
   std::vector<BinaryPostOpArg> args;
   for (std::size_t i = 0; i < plan.post_ops.size(); ++i) {
     const auto* b = std::get_if<BinaryPostOp>(&plan.post_ops[i]);
@@ -153,7 +151,7 @@ std::vector<BinaryPostOpArg> binary_post_op_args(const PostOpsPlan& plan,
     BinaryPostOpArg arg;
     arg.post_op_index = static_cast<int>(i);
     arg.arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1;
-    arg.desc = binary_desc(*b, dst_dims, full);
+    arg.desc = binary_desc(*b, dst_dims, full, channel_axis);
     if (const auto* external = std::get_if<ExternalTensor>(&b->tensor)) {
       arg.external_input = external->input;
     } else {

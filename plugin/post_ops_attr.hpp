@@ -22,14 +22,17 @@ dnnl::algorithm to_dnnl(composer::BinaryAlg alg);
 // convolution destinations; oneDNN's jit kernels want it to match).
 enum class FullTensorLayout { plain, channels_last };
 
-// Output scales (mask 0, or 1 << 1 for per output channel), destination zero
-// point and post-ops. `dst_dims` is the destination shape {N, C, spatial...};
-// binary post-ops need it for their tensor descriptors.
+// Output scales (mask 0, or 1 << channel_axis for per output channel),
+// destination zero point and post-ops. `dst_dims` is the destination shape,
+// its output channels at `channel_axis` ({N, C, spatial...}: 1; a batched
+// matmul's [..., M, N]: the last); binary post-ops need it for their tensor
+// descriptors.
 // Throws dnnl::error if oneDNN rejects an attribute (the caller then runs
 // the chain unfused).
 dnnl::primitive_attr make_primitive_attr(const composer::PostOpsPlan& plan,
                                          const dnnl::memory::dims& dst_dims,
-                                         FullTensorLayout full = FullTensorLayout::plain);
+                                         FullTensorLayout full = FullTensorLayout::plain,
+                                         std::size_t channel_axis = 1);
 
 // The tensor binary post-op number `post_op_index` reads, passed at execution
 // as argument `arg` (DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1).
@@ -45,7 +48,8 @@ struct BinaryPostOpArg {
 
 std::vector<BinaryPostOpArg> binary_post_op_args(const composer::PostOpsPlan& plan,
                                                  const dnnl::memory::dims& dst_dims,
-                                                 FullTensorLayout full = FullTensorLayout::plain);
+                                                 FullTensorLayout full = FullTensorLayout::plain,
+                                                 std::size_t channel_axis = 1);
 
 // Memory objects holding the constant binary tensors, keyed by argument.
 std::unordered_map<int, dnnl::memory> make_constant_post_op_memory(

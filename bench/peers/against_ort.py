@@ -11,7 +11,7 @@ peers.py makes for it:
      qfuse's fused and unfused paths with those tensors: propagated (each
      path end to end) and isolated (each qfuse node fed ONNX Runtime's own
      input values), in codes of each tensor's grid.
-One row per model and path: the quantized layer outputs compared, the worst
+One row per model and path: the tensors on an int8 grid compared, the worst
 isolated difference in codes, the lowest isolated share of equal codes and
 the tensor it belongs to, and the same figures propagated. The goal is 1 code
 and >= 99.9% equal on every layer, isolated.
@@ -56,10 +56,10 @@ def with_every_tensor_as_output(path, out_path):
     onnx.save(model, out_path)
 
 
-def summarize(tensors, layer_nodes, names=None):
-    """Worst isolated and propagated figures over the quantized layer outputs."""
-    rows = [t for t in tensors if t["quantized"] and
-            (t["node"] in layer_nodes if names is None else t["name"] in names)]
+def summarize(tensors, names=None):
+    """Worst isolated and propagated figures over the tensors on an int8 grid (what
+    int8 layers, quantizing ops and the data movement after them write)."""
+    rows = [t for t in tensors if t["quantized"] and (names is None or t["name"] in names)]
     if not rows:
         return None
     iso = [(t["isolated"].get("max_lsb") or 0.0, t["isolated"]["equal_share"] or 0.0, t["name"])
@@ -107,15 +107,11 @@ def main():
             table.append((stem, "failed", None))
             continue
         r = json.load(open(js))
-        # The tensors on an int8 grid: what int8 layers write, and the codes
-        # of the dynamic format's DynamicQuantize.
-        layer_nodes = {l["node"] for l in r["layers"]
-                       if l["op"].startswith("Quantized") or l["op"] == "DynamicQuantize"}
-        fused = summarize(r["tensors"], layer_nodes)
-        names = {t["name"] for t in r["tensors"] if t["quantized"] and t["node"] in layer_nodes}
-        unfused = summarize(r["unfused_tensors"], layer_nodes, names)
+        fused = summarize(r["tensors"])
+        names = {t["name"] for t in r["tensors"] if t["quantized"]}
+        unfused = summarize(r["unfused_tensors"], names)
         table.append((stem, fused, unfused))
-    head = ("model", "layers", "fused iso max", "fused iso equal", "unfused iso max",
+    head = ("model", "tensors", "fused iso max", "fused iso equal", "unfused iso max",
             "unfused iso equal", "fused prop. max", "fused prop. equal")
     fmt = "| " + " | ".join(["{}"] * len(head)) + " |" if args.markdown else \
         "{:<26} {:>6} {:>13} {:>15} {:>15} {:>17} {:>15} {:>17}"
@@ -124,7 +120,7 @@ def main():
         print("|" + "---|" * len(head))
     for stem, f, u in table:
         if f is None or f == "failed":
-            print(fmt.format(stem, "-", f or "no int8 layer writes a quantized tensor", "", "", "",
+            print(fmt.format(stem, "-", f or "no tensor on an int8 grid", "", "", "",
                              "", ""))
             continue
         cell = lambda s, k: "-" if s is None else (f"{s[k]:.0f}" if "max" in k else f"{100 * s[k]:.3f}%")

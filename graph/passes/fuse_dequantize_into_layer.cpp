@@ -68,12 +68,75 @@ OpKind quantized_kind(OpKind kind) {
   }
 }
 
+
+bool in_type_range(float z, ElementType t) {
+  return is_integer(z, 1e-4) && (t == ElementType::u8 ? z >= 0.0f && z <= 255.0f
+                                                      : z >= -128.0f && z <= 127.0f);
+}
+
+// MatMul(Sa * (a - Za), Sb * (b - Zb)) of two run-time int8 tensors ->
+// QuantizedMatMul(a, b; src and weights zero points Za, Zb; Scale(Sa * Sb)),
+// each side per tensor. True when it rewrote `id`; a refusal is logged.
+bool fuse_runtime_matmul(Graph& g, PassContext& ctx, NodeId id) {
+  const Node& layer = g.node(id);
+  const auto& mm = layer.attr<MatMulAttrs>();
+  const auto a = match_dequantize(g, layer.inputs[0], 0);
+  const auto b = match_dequantize(g, layer.inputs[1], 0);
+  if (!a || !b || g.value(b->quantized).is_constant()) {
+    ctx.reject(kPass, layer.name,
+               std::string("a MatMul of two run-time tensors runs int8 only when both are "
+                           "dequantized u8/s8 tensors per tensor; ") +
+                   (a ? "B" : "A") + " is not");
+    return false;
+  }
+  const ElementType at = g.value(a->quantized).type, bt = g.value(b->quantized).type;
+  if (a->scale.size() != 1 || b->scale.size() != 1 || !in_type_range(a->zero_point, at) ||
+      !in_type_range(b->zero_point, bt) || mm.transpose_a || mm.transpose_b) {
+    ctx.reject(kPass, layer.name, "the operands' scales or zero points are not per tensor "
+                                  "integers of their types");
+    return false;
+  }
+  const Shape out_shape = g.value(layer.outputs[0]).shape;
+  QuantizedLayerAttrs attrs;
+  attrs.geometry = mm;
+  attrs.src_zero_point = static_cast<std::int32_t>(std::lround(a->zero_point));
+  attrs.weights_zero_point = static_cast<std::int32_t>(std::lround(b->zero_point));
+  attrs.chain.channels = static_cast<int>(out_shape.back());
+  attrs.chain.dst_type = composer::DataType::f32;
+  attrs.chain.anchor = composer::AnchorKind::inner_product;
+  attrs.chain.steps.push_back(composer::Scale{{a->scale[0] * b->scale[0]}});
+  const std::vector<ValueId> inputs{a->quantized, b->quantized};
+  Node candidate{layer.name, OpKind::QuantizedMatMul, inputs, {}, attrs, false};
+  if (auto reason = ctx.check_layer(g, candidate, out_shape)) {
+    ctx.reject(kPass, layer.name, "backend refuses the int8 layer: " + *reason);
+    return false;
+  }
+  const std::string name = layer.name;
+  const ValueId old_out = layer.outputs[0];
+  const NodeId q = g.add_node(OpKind::QuantizedMatMul, name, inputs, attrs);
+  infer_node(g, q);
+  replace_value(g, old_out, g.node(q).outputs[0]);
+  g.erase_node(id);
+  ctx.log(kPass, name + " -> QuantizedMatMul (" + std::string(to_string(at)) + " x " +
+                     std::string(to_string(bt)) + ", both at run time, zero points " +
+                     std::to_string(attrs.src_zero_point) + " and " +
+                     std::to_string(attrs.weights_zero_point) + ")");
+  return true;
+}
+
 }  // namespace
 
 bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
     const Node& layer = g.node(id);
     if (!is_layer(layer.kind)) continue;
+    if (layer.kind == OpKind::MatMul) {
+      const auto b = match_dequantize(g, layer.inputs[1], 0);
+      if (b && !g.value(b->quantized).is_constant()) {
+        if (fuse_runtime_matmul(g, ctx, id)) return true;
+        continue;
+      }
+    }
     const int w_axis = weights_channel_axis(layer);
     if (w_axis < 0) {
       ctx.reject(kPass, layer.name,

@@ -13,7 +13,8 @@
 // right above it. Concat moves in one step when every input is the same
 // dequantize (same storage type, zero point and scale) of its own int8 tensor.
 // Preconditions: that node is a Convert from u8/s8, or a Multiply / Subtract /
-// Add by a one-element constant; its output feeds only M; M leads to a layer.
+// Add by a one-element constant; its output feeds only M; M leads to a layer
+// (its activation, or either side of a MatMul of two run-time tensors).
 
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
@@ -30,7 +31,11 @@ bool leads_to_layer(const Graph& g, ValueId v, int depth = 0) {
   if (depth > 12) return false;
   for (NodeId u : g.consumers(v)) {
     const Node& n = g.node(u);
-    if (is_layer(n.kind) && n.inputs[0] == v) return true;
+    // An activation input, or the right-hand side of a MatMul of two
+    // run-time tensors (attention's K^T and V).
+    if (is_layer(n.kind) && (n.inputs[0] == v || (n.kind == OpKind::MatMul && n.inputs[1] == v))) {
+      return true;
+    }
     const bool passes_through = moves_data(n) || n.kind == OpKind::Concat ||
                                 n.kind == OpKind::Convert || is_scalar_affine(g, n);
     if (passes_through && leads_to_layer(g, n.outputs[0], depth + 1)) return true;

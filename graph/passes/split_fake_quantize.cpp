@@ -11,7 +11,9 @@
 //   point of the consuming layer).
 // The rewrite keeps the value: (q + lo - Zd) * So = (q - Zo) * So = q * So + ol.
 // Only FakeQuantize nodes that feed a layer's activation input (directly, through
-// data movement, or through an AvgPool quantized again), or a residual Add, are split; the others stay whole and become post-op steps.
+// data movement, or through an AvgPool quantized again), either side of a MatMul
+// of two quantized run-time tensors, or a residual Add, are split; the others
+// stay whole and become post-op steps.
 // Preconditions: constant ranges per tensor or per channel (axis 1); L <= 256;
 // So != 0.
 
@@ -45,6 +47,18 @@ bool is_quantize_only(const Graph& g, const Node& fq) {
          g.node(*next).attr<ConvertAttrs>().to != ElementType::f32;
 }
 
+// `v` is, through data movement, a FakeQuantize's output or a dequantized
+// int8 tensor: one side of an activation-by-activation MatMul that can run
+// int8 once both sides are split.
+bool quantized_operand(const Graph& g, ValueId v) {
+  const NodeId p = g.value(v).producer;
+  if (!p.valid()) return false;
+  const Node& n = g.node(p);
+  if (n.kind == OpKind::FakeQuantize) return true;
+  if (moves_data(n)) return quantized_operand(g, n.inputs[0]);
+  return is_dequantized(g, v);
+}
+
 // Some layer reads `v` (directly or through data movement) as its activation and
 // has dequantized (s8) weights, so it can become an int8 layer; or `v` is one
 // side of a residual Add whose other side is not int8 yet: stored as int8, it
@@ -63,6 +77,13 @@ bool feeds_layer_activation(const Graph& g, ValueId v) {
     }
     if (is_layer(n.kind) && n.inputs[0] == v && n.inputs[1] != v &&
         producer_of(g, n.inputs[1], OpKind::Multiply) != nullptr) {
+      return true;
+    }
+    // Either side of a MatMul of two run-time int8 tensors (attention's
+    // Q x K^T and P x V).
+    if (n.kind == OpKind::MatMul && n.inputs[0] != n.inputs[1] &&
+        !g.value(n.inputs[1]).is_constant() &&
+        quantized_operand(g, n.inputs[0] == v ? n.inputs[1] : n.inputs[0])) {
       return true;
     }
     if ((moves_data(n) || n.kind == OpKind::Concat) && feeds_layer_activation(g, n.outputs[0])) return true;

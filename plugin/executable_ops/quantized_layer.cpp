@@ -29,6 +29,18 @@ using graph::ValueId;
 
 memory::dims to_dims(const graph::Ints& v) { return memory::dims(v.begin(), v.end()); }
 
+// u8 -> s8 by w - 128: flipping the top bit of each byte, eight at a time.
+void shift_u8_to_s8(const std::uint8_t* in, std::uint8_t* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t v;
+    std::memcpy(&v, in + i, 8);
+    v ^= 0x8080808080808080ULL;
+    std::memcpy(out + i, &v, 8);
+  }
+  for (; i < n; ++i) out[i] = static_cast<std::uint8_t>(in[i] ^ 0x80u);
+}
+
 // Everything needed to create (or just test) the primitive.
 struct Build {
   dnnl::primitive_desc pd;
@@ -55,6 +67,11 @@ struct Build {
   // from its weight sums.
   std::size_t dynamic_scales = 0;
   std::vector<std::int64_t> weight_sums;
+  // A matmul of two run-time tensors: where its output channels are (the
+  // last dim), and whether its u8 weights are shifted to s8 each run.
+  std::size_t channel_axis = 1;
+  bool runtime_weights = false;
+  bool shift_weights = false;
 };
 
 // oneDNN lists its AMX kernels first. At the sizes of one image they lose to
@@ -146,8 +163,11 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
       for (std::int64_t j = 0; j < k; ++j) sum += wd[static_cast<std::size_t>(i * k + j)];
     }
   }
+  b.runtime_weights = !g.value(node.inputs[1]).is_constant();
   if (options.integer_only && a.dynamic) {
     b.integer_reason = "the scale is known only at run time (a dynamic layer)";
+  } else if (options.integer_only && b.runtime_weights) {
+    b.integer_reason = "both operands are known only at run time";
   } else if (options.integer_only) {
     std::vector<float> bias;
     if (a.has_bias) {
@@ -189,6 +209,19 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     if (dst_layout == Layout::channels_last) {
       b.full_layout = FullTensorLayout::channels_last;
     }
+  } else if (b.runtime_weights) {
+    // Both operands at run time: the whole batched product, batch dims
+    // broadcast (oneDNN wants one rank for all three).
+    const std::size_t rank = std::max(x.shape.size(), w.shape.size());
+    const auto padded = [rank](Shape s) {
+      s.insert(s.begin(), static_cast<std::ptrdiff_t>(rank - s.size()), 1);
+      return s;
+    };
+    b.src_md = plain_desc(padded(x.shape), x.type);
+    b.dst_md = plain_desc(out_shape, dst_type);
+    b.out_md = plain_desc(out_shape, a.dst_type);
+    b.dst_dims = out_shape;
+    b.channel_axis = out_shape.size() - 1;
   } else {
     // Matrix products run on 2D views: rows = every leading dim.
     const std::int64_t k = x.shape.back();
@@ -200,12 +233,18 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     b.dst_dims = {rows, oc};
   }
   dnnl::primitive_attr attr = b.integer ? dnnl::primitive_attr()
-                                         : make_primitive_attr(b.plan, b.dst_dims, b.full_layout);
+                                         : make_primitive_attr(b.plan, b.dst_dims, b.full_layout,
+                                                               b.channel_axis);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (a.dynamic) {
     attr.set_output_scales(b.dynamic_scales > 1 ? 1 << 1 : 0, {DNNL_RUNTIME_F32_VAL});
   }
   if (a.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {a.src_zero_point});
+  // oneDNN 2.6 multiplies s8 weights only: u8 ones are shifted by -128 each
+  // run, w - z = (w - 128) - (z - 128).
+  b.shift_weights = b.runtime_weights && w.type == ElementType::u8;
+  const std::int32_t weights_zero_point = a.weights_zero_point - (b.shift_weights ? 128 : 0);
+  if (weights_zero_point != 0) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {weights_zero_point});
 
   const auto any = [](const memory::desc& md) {
     return memory::desc(md.dims(), md.data_type(), memory::format_tag::any);
@@ -270,6 +309,16 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     default: {
       const auto& m = std::get<graph::MatMulAttrs>(a.geometry);
       if (m.transpose_a) throw std::invalid_argument("transposed int8 activations");
+      if (b.runtime_weights) {
+        if (m.transpose_b) throw std::invalid_argument("transposed run-time weights");
+        Shape wd = w.shape;
+        wd.insert(wd.begin(), static_cast<std::ptrdiff_t>(out_shape.size() - w.shape.size()), 1);
+        b.weights_md_plain = plain_desc(wd, ElementType::s8);
+        dnnl::matmul::desc d(b.src_md, b.weights_md_plain, memory::desc(), b.dst_md);
+        b.pd = dnnl::matmul::primitive_desc(d, attr, engine);
+        reduction = x.shape.back();
+        break;
+      }
       if (w.shape.size() != 2) throw std::invalid_argument("int8 matmul needs 2D weights");
       b.weights_md_plain =
           m.transpose_b ? permuted_desc(w.shape, {1, 0}, ElementType::s8)
@@ -343,10 +392,16 @@ class QuantizedLayerOp final : public ExecutableOp {
       offset = align(offset + b_.dynamic_scales * sizeof(float));
     }
     total_scratch_ = offset;
-    // Weights: reordered once into the implementation's layout.
+    if (b_.shift_weights) {
+      shifted_weights_offset_ = offset;
+      offset = align(offset + b_.weights_md_plain.get_size());
+    }
+    total_scratch_ = offset;
+    // Weights: reordered once into the implementation's layout (run-time
+    // ones are bound each run).
     const memory::desc w_md = b_.pd.weights_desc();
-    weights_ = memory(w_md, engine_);
-    {
+    if (!b_.runtime_weights) {
+      weights_ = memory(w_md, engine_);
       const Tensor& wq = *g.value(node.inputs[1]).constant;
       memory src(b_.weights_md_plain, engine_, const_cast<void*>(wq.raw_data()));
       dnnl::stream s(engine_);
@@ -367,7 +422,7 @@ class QuantizedLayerOp final : public ExecutableOp {
       }
     }
     // Binary post-op tensors: constants owned here, externals bound per run.
-    binary_args_ = binary_post_op_args(b_.plan, b_.dst_dims, b_.full_layout);
+    binary_args_ = binary_post_op_args(b_.plan, b_.dst_dims, b_.full_layout, b_.channel_axis);
     constant_args_ = make_constant_post_op_memory(binary_args_, engine_);
     // A full-tensor operand is read channels last; one stored plain is
     // reordered into a staging area first.
@@ -436,6 +491,17 @@ class QuantizedLayerOp final : public ExecutableOp {
       }
     }
     if (scratchpad_md_.get_size() > 0) st.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
+    if (b_.runtime_weights) {
+      const Tensor& w = ctx.in(n.inputs[1]);
+      if (b_.shift_weights) {
+        auto* shifted = scratch + shifted_weights_offset_;
+        shift_u8_to_s8(static_cast<const std::uint8_t*>(w.raw_data()), shifted,
+                       static_cast<std::size_t>(w.size()));
+        st.args.at(DNNL_ARG_WEIGHTS).set_data_handle(shifted);
+      } else {
+        st.args.at(DNNL_ARG_WEIGHTS).set_data_handle(const_cast<void*>(w.raw_data()));
+      }
+    }
     if (!b_.weight_sums.empty()) {
       // bias[c] = -z * sum_k w[c, k]: with the accumulator, the integer
       // sum_k w[c, k] * (x[k] - z); then the run-time scales.
@@ -567,7 +633,8 @@ class QuantizedLayerOp final : public ExecutableOp {
   State make_state() const {
     State st;
     st.args.emplace(DNNL_ARG_SRC, memory(b_.src_md, engine_, nullptr));
-    st.args.emplace(DNNL_ARG_WEIGHTS, weights_);
+    st.args.emplace(DNNL_ARG_WEIGHTS, b_.runtime_weights ? memory(b_.pd.weights_desc(), engine_, nullptr)
+                                                         : weights_);
     if (bias_) st.args.emplace(DNNL_ARG_BIAS, bias_);
     if (!b_.weight_sums.empty()) {
       st.args.emplace(DNNL_ARG_BIAS, memory(b_.pd.weights_desc(1), engine_, nullptr));
@@ -614,6 +681,8 @@ class QuantizedLayerOp final : public ExecutableOp {
   std::size_t total_scratch_ = 0;
   // A dynamic layer's bias and scales, made in the scratchpad each run.
   std::size_t dynamic_bias_offset_ = 0, dynamic_scales_offset_ = 0;
+  // u8 run-time weights as s8 (w - 128), made in the scratchpad each run.
+  std::size_t shifted_weights_offset_ = 0;
   // Integer-only mode.
   std::size_t acc_offset_ = 0;
   std::optional<IntegerRequantizer> requantizer_;
