@@ -22,6 +22,9 @@ script, so nothing else needs torch:
   fashion_dae.torch.json   torch's fake-quant PSNR against the clean test images
   fashion_dae.psnr.npy     per test image, float32 [10000]
 
+The third bundled model, a vision transformer (fashion_vit.*), is trained by
+train_vit.py beside this script, which reuses its data loading.
+
 The autoencoder's noise is reproducible without numpy's generator: for pixel i
 of the whole test set (image-major), n = 0.5 * (u(i) - 0.5) where u(i) is the
 top 24 bits of splitmix64(i) / 2^24; the noisy input is clip(x + n, 0, 1).
