@@ -843,6 +843,10 @@ class Exporter {
     const auto& a = n.attr<graph::QuantizedLayerAttrs>();
     const graph::Value& x = g_.value(n.inputs[0]);
     const graph::Value& wv = g_.value(n.inputs[1]);
+    if (!wv.is_constant()) {
+      is_float = false;
+      return run_time_weights_accumulator(n, channels, abs_sum);
+    }
     const Tensor& wq = *wv.constant;
     const auto wvals = wq.data<std::int8_t>();
     abs_sum.assign(static_cast<std::size_t>(channels), 0.0);
@@ -921,6 +925,31 @@ class Exporter {
     }
     const std::string w = w_.constant(n.name + "/weight", kInt8, bm, bshape);
     w_.node("MatMulInteger", n.name, {xa, w, xzp}, acc);
+    return acc;
+  }
+
+  // A QuantizedMatMul of two run-time tensors (attention's Q x K^T and P x
+  // V): MatMulInteger on both codes with both zero points, ONNX's own integer
+  // product (batch dims broadcast as numpy's). Each |w - zero point| is at
+  // most 255, which is all the accumulator bound can assume.
+  std::string run_time_weights_accumulator(const Node& n, int channels, std::vector<double>& abs_sum) {
+    const auto& a = n.attr<graph::QuantizedLayerAttrs>();
+    if (n.kind != OpKind::QuantizedMatMul) refuse(n, "run-time weights outside a matrix product");
+    const auto& m = std::get<graph::MatMulAttrs>(a.geometry);
+    if ((m.transpose_a || m.transpose_b) && source_.prequantized_only) refuse(n, "transposed activations");
+    const graph::Value& x = g_.value(n.inputs[0]);
+    const graph::Value& wv = g_.value(n.inputs[1]);
+    std::string xa = in(n.inputs[0]), wb = in(n.inputs[1]);
+    if (m.transpose_a) xa = transpose_last_two(xa, x.shape.size(), n.name + "/a_t");
+    if (m.transpose_b) wb = transpose_last_two(wb, wv.shape.size(), n.name + "/b_t");
+    const std::string xzp = w_.constant(n.name + "/x_zero_point", onnx_type(x.type),
+                                        std::vector<std::int32_t>{a.src_zero_point}, {});
+    const std::string wzp = w_.constant(n.name + "/w_zero_point", onnx_type(wv.type),
+                                        std::vector<std::int32_t>{a.weights_zero_point}, {});
+    const std::int64_t depth = wv.shape[wv.shape.size() - (m.transpose_b ? 1 : 2)];
+    abs_sum.assign(static_cast<std::size_t>(channels), 255.0 * static_cast<double>(depth));
+    const std::string acc = w_.fresh(n.name + "/acc");
+    w_.node("MatMulInteger", n.name, {xa, wb, xzp, wzp}, acc);
     return acc;
   }
 
