@@ -12,7 +12,8 @@
 //   FakeQuantize with constant ranges -> FakeQuantize
 //   Add of another tensor of the same shape (a residual):
 //     dequantized int8 r = (rq - Zr) * Sr -> Sum(rq, Sr) [+ Shift(-Sr * Zr)]
-//     any other f32 tensor               -> Binary(add, full tensor)
+//     any other f32 tensor               -> Binary(add, full tensor), or after
+//                                           a matrix product Sum(f32)
 //   Multiply by an f32 runtime tensor of the output's shape or of one value per
 //     channel (a gate), Add of a per-channel one -> Binary(mul | add)
 //   Convert(u8|s8) right after a FakeQuantize whose levels are the integers of
@@ -84,7 +85,7 @@ cp::DataType to_composer(ElementType t) {
 // Steps for node `n` reading the running value `cur` (shape `shape`, output
 // channels on `axis`), or nullopt when `n` cannot join the chain.
 std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Shape& shape,
-                               std::size_t axis, int next_external) {
+                               std::size_t axis, int next_external, bool matrix_product) {
   const Node& n = g.node(id);
   if (n.outputs.size() != 1 || g.value(n.outputs[0]).shape != shape) return std::nullopt;
   Absorbed a{id, {}, {}, std::nullopt};
@@ -190,8 +191,17 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
           }
         }
       }
-      a.steps.push_back(cp::Binary{cp::BinaryAlg::add, next_external, cp::Broadcast::full,
-                                   cp::DataType::f32});
+      // Any other f32 residual: a full-tensor binary add; a sum post-op
+      // instead after a matrix product, whose fast oneDNN 2.6 kernel (brgemm
+      // inner product) takes binary operands only per channel or per tensor
+      // (the sum reads the residual from the f32 destination, placed there
+      // first or shared in place).
+      if (matrix_product) {
+        a.steps.push_back(cp::Sum{next_external, 1.0f, cp::DataType::f32});
+      } else {
+        a.steps.push_back(cp::Binary{cp::BinaryAlg::add, next_external, cp::Broadcast::full,
+                                     cp::DataType::f32});
+      }
       a.externals.push_back(other);
       return a;
     }
@@ -219,7 +229,7 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
     while (true) {
       auto next = sole_consumer(g, cur);
       if (!next) break;
-      auto a = absorb(g, *next, cur, shape, axis, externals);
+      auto a = absorb(g, *next, cur, shape, axis, externals, !spatial);
       if (!a) break;
       externals += static_cast<int>(a->externals.size());
       cur = g.node(*next).outputs[0];

@@ -337,7 +337,8 @@ TEST_P(Corpus, IntegerOnlyMatchesFloatScales) {
       ++float_layers;
       EXPECT_TRUE(l.integer.find("has no integer form") != std::string::npos ||
                   l.integer.find("leaky relu") != std::string::npos ||
-                  l.integer.find("reads a tensor at execution") != std::string::npos)
+                  l.integer.find("reads a tensor at execution") != std::string::npos ||
+                  l.integer.find("the residual is f32") != std::string::npos)
           << l.node << ": " << l.integer;
     }
   }
