@@ -18,6 +18,8 @@ install(TARGETS qfuse_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # ../share/qfuse/fashion_mnist).
 install(FILES ${PROJECT_SOURCE_DIR}/tools/fashion_mnist/fashion_cnn.onnx
               ${PROJECT_SOURCE_DIR}/tools/fashion_mnist/fashion_cnn.torch.json
+              ${PROJECT_SOURCE_DIR}/tools/fashion_mnist/fashion_vit.onnx
+              ${PROJECT_SOURCE_DIR}/tools/fashion_mnist/fashion_vit.torch.json
               ${PROJECT_SOURCE_DIR}/tools/fashion_mnist/fashion_dae.onnx
               ${PROJECT_SOURCE_DIR}/tools/fashion_mnist/fashion_dae.torch.json
         DESTINATION ${CMAKE_INSTALL_DATADIR}/qfuse/fashion_mnist)

@@ -110,6 +110,22 @@ std::string models_dir() {
   return QFUSE_FASHION_MNIST_DIR;
 }
 
+const std::vector<BundledModel>& bundled_models() {
+  static const std::vector<BundledModel> kModels = {
+      {"default", "fashion_cnn", Task::classify, "CNN classifier"},
+      {"fashion-vit", "fashion_vit", Task::classify, "vision transformer classifier"},
+      {"fashion-dae", "fashion_dae", Task::denoise, "denoising autoencoder"},
+  };
+  return kModels;
+}
+
+std::optional<BundledModel> find_bundled_model(const std::string& name) {
+  for (const BundledModel& m : bundled_models()) {
+    if (m.name == name) return m;
+  }
+  return std::nullopt;
+}
+
 double json_number(const std::string& text, const std::string& key) {
   const std::string quoted = "\"" + key + "\"";
   const std::size_t at = text.find(quoted);

@@ -1,9 +1,10 @@
 #pragma once
 // Fashion-MNIST's test set (Debian's dataset-fashion-mnist) and the bundled
-// models trained on it (tools/fashion_mnist/train.py): the images, their
-// labels, the autoencoder's deterministic noise and PSNR.
+// models trained on it (tools/fashion_mnist/train.py, train_vit.py): the
+// images, their labels, the autoencoder's deterministic noise and PSNR.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,29 @@ double psnr(const float* a, const float* b, std::size_t n);
 
 // The directory of the bundled Fashion-MNIST models and torch's results.
 std::string models_dir();
+
+// What a bundled model does with a test image: classify it (10 logits per
+// image, torch's top-1 in <stem>.torch.json) or denoise it (the noisy image
+// in, a clean image out, torch's PSNR in <stem>.torch.json).
+enum class Task { classify, denoise };
+
+// A bundled model: its MODEL name on the command line, its files in
+// models_dir() (<stem>.onnx, <stem>.torch.json) and what it is.
+struct BundledModel {
+  std::string name;         // "default", "fashion-vit", "fashion-dae"
+  std::string stem;         // "fashion_cnn", ...
+  Task task;
+  std::string description;  // "CNN classifier", ...
+
+  std::string onnx_file() const { return models_dir() + "/" + stem + ".onnx"; }
+  std::string torch_json() const { return models_dir() + "/" + stem + ".torch.json"; }
+};
+
+// Every bundled Fashion-MNIST model, "default" first.
+const std::vector<BundledModel>& bundled_models();
+
+// The bundled model called `name`, if there is one.
+std::optional<BundledModel> find_bundled_model(const std::string& name);
 
 // A number field of a flat JSON object (the torch results files), e.g.
 // json_number(text, "top1_percent"). Throws std::runtime_error if absent.

@@ -66,9 +66,6 @@ int conformance_command(const Args& args);
 int compare_command(const Args& args);
 int export_command(const Args& args);
 
-// The bundled Fashion-MNIST models' ONNX files ("default", "fashion-dae").
-std::optional<std::string> fashion_mnist_file(const std::string& model);
-
 // qfuse compare's report (compare.cpp), also written by `qfuse run` on the
 // bundled models.
 void print_compare_table(const std::vector<TensorDiff>& tensors);

@@ -160,15 +160,6 @@ void write_dot(std::ostream& out, const graph::Graph& g, const std::vector<Layer
 
 }  // namespace
 
-// The bundled models trained on Fashion-MNIST: "default" (the classifier)
-// and "fashion-dae" (the denoising autoencoder), ONNX files beside their
-// training script.
-std::optional<std::string> fashion_mnist_file(const std::string& model) {
-  if (model == "default") return tools::fashion_mnist::models_dir() + "/fashion_cnn.onnx";
-  if (model == "fashion-dae") return tools::fashion_mnist::models_dir() + "/fashion_dae.onnx";
-  return std::nullopt;
-}
-
 graph::Graph load_model(const std::string& model, const std::map<std::string, Shape>& shapes) {
   if (model.size() > 5 && model.ends_with(".onnx")) {
 #ifdef QFUSE_HAVE_ONNX
@@ -178,28 +169,93 @@ graph::Graph load_model(const std::string& model, const std::map<std::string, Sh
                            ": this build has no ONNX frontend (QFUSE_BUILD_ONNX=OFF)");
 #endif
   }
-  if (const auto file = fashion_mnist_file(model)) {
+  // The bundled models trained on Fashion-MNIST: ONNX files beside their
+  // training scripts.
+  if (const auto bundled = tools::fashion_mnist::find_bundled_model(model)) {
     std::map<std::string, Shape> one_image = shapes;  // batch 1 unless --shape says otherwise
     one_image.emplace("input", Shape{1, 1, 28, 28});
-    return load_model(*file, one_image);
+    return load_model(bundled->onnx_file(), one_image);
   }
   const auto names = tools::bundled_model_names();
   if (std::find(names.begin(), names.end(), model) != names.end()) {
     return tools::make_bundled_model(model);
   }
-  throw UsageError("MODEL '" + model +
-                   "' is neither an .onnx file nor a bundled model (default, fashion-dae, synthetic)");
+  std::string known;
+  for (const auto& m : tools::fashion_mnist::bundled_models()) known += m.name + ", ";
+  for (const std::string& name : names) known += name + ", ";
+  throw UsageError("MODEL '" + model + "' is neither an .onnx file nor a bundled model (" +
+                   known.substr(0, known.size() - 2) + ")");
 }
 
 namespace {
 
+// The class of one image: the index of the largest of its 10 logits.
+std::size_t class_of(const float* logits) {
+  return static_cast<std::size_t>(std::max_element(logits, logits + 10) - logits);
+}
+
+// A classifier's line against torch's recorded top-1: each mode's top-1 on
+// the test labels, and how often fused and unfused give the same class;
+// with --integer-only a second line for that mode against the fused one.
+void print_classification(const std::string& torch_json, const std::vector<std::uint8_t>& labels,
+                          const std::vector<float>& unfused, const std::vector<float>& fused,
+                          const std::vector<float>* integer) {
+  const std::size_t n = labels.size();
+  std::size_t unfused_right = 0, fused_right = 0, agree = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t u = class_of(unfused.data() + i * 10);
+    const std::size_t q = class_of(fused.data() + i * 10);
+    unfused_right += u == labels[i];
+    fused_right += q == labels[i];
+    agree += u == q;
+  }
+  const double pct = 100.0 / static_cast<double>(n);
+  std::cout << "accuracy: torch " << tools::fashion_mnist::json_number(torch_json, "top1_percent")
+            << "%, unfused " << static_cast<double>(unfused_right) * pct << "%, fused "
+            << static_cast<double>(fused_right) * pct << "%, agreement "
+            << static_cast<double>(agree) * pct << "%\n";
+  if (integer == nullptr) return;
+  std::size_t right = 0, agree_fused = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t k = class_of(integer->data() + i * 10);
+    right += k == labels[i];
+    agree_fused += k == class_of(fused.data() + i * 10);
+  }
+  std::cout << "accuracy: integer-only " << static_cast<double>(right) * pct
+            << "%, agreement with fused " << static_cast<double>(agree_fused) * pct << "%\n";
+}
+
+// The autoencoder's line: mean PSNR against the clean images, torch's and
+// each mode's.
+void print_denoising(const std::string& torch_json, const Tensor& clean,
+                     const std::vector<float>& unfused, const std::vector<float>& fused,
+                     const std::vector<float>* integer) {
+  namespace fm = tools::fashion_mnist;
+  constexpr std::size_t kPixels = 28 * 28;
+  const auto n = static_cast<std::size_t>(clean.shape()[0]);
+  const auto mean_psnr = [&](const std::vector<float>& out) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      sum += fm::psnr(out.data() + i * kPixels, clean.data<float>().data() + i * kPixels, kPixels);
+    }
+    return sum / static_cast<double>(n);
+  };
+  std::cout << std::setprecision(3) << "psnr: torch " << fm::json_number(torch_json, "psnr_db")
+            << " dB, unfused " << mean_psnr(unfused) << " dB, fused " << mean_psnr(fused)
+            << (integer ? " dB, integer-only " + std::to_string(mean_psnr(*integer)) : "")
+            << " dB (noisy input " << fm::json_number(torch_json, "noisy_input_psnr_db")
+            << " dB)\n";
+}
+
 // What `qfuse run` does with a bundled Fashion-MNIST model and no --inputs:
 // all 10,000 test images through the model unfused and fused, in batches of
 // 100, against the figures torch recorded for its fake-quantized model.
-int fashion_mnist_job(const std::string& model_name, const std::string& file, const Args& args) {
+int fashion_mnist_job(const tools::fashion_mnist::BundledModel& bundled, const Args& args) {
 #ifdef QFUSE_HAVE_ONNX
   namespace fm = tools::fashion_mnist;
-  const bool classifier = model_name == "default";
+  const bool classifier = bundled.task == fm::Task::classify;
+  const std::string& model_name = bundled.name;
+  const std::string file = bundled.onnx_file();
   const int threads = args.int_value("--threads", 0);
   constexpr std::int64_t kBatch = 100;
   constexpr std::size_t kPixels = 28 * 28;
@@ -208,10 +264,9 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
   const auto n = static_cast<std::size_t>(inputs.shape()[0]);
   const std::size_t row = classifier ? 10 : kPixels;
   const graph::Graph g = onnx::import_file(file, {.input_shapes = {{"input", {kBatch, 1, 28, 28}}}});
-  std::cout << "model " << model_name << ": Fashion-MNIST "
-            << (classifier ? "classifier" : "denoising autoencoder") << " (" << file << "), " << n
-            << " test images" << (classifier ? "" : " with noise") << " in batches of " << kBatch
-            << '\n';
+  std::cout << "model " << model_name << ": Fashion-MNIST " << bundled.description << " (" << file
+            << "), " << n << " test images" << (classifier ? "" : " with noise") << " in batches of "
+            << kBatch << '\n';
 
   struct Mode {
     std::vector<float> outputs;
@@ -267,60 +322,21 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
                          (classifier ? "" : " with noise"),
                      cmp.tensors(), cmp.fused().layers());
 
-  std::ifstream f(fm::models_dir() + (classifier ? "/fashion_cnn.torch.json" : "/fashion_dae.torch.json"));
+  std::ifstream f(bundled.torch_json());
   const std::string torch_json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   std::cout << std::fixed << std::setprecision(2);
+  const std::vector<float>* integer_outputs = integer ? &integer_mode.outputs : nullptr;
   if (classifier) {
-    const auto argmax = [](const float* v) {
-      return static_cast<std::size_t>(std::max_element(v, v + 10) - v);
-    };
-    std::size_t unfused_right = 0, fused_right = 0, agree = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t u = argmax(unfused.outputs.data() + i * row);
-      const std::size_t q = argmax(fused.outputs.data() + i * row);
-      unfused_right += u == set.labels[i];
-      fused_right += q == set.labels[i];
-      agree += u == q;
-    }
-    const double pct = 100.0 / static_cast<double>(n);
-    std::cout << "accuracy: torch " << fm::json_number(torch_json, "top1_percent") << "%, unfused "
-              << static_cast<double>(unfused_right) * pct << "%, fused "
-              << static_cast<double>(fused_right) * pct << "%, agreement "
-              << static_cast<double>(agree) * pct << "%\n";
-    if (integer) {
-      std::size_t right = 0, agree_fused = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t k = argmax(integer_mode.outputs.data() + i * row);
-        right += k == set.labels[i];
-        agree_fused += k == argmax(fused.outputs.data() + i * row);
-      }
-      std::cout << "accuracy: integer-only " << static_cast<double>(right) * pct
-                << "%, agreement with fused " << static_cast<double>(agree_fused) * pct << "%\n";
-    }
-    std::cout << "report: " << report << " (fused against unfused per layer, "
-              << std::min(n, kReportImages) << " images)\n";
+    print_classification(torch_json, set.labels, unfused.outputs, fused.outputs, integer_outputs);
   } else {
-    const auto mean_psnr = [&](const std::vector<float>& out) {
-      double sum = 0.0;
-      for (std::size_t i = 0; i < n; ++i) {
-        sum += fm::psnr(out.data() + i * row, set.images.data<float>().data() + i * kPixels, kPixels);
-      }
-      return sum / static_cast<double>(n);
-    };
-    std::cout << std::setprecision(3) << "psnr: torch " << fm::json_number(torch_json, "psnr_db")
-              << " dB, unfused "
-              << mean_psnr(unfused.outputs) << " dB, fused " << mean_psnr(fused.outputs)
-              << (integer ? " dB, integer-only " + std::to_string(mean_psnr(integer_mode.outputs)) : "")
-              << " dB (noisy input " << fm::json_number(torch_json, "noisy_input_psnr_db")
-              << " dB)\n";
-    std::cout << "report: " << report << " (fused against unfused per layer, "
-              << std::min(n, kReportImages) << " images)\n";
+    print_denoising(torch_json, set.images, unfused.outputs, fused.outputs, integer_outputs);
   }
+  std::cout << "report: " << report << " (fused against unfused per layer, "
+            << std::min(n, kReportImages) << " images)\n";
   return 0;
 #else
-  (void)file;
   (void)args;
-  throw UnsupportedError("run " + model_name + ": this build has no ONNX frontend");
+  throw UnsupportedError("run " + bundled.name + ": this build has no ONNX frontend");
 #endif
 }
 
@@ -328,9 +344,9 @@ int fashion_mnist_job(const std::string& model_name, const std::string& file, co
 
 int run_command(const Args& args) {
   const std::string model_name = model_argument(args);
-  if (const auto file = fashion_mnist_file(model_name);
-      file && !args.value("--inputs") && !args.flag("--shape")) {
-    return fashion_mnist_job(model_name, *file, args);
+  if (const auto bundled = tools::fashion_mnist::find_bundled_model(model_name);
+      bundled && !args.value("--inputs") && !args.flag("--shape")) {
+    return fashion_mnist_job(*bundled, args);
   }
   const int repeat = args.int_value("--repeat", 10);
   const int threads = args.int_value("--threads", 0);

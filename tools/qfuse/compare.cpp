@@ -372,15 +372,16 @@ int compare_command(const Args& args) {
       int_vs_float->run(inputs);
     }
   };
-  const auto dataset_file = fashion_mnist_file(model_name);
-  if (dataset_file && !args.value("--inputs") && !args.value("--random") && !args.flag("--shape")) {
+  const auto bundled = tools::fashion_mnist::find_bundled_model(model_name);
+  if (bundled && !args.value("--inputs") && !args.value("--random") && !args.flag("--shape")) {
 #ifdef QFUSE_HAVE_ONNX
     // The bundled Fashion-MNIST models: the test images, 100 per inference.
     namespace fm = tools::fashion_mnist;
     const int images = std::clamp(args.int_value("--images", 10000), 100, 10000) / 100 * 100;
     const fm::TestSet set = fm::load_test_set();
-    const Tensor x = model_name == "default" ? set.images : fm::noisy(set.images);
-    make(make_model(onnx::import_file(*dataset_file, {.input_shapes = {{"input", {100, 1, 28, 28}}}})));
+    const bool noisy = bundled->task == fm::Task::denoise;
+    const Tensor x = noisy ? fm::noisy(set.images) : set.images;
+    make(make_model(onnx::import_file(bundled->onnx_file(), {.input_shapes = {{"input", {100, 1, 28, 28}}}})));
     for (int first = 0; first < images; first += 100) {
       Tensor batch(ElementType::f32, {100, 1, 28, 28});
       std::copy_n(x.data<float>().data() + static_cast<std::size_t>(first) * 784, 100 * 784,
@@ -388,7 +389,7 @@ int compare_command(const Args& args) {
       run({{"input", batch}});
     }
     inputs_desc = std::to_string(images) + " Fashion-MNIST test images" +
-                  (model_name == "default" ? "" : " with noise");
+                  (noisy ? " with noise" : "");
 #endif
   } else {
     make(make_model(load_model(model_name, shape_bindings(args, model_name))));
