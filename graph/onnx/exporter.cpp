@@ -485,6 +485,7 @@ class Exporter {
       }
       case OpKind::FakeQuantize: require_f32(); return fake_quantize(n, y);
       case OpKind::Lookup: return lookup(n, y);
+      case OpKind::DynamicQuantize: require_f32(); return dynamic_quantize(n, y);
       case OpKind::Convert:
       case OpKind::Reshape:
       case OpKind::Flatten:
@@ -726,6 +727,43 @@ class Exporter {
     w_.node("Add", b, {t, in(n.inputs[3])}, y);
   }
 
+  // DynamicQuantizeLinear writes its scale and zero point as scalars (rank 0)
+  // where qfuse's are [1]: each is reshaped to [1] under qfuse's name where
+  // anything but a dynamic layer's zero point reads it (MatMulInteger takes a
+  // scalar a_zero_point, or one per row of A), and a dynamic layer reads the
+  // scalar (zero_point_scalar).
+  void dynamic_quantize(const Node& n, const std::string& y) {
+    const std::string& b = n.name;
+    auto& node = w_.node("DynamicQuantizeLinear", b, {in(n.inputs[0])}, y);
+    for (const std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+      const std::string scalar = w_.fresh(b + (i == 1 ? "/scale" : "/zero_point"));
+      node.add_output(scalar);
+      scalars_[n.outputs[i].index] = scalar;
+    }
+    for (const std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+      const graph::ValueId v = n.outputs[i];
+      const std::vector<graph::NodeId> consumers = g_.consumers(v);
+      const bool only_dynamic_zero_points =
+          std::all_of(consumers.begin(), consumers.end(), [&](graph::NodeId c) {
+            const Node& cn = g_.node(c);
+            return cn.kind == OpKind::QuantizedFullyConnected &&
+                   cn.attr<graph::QuantizedLayerAttrs>().dynamic &&
+                   std::count(cn.inputs.begin(), cn.inputs.end(), v) == 1 && cn.inputs[2] == v;
+          });
+      if (!only_dynamic_zero_points || g_.is_graph_output(v)) {
+        w_.node("Reshape", b + (i == 1 ? "/scale_shape" : "/zero_point_shape"),
+                {scalars_.at(v.index), w_.ints64(b + "/one_element", {1})}, name(v));
+      }
+    }
+  }
+
+  // A one-element run-time tensor as a scalar: DynamicQuantizeLinear's own
+  // output, else a Reshape to rank 0.
+  std::string zero_point_scalar(graph::ValueId v, const std::string& base) {
+    if (const auto it = scalars_.find(v.index); it != scalars_.end()) return it->second;
+    return w_.op("Reshape", base, {in(v), w_.ints64(base + "/rank0", {})});
+  }
+
   // A constant varying along `axis` of a rank-`rank` tensor; a scalar when uniform.
   std::string axis_constant(const std::string& base, const std::vector<float>& v, std::size_t rank,
                             std::size_t axis) {
@@ -878,8 +916,11 @@ class Exporter {
       is_float = true;
       return acc;
     }
-    const std::string xzp = w_.constant(n.name + "/x_zero_point", onnx_type(x.type),
-                                        std::vector<std::int32_t>{a.src_zero_point}, {});
+    // A dynamic layer's zero point comes with its input (DynamicQuantizeLinear's).
+    const std::string xzp =
+        a.dynamic ? zero_point_scalar(n.inputs[2], n.name + "/x_zero_point")
+                  : w_.constant(n.name + "/x_zero_point", onnx_type(x.type),
+                                std::vector<std::int32_t>{a.src_zero_point}, {});
     if (n.kind == OpKind::QuantizedConvolution) {
       const auto& c = std::get<graph::ConvAttrs>(a.geometry);
       const std::string w = w_.constant(n.name + "/weight", kInt8,
@@ -975,9 +1016,12 @@ class Exporter {
     if (source_.prequantized_only && n.kind == OpKind::QuantizedDeconvolution) {
       refuse(n, "ONNX has no integer transposed convolution (ConvInteger covers Conv only)");
     }
-    const composer::IntegerPlan* plan = source_.integer_plan ? source_.integer_plan(n) : nullptr;
-    if (plan == nullptr) return float_scale_layer(n);
     const auto& a = n.attr<graph::QuantizedLayerAttrs>();
+    // A dynamic layer's scale is known only at run time: it keeps float
+    // scales in the integer-only mode too.
+    const composer::IntegerPlan* plan =
+        source_.integer_plan && !a.dynamic ? source_.integer_plan(n) : nullptr;
+    if (plan == nullptr) return float_scale_layer(n);
     const graph::Value& y = g_.value(n.outputs[0]);
     const bool spatial = n.kind == OpKind::QuantizedConvolution || n.kind == OpKind::QuantizedDeconvolution;
     const std::size_t rank = y.shape.size();
@@ -1108,7 +1152,14 @@ class Exporter {
   // in f32 as the float-scale path evaluates it (post_ops_plan.hpp):
   //   y = (acc + bias) * output_scales; post_ops in order; + dst_zero_point;
   //   dst = y (f32) or saturate(round_half_to_even(y)) (QuantizeLinear(1, 0)).
+  // A dynamic layer (QuantizedLayerAttrs::dynamic) is ONNX Runtime's form:
+  //   MatMulInteger(codes, W^T, z) -> Cast(float) -> Mul(r), then post_ops,
+  // its plan without output scales, bias or a dst zero point.
   void float_scale_layer(const Node& n) {
+    const auto& a = n.attr<graph::QuantizedLayerAttrs>();
+    if (a.dynamic && source_.prequantized_only) {
+      refuse(n, "the scale is known only at run time (a dynamic layer): no integer form");
+    }
     if (!source_.composed_plan || source_.prequantized_only) {
       refuse(n, "the layer kept float scales in the integer-only mode (qfuse dump --integer-only "
                 "says why)");
@@ -1116,7 +1167,6 @@ class Exporter {
     const std::optional<composer::PostOpsPlan> composed = source_.composed_plan(n);
     if (!composed) refuse(n, "the compiled model has no composed plan for this layer");
     const composer::PostOpsPlan& plan = *composed;
-    const auto& a = n.attr<graph::QuantizedLayerAttrs>();
     const graph::Value& y = g_.value(n.outputs[0]);
     const bool spatial = n.kind == OpKind::QuantizedConvolution || n.kind == OpKind::QuantizedDeconvolution;
     const std::size_t rank = y.shape.size();
@@ -1132,6 +1182,17 @@ class Exporter {
     }
     check_accumulator_bound(n, abs_sum, bias);
     if (!acc_is_float) t = cast(t, kFloat, b + "/cast");
+    if (a.dynamic) {
+      // The run-time scale is the whole output scale (as the executable
+      // requires): nothing constant joins it.
+      const bool unit = std::all_of(plan.output_scales.begin(), plan.output_scales.end(),
+                                    [](float s) { return s == 1.0f; });
+      if (!unit || plan.dst_zero_point || a.has_bias) {
+        refuse(n, "a dynamic layer with a constant output scale, bias or zero point besides its "
+                  "run-time scale");
+      }
+      t = w_.op("Mul", b + "/scale", {t, in(n.inputs[3])});
+    }
     if (std::any_of(bias.begin(), bias.end(), [](float v) { return v != 0.0f; })) {
       t = w_.op("Add", b + "/bias", {t, channel_constant(b + "/bias", kFloat, bias, rank, spatial)});
     }
@@ -1315,6 +1376,9 @@ class Exporter {
   ::onnx::GraphProto& proto_;
   ExportReport report_;
   std::set<std::uint32_t> written_constants_;
+  // By ValueId: the rank-0 ONNX tensor DynamicQuantizeLinear wrote for a
+  // qfuse scale or zero point of shape [1].
+  std::map<std::uint32_t, std::string> scalars_;
   std::vector<std::string> names_;  // by ValueId: the ONNX tensor name
 };
 

@@ -24,6 +24,13 @@
 //   Mul(output scales), each post-op (an activation, Mul / Add / Min / Max
 //   by a constant or by a tensor, a residual sum), Add(dst zero point),
 //   QuantizeLinear(1, 0);
+// - a dynamic int8 layer (ONNX Runtime's dynamic format, whose scale is
+//   known only at run time, so that it keeps float scales in the
+//   integer-only mode too): MatMulInteger(codes, W^T, run-time zero point)
+//   -> Cast(float) -> Mul(run-time scale), then its plan's post-ops as above;
+//   the DynamicQuantize that feeds it: DynamicQuantizeLinear, whose scalar
+//   scale and zero point are reshaped to qfuse's [1] where anything but a
+//   dynamic layer's zero point reads them;
 // - an int8 deconvolution: ONNX has no integer ConvTranspose, so the codes
 //   minus the zero point go through an f32 ConvTranspose with the s8 weights
 //   as floats. Every product and partial sum is an integer below 2^24 there

@@ -14,7 +14,8 @@
 // a tensor, a Sigmoid, a Lookup and an int8 deconvolution between int8
 // layers, an f32 layer with absorbed post-ops, GELU in both forms, LayerNorm
 // and Gather. The transformer encoders export too, and read back with their
-// LayerNorm and Gelu nodes.
+// LayerNorm and Gelu nodes; those in ONNX Runtime's dynamic format with their
+// 12 int8 layers and the original's logits bit for bit.
 
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -504,6 +506,13 @@ TEST(ExportOps, GeluBothForms) {
   }
 }
 
+// Layers that run as one int8 primitive.
+int int8_layers(const CompiledModel& m) {
+  int n = 0;
+  for (const LayerInfo& l : m.layers()) n += l.op.starts_with("Quantized") ? 1 : 0;
+  return n;
+}
+
 std::size_t live_nodes(const graph::Graph& g, OpKind kind) {
   std::size_t n = 0;
   for (std::uint32_t i = 0; i < g.node_capacity(); ++i) {
@@ -597,10 +606,53 @@ TEST(ExportOps, SoftmaxWritingCodes) {
   EXPECT_EQ(rt.outputs[0].exported.type(), ElementType::u8);
 }
 
+TEST(ExportOps, DynamicLayerReadsAOneElementZeroPointAsAScalar) {
+  // A dynamic layer whose zero point and per-channel scales are graph inputs
+  // rather than a DynamicQuantize's outputs: MatMulInteger reads the [1] zero
+  // point reshaped to rank 0. sum_k w * (x - z) is an exact integer in both
+  // the fused and the unfused f32 sums, and so is its product with r.
+  const std::int64_t rows = 4, depth = 16, channels = 8;
+  graph::Graph g;
+  Builder b(g);
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<int> code(0, 255), weight(-127, 127);
+  std::uniform_real_distribution<float> scale(0.001f, 0.01f);
+  std::vector<std::int8_t> w(static_cast<std::size_t>(channels * depth));
+  for (std::int8_t& v : w) v = static_cast<std::int8_t>(weight(rng));
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * depth));
+  for (std::uint8_t& v : codes) v = static_cast<std::uint8_t>(code(rng));
+  std::vector<float> r(static_cast<std::size_t>(channels));
+  for (float& v : r) v = scale(rng);
+  const ValueId xq = b.input("codes", {rows, depth}, ElementType::u8);
+  const ValueId z = b.input("zero_point", {1}, ElementType::u8);
+  const ValueId rv = b.input("scales", {channels});
+  const ValueId x = b.binary(OpKind::Subtract, b.convert(xq, ElementType::f32), b.convert(z, ElementType::f32));
+  const ValueId wq = b.constant("weight", Tensor::from_vector<std::int8_t>({channels, depth}, w));
+  const ValueId acc = b.fully_connected(x, b.convert(wq, ElementType::f32), std::nullopt, "fc");
+  b.output(b.relu(b.multiply(acc, rv)));
+  const CompiledModel fused = compile(g, {.integer_only = true});
+  ASSERT_EQ(int8_layers(fused), 1);
+  RoundTrip rt;
+  ASSERT_NO_THROW(rt = round_trip(g, "dynamic_layer_input_zero_point",
+                                  {{"codes", Tensor::from_vector<std::uint8_t>({rows, depth}, codes)},
+                                   {"zero_point", Tensor::from_vector<std::uint8_t>({1}, {117})},
+                                   {"scales", Tensor::from_vector<float>({channels}, r)}}));
+  print("dynamic_layer_input_zero_point", rt);
+  EXPECT_EQ(rt.report.float_scale_layers, 1);
+  const std::multiset<std::string> ops = onnx_ops(rt.file);
+  EXPECT_EQ(ops.count("MatMulInteger"), 1u);
+  EXPECT_EQ(ops.count("Reshape"), 1u);
+  EXPECT_EQ(ops.count("DynamicQuantizeLinear"), 0u);
+  EXPECT_EQ(int8_layers(compile(onnx::import_file(rt.file), {.integer_only = true})), 1);
+  ASSERT_EQ(rt.outputs.size(), 1u);
+  EXPECT_EQ(rt.outputs[0].max_abs, 0.0);
+}
+
 // The encoders (LayerNorm spelled out at opset 13, LayerNormalization at 17,
-// GELU in its erf or tanh form, token ids in) export and read back with the
-// same LayerNorm and Gelu nodes; float logits within f32 rounding, QDQ ones within 1 LSB where the
-// logits have a grid, else the same class.
+// GELU in its erf or tanh form, token ids in; float, static QDQ and ONNX
+// Runtime's dynamic format) export and read back with the same LayerNorm and
+// Gelu nodes; float logits within f32 rounding, quantized ones within 1 LSB
+// where the logits have a grid, else the same class.
 class ExportEncoder : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ExportEncoder, ReadsBackWithItsLayerNormsAndGelus) {
@@ -641,7 +693,8 @@ std::vector<std::string> encoders() {
   if (!fs::is_directory(dir)) return names;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string stem = e.path().stem().string();
-    if (e.path().extension() == ".onnx" && (stem.ends_with("_f32") || stem.ends_with("_qdq"))) {
+    if (e.path().extension() == ".onnx" &&
+        (stem.ends_with("_f32") || stem.ends_with("_qdq") || stem.ends_with("_dyn"))) {
       names.push_back(stem);
     }
   }
@@ -652,6 +705,73 @@ std::vector<std::string> encoders() {
 INSTANTIATE_TEST_SUITE_P(Transformers, ExportEncoder, ::testing::ValuesIn(encoders()),
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ExportEncoder);
+
+// ONNX Runtime's dynamic format (quantize_dynamic): each DynamicQuantize is
+// written as DynamicQuantizeLinear and each dynamic int8 layer as
+// MatMulInteger(codes, W^T, z) -> Cast -> Mul(r) -> its post-ops (dynamic
+// layers keep float scales in the integer-only mode). Read back, the model
+// fuses the same 12 int8 layers and gives the original's logits bit for bit.
+class ExportDynamicEncoder : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExportDynamicEncoder, ReadsBackWithItsTwelveInt8LayersAndTheSameLogits) {
+  const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / "transformers";
+  const std::string name = GetParam();
+  const graph::Graph g = onnx::import_file(dir / (name + ".onnx"));
+  std::map<std::string, Tensor> inputs;
+  for (const char* in : {"input_ids", "attention_mask"}) {
+    inputs[in] = tools::read_npy(dir / (name + "." + in + ".npy"));
+  }
+  CompileOptions options;
+  options.integer_only = true;
+  const CompiledModel original = compile(g, options);
+  ASSERT_EQ(int8_layers(original), 12) << name;
+  const fs::path file = fs::path(::testing::TempDir()) / (name + "_exported.onnx");
+  onnx::ExportReport report;
+  try {
+    report = onnx::export_prequantized(compiled_graph(original), source_of(original), file.string());
+  } catch (const Error& e) {
+    FAIL() << name << ": " << e.what();
+  }
+  EXPECT_EQ(report.layers, 0);
+  EXPECT_EQ(report.float_scale_layers, 12);
+  EXPECT_EQ(report.inexact_accumulators, 0);
+  EXPECT_NO_THROW(::onnx::checker::check_model(file.string())) << name;
+  const std::multiset<std::string> ops = onnx_ops(file);
+  EXPECT_EQ(ops.count("DynamicQuantizeLinear"), live_nodes(g, OpKind::DynamicQuantize));
+  EXPECT_EQ(ops.count("MatMulInteger"), 12u);
+
+  const graph::Graph back = onnx::import_file(file);
+  EXPECT_EQ(live_nodes(back, OpKind::DynamicQuantize), live_nodes(g, OpKind::DynamicQuantize));
+  const CompiledModel exported = compile(back, options);
+  EXPECT_EQ(int8_layers(exported), 12) << name;
+  const auto logits = [&inputs](const CompiledModel& m) {
+    InferRequest r = m.create_infer_request();
+    for (const auto& [k, v] : inputs) r.set_input(k, v);
+    r.infer();
+    return r.output("logits");
+  };
+  const Tensor want = logits(original);
+  const Tensor got = logits(exported);
+  ASSERT_EQ(got.shape(), want.shape());
+  ASSERT_EQ(got.type(), ElementType::f32);
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < got.size(); ++i) {
+    const float a = got.data<float>()[static_cast<std::size_t>(i)];
+    const float b = want.data<float>()[static_cast<std::size_t>(i)];
+    differ += std::memcmp(&a, &b, sizeof(float)) != 0;
+  }
+  EXPECT_EQ(differ, 0) << name << ": logits not bit-equal to the original's";
+}
+
+std::vector<std::string> dynamic_encoders() {
+  std::vector<std::string> names = encoders();
+  std::erase_if(names, [](const std::string& n) { return !n.ends_with("_dyn"); });
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, ExportDynamicEncoder, ::testing::ValuesIn(dynamic_encoders()),
+                         [](const auto& p) { return p.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ExportDynamicEncoder);
 
 }  // namespace
 }  // namespace qfuse
