@@ -523,9 +523,8 @@ namespace qfuse {
 namespace {
 
 // The BERT-like encoders (tools/corpus/transformers.py, build/corpus/
-// transformers/) in their float and static QDQ forms: LayerNorm spelled out
-// (opset 13) or LayerNormalization (opset 17). (The dynamic form's
-// DynamicQuantizeLinear is not imported yet.)
+// transformers/) in their float, static QDQ and dynamic forms: LayerNorm
+// spelled out (opset 13) or LayerNormalization (opset 17).
 std::vector<std::string> encoder_models() {
   std::vector<std::string> names;
   const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / "transformers";
