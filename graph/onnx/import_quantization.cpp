@@ -297,21 +297,30 @@ void Importer::op_matmul_integer(AttrReader&) {
   require_int8(B, "B");
   expect(A.shape.size() >= 2 && B.shape.size() >= 2, "operands must have rank >= 2");
   const std::int64_t ra = rank_of(A.shape);
+  // A zero point known only at run time (DynamicQuantizeLinear's, on either
+  // side): one per tensor, of its operand's type. Bounds then take the
+  // type's whole range.
+  const auto runtime_zero_point = [this](std::size_t i, const Operand& o, const char* what) {
+    if (!has_in(i) || in(i).literal) return false;
+    Operand& zp = in(i);
+    expect(element_count(zp.shape) == 1, std::string("a run-time ") + what +
+                                             " must be a scalar (it has shape " +
+                                             dims_text(zp.shape) + ")");
+    if (zp.type != o.type) malformed(std::string(what) + "'s type differs from its operand's");
+    return true;
+  };
+  const bool a_runtime = runtime_zero_point(2, A, "a_zero_point");
+  const bool b_runtime = runtime_zero_point(3, B, "b_zero_point");
+  const Interval ta = type_range(A.type), tb = type_range(B.type);
   ValueId a = f32(A);
-  double bound = 0;
-  if (has_in(2) && !in(2).literal) {
-    // A zero point known only at run time (DynamicQuantizeLinear's): one per
-    // tensor, of A's type.
-    Operand& zp = in(2);
-    expect(element_count(zp.shape) == 1,
-           "a run-time a_zero_point must be a scalar (it has shape " + dims_text(zp.shape) + ")");
-    if (zp.type != A.type) malformed("a_zero_point's type differs from A's");
-    a = emit(OpKind::Subtract, {a, f32(zp)}, NoAttrs{}, "sub_a_zero_point");
-    const Interval t = type_range(A.type);
-    bound = integer_conv_bound(A, {t.lo, t.hi}, B, optional_zero_points(3, "b_zero_point"), 0);
+  // With a run-time zero point, the type's minimum gives the bound: |q - z|
+  // <= max - min for every z of the type.
+  Values azp{ta.lo};
+  if (a_runtime) {
+    a = emit(OpKind::Subtract, {a, f32(in(2))}, NoAttrs{}, "sub_a_zero_point");
   } else {
     // a_zero_point: scalar or one per row of A.
-    const Values azp = optional_zero_points(2, "a_zero_point");
+    azp = optional_zero_points(2, "a_zero_point");
     if (azp.size() > 1) {
       Shape s(sz(ra), 1);
       s[sz(ra - 2)] = i64(azp.size());
@@ -320,11 +329,17 @@ void Importer::op_matmul_integer(AttrReader&) {
     } else {
       a = subtract_zero_point(a, azp, ra, -1);
     }
-    bound = integer_conv_bound(A, azp, B, optional_zero_points(3, "b_zero_point"), 0);
   }
   // b_zero_point: scalar or one per column.
-  const Values bzp = optional_zero_points(3, "b_zero_point");
-  const ValueId y = integer_matmul(a, B, bzp, "");
+  const Values bzp = b_runtime ? Values{tb.lo} : optional_zero_points(3, "b_zero_point");
+  const double bound = integer_conv_bound(A, azp, B, bzp, 0);
+  ValueId y;
+  if (b_runtime) {
+    const ValueId b = emit(OpKind::Subtract, {f32(B), f32(in(3))}, NoAttrs{}, "sub_b_zero_point");
+    y = emit(OpKind::MatMul, {a, b}, graph::MatMulAttrs{});
+  } else {
+    y = integer_matmul(a, B, bzp, "");
+  }
   set_out(0, make_integer(y, kInt32, value_shape(y), {-bound, bound}));
 }
 

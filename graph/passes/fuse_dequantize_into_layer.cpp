@@ -69,6 +69,44 @@ OpKind quantized_kind(OpKind kind) {
 }
 
 
+// `v` is computed from a constant alone (weights and their dequantize:
+// Convert, Subtract, Multiply, Transpose, Reshape of it).
+bool from_constant(const Graph& g, ValueId v) {
+  for (int depth = 0; depth < 8; ++depth) {
+    if (g.value(v).is_constant()) return true;
+    const NodeId p = g.value(v).producer;
+    if (!p.valid()) return false;
+    const Node& n = g.node(p);
+    const bool step = n.kind == OpKind::Convert || n.kind == OpKind::Subtract ||
+                      n.kind == OpKind::Multiply || n.kind == OpKind::Transpose ||
+                      n.kind == OpKind::Reshape;
+    if (!step) return false;
+    for (std::size_t i = 1; i < n.inputs.size(); ++i) {
+      if (!g.value(n.inputs[i]).is_constant()) return false;
+    }
+    v = n.inputs[0];
+  }
+  return false;
+}
+
+// `v` comes, through data movement, from a FakeQuantize with per-tensor ranges.
+bool quantized_per_tensor(const Graph& g, ValueId v) {
+  for (int depth = 0; depth < 8; ++depth) {
+    const NodeId p = g.value(v).producer;
+    if (!p.valid()) return false;
+    const Node& n = g.node(p);
+    if (n.kind == OpKind::FakeQuantize) {
+      for (std::size_t i = 1; i < kFakeQuantizeRangeInputs; ++i) {
+        if (element_count(g.value(n.inputs[i]).shape) != 1) return false;
+      }
+      return true;
+    }
+    if (!moves_data(n)) return false;
+    v = n.inputs[0];
+  }
+  return false;
+}
+
 bool in_type_range(float z, ElementType t) {
   return is_integer(z, 1e-4) && (t == ElementType::u8 ? z >= 0.0f && z <= 255.0f
                                                       : z >= -128.0f && z <= 127.0f);
@@ -82,11 +120,14 @@ bool fuse_runtime_matmul(Graph& g, PassContext& ctx, NodeId id) {
   const auto& mm = layer.attr<MatMulAttrs>();
   const auto a = match_dequantize(g, layer.inputs[0], 0);
   const auto b = match_dequantize(g, layer.inputs[1], 0);
-  if (!a || !b || g.value(b->quantized).is_constant()) {
+  if (!a || !b) {
+    // Name the side that is not quantized per tensor (a side left whole
+    // because the other is not counts as quantized).
+    const bool b_ok = b || quantized_per_tensor(g, layer.inputs[1]);
     ctx.reject(kPass, layer.name,
                std::string("a MatMul of two run-time tensors runs int8 only when both are "
                            "dequantized u8/s8 tensors per tensor; ") +
-                   (a ? "B" : "A") + " is not");
+                   (b_ok ? "A" : "B") + " is not");
     return false;
   }
   const ElementType at = g.value(a->quantized).type, bt = g.value(b->quantized).type;
@@ -130,12 +171,9 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
     const Node& layer = g.node(id);
     if (!is_layer(layer.kind)) continue;
-    if (layer.kind == OpKind::MatMul) {
-      const auto b = match_dequantize(g, layer.inputs[1], 0);
-      if (b && !g.value(b->quantized).is_constant()) {
-        if (fuse_runtime_matmul(g, ctx, id)) return true;
-        continue;
-      }
+    if (layer.kind == OpKind::MatMul && !from_constant(g, layer.inputs[1])) {
+      if (fuse_runtime_matmul(g, ctx, id)) return true;
+      continue;
     }
     const int w_axis = weights_channel_axis(layer);
     if (w_axis < 0) {

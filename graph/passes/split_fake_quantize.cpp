@@ -54,7 +54,13 @@ bool quantized_operand(const Graph& g, ValueId v) {
   const NodeId p = g.value(v).producer;
   if (!p.valid()) return false;
   const Node& n = g.node(p);
-  if (n.kind == OpKind::FakeQuantize) return true;
+  if (n.kind == OpKind::FakeQuantize) {
+    // Per tensor: an int8 matmul takes one scale and zero point per side.
+    for (std::size_t i = 1; i < kFakeQuantizeRangeInputs; ++i) {
+      if (element_count(g.value(n.inputs[i]).shape) != 1) return false;
+    }
+    return true;
+  }
   if (moves_data(n)) return quantized_operand(g, n.inputs[0]);
   return is_dequantized(g, v);
 }
@@ -82,8 +88,8 @@ bool feeds_layer_activation(const Graph& g, ValueId v) {
     // Either side of a MatMul of two run-time int8 tensors (attention's
     // Q x K^T and P x V).
     if (n.kind == OpKind::MatMul && n.inputs[0] != n.inputs[1] &&
-        !g.value(n.inputs[1]).is_constant() &&
-        quantized_operand(g, n.inputs[0] == v ? n.inputs[1] : n.inputs[0])) {
+        !g.value(n.inputs[1]).is_constant() && quantized_operand(g, n.inputs[0]) &&
+        quantized_operand(g, n.inputs[1])) {
       return true;
     }
     if ((moves_data(n) || n.kind == OpKind::Concat) && feeds_layer_activation(g, n.outputs[0])) return true;
