@@ -95,12 +95,7 @@ bool quantized_per_tensor(const Graph& g, ValueId v) {
     const NodeId p = g.value(v).producer;
     if (!p.valid()) return false;
     const Node& n = g.node(p);
-    if (n.kind == OpKind::FakeQuantize) {
-      for (std::size_t i = 1; i < kFakeQuantizeRangeInputs; ++i) {
-        if (element_count(g.value(n.inputs[i]).shape) != 1) return false;
-      }
-      return true;
-    }
+    if (n.kind == OpKind::FakeQuantize) return has_per_tensor_ranges(g, n);
     if (!moves_data(n)) return false;
     v = n.inputs[0];
   }

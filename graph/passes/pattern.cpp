@@ -203,6 +203,13 @@ bool output_ranges_are_input_ranges(const Graph& g, const Node& fq) {
   return same(fq.inputs[3], fq.inputs[1]) && same(fq.inputs[4], fq.inputs[2]);
 }
 
+bool has_per_tensor_ranges(const Graph& g, const Node& fq) {
+  for (std::size_t i = 1; i < kFakeQuantizeRangeInputs; ++i) {
+    if (element_count(g.value(fq.inputs[i]).shape) != 1) return false;
+  }
+  return true;
+}
+
 void drop_linear_grid(Node& fq) {
   if (has_linear_grid(fq)) fq.inputs.resize(kFakeQuantizeRangeInputs);
 }

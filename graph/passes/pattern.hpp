@@ -96,6 +96,8 @@ struct LinearGrid {
   bool dequantizes_to_grid = false;
 };
 bool has_linear_grid(const Node& fq);
+// The FakeQuantize's four ranges are one value each (per tensor).
+bool has_per_tensor_ranges(const Graph& g, const Node& fq);
 std::optional<LinearGrid> linear_grid(const Graph& g, const Node& fq, const Shape& shape,
                                       std::size_t axis);
 // The FakeQuantize's output ranges are its input ranges (the same values).

@@ -54,13 +54,8 @@ bool quantized_operand(const Graph& g, ValueId v) {
   const NodeId p = g.value(v).producer;
   if (!p.valid()) return false;
   const Node& n = g.node(p);
-  if (n.kind == OpKind::FakeQuantize) {
-    // Per tensor: an int8 matmul takes one scale and zero point per side.
-    for (std::size_t i = 1; i < kFakeQuantizeRangeInputs; ++i) {
-      if (element_count(g.value(n.inputs[i]).shape) != 1) return false;
-    }
-    return true;
-  }
+  // Per tensor: an int8 matmul takes one scale and zero point per side.
+  if (n.kind == OpKind::FakeQuantize) return has_per_tensor_ranges(g, n);
   if (moves_data(n)) return quantized_operand(g, n.inputs[0]);
   return is_dequantized(g, v);
 }
