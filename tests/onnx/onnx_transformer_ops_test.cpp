@@ -1156,11 +1156,6 @@ TEST(OnnxAttentionMatMulNegative, RefusalBlamesTheRightSideWhenItIsNotQuantizedP
 // whole, each is one vectorized FakeQuantize; split, the per-head one runs
 // as qfuse's scalar loop and four f32 ops follow each side.
 TEST(OnnxAttentionMatMulNegative, NeitherSideIsSplitWhenOneIsPerHead) {
-  GTEST_SKIP() << "library bug: split_fake_quantize splits both sides of an activation-by-"
-                  "activation MatMul even when one is per axis (quantized_operand does not ask "
-                  "for per-tensor ranges), which fuse_runtime_matmul then refuses; the per-head "
-                  "quantize runs as the scalar 'reference' FakeQuantize and the graph grows from "
-                  "5 to 13 layers";
   for (const bool a_per_head : {true, false}) {
     AttentionMatMul at;
     const Grid per_head{kUint8, {0.009f, 0.011f, 0.008f, 0.0095f}, {131, 120, 128, 125}, 1};
