@@ -352,8 +352,10 @@ void quantize_span(const float* x, T* y, std::int64_t n, double il, double range
 #if defined(QFUSE_AVX512_KERNELS)
 // GCC 12's avx512fintrin.h passes an undefined vector as the unused
 // pass-through of min / max, which -Wmaybe-uninitialized reports.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // AVX-512 forms of the two loops below, sixteen lanes, the same f32
 // operations (divide, clamp with the NaN going to the low bound, convert
 // rounding half to even, add the zero point); the caller checks the CPU.
@@ -400,7 +402,9 @@ __attribute__((target("avx512f"))) std::int64_t min_max_avx512(const float* x, s
   }
   return i;
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 // composer::quantize_linear over a span onto T's whole range, sixteen values
