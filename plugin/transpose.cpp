@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "plugin/parallel.hpp"
 namespace qfuse::plugin {
 namespace {
 
@@ -63,8 +64,7 @@ void transpose_bytes(const std::uint8_t* src, std::uint8_t* dst, std::int64_t ba
   const std::int64_t strips = (cols + kStrip - 1) / kStrip;
   const std::int64_t chunks = (rows + kRowChunk - 1) / kRowChunk;
   const std::int64_t items = batches * strips * chunks;
-#pragma omp parallel for schedule(static) if (items > 1 && rows * cols * batches >= 16384)
-  for (std::int64_t item = 0; item < items; ++item) {
+  parallel_for(items > 1 && rows * cols * batches >= 16384, items, [&](std::int64_t item) {
     const std::int64_t b = item / (strips * chunks);
     const std::int64_t c0 = item / chunks % strips * kStrip;
     const std::int64_t c1 = std::min(cols, c0 + kStrip);
@@ -84,7 +84,7 @@ void transpose_bytes(const std::uint8_t* src, std::uint8_t* dst, std::int64_t ba
       const std::int64_t r_from = c < full_c1 ? full_r1 : r0;
       for (std::int64_t r = r_from; r < r1; ++r) d[c * rows + r] = s[r * cols + c];
     }
-  }
+  });
 }
 
 }  // namespace qfuse::plugin

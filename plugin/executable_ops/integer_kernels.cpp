@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "composer/fixed_point.hpp"
+#include "plugin/parallel.hpp"
 
 // One build serves every x86-64 CPU: the hot loops get an AVX-512 clone
 // (64-bit lanes: vpmullq, vpsravq) the loader picks when the CPU has it.
@@ -96,12 +97,11 @@ void requantize(const IntegerRequantizer::Tiled& t, const std::int32_t* acc, std
   const std::int64_t blocks = (total + block - 1) / block;
   const auto* res = static_cast<const Res*>(residual);
   auto* out = static_cast<Dst*>(dst);
-#pragma omp parallel for schedule(static) if (total >= 32768)
-  for (std::int64_t b = 0; b < blocks; ++b) {
+  parallel_for(total >= 32768, blocks, [&](std::int64_t b) {
     const std::int64_t e0 = b * block;
     requantize_block<Res, Dst>(t, acc + e0, res != nullptr ? res + e0 : nullptr, out + e0,
                                std::min(block, total - e0));
-  }
+  });
 }
 
 }  // namespace
@@ -274,11 +274,10 @@ void pool(const IntegerAvgPool::Geometry& g, const void* src, void* dst, const s
           const std::int64_t* k, const std::int64_t* half, const std::int64_t* n) {
   const std::int64_t rows = g.n * g.oh;
   const bool parallel = rows > 1 && g.n * g.ih * g.iw * g.c >= 16384;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  parallel_for(parallel, rows, [&](std::int64_t r) {
     pool_row<Src, Dst>(g, static_cast<const Src*>(src), static_cast<Dst*>(dst), r / g.oh,
                        r % g.oh, m, k, half, n);
-  }
+  });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -22,6 +23,7 @@
 #include "graph/passes/pattern.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/ops.hpp"
+#include "plugin/parallel.hpp"
 #include "qfuse/error.hpp"
 
 namespace qfuse::plugin {
@@ -201,13 +203,12 @@ class FakeQuantizeOp final : public ExecutableOp {
       const std::int64_t inner = element_count(out_shape_) / planes;
       constexpr std::int64_t kChunk = 4096;
       const std::int64_t chunks = (inner + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (planes * inner >= 32768)
-      for (std::int64_t k = 0; k < planes * chunks; ++k) {
+      parallel_for(planes * inner >= 32768, planes * chunks, [&](std::int64_t k) {
         const std::int64_t p = k / chunks, begin = (k % chunks) * kChunk;
         const std::int64_t offset = p * inner + begin;
         quantize_dequantize_span(in[0] + offset, y + offset, std::min(kChunk, inner - begin),
                                  grid_[static_cast<std::size_t>(p % channels)]);
-      }
+      });
       return;
     }
     if (linear_) {
@@ -228,12 +229,11 @@ class FakeQuantizeOp final : public ExecutableOp {
       const std::int64_t total = element_count(out_shape_);
       constexpr std::int64_t kChunk = 4096;
       const std::int64_t chunks = (total + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (total >= 32768)
-      for (std::int64_t k = 0; k < chunks; ++k) {
+      parallel_for(total >= 32768, chunks, [&](std::int64_t k) {
         const std::int64_t begin = k * kChunk;
         fake_quantize_span(in[0] + begin, y + begin, std::min(kChunk, total - begin), ranges_[0],
                            ranges_[1], ranges_[2], ranges_[3], steps);
-      }
+      });
       return;
     }
     if (per_channel_) {
@@ -241,13 +241,12 @@ class FakeQuantizeOp final : public ExecutableOp {
       const std::int64_t channels = out_shape_[1];
       const std::int64_t inner = element_count(out_shape_) / (out_shape_[0] * channels);
       const std::int64_t planes = out_shape_[0] * channels;
-#pragma omp parallel for schedule(static) if (planes * inner >= 32768)
-      for (std::int64_t p = 0; p < planes; ++p) {
+      parallel_for(planes * inner >= 32768, planes, [&](std::int64_t p) {
         const auto c = static_cast<std::size_t>(p % channels);
         fake_quantize_span(in[0] + p * inner, y + p * inner, inner, channel_ranges_[0][c],
                            channel_ranges_[1][c], channel_ranges_[2][c], channel_ranges_[3][c],
                            steps);
-      }
+      });
       return;
     }
     for_each_broadcast(out_shape_, strides_, [&](std::int64_t i, const auto& off) {
@@ -511,11 +510,10 @@ class QuantizeOp final : public ExecutableOp {
     if (in_cl_ == out_cl_) {
       constexpr std::int64_t kChunk = 4096;
       const std::int64_t chunks = (total + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (parallel)
-      for (std::int64_t k = 0; k < chunks; ++k) {
+      parallel_for(parallel, chunks, [&](std::int64_t k) {
         const std::int64_t begin = k * kChunk;
         plane(x + begin, y + begin, 1, std::min(kChunk, total - begin), 1);
-      }
+      });
       return;
     }
     if (!in_cl_ && out_cl_) {
@@ -523,8 +521,7 @@ class QuantizeOp final : public ExecutableOp {
       // a block of pixels at a time with the vector loop, then interleaved.
       constexpr std::int64_t kBlock = 512;
       const std::int64_t blocks = (inner_ + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (parallel)
-      for (std::int64_t k = 0; k < outer_ * blocks; ++k) {
+      parallel_for(parallel, outer_ * blocks, [&](std::int64_t k) {
         const std::int64_t n = k / blocks, begin = (k % blocks) * kBlock;
         const std::int64_t len = std::min(kBlock, inner_ - begin);
         T level[kBlock];
@@ -533,14 +530,13 @@ class QuantizeOp final : public ExecutableOp {
           span(x + (n * channels_ + c) * inner_ + begin, level, len);
           for (std::int64_t i = 0; i < len; ++i) dst[i * channels_ + c] = level[i];
         }
-      }
+      });
       return;
     }
     // Offsets of element (n, c, 0) and the step along the spatial dims.
     const std::int64_t plain_step = 1, cl_step = channels_;
     const std::int64_t planes = outer_ * channels_;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (std::int64_t p = 0; p < planes; ++p) {
+    parallel_for(parallel, planes, [&](std::int64_t p) {
       const std::int64_t n = p / channels_, c = p % channels_;
       const std::int64_t plain = (n * channels_ + c) * inner_;
       const std::int64_t cl = n * channels_ * inner_ + c;
@@ -549,7 +545,7 @@ class QuantizeOp final : public ExecutableOp {
       } else {
         plane(x + plain, y + cl, plain_step, inner_, cl_step);
       }
-    }
+    });
   }
 
   static constexpr std::int64_t kParallelFrom = 32768;
@@ -616,19 +612,22 @@ class DynamicQuantizeOp final : public ExecutableOp {
     const std::int64_t chunks = (n + kChunk - 1) / kChunk;
     const bool parallel = n >= kParallelFrom;
     float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-#pragma omp parallel for schedule(static) reduction(min : lo) reduction(max : hi) if (parallel)
-    for (std::int64_t k = 0; k < chunks; ++k) {
-      const auto [a, b] = min_max_span(x + k * kChunk, std::min(kChunk, n - k * kChunk));
-      lo = std::min(lo, a);
-      hi = std::max(hi, b);
+    if (parallel) {
+#pragma omp parallel for schedule(static) reduction(min : lo) reduction(max : hi)
+      for (std::int64_t k = 0; k < chunks; ++k) {
+        const auto [a, b] = min_max_span(x + k * kChunk, std::min(kChunk, n - k * kChunk));
+        lo = std::min(lo, a);
+        hi = std::max(hi, b);
+      }
+    } else {
+      std::tie(lo, hi) = min_max_span(x, n);
     }
     const composer::DynamicGrid grid = composer::dynamic_grid(lo, hi);
     auto* y = ctx.out(node().outputs[0]).data<std::uint8_t>().data();
-#pragma omp parallel for schedule(static) if (parallel)
-    for (std::int64_t k = 0; k < chunks; ++k) {
+    parallel_for(parallel, chunks, [&](std::int64_t k) {
       quantize_linear_span(x + k * kChunk, y + k * kChunk, std::min(kChunk, n - k * kChunk),
                            grid.scale, grid.zero_point);
-    }
+    });
     ctx.out(node().outputs[1]).data<float>()[0] = grid.scale;
     ctx.out(node().outputs[2]).data<std::uint8_t>()[0] = static_cast<std::uint8_t>(grid.zero_point);
   }
@@ -702,12 +701,11 @@ class ResizeOp final : public ExecutableOp {
       auto* y = static_cast<std::uint8_t*>(out.raw_data());
       const auto blocks = static_cast<std::int64_t>(source_.size());
       const std::size_t bytes = block_ * element_bytes_;
-#pragma omp parallel for schedule(static) if (blocks * static_cast<std::int64_t>(bytes) >= 65536)
-      for (std::int64_t i = 0; i < blocks; ++i) {
+      parallel_for(blocks * static_cast<std::int64_t>(bytes) >= 65536, blocks, [&](std::int64_t i) {
         std::memcpy(y + static_cast<std::size_t>(i) * bytes,
                     in + static_cast<std::size_t>(source_[static_cast<std::size_t>(i)]) * element_bytes_,
                     bytes);
-      }
+      });
       return;
     }
     std::vector<float> cur(x.data<float>().begin(), x.data<float>().end());
@@ -861,8 +859,9 @@ class LookupOp final : public ExecutableOp {
     auto* out = static_cast<std::uint8_t*>(ctx.out(node().outputs[0]).raw_data());
     const std::int64_t n = x.size();
     const std::uint8_t flip = flip_;
-#pragma omp parallel for schedule(static) if (n >= 65536)
-    for (std::int64_t i = 0; i < n; ++i) out[i] = table_[static_cast<std::uint8_t>(in[i] ^ flip)];
+    parallel_for(n >= 65536, n, [&](std::int64_t i) {
+      out[i] = table_[static_cast<std::uint8_t>(in[i] ^ flip)];
+    });
   }
 
   std::string implementation() const override { return "qfuse:lookup"; }
