@@ -258,7 +258,10 @@ struct ResizeAttrs {
 // no bias; inputs 2 and 3 are a zero point z (x's type, [1]) and a scale r
 // (f32, [1] or one per output channel), both known only at run time, and
 //   acc = sum(w * (x - z)) * r[c]      (the integer in f32, times r in f32)
-// before the chain, whose external inputs then start at input 4.
+// before the chain, whose external inputs then start at input 4. With
+// dynamic_weight_scales (one, or one per output channel), input 3 is x's
+// scale s ([1]) and r[c] = s * dynamic_weight_scales[c] in f32, the Mul that
+// ONNX Runtime's format writes before the scale reaches the accumulator.
 // A QuantizedMatMul may read run-time weights (activation by activation,
 // attention's Q x K^T and P x V): w is then a u8/s8 tensor of any rank >= 2
 // (batch dims broadcast like numpy), read as (w - weights_zero_point), and the
@@ -269,6 +272,7 @@ struct QuantizedLayerAttrs {
   std::int32_t weights_zero_point = 0;  // run-time weights only
   bool has_bias = false;
   bool dynamic = false;
+  std::vector<float> dynamic_weight_scales;  // empty: input 3 is the whole scale
   composer::PostOpChain chain;
   ElementType dst_type = ElementType::f32;
 

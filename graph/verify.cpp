@@ -447,9 +447,15 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
                                              ")");
   if (a.dynamic) {
     const std::int64_t scales = element_count(c.shape(3));
-    c.expect(scales == 1 || (scales == channels && c.shape(3).back() == channels),
-             "the run-time scale has shape " + to_string(c.shape(3)) + " (expected one value or [" +
-                 std::to_string(channels) + "])");
+    const auto weight_scales = static_cast<std::int64_t>(a.dynamic_weight_scales.size());
+    c.expect(scales == 1 || (weight_scales == 0 && scales == channels && c.shape(3).back() == channels),
+             "the run-time scale has shape " + to_string(c.shape(3)) + " (expected one value" +
+                 (weight_scales == 0 ? " or [" + std::to_string(channels) + "]" : "") + ")");
+    c.expect(weight_scales == 0 || weight_scales == 1 || weight_scales == channels,
+             "the layer has " + std::to_string(weight_scales) + " weight scales (expected 1 or " +
+                 std::to_string(channels) + ")");
+  } else {
+    c.expect(a.dynamic_weight_scales.empty(), "only a dynamic layer has run-time weight scales");
   }
   if (matmul_bias) {
     c.expect(c.shape(2) == Shape{channels}, "bias shape " + to_string(c.shape(2)) +

@@ -1153,7 +1153,7 @@ class Exporter {
   //   y = (acc + bias) * output_scales; post_ops in order; + dst_zero_point;
   //   dst = y (f32) or saturate(round_half_to_even(y)) (QuantizeLinear(1, 0)).
   // A dynamic layer (QuantizedLayerAttrs::dynamic) is ONNX Runtime's form:
-  //   MatMulInteger(codes, W^T, z) -> Cast(float) -> Mul(r), then post_ops,
+  //   MatMulInteger(codes, W^T, z) -> Cast(float) -> Mul(r), r = s or Mul(s, ws), then post_ops,
   // its plan without output scales, bias or a dst zero point.
   void float_scale_layer(const Node& n) {
     const auto& a = n.attr<graph::QuantizedLayerAttrs>();
@@ -1191,7 +1191,13 @@ class Exporter {
         refuse(n, "a dynamic layer with a constant output scale, bias or zero point besides its "
                   "run-time scale");
       }
-      t = w_.op("Mul", b + "/scale", {t, in(n.inputs[3])});
+      std::string r = in(n.inputs[3]);
+      if (!a.dynamic_weight_scales.empty()) {
+        // ONNX Runtime's form: r = Mul(s, the weights' scales).
+        r = w_.op("Mul", b + "/scales_mul",
+                  {r, channel_constant(b + "/weight_scale", kFloat, a.dynamic_weight_scales, rank, spatial)});
+      }
+      t = w_.op("Mul", b + "/scale", {t, r});
     }
     if (std::any_of(bias.begin(), bias.end(), [](float v) { return v != 0.0f; })) {
       t = w_.op("Add", b + "/bias", {t, channel_constant(b + "/bias", kFloat, bias, rank, spatial)});

@@ -7,8 +7,11 @@
 // where r is a run-time scale (s times the weights' scale, one value or one
 // per output channel), becomes one dynamic QuantizedFullyConnected(codes, wq,
 // z, r) (see QuantizedLayerAttrs): the integer sum_k wq[n, k] * (codes[k] - z)
-// that MatMulInteger computes, times r as ONNX's Mul does. fuse_post_op_chain
-// then takes the bias, GELU and residual add after it as usual.
+// that MatMulInteger computes, times r as ONNX's Mul does. When r is
+// Multiply(s, constant weight scales), as ONNX Runtime writes it, the layer
+// reads s and forms r itself (the same f32 product), one op less per layer.
+// fuse_post_op_chain then takes the bias, GELU and residual add after it as
+// usual.
 #include <cmath>
 
 #include "graph/passes/passes.hpp"
@@ -44,6 +47,29 @@ std::optional<RuntimeDequantize> match_input(const Graph& g, ValueId v) {
     return std::nullopt;
   }
   return RuntimeDequantize{cv->inputs[0], zc->inputs[0]};
+}
+
+// r = Multiply(s, ws) with s a run-time f32 [1] and ws f32 constants (one, or
+// `channels` along the last dim): s and ws's values. nullopt otherwise.
+struct ScaleProduct {
+  ValueId s;
+  std::vector<float> weight_scales;
+};
+std::optional<ScaleProduct> match_scale_product(const Graph& g, ValueId r, std::size_t channels) {
+  const Node* mul = producer_of(g, r, OpKind::Multiply);
+  if (mul == nullptr || mul->inputs.size() != 2) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const Value& s = g.value(mul->inputs[static_cast<std::size_t>(side)]);
+    const Value& ws = g.value(mul->inputs[static_cast<std::size_t>(1 - side)]);
+    if (s.is_constant() || s.type != ElementType::f32 || element_count(s.shape) != 1) continue;
+    if (!ws.is_constant() || ws.type != ElementType::f32) continue;
+    const auto count = static_cast<std::size_t>(element_count(ws.shape));
+    if (count != 1 && count != channels) continue;
+    const auto v = ws.constant->data<float>();
+    return ScaleProduct{mul->inputs[static_cast<std::size_t>(side)],
+                        std::vector<float>(v.begin(), v.end())};
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -88,10 +114,15 @@ bool fuse_dynamic_quantized_layer(Graph& g, PassContext& ctx) {
     QuantizedLayerAttrs attrs;
     attrs.geometry = NoAttrs{};
     attrs.dynamic = true;
+    ValueId scale = r;
+    if (auto product = match_scale_product(g, r, channels)) {
+      scale = product->s;
+      attrs.dynamic_weight_scales = std::move(product->weight_scales);
+    }
     attrs.chain.channels = static_cast<int>(channels);
     attrs.chain.dst_type = cp::DataType::f32;
     attrs.chain.anchor = cp::AnchorKind::inner_product;
-    const std::vector<ValueId> inputs{x->codes, wq, x->zero_point, r};
+    const std::vector<ValueId> inputs{x->codes, wq, x->zero_point, scale};
     Node candidate{name, OpKind::QuantizedFullyConnected, inputs, {}, attrs, false};
     if (auto reason = ctx.check_layer(g, candidate, out_shape)) {
       ctx.reject(kPass, name, "backend refuses the int8 layer: " + *reason);
@@ -107,7 +138,8 @@ bool fuse_dynamic_quantized_layer(Graph& g, PassContext& ctx) {
     ctx.log(kPass, name + " -> QuantizedFullyConnected (" +
                        std::string(to_string(g.value(x->codes).type)) +
                        " x s8, run-time zero point and " +
-                       (r_count == 1 ? "scale" : "per-channel scales") + ")");
+                       (r_count == 1 ? "scale" : "per-channel scales") +
+                       (scale != r ? ", the product with the weights' scale included" : "") + ")");
     return true;
   }
   return false;

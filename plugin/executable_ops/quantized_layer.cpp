@@ -66,6 +66,7 @@ struct Build {
   // (one, or one per channel), and the bias -z * sum_k w[n, k] made each run
   // from its weight sums.
   std::size_t dynamic_scales = 0;
+  std::vector<float> dynamic_weight_scales;  // QuantizedLayerAttrs'
   std::vector<std::int64_t> weight_sums;
   // A matmul of two run-time tensors: where its output channels are (the
   // last dim), and whether its u8 weights are shifted to s8 each run.
@@ -153,7 +154,9 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     }
     b.plan.output_scales.clear();
     b.plan.fixed_output_scales.clear();
-    b.dynamic_scales = static_cast<std::size_t>(element_count(g.value(node.inputs[3]).shape));
+    b.dynamic_scales = std::max(static_cast<std::size_t>(element_count(g.value(node.inputs[3]).shape)),
+                                a.dynamic_weight_scales.size());
+    b.dynamic_weight_scales = a.dynamic_weight_scales;
     const Tensor& w = *g.value(node.inputs[1]).constant;
     const auto wd = w.data<std::int8_t>();
     const std::int64_t n = w.shape()[0], k = element_count(w.shape()) / n;
@@ -513,7 +516,14 @@ class QuantizedLayerOp final : public ExecutableOp {
         bias[c] = static_cast<float>(-z * b_.weight_sums[c]);
       }
       auto* scales = reinterpret_cast<float*>(scratch + dynamic_scales_offset_);
-      std::memcpy(scales, ctx.in(n.inputs[3]).raw_data(), b_.dynamic_scales * sizeof(float));
+      const auto r = ctx.in(n.inputs[3]).data<float>();
+      const std::vector<float>& ws = b_.dynamic_weight_scales;
+      if (ws.empty()) {
+        std::memcpy(scales, r.data(), b_.dynamic_scales * sizeof(float));
+      } else {
+        // ONNX Runtime's Mul(s, ws), one f32 product per channel.
+        for (std::size_t c = 0; c < b_.dynamic_scales; ++c) scales[c] = r[0] * ws[ws.size() == 1 ? 0 : c];
+      }
       st.args.at(DNNL_ARG_BIAS).set_data_handle(bias);
       st.args.at(DNNL_ARG_ATTR_OUTPUT_SCALES).set_data_handle(scales);
     }
