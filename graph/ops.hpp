@@ -109,7 +109,8 @@ struct DeconvAttrs {
   bool operator==(const DeconvAttrs&) const = default;
 };
 
-// MatMul: inputs a, b; ranks >= 2, batch dims broadcast like numpy.
+// MatMul: inputs a, b; ranks >= 2, batch dims broadcast like numpy. A compiled
+// graph may list after them the run-time operands of post-ops it absorbed.
 struct MatMulAttrs {
   bool transpose_a = false;
   bool transpose_b = false;

@@ -191,7 +191,9 @@ OutputSpec check_fully_connected(NodeChecker& c) {
 }
 
 OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
-  c.expect_inputs(2, 2);
+  // After a and b: in a compiled graph, the run-time operands of the binary
+  // post-ops the MatMul absorbed (plugin/f32_post_ops.hpp), f32 like a and b.
+  c.expect_inputs(2, 6);
   c.expect_rank(0, 2, 8);
   c.expect_rank(1, 2, 8);
   c.expect_layer_types();

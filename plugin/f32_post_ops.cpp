@@ -1,6 +1,7 @@
 #include "plugin/f32_post_ops.hpp"
 
 #include <optional>
+#include <stdexcept>
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
@@ -20,15 +21,19 @@ F32PostOp eltwise(algorithm alg, float alpha = 0.0f, float beta = 0.0f) {
 }
 
 // `c` as a binary post-op on `cur`: the other operand a constant with one
-// value, or one per channel along `axis` of `shape`.
+// value, or one per channel along `axis` of `shape`; with `runtime_operands`
+// also a run-time f32 tensor of that form.
 std::optional<F32PostOp> binary_step(const graph::Graph& g, const graph::Node& c, ValueId cur,
-                                     const Shape& shape, std::size_t axis) {
+                                     const Shape& shape, std::size_t axis, bool runtime_operands) {
   if (!graph::is_elementwise_binary(c.kind) || c.inputs.size() != 2) return std::nullopt;
   if (c.inputs[0] == c.inputs[1]) return std::nullopt;
   const int which = c.inputs[0] == cur ? 0 : (c.inputs[1] == cur ? 1 : -1);
   if (which < 0) return std::nullopt;
-  const graph::Value& other = g.value(c.inputs[static_cast<std::size_t>(1 - which)]);
-  if (!other.is_constant() || other.type != ElementType::f32) return std::nullopt;
+  const ValueId other_id = c.inputs[static_cast<std::size_t>(1 - which)];
+  const graph::Value& other = g.value(other_id);
+  if (other.type != ElementType::f32 || (!other.is_constant() && !runtime_operands)) {
+    return std::nullopt;
+  }
   algorithm alg = algorithm::undef;
   switch (c.kind) {
     case OpKind::Add: alg = algorithm::binary_add; break;
@@ -45,6 +50,12 @@ std::optional<F32PostOp> binary_step(const graph::Graph& g, const graph::Node& c
   for (std::size_t i = 0; i < other.shape.size(); ++i) {
     const std::int64_t d = other.shape[i];
     if (d != 1 && !(lead + i == axis && d == shape[axis])) return std::nullopt;
+  }
+  if (!other.is_constant()) {
+    F32PostOp step{true, alg, 0.0f, 0.0f, {}};
+    step.operand = other_id;
+    step.per_channel = element_count(other.shape) != 1;
+    return step;
   }
   const auto values = other.constant->data<float>();
   return F32PostOp{true, alg, 0.0f, 0.0f, std::vector<float>(values.begin(), values.end())};
@@ -87,17 +98,23 @@ std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,
   std::unordered_map<std::uint32_t, F32Chain> chains;
   for (NodeId id : g.topological_order()) {
     const graph::Node& layer = g.node(id);
-    if (layer.erased || (layer.kind != OpKind::Convolution && layer.kind != OpKind::FullyConnected)) {
+    const bool matmul = layer.kind == OpKind::MatMul;
+    if (layer.erased ||
+        (layer.kind != OpKind::Convolution && layer.kind != OpKind::FullyConnected && !matmul)) {
       continue;
     }
     const bool constant_weights = layer.inputs.size() >= 2 &&
                                   g.value(layer.inputs[1]).is_constant() &&
                                   (layer.inputs.size() < 3 || g.value(layer.inputs[2]).is_constant());
     const graph::Value& out = g.value(layer.outputs[0]);
-    if (!constant_weights || out.type != ElementType::f32 ||
-        g.value(layer.inputs[0]).type != ElementType::f32 || out.shape.size() < 2) {
+    if ((!constant_weights && !matmul) || out.type != ElementType::f32 ||
+        g.value(layer.inputs[0]).type != ElementType::f32 ||
+        g.value(layer.inputs[1]).type != ElementType::f32 || out.shape.size() < 2) {
       continue;
     }
+    // Run-time operands bind per run: only the op of a MatMul of two
+    // run-time tensors does (the constant-weights ops hold theirs).
+    const bool runtime_operands = matmul && !constant_weights;
     const Shape shape = out.shape;
     const std::size_t axis = layer.kind == OpKind::Convolution ? 1 : shape.size() - 1;
     F32Chain chain;
@@ -114,7 +131,7 @@ std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,
       std::vector<F32PostOp> steps = eltwise_steps(c);
       if (steps.empty()) {
         if (c.inputs.size() != 2) break;
-        const std::optional<F32PostOp> b = binary_step(g, c, cur, shape, axis);
+        const std::optional<F32PostOp> b = binary_step(g, c, cur, shape, axis, runtime_operands);
         if (!b) break;
         steps.push_back(*b);
       }
@@ -126,6 +143,11 @@ std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,
     if (absorbed.empty()) continue;
     for (NodeId a : absorbed) g.erase_node(a);
     chain.absorbed_nodes = absorbed;
+    // The layer reads the run-time operands now: they are made before it
+    // runs and live until it has.
+    for (const F32PostOp& step : chain.steps) {
+      if (step.operand.valid()) g.node(id).inputs.push_back(step.operand);
+    }
     g.node(id).outputs[0] = cur;
     g.value(cur).producer = id;
     std::string names;
@@ -141,7 +163,8 @@ std::vector<std::pair<int, dnnl::memory>> apply_chain(const F32Chain& chain,
                                                       dnnl::primitive_attr& attr,
                                                       const dnnl::engine& engine,
                                                       std::int64_t channels, int channel_axis,
-                                                      int rank) {
+                                                      int rank,
+                                                      std::vector<RuntimeOperand>* runtime) {
   dnnl::post_ops ops;
   std::vector<std::pair<int, dnnl::memory>> args;
   for (const F32PostOp& s : chain.steps) {
@@ -150,10 +173,16 @@ std::vector<std::pair<int, dnnl::memory>> apply_chain(const F32Chain& chain,
       continue;
     }
     dnnl::memory::dims dims(static_cast<std::size_t>(rank), 1);
-    dims[static_cast<std::size_t>(channel_axis)] = s.values.size() == 1 ? 1 : channels;
+    const bool per_channel = s.operand.valid() ? s.per_channel : s.values.size() != 1;
+    dims[static_cast<std::size_t>(channel_axis)] = per_channel ? channels : 1;
     const dnnl::memory::desc md = plain_desc(dims, ElementType::f32);
     const int index = ops.len();
     ops.append_binary(s.alg, md);
+    if (s.operand.valid()) {
+      if (runtime == nullptr) throw std::logic_error("apply_chain: a run-time operand with nowhere to bind it");
+      runtime->push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, s.operand, md});
+      continue;
+    }
     dnnl::memory m(md, engine);
     std::copy(s.values.begin(), s.values.end(), static_cast<float*>(m.get_data_handle()));
     args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, m);
@@ -168,7 +197,11 @@ std::string describe(const F32Chain& chain) {
     if (!s.empty()) s += "; ";
     std::string name = dnnl_alg_kind2str(static_cast<dnnl_alg_kind_t>(step.alg));
     s += name;
-    if (step.binary) s += step.values.size() == 1 ? "(scalar)" : "(per_channel)";
+    if (step.binary) {
+      const bool per_channel = step.operand.valid() ? step.per_channel : step.values.size() != 1;
+      s += std::string(step.operand.valid() ? "(run time, " : "(") +
+           (per_channel ? "per_channel)" : "scalar)");
+    }
   }
   return s;
 }

@@ -2,11 +2,15 @@
 // Internal: f32 layers that absorb the elementwise ops after them as oneDNN
 // post-ops.
 //
-// A Convolution or FullyConnected on f32 data with constant weights takes the
-// chain of unary ops and of binary ops with a per-channel or scalar constant
-// that follows its output when nothing else reads the values in between:
-// PP-LCNet's conv -> HSwish -> x * a + b becomes one primitive instead of four.
-// The post-ops run the same oneDNN algorithms the separate ops would.
+// A Convolution or FullyConnected on f32 data with constant weights, or an f32
+// MatMul, takes the chain of unary ops and of binary ops with a per-channel or
+// scalar constant that follows its output when nothing else reads the values
+// in between: PP-LCNet's conv -> HSwish -> x * a + b becomes one primitive
+// instead of four. A MatMul of two run-time operands also takes a run-time
+// operand per output column (the last dim) or a scalar, which it then lists
+// as an input after its two: attention's scores / sqrt(d) + mask is one
+// primitive. The post-ops run the same oneDNN algorithms the separate ops
+// would.
 
 #include <string>
 #include <unordered_map>
@@ -23,6 +27,8 @@ struct F32PostOp {
   dnnl::algorithm alg = dnnl::algorithm::undef;
   float alpha = 0.0f, beta = 0.0f;  // eltwise
   std::vector<float> values;        // binary: one per output channel, or one
+  graph::ValueId operand;           // binary: a run-time operand instead of values
+  bool per_channel = false;         // a run-time operand: one per channel (else one)
 };
 
 struct F32Chain {
@@ -43,14 +49,23 @@ std::vector<F32PostOp> eltwise_steps(const graph::Node& n);
 std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,
                                                                 std::vector<std::string>& log);
 
+// A run-time binary operand: its execution argument id and descriptor.
+struct RuntimeOperand {
+  int arg;
+  graph::ValueId value;
+  dnnl::memory::desc md;
+};
+
 // The chain as oneDNN post-ops on `attr` for a destination of `channels`
-// channels on axis `channel_axis` of `rank` dims; returns the binary operands
-// with their execution argument ids.
+// channels on axis `channel_axis` of `rank` dims; returns the constant binary
+// operands with their execution argument ids, and adds the run-time ones to
+// `runtime` (which may be null when the chain has none).
 std::vector<std::pair<int, dnnl::memory>> apply_chain(const F32Chain& chain,
                                                       dnnl::primitive_attr& attr,
                                                       const dnnl::engine& engine,
                                                       std::int64_t channels, int channel_axis,
-                                                      int rank);
+                                                      int rank,
+                                                      std::vector<RuntimeOperand>* runtime = nullptr);
 
 // "hardswish; binary_mul(per_channel); ..." for dumps.
 std::string describe(const F32Chain& chain);

@@ -29,13 +29,16 @@ struct Binding {
 class DnnlOp final : public ExecutableOp {
  public:
   DnnlOp(const Node& node, const dnnl::engine& engine, const dnnl::primitive_desc_base& pd,
-         dnnl::primitive primitive, std::vector<Binding> bindings)
+         dnnl::primitive primitive, std::vector<Binding> bindings,
+         std::vector<std::pair<int, memory>> constant_args = {}, std::string post_ops = {})
       : ExecutableOp(node),
         engine_(engine),
         primitive_(std::move(primitive)),
         bindings_(std::move(bindings)),
+        constant_args_(std::move(constant_args)),
         scratchpad_md_(pd.scratchpad_desc()),
-        implementation_(pd.impl_info_str()) {}
+        implementation_(pd.impl_info_str()),
+        post_ops_(std::move(post_ops)) {}
 
   void execute(ExecContext& ctx) const override {
     // The memory objects are made on the first run of each request; later
@@ -44,6 +47,7 @@ class DnnlOp final : public ExecutableOp {
     if (!state.has_value()) {
       std::unordered_map<int, memory> args;
       for (const Binding& b : bindings_) args.emplace(b.arg, memory(b.md, engine_, nullptr));
+      for (const auto& [arg, mem] : constant_args_) args.emplace(arg, mem);
       if (scratchpad_md_.get_size() > 0) {
         args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, nullptr));
       }
@@ -62,14 +66,17 @@ class DnnlOp final : public ExecutableOp {
   }
 
   std::string implementation() const override { return implementation_; }
+  std::string post_ops() const override { return post_ops_; }
   std::size_t scratchpad_size() const override { return scratchpad_md_.get_size(); }
 
  private:
   dnnl::engine engine_;
   dnnl::primitive primitive_;
   std::vector<Binding> bindings_;
+  std::vector<std::pair<int, memory>> constant_args_;  // constant post-op operands
   memory::desc scratchpad_md_;
   std::string implementation_;
+  std::string post_ops_;
 };
 
 dnnl::primitive_attr user_scratchpad() {
@@ -195,15 +202,17 @@ class ConstantWeightsOp final : public ExecutableOp {
 };
 
 // The primitive attributes of an f32 layer: user scratchpad, and the post-ops
-// of the chain it absorbed (their constant operands go to `args`).
+// of the chain it absorbed (their constant operands go to `args`, the
+// run-time ones, a MatMul's only, to `runtime`).
 dnnl::primitive_attr layer_attr(const Operands& o, const dnnl::engine& engine, int channel_axis,
-                                int rank, std::vector<std::pair<int, memory>>& args) {
+                                int rank, std::vector<std::pair<int, memory>>& args,
+                                std::vector<RuntimeOperand>* runtime = nullptr) {
   dnnl::primitive_attr attr = user_scratchpad();
   if (o.chain != nullptr) {
     const Shape& out = o.out().shape;
     const std::int64_t channels =
         out[channel_axis == 1 ? std::size_t{1} : out.size() - 1];
-    args = apply_chain(*o.chain, attr, engine, channels, channel_axis, rank);
+    args = apply_chain(*o.chain, attr, engine, channels, channel_axis, rank, runtime);
   }
   return attr;
 }
@@ -355,20 +364,29 @@ std::unique_ptr<ExecutableOp> make_matmul(const Operands& o, const dnnl::engine&
   const std::size_t rank = o.out().shape.size();
   const memory::desc a_md = matmul_operand(o.in(0).shape, rank, a.transpose_a);
   const memory::desc b_md = matmul_operand(o.in(1).shape, rank, a.transpose_b);
+  // Post-ops it absorbed: channels are the last dim.
+  std::vector<std::pair<int, memory>> post_args;
+  std::vector<RuntimeOperand> runtime;
+  const int r = static_cast<int>(rank);
   if (o.in(1).is_constant()) {
     // Constant right operand: reordered once into the kernel's layout.
+    const dnnl::primitive_attr attr = layer_attr(o, engine, r - 1, r, post_args);
     const memory::desc b_any(b_md.dims(), memory::data_type::f32, memory::format_tag::any);
     dnnl::matmul::desc desc(a_md, b_any, o.out_md());
-    dnnl::matmul::primitive_desc pd(desc, user_scratchpad(), engine);
+    dnnl::matmul::primitive_desc pd(desc, attr, engine);
     return std::make_unique<ConstantWeightsOp>(o.node, engine, std::move(pd), b_md,
-                                               *o.in(1).constant, nullptr, o.out_md());
+                                               *o.in(1).constant, nullptr, o.out_md(),
+                                               std::move(post_args), chain_text(o));
   }
+  const dnnl::primitive_attr attr = layer_attr(o, engine, r - 1, r, post_args, &runtime);
   dnnl::matmul::desc desc(a_md, b_md, o.out_md());
-  dnnl::matmul::primitive_desc pd(desc, user_scratchpad(), engine);
-  return make_op(o.node, engine, pd,
-                 {{DNNL_ARG_SRC, o.node.inputs[0], a_md},
-                  {DNNL_ARG_WEIGHTS, o.node.inputs[1], b_md},
-                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+  dnnl::matmul::primitive_desc pd(desc, attr, engine);
+  std::vector<Binding> bindings{{DNNL_ARG_SRC, o.node.inputs[0], a_md},
+                                {DNNL_ARG_WEIGHTS, o.node.inputs[1], b_md},
+                                {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}};
+  for (const RuntimeOperand& op : runtime) bindings.push_back({op.arg, op.value, op.md});
+  return std::make_unique<DnnlOp>(o.node, engine, pd, dnnl::primitive(pd.get()),
+                                  std::move(bindings), std::move(post_args), chain_text(o));
 }
 
 std::unique_ptr<ExecutableOp> make_eltwise(const Operands& o, const dnnl::engine& engine,

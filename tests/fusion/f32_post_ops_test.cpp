@@ -1,11 +1,14 @@
 // f32 layers with constant weights take the elementwise ops after them as
 // oneDNN post-ops: unary ops, and binary ops with a per-channel or scalar
-// constant, while nothing else reads the values in between. The fused model
+// constant, while nothing else reads the values in between (a MatMul of two
+// run-time tensors also a run-time operand per output column). The fused model
 // matches the unfused one (every node alone) to float rounding; named
 // negatives stop the chain where a separate op must run.
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
 #include <random>
 
 #include "fusion_test_util.hpp"
@@ -127,6 +130,65 @@ INSTANTIATE_TEST_SUITE_P(
                  },
                  2}),
     [](const auto& p) { return p.param.name; });
+
+// Attention's scores: MatMul(q, k) of two run-time tensors, / sqrt(d), +
+// a run-time mask [batch, 1, 1, keys] broadcast over heads and queries.
+struct Scores {
+  std::int64_t batch = 1;
+  bool mask_per_query = false;  // mask [batch, 1, queries, keys]: not per column
+};
+
+// Runs the scores graph fused and unfused on the same random q, k and mask;
+// expects the same bits and returns the fused layers.
+std::vector<LayerInfo> expect_scores_match_unfused(const Scores& sc) {
+  constexpr std::int64_t heads = 4, queries = 16, keys = 16, d = 8;
+  graph::Graph g;
+  Builder b(g);
+  const ValueId q = b.input("q", {sc.batch, heads, queries, d});
+  const ValueId k = b.input("k", {sc.batch, heads, d, keys});
+  const Shape mask_shape{sc.batch, 1, sc.mask_per_query ? queries : 1, keys};
+  const ValueId mask = b.input("mask", mask_shape);
+  ValueId y = b.matmul(q, k);
+  y = b.binary(OpKind::Divide, y, b.scalar(std::sqrt(8.0f)));
+  y = b.add(y, mask);
+  y = b.op(OpKind::Softmax, {y}, graph::SoftmaxAttrs{.axis = 3});
+  b.output(y);
+  const std::map<std::string, Tensor> feed{
+      {"q", random_values({sc.batch, heads, queries, d}, 11, -2.0f, 2.0f)},
+      {"k", random_values({sc.batch, heads, d, keys}, 12, -2.0f, 2.0f)},
+      {"mask", random_values(mask_shape, 13, -10000.0f, 0.0f)}};
+  const auto run_all = [&](const CompiledModel& m) {
+    InferRequest r = m.create_infer_request();
+    for (const auto& [name, t] : feed) r.set_input(name, t);
+    r.infer();
+    return r.output(g.value(y).name);
+  };
+  const CompiledModel fused = compile(g, {.fuse = true});
+  const Tensor a = run_all(fused);
+  const Tensor e = run_all(compile(g, {.fuse = false}));
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < e.size(); ++i) differ += a.data<float>()[i] != e.data<float>()[i];
+  EXPECT_EQ(differ, 0) << describe_layers(fused);
+  return fused.layers();
+}
+
+TEST(F32PostOps, AttentionScoresTakeTheScaleAndARunTimeMaskPerColumn) {
+  const auto layers = expect_scores_match_unfused({});
+  ASSERT_EQ(layers.size(), 2u);  // MatMul, Softmax
+  EXPECT_EQ(layers[0].op, "MatMul");
+  EXPECT_EQ(layers[0].post_ops, "binary_div(scalar); binary_add(run time, per_channel)");
+  EXPECT_EQ(layers[0].implementation.find("ref"), std::string::npos) << layers[0].implementation;
+}
+
+TEST(F32PostOpsStopAt, AMaskThatVariesByBatchOrQuery) {
+  // [2, 1, 1, keys] varies along the batch, [1, 1, queries, keys] along the
+  // rows: neither is one value per output column, so the Add runs alone.
+  for (const Scores sc : {Scores{2, false}, Scores{1, true}}) {
+    const auto layers = expect_scores_match_unfused(sc);
+    ASSERT_EQ(layers.size(), 3u) << "batch " << sc.batch;  // MatMul, Add, Softmax
+    EXPECT_EQ(layers[0].post_ops, "binary_div(scalar)") << "batch " << sc.batch;
+  }
+}
 
 }  // namespace
 }  // namespace qfuse::test::fusion
