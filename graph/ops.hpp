@@ -110,10 +110,15 @@ struct DeconvAttrs {
 };
 
 // MatMul: inputs a, b; ranks >= 2, batch dims broadcast like numpy. A compiled
-// graph may list after them the run-time operands of post-ops it absorbed.
+// graph may list after them the run-time operands of post-ops it absorbed,
+// and may give perm_a / perm_b (it multiplies Transpose(a, perm_a), ...) and
+// perm_y (it writes Transpose(product, perm_y)): the Transposes around
+// attention's products, which oneDNN's matmul reads and writes by strides.
+// Empty: none.
 struct MatMulAttrs {
   bool transpose_a = false;
   bool transpose_b = false;
+  Ints perm_a, perm_b, perm_y;
   bool operator==(const MatMulAttrs&) const = default;
 };
 

@@ -197,8 +197,20 @@ OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
   c.expect_rank(0, 2, 8);
   c.expect_rank(1, 2, 8);
   c.expect_layer_types();
-  Shape x = c.shape(0);
-  Shape y = c.shape(1);
+  // x and y as the product reads them.
+  const auto permuted = [&c](const Shape& s, const Ints& perm, const char* what) {
+    if (perm.empty()) return s;
+    Ints sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    bool ok = sorted.size() == s.size();
+    for (std::size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<std::int64_t>(i);
+    c.expect(ok, std::string(what) + " is not a permutation of the " + std::to_string(s.size()) + " dims");
+    Shape p(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) p[i] = s[static_cast<std::size_t>(perm[i])];
+    return p;
+  };
+  Shape x = permuted(c.shape(0), a.perm_a, "perm_a");
+  Shape y = permuted(c.shape(1), a.perm_b, "perm_b");
   if (a.transpose_a) std::swap(x[x.size() - 1], x[x.size() - 2]);
   if (a.transpose_b) std::swap(y[y.size() - 1], y[y.size() - 2]);
   const std::int64_t m = x[x.size() - 2], k = x.back(), k2 = y[y.size() - 2], n = y.back();
@@ -210,7 +222,7 @@ OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
   Shape out = *batch;
   out.push_back(m);
   out.push_back(n);
-  return {out, ElementType::f32};
+  return {permuted(out, a.perm_y, "perm_y"), ElementType::f32};
 }
 
 OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {

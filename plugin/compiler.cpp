@@ -47,9 +47,11 @@ std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n) {
     case OpKind::QuantizedConvolution: return element_count(w) * (out_elements / out[1]);
     case OpKind::Deconvolution:
     case OpKind::QuantizedDeconvolution: return element_count(w) * (element_count(in) / in[1]);
-    case OpKind::MatMul:  // [.., M, K] x [.., K, N]: K per output element
-      return out_elements *
-             (n.attr<graph::MatMulAttrs>().transpose_a ? in[in.size() - 2] : in.back());
+    case OpKind::MatMul: {  // [.., M, K] x [.., K, N]: K per output element
+      const auto& a = n.attr<graph::MatMulAttrs>();
+      if (!a.perm_a.empty()) return out_elements * in[static_cast<std::size_t>(a.perm_a.back())];
+      return out_elements * (a.transpose_a ? in[in.size() - 2] : in.back());
+    }
     case OpKind::QuantizedMatMul: return out_elements * in.back();  // activations not transposed
     default: return element_count(w) * (out_elements / out.back());
   }
@@ -493,6 +495,7 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   std::unordered_map<std::uint32_t, plugin::F32Chain>& chains = impl->f32_chains;
   if (options.fuse) {
     chains = plugin::absorb_f32_post_ops(impl->graph, impl->fusion_log);
+    plugin::absorb_matmul_transposes(impl->graph, chains, impl->fusion_log);
     graph::verify(impl->graph);
   }
   impl->layouts = plan_layouts(impl->graph);

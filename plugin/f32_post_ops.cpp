@@ -159,6 +159,65 @@ std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,
   return chains;
 }
 
+void absorb_matmul_transposes(graph::Graph& g,
+                              const std::unordered_map<std::uint32_t, F32Chain>& chains,
+                              std::vector<std::string>& log) {
+  const graph::Ints swap_middle{0, 2, 1, 3}, keys_last{0, 2, 3, 1};
+  // The Transpose producing `v` when nothing else reads v, else null.
+  const auto sole_transpose = [&g](ValueId v) -> std::optional<NodeId> {
+    const graph::Value& val = g.value(v);
+    if (!val.producer.valid() || g.is_graph_output(v) || g.consumers(v).size() != 1) {
+      return std::nullopt;
+    }
+    if (g.node(val.producer).kind != OpKind::Transpose) return std::nullopt;
+    return val.producer;
+  };
+  for (NodeId id : g.topological_order()) {
+    if (g.node(id).kind != OpKind::MatMul || g.node(id).inputs.size() < 2) continue;
+    graph::MatMulAttrs attrs = g.node(id).attr<graph::MatMulAttrs>();
+    const ValueId out = g.node(id).outputs[0];
+    if (attrs.transpose_a || attrs.transpose_b || !attrs.perm_a.empty() || !attrs.perm_b.empty() ||
+        !attrs.perm_y.empty() || g.value(out).type != ElementType::f32 ||
+        g.value(out).shape.size() != 4) {
+      continue;
+    }
+    std::string names;
+    const auto note = [&names](const std::string& n, const char* role) {
+      names += (names.empty() ? "" : ", ") + n + " (" + role + ")";
+    };
+    for (std::size_t side = 0; side < 2; ++side) {
+      const ValueId v = g.node(id).inputs[side];
+      const graph::Value& in = g.value(v);
+      if (in.is_constant() || in.type != ElementType::f32 || in.shape.size() != 4) continue;
+      const std::optional<NodeId> t = sole_transpose(v);
+      if (!t) continue;
+      const graph::Ints perm = g.node(*t).attr<graph::TransposeAttrs>().perm;
+      if (perm != swap_middle && !(side == 1 && perm == keys_last)) continue;
+      (side == 0 ? attrs.perm_a : attrs.perm_b) = perm;
+      g.node(id).inputs[side] = g.node(*t).inputs[0];
+      note(g.node(*t).name, side == 0 ? "a" : "b");
+      g.erase_node(*t);
+    }
+    // The Transpose after the product, unless post-ops already follow it.
+    const std::vector<NodeId> readers = g.consumers(out);
+    if (chains.count(id.index) == 0 && !g.is_graph_output(out) && readers.size() == 1 &&
+        g.node(readers[0]).kind == OpKind::Transpose &&
+        g.node(readers[0]).attr<graph::TransposeAttrs>().perm == swap_middle) {
+      const NodeId t = readers[0];
+      attrs.perm_y = swap_middle;
+      const ValueId y = g.node(t).outputs[0];
+      note(g.node(t).name, "y");
+      g.erase_node(t);
+      g.node(id).outputs[0] = y;
+      g.value(y).producer = id;
+    }
+    if (names.empty()) continue;
+    g.node(id).attrs = attrs;
+    log.push_back("absorb_matmul_transposes: " + g.node(id).name + " reads and writes by strides " +
+                  names);
+  }
+}
+
 std::vector<std::pair<int, dnnl::memory>> apply_chain(const F32Chain& chain,
                                                       dnnl::primitive_attr& attr,
                                                       const dnnl::engine& engine,

@@ -67,6 +67,18 @@ std::vector<std::pair<int, dnnl::memory>> apply_chain(const F32Chain& chain,
                                                       int rank,
                                                       std::vector<RuntimeOperand>* runtime = nullptr);
 
+// f32 MatMuls of two run-time rank-4 tensors take the Transposes around them
+// where oneDNN 2.6's brgemm matmul reads and writes those layouts by strides
+// (matmul_utils: a as acbd, b as acbd or adbc, the product as acbd):
+// attention's Transpose(q, 0 2 1 3), Transpose(k, 0 2 3 1), Transpose(v,
+// 0 2 1 3) and the Transpose(0 2 1 3) after P x V. Each Transpose taken must
+// have the MatMul as its only reader (the one after it: the MatMul's output,
+// without a chain in `chains`). Sets MatMulAttrs::perm_*; a line per MatMul
+// to `log`.
+void absorb_matmul_transposes(graph::Graph& g,
+                              const std::unordered_map<std::uint32_t, F32Chain>& chains,
+                              std::vector<std::string>& log);
+
 // "hardswish; binary_mul(per_channel); ..." for dumps.
 std::string describe(const F32Chain& chain);
 

@@ -478,9 +478,21 @@ class Exporter {
         require_f32();
         const auto& m = n.attr<graph::MatMulAttrs>();
         std::string a0 = x(0), a1 = x(1);
+        const auto transpose = [&](const std::string& v, const graph::Ints& perm, const std::string& base) {
+          const std::string t = w_.op("Transpose", base, {v});
+          Writer::ints(*w_.producer(t), "perm", perm);
+          return t;
+        };
+        if (!m.perm_a.empty()) a0 = transpose(a0, m.perm_a, b + "/a_perm");
+        if (!m.perm_b.empty()) a1 = transpose(a1, m.perm_b, b + "/b_perm");
         if (m.transpose_a) a0 = transpose_last_two(a0, g_.value(n.inputs[0]).shape.size(), b + "/a_t");
         if (m.transpose_b) a1 = transpose_last_two(a1, g_.value(n.inputs[1]).shape.size(), b + "/b_t");
-        w_.node("MatMul", b, {a0, a1}, y);
+        if (m.perm_y.empty()) {
+          w_.node("MatMul", b, {a0, a1}, y);
+        } else {
+          w_.node("Transpose", b + "/y_perm", {w_.op("MatMul", b, {a0, a1})}, y);
+          Writer::ints(*w_.producer(y), "perm", m.perm_y);
+        }
         return;
       }
       case OpKind::FakeQuantize: require_f32(); return fake_quantize(n, y);

@@ -351,10 +351,16 @@ std::unique_ptr<ExecutableOp> make_fully_connected(const Operands& o,
 }
 
 // A [..., R, C] operand of rank `rank`, optionally read transposed.
-memory::desc matmul_operand(const Shape& shape, std::size_t rank, bool transpose) {
+// An operand as the product reads it: Transpose(x, read_perm) (MatMulAttrs'
+// perm_a / perm_b, of x's own rank), then its last two dims swapped when
+// `transpose`; by strides over x's memory.
+memory::desc matmul_operand(const Shape& shape, std::size_t rank, bool transpose,
+                            const graph::Ints& read_perm = {}) {
   const Shape padded = pad_rank(shape, rank);
   std::vector<int> perm(rank);
-  for (std::size_t i = 0; i < rank; ++i) perm[i] = static_cast<int>(i);
+  for (std::size_t i = 0; i < rank; ++i) {
+    perm[i] = read_perm.size() == rank ? static_cast<int>(read_perm[i]) : static_cast<int>(i);
+  }
   if (transpose) std::swap(perm[rank - 1], perm[rank - 2]);
   return permuted_desc(padded, perm, ElementType::f32);
 }
@@ -362,8 +368,15 @@ memory::desc matmul_operand(const Shape& shape, std::size_t rank, bool transpose
 std::unique_ptr<ExecutableOp> make_matmul(const Operands& o, const dnnl::engine& engine) {
   const auto& a = o.node.attr<graph::MatMulAttrs>();
   const std::size_t rank = o.out().shape.size();
-  const memory::desc a_md = matmul_operand(o.in(0).shape, rank, a.transpose_a);
-  const memory::desc b_md = matmul_operand(o.in(1).shape, rank, a.transpose_b);
+  const memory::desc a_md = matmul_operand(o.in(0).shape, rank, a.transpose_a, a.perm_a);
+  const memory::desc b_md = matmul_operand(o.in(1).shape, rank, a.transpose_b, a.perm_b);
+  // With perm_y the product's dim j is the output's dim inverse[j].
+  memory::desc y_md = o.out_md();
+  if (a.perm_y.size() == rank) {
+    std::vector<int> inverse(rank);
+    for (std::size_t i = 0; i < rank; ++i) inverse[static_cast<std::size_t>(a.perm_y[i])] = static_cast<int>(i);
+    y_md = permuted_desc(o.out().shape, inverse, ElementType::f32);
+  }
   // Post-ops it absorbed: channels are the last dim.
   std::vector<std::pair<int, memory>> post_args;
   std::vector<RuntimeOperand> runtime;
@@ -372,18 +385,18 @@ std::unique_ptr<ExecutableOp> make_matmul(const Operands& o, const dnnl::engine&
     // Constant right operand: reordered once into the kernel's layout.
     const dnnl::primitive_attr attr = layer_attr(o, engine, r - 1, r, post_args);
     const memory::desc b_any(b_md.dims(), memory::data_type::f32, memory::format_tag::any);
-    dnnl::matmul::desc desc(a_md, b_any, o.out_md());
+    dnnl::matmul::desc desc(a_md, b_any, y_md);
     dnnl::matmul::primitive_desc pd(desc, attr, engine);
     return std::make_unique<ConstantWeightsOp>(o.node, engine, std::move(pd), b_md,
-                                               *o.in(1).constant, nullptr, o.out_md(),
+                                               *o.in(1).constant, nullptr, y_md,
                                                std::move(post_args), chain_text(o));
   }
   const dnnl::primitive_attr attr = layer_attr(o, engine, r - 1, r, post_args, &runtime);
-  dnnl::matmul::desc desc(a_md, b_md, o.out_md());
+  dnnl::matmul::desc desc(a_md, b_md, y_md);
   dnnl::matmul::primitive_desc pd(desc, attr, engine);
   std::vector<Binding> bindings{{DNNL_ARG_SRC, o.node.inputs[0], a_md},
                                 {DNNL_ARG_WEIGHTS, o.node.inputs[1], b_md},
-                                {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}};
+                                {DNNL_ARG_DST, o.node.outputs[0], y_md}};
   for (const RuntimeOperand& op : runtime) bindings.push_back({op.arg, op.value, op.md});
   return std::make_unique<DnnlOp>(o.node, engine, pd, dnnl::primitive(pd.get()),
                                   std::move(bindings), std::move(post_args), chain_text(o));

@@ -190,5 +190,62 @@ TEST(F32PostOpsStopAt, AMaskThatVariesByBatchOrQuery) {
   }
 }
 
+// A whole attention head block as PyTorch exports it: q, k, v [1, S, H, D]
+// transposed to heads first (k to [1, H, D, S]), softmax(q k / sqrt(D) +
+// mask) v, transposed back. The MatMuls read and write those layouts by
+// strides; `k_also_output` gives the key's Transpose a second reader.
+std::vector<LayerInfo> expect_attention_matches_unfused(bool k_also_output) {
+  constexpr std::int64_t s = 16, h = 4, d = 8;
+  graph::Graph g;
+  Builder b(g);
+  const auto transpose = [&b](ValueId x, graph::Ints perm) {
+    return b.op(OpKind::Transpose, {x}, graph::TransposeAttrs{std::move(perm)});
+  };
+  const ValueId q = transpose(b.input("q", {1, s, h, d}), {0, 2, 1, 3});
+  const ValueId k = transpose(b.input("k", {1, s, h, d}), {0, 2, 3, 1});
+  const ValueId v = transpose(b.input("v", {1, s, h, d}), {0, 2, 1, 3});
+  ValueId y = b.matmul(q, k);
+  y = b.binary(OpKind::Divide, y, b.scalar(std::sqrt(8.0f)));
+  y = b.add(y, b.input("mask", {1, 1, 1, s}));
+  y = b.op(OpKind::Softmax, {y}, graph::SoftmaxAttrs{.axis = 3});
+  y = transpose(b.matmul(y, v), {0, 2, 1, 3});
+  b.output(y);
+  if (k_also_output) b.output(k);
+  std::map<std::string, Tensor> feed{{"mask", random_values({1, 1, 1, s}, 24, -10000.0f, 0.0f)}};
+  unsigned seed = 21;
+  for (const char* name : {"q", "k", "v"}) feed.emplace(name, random_values({1, s, h, d}, seed++, -2.0f, 2.0f));
+  const auto run_all = [&](const CompiledModel& m) {
+    InferRequest r = m.create_infer_request();
+    for (const auto& [name, t] : feed) r.set_input(name, t);
+    r.infer();
+    return r.output(g.value(y).name);
+  };
+  const CompiledModel fused = compile(g, {.fuse = true});
+  const Tensor a = run_all(fused);
+  const Tensor e = run_all(compile(g, {.fuse = false}));
+  EXPECT_EQ(a.shape(), (Shape{1, s, h, d}));
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < e.size(); ++i) differ += a.data<float>()[i] != e.data<float>()[i];
+  EXPECT_EQ(differ, 0) << describe_layers(fused);
+  return fused.layers();
+}
+
+TEST(F32PostOps, AttentionMatMulsReadAndWriteTheTransposedLayoutsByStrides) {
+  const auto layers = expect_attention_matches_unfused(false);
+  std::vector<std::string> ops;
+  for (const LayerInfo& l : layers) {
+    ops.push_back(l.op);
+    EXPECT_EQ(l.implementation.find("ref"), std::string::npos) << l.node << ": " << l.implementation;
+  }
+  EXPECT_EQ(ops, (std::vector<std::string>{"MatMul", "Softmax", "MatMul"}));
+}
+
+TEST(F32PostOpsStopAt, ATransposeWithAnotherReader) {
+  const auto layers = expect_attention_matches_unfused(true);
+  std::size_t transposes = 0;
+  for (const LayerInfo& l : layers) transposes += l.op == "Transpose";
+  EXPECT_EQ(transposes, 1u) << "the key's Transpose is also an output";
+}
+
 }  // namespace
 }  // namespace qfuse::test::fusion
