@@ -131,6 +131,27 @@ INSTANTIATE_TEST_SUITE_P(
                  2}),
     [](const auto& p) { return p.param.name; });
 
+// Fused against unfused on the named inputs: the same bits in `output`.
+// Returns the fused layers.
+std::vector<LayerInfo> expect_same_bits_as_unfused(const graph::Graph& g,
+                                                   const std::map<std::string, Tensor>& feed,
+                                                   const std::string& output) {
+  const auto run_all = [&](const CompiledModel& m) {
+    InferRequest r = m.create_infer_request();
+    for (const auto& [name, t] : feed) r.set_input(name, t);
+    r.infer();
+    return r.output(output);
+  };
+  const CompiledModel fused = compile(g, {.fuse = true});
+  const Tensor a = run_all(fused);
+  const Tensor e = run_all(compile(g, {.fuse = false}));
+  EXPECT_EQ(a.shape(), e.shape());
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < e.size(); ++i) differ += a.data<float>()[i] != e.data<float>()[i];
+  EXPECT_EQ(differ, 0) << describe_layers(fused);
+  return fused.layers();
+}
+
 // Attention's scores: MatMul(q, k) of two run-time tensors, / sqrt(d), +
 // a run-time mask [batch, 1, 1, keys] broadcast over heads and queries.
 struct Scores {
@@ -157,19 +178,7 @@ std::vector<LayerInfo> expect_scores_match_unfused(const Scores& sc) {
       {"q", random_values({sc.batch, heads, queries, d}, 11, -2.0f, 2.0f)},
       {"k", random_values({sc.batch, heads, d, keys}, 12, -2.0f, 2.0f)},
       {"mask", random_values(mask_shape, 13, -10000.0f, 0.0f)}};
-  const auto run_all = [&](const CompiledModel& m) {
-    InferRequest r = m.create_infer_request();
-    for (const auto& [name, t] : feed) r.set_input(name, t);
-    r.infer();
-    return r.output(g.value(y).name);
-  };
-  const CompiledModel fused = compile(g, {.fuse = true});
-  const Tensor a = run_all(fused);
-  const Tensor e = run_all(compile(g, {.fuse = false}));
-  std::int64_t differ = 0;
-  for (std::int64_t i = 0; i < e.size(); ++i) differ += a.data<float>()[i] != e.data<float>()[i];
-  EXPECT_EQ(differ, 0) << describe_layers(fused);
-  return fused.layers();
+  return expect_same_bits_as_unfused(g, feed, g.value(y).name);
 }
 
 TEST(F32PostOps, AttentionScoresTakeTheScaleAndARunTimeMaskPerColumn) {
@@ -214,20 +223,8 @@ std::vector<LayerInfo> expect_attention_matches_unfused(bool k_also_output) {
   std::map<std::string, Tensor> feed{{"mask", random_values({1, 1, 1, s}, 24, -10000.0f, 0.0f)}};
   unsigned seed = 21;
   for (const char* name : {"q", "k", "v"}) feed.emplace(name, random_values({1, s, h, d}, seed++, -2.0f, 2.0f));
-  const auto run_all = [&](const CompiledModel& m) {
-    InferRequest r = m.create_infer_request();
-    for (const auto& [name, t] : feed) r.set_input(name, t);
-    r.infer();
-    return r.output(g.value(y).name);
-  };
-  const CompiledModel fused = compile(g, {.fuse = true});
-  const Tensor a = run_all(fused);
-  const Tensor e = run_all(compile(g, {.fuse = false}));
-  EXPECT_EQ(a.shape(), (Shape{1, s, h, d}));
-  std::int64_t differ = 0;
-  for (std::int64_t i = 0; i < e.size(); ++i) differ += a.data<float>()[i] != e.data<float>()[i];
-  EXPECT_EQ(differ, 0) << describe_layers(fused);
-  return fused.layers();
+  EXPECT_EQ(g.value(y).shape, (Shape{1, s, h, d}));
+  return expect_same_bits_as_unfused(g, feed, g.value(y).name);
 }
 
 TEST(F32PostOps, AttentionMatMulsReadAndWriteTheTransposedLayoutsByStrides) {
