@@ -186,11 +186,20 @@ Comparison::Comparison(const Model& model, const CompileOptions& options,
         it = model_values.find(model_name);
         if (model_name == fv.name && same_name != model_values.end() &&
             fv.type != ElementType::f32 && ug.value(same_name->second).type == ElementType::f32) {
-          const auto readers = ug.consumers(same_name->second);
-          if (readers.size() == 1 && ug.node(readers[0]).kind == graph::OpKind::FakeQuantize &&
-              ug.node(readers[0]).inputs[0] == same_name->second) {
-            const graph::ValueId q = ug.node(readers[0]).outputs[0];
-            model_name = ug.value(q).name;
+          // A chain of them (FQa -> FQb, as PyTorch FX writes around a
+          // Dropout) holds the last one's codes: the fused graph dropped or
+          // moved the others.
+          graph::ValueId v = same_name->second;
+          for (;;) {
+            const auto readers = ug.consumers(v);
+            if (readers.size() != 1 || ug.node(readers[0]).kind != graph::OpKind::FakeQuantize ||
+                ug.node(readers[0]).inputs[0] != v) {
+              break;
+            }
+            v = ug.node(readers[0]).outputs[0];
+          }
+          if (v != same_name->second) {
+            model_name = ug.value(v).name;
             it = model_values.find(model_name);
           }
         }
