@@ -10,10 +10,12 @@
 // of them; moving M onto the int8 tensor makes it run on u8/s8 and lets the
 // dequantize meet the layer (pool -> flatten -> fully-connected, or
 // conv -> maxpool -> conv). One step per application: M swaps with the node
-// right above it. Concat moves in one step when every input is the same
+// right above it; when that node has other readers too (a channel split's two
+// Slices), M moves above a copy of it and the others keep the original, which
+// dies once every reader has moved. Concat moves in one step when every input is the same
 // dequantize (same storage type, zero point and scale) of its own int8 tensor.
 // Preconditions: that node is a Convert from u8/s8, or a Multiply / Subtract /
-// Add by a one-element constant; its output feeds only M; M leads to a layer
+// Add by a one-element constant; M leads to a layer
 // (its activation, or either side of a MatMul of two run-time tensors).
 
 #include "graph/passes/passes.hpp"
@@ -25,8 +27,8 @@ namespace {
 constexpr std::string_view kPass = "hoist_data_movement_above_dequantize";
 using namespace pattern;
 
-// The value reaches a layer's activation input through data movement and
-// dequantize steps only.
+// The value reaches a layer's activation input, or a quantize, through data
+// movement and dequantize steps only.
 bool leads_to_layer(const Graph& g, ValueId v, int depth = 0) {
   if (depth > 12) return false;
   for (NodeId u : g.consumers(v)) {
@@ -36,7 +38,11 @@ bool leads_to_layer(const Graph& g, ValueId v, int depth = 0) {
     if (is_layer(n.kind) && (n.inputs[0] == v || (n.kind == OpKind::MatMul && n.inputs[1] == v))) {
       return true;
     }
+    // A quantize: the data is on codes again after it (a Concat input
+    // requantized onto the Concat's grid).
+    if (n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to != ElementType::f32) return true;
     const bool passes_through = moves_data(n) || n.kind == OpKind::Concat ||
+                                n.kind == OpKind::FakeQuantize ||
                                 n.kind == OpKind::Convert || is_scalar_affine(g, n);
     if (passes_through && leads_to_layer(g, n.outputs[0], depth + 1)) return true;
   }
@@ -96,7 +102,10 @@ bool hoist_data_movement_above_dequantize(Graph& g, PassContext& ctx) {
     if (!pid.valid()) continue;
     const Node& p = g.node(pid);
     if (!is_int8_to_f32(g, p) && !is_scalar_affine(g, p)) continue;
-    if (sole_consumer(g, r.inputs[0]) != id || !leads_to_layer(g, r.outputs[0])) continue;
+    if (!leads_to_layer(g, r.outputs[0])) continue;
+    // Other readers of the dequantized tensor (the two Slices of a channel
+    // split) keep the original step; M gets its own copy of it.
+    const bool shared = sole_consumer(g, r.inputs[0]) != id;
     if (r.kind == OpKind::MaxPool && p.kind == OpKind::Multiply &&
         (*constant_f32(g, p.inputs[1]))[0] <= 0.0f) {
       ctx.reject(kPass, r.name, "the dequantize scale is not positive, so the max of the "
@@ -107,11 +116,14 @@ bool hoist_data_movement_above_dequantize(Graph& g, PassContext& ctx) {
     const ValueId moved = emit(g, mover.kind, mover.name, {above.inputs[0]}, mover.attrs);
     std::vector<ValueId> inputs = above.inputs;
     inputs[0] = moved;
-    const ValueId result = emit(g, above.kind, above.name, inputs, above.attrs);
+    const ValueId result =
+        emit(g, above.kind, shared ? above.name + "/for_" + mover.name : above.name, inputs,
+             above.attrs);
     replace_value(g, mover.outputs[0], result);
     g.erase_node(id);
-    g.erase_node(pid);
-    ctx.log(kPass, mover.name + " moved above " + above.name);
+    if (!shared) g.erase_node(pid);
+    ctx.log(kPass, mover.name + " moved above " + above.name +
+                       (shared ? " (a copy of it: it has other readers)" : ""));
     return true;
   }
   return false;

@@ -12,7 +12,9 @@
 // f may use unary activations, FakeQuantize and Convert with per-tensor
 // constants, and binary ops between its own values or with one-element
 // constants; it must read its input twice (a chain of unary steps is left to
-// the layers' post-ops, which need no extra pass over the data). The root r is an int8 tensor, or the output of
+// the layers' post-ops, which need no extra pass over the data), unless the
+// root is int8 data that a Slice, Reshape, Transpose or Concat wrote: then no
+// layer can take the chain, and a requantize onto another grid is a table too. The root r is an int8 tensor, or the output of
 // a per-tensor FakeQuantize with 256 levels, which is then split into a
 // quantize to u8 (the code is the level) for the layer before to write.
 //
@@ -245,6 +247,15 @@ bool reads_twice(const Graph& g, const std::vector<NodeId>& nodes) {
   return false;
 }
 
+// Int8 data moved or gathered (a channel split's Slice, a Concat): no layer
+// ends there to take a chain of steps as its post-ops, so even a plain
+// requantize onto another grid (DQ -> Q) is best one table.
+bool written_by_data_movement(const Graph& g, ValueId root) {
+  const NodeId p = g.value(root).producer;
+  if (!is_int8(g.value(root).type) || !p.valid()) return false;
+  return moves_data(g.node(p)) || g.node(p).kind == OpKind::Concat;
+}
+
 }  // namespace
 
 bool lookup_elementwise(Graph& g, PassContext& ctx) {
@@ -265,7 +276,7 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
       continue;
     }
     const std::optional<Function> f = find_function(g, fq->inputs[0], position);
-    if (!f || !reads_twice(g, f->nodes)) continue;
+    if (!f || !(reads_twice(g, f->nodes) || written_by_data_movement(g, f->root))) continue;
     const Node* root_fq = is_int8(g.value(f->root).type)
                               ? nullptr
                               : producer_of(g, f->root, OpKind::FakeQuantize);
