@@ -211,6 +211,78 @@ TEST(Int8ConcatNegative, InputThatIsAlsoAGraphOutputKeepsConcatF32WithAReason) {
   EXPECT_TRUE(explained) << describe_layers(fused);
 }
 
+// ShuffleNet's unit as PyTorch's quantizable ShuffleNetV2 exports it: the
+// previous unit's codes are split in two channel halves by two Slices of one
+// dequantized tensor; one half runs a conv, the other joins the conv's output
+// in a Concat quantized on a third grid; then the channel shuffle (Reshape ->
+// Transpose -> Reshape) feeds the next conv. `side_output` also sends the
+// passed-through half out of the model in f32.
+SmallNet shuffle_unit(bool side_output = false) {
+  SmallNet net;
+  Builder b(net.graph);
+  const ValueId x = act_fq(b, b.input("x", {1, 4, 8, 8}), "x.q");
+  const ValueId y = act_fq(b, b.relu(quantized_conv(b, x, 8, 1, "conv1")), "conv1.q");
+  const ValueId keep =
+      b.op(graph::OpKind::Slice, {y}, graph::SliceAttrs{{0, 0, 0, 0}, {1, 4, 8, 8}}, "keep");
+  const ValueId half =
+      b.op(graph::OpKind::Slice, {y}, graph::SliceAttrs{{0, 4, 0, 0}, {1, 4, 8, 8}}, "half");
+  const ValueId branch =
+      act_fq(b, b.relu(quantized_conv(b, half, 4, 2, "conv2")), "conv2.q", 1.5f * kActScale);
+  ValueId cat = b.op(graph::OpKind::Concat, {keep, branch}, graph::ConcatAttrs{1}, "cat");
+  cat = act_fq(b, cat, "cat.q", 1.25f * kActScale);
+  ValueId s = b.op(graph::OpKind::Reshape, {cat}, graph::ReshapeAttrs{{1, 2, 4, 8, 8}}, "split");
+  s = b.op(graph::OpKind::Transpose, {s}, graph::TransposeAttrs{{0, 2, 1, 3, 4}}, "shuffle");
+  s = b.op(graph::OpKind::Reshape, {s}, graph::ReshapeAttrs{{1, 8, 8, 8}}, "merge");
+  close_with_s8_output(b, quantized_conv(b, s, 8, 3, "conv3"), net);
+  if (side_output) b.output(keep);
+  return net;
+}
+
+std::string precision_of(const CompiledModel& m, const std::string& node) {
+  for (const LayerInfo& l : m.layers()) {
+    if (l.node == node) return l.precision;
+  }
+  return "absent";
+}
+
+TEST(Int8ChannelShuffle, SplitConcatOnAnotherGridAndShuffleRunOnCodes) {
+  const SmallNet net = shuffle_unit();
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  EXPECT_EQ(quantized_layers(fused).size(), 3u) << describe_layers(fused);
+  for (const char* n : {"keep", "half", "cat", "split", "shuffle", "merge"}) {
+    EXPECT_EQ(precision_of(fused, n), "int8") << n << describe_layers(fused);
+  }
+  // The passed-through half is requantized onto the Concat's grid by a table.
+  int lookups = 0, f32_ops = 0;
+  for (const LayerInfo& l : fused.layers()) {
+    lookups += l.op == "Lookup";
+    f32_ops += l.precision == "f32";
+  }
+  EXPECT_EQ(lookups, 1) << describe_layers(fused);
+  EXPECT_EQ(f32_ops, 0) << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 5, 0.99);
+}
+
+// The passed-through half is also a model output in f32: requantizing it onto
+// the Concat's grid would change what that output sees, so the Concat stays
+// f32 with a refusal naming the input; the Slices still run on codes (each
+// through its own copy of the dequantize) and all three layers are int8.
+TEST(Int8ChannelShuffleNegative, ConcatInputReadAlsoAsAnF32OutputKeepsTheConcatF32) {
+  const SmallNet net = shuffle_unit(true);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  EXPECT_EQ(quantized_layers(fused).size(), 3u) << describe_layers(fused);
+  EXPECT_EQ(precision_of(fused, "cat"), "f32") << describe_layers(fused);
+  EXPECT_EQ(precision_of(fused, "keep"), "int8") << describe_layers(fused);
+  EXPECT_EQ(precision_of(fused, "half"), "int8") << describe_layers(fused);
+  bool explained = false;
+  for (const FusionRefusal& r : fused.refusals()) {
+    explained = explained || (r.node == "cat.q" && r.reason.find("'keep' has other readers") !=
+                                                       std::string::npos);
+  }
+  EXPECT_TRUE(explained) << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 6, 0.99);
+}
+
 // Named negatives: the op stays f32.
 // A second reader of the op's input: quantizing it would change what that
 // reader sees, so the FakeQuantize stays below the op.
