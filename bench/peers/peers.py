@@ -7,7 +7,8 @@ uniform values in [-1, 1]) run through ONNX Runtime (npm onnxruntime-node,
 installed on first use into bench/peers/.ort with ONNXRUNTIME_NODE_INSTALL=skip:
 its CPU binaries ship in the package) and through qfuse, at 1 and 2 threads.
 One row per model: medians and their ratio (ORT / qfuse, above 1 qfuse is
-faster), peak RSS of each process (ORT's without Node's own before the
+faster; PyTorch's 1-element scale tensors are given to ORT as scalars, which
+its QLinearAdd/QLinearMul fusions require), peak RSS of each process (ORT's without Node's own before the
 session), and the largest difference between the two outputs: in LSB of the
 output grid when the model dequantizes its output, else absolute; and how
 much is equal (elements on a grid, rows with the same argmax otherwise).
@@ -111,6 +112,35 @@ def ort(path, inputs, outputs, threads, seconds):
               env=dict(os.environ, NODE_PATH=os.path.join(ORT_DIR, "node_modules")))
     r = json.loads(out.strip().splitlines()[-1])
     return r["median_ms"], r["peak_rss_mib"] - r["base_rss_mib"]
+
+
+def scalar_qparams(path, tmp):
+    """ONNX Runtime 1.30's QDQ fusions (QLinearAdd, QLinearMul) refuse the
+    1-element scale and zero-point tensors PyTorch writes ("Scale and
+    Zero-point must be a scalar"). The same model with those written as
+    scalars (the arithmetic is unchanged) lets ORT run its fused kernels.
+    Returns `path` when nothing needs it."""
+    model = onnx.load(path)
+    alias = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "Identity"}
+    wanted = set()
+    for n in model.graph.node:
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            for name in n.input[1:3]:
+                while name in alias:
+                    wanted.add(name)
+                    name = alias[name]
+                wanted.add(name)
+    changed = False
+    for t in model.graph.initializer:
+        if t.name in wanted and list(t.dims) == [1]:
+            del t.dims[:]
+            changed = True
+    if not changed:
+        return path
+    del model.graph.value_info[:]
+    out = os.path.join(tmp, "ort_" + os.path.basename(path))
+    onnx.save(model, out)
+    return out
 
 
 def qfuse(exe, path, inputs, outputs, threads, seconds, tmp):
@@ -228,13 +258,14 @@ def main():
             os.makedirs(inputs)
             make_inputs(path, inputs)
             row, rss = [], [0.0, 0.0]
+            ort_path = scalar_qparams(path, tmp)
             try:
-                ort(path, inputs, os.path.join(tmp, "ort"), 1, 0)
+                ort(ort_path, inputs, os.path.join(tmp, "ort"), 1, 0)
             except RuntimeError as e:
                 print(f"| {m} | ONNX Runtime cannot run it: {e.args[0].splitlines()[-1][:160]} |")
                 continue
             for t in (1, 2):
-                o_ms, o_rss = ort(path, inputs, os.path.join(tmp, "ort"), t, args.seconds)
+                o_ms, o_rss = ort(ort_path, inputs, os.path.join(tmp, "ort"), t, args.seconds)
                 q_ms, q_rss = qfuse(args.qfuse, path, inputs, os.path.join(tmp, "qf"), t,
                                     args.seconds, tmp)
                 row += [f"{o_ms:.3f}", f"{q_ms:.3f}", f"{o_ms / q_ms:.2f}x"]

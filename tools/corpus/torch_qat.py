@@ -189,6 +189,14 @@ class QuantizableResNet8(nn.Module):
             block.fuse_model(is_qat)
 
 
+def mobilenet_v3(arch, width_mult):
+    from torchvision.models import mobilenetv3
+    from torchvision.models.quantization import mobilenetv3 as qm3
+    setting, last = mobilenetv3._mobilenet_v3_conf(arch, width_mult=width_mult)
+    return qm3.QuantizableMobileNetV3(setting, last, num_classes=10,
+                                      block=qm3.QuantizableInvertedResidual)
+
+
 def torchvision_nets():
     from torchvision.models import quantization as qm
     return [
@@ -196,6 +204,15 @@ def torchvision_nets():
          lambda: qm.mobilenet_v2(weights=None, quantize=False, width_mult=0.35, num_classes=10),
          (1, 3, 64, 64)),
         ("torch_qat_resnet8", QuantizableResNet8, (1, 3, 32, 32)),
+        # Squeeze-excitation: pool -> fc1 -> relu -> fc2 -> hardsigmoid -> x * gate.
+        ("torch_qat_mobilenet_v3_small", lambda: mobilenet_v3("mobilenet_v3_small", 0.75),
+         (1, 3, 128, 128)),
+        ("torch_qat_mobilenet_v3_large", lambda: mobilenet_v3("mobilenet_v3_large", 0.5),
+         (1, 3, 128, 128)),
+        # Channel shuffle: Concat of two grids -> Reshape -> Transpose -> Reshape -> Slice.
+        ("torch_qat_shufflenet_v2",
+         lambda: qm.shufflenet_v2_x0_5(weights=None, quantize=False, num_classes=10),
+         (1, 3, 128, 128)),
     ]
 
 
@@ -221,6 +238,40 @@ def torchvision_net(out, name, build, shape, seed):
     export(m, shape, os.path.join(out, name + ".onnx"))
 
 
+# EfficientNet has no quantizable variant in torchvision: FX graph mode puts
+# the fake quantizers in (SiLU, the sigmoid gate and its multiply included),
+# with the same qconfig, as a user does for an arbitrary module. Sigmoid keeps
+# FX's fixed grid (scale 1/256, zero point 0), which FX requires.
+def efficientnet_b0_fx(out, seed):
+    from torch.ao.quantization import quantize_fx
+    from torchvision.models import efficientnet as en
+    torch.manual_seed(seed)
+    setting, last = en._efficientnet_conf("efficientnet_b0", width_mult=0.5, depth_mult=0.5)
+    m = en.EfficientNet(setting, 0.2, stochastic_depth_prob=0.0, last_channel=last,
+                        num_classes=10)  # stochastic depth off: FX traces in training mode
+    shape = (1, 3, 128, 128)
+    g = torch.Generator().manual_seed(seed)
+    batch = (8,) + shape[1:]
+    with torch.no_grad():
+        m.train()
+        for _ in range(8):
+            m(torch.rand(batch, generator=g) * 2 - 1)
+    m.eval()
+    mapping = tq.QConfigMapping().set_global(qat_qconfig())
+    from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
+    for op, observer in _FIXED_QPARAMS_OP_TO_OBSERVER.items():
+        fixed = tq.FixedQParamsFakeQuantize.with_args(observer=observer)
+        mapping.set_object_type(op, tq.QConfig(activation=fixed, weight=qat_qconfig().weight))
+    m.train()
+    m = quantize_fx.prepare_qat_fx(m, mapping, (torch.zeros(shape),))
+    with torch.no_grad():
+        for _ in range(4):
+            m(torch.rand(batch, generator=g) * 2 - 1)
+    m.apply(tq.disable_observer)
+    m.eval()
+    export(m, shape, os.path.join(out, "torch_qat_efficientnet_b0.onnx"))
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "torch")
     os.makedirs(out, exist_ok=True)
@@ -229,6 +280,7 @@ def main():
     deconv_net(out)
     for seed, (name, build, shape) in enumerate(torchvision_nets(), start=10):
         torchvision_net(out, name, build, shape, seed)
+    efficientnet_b0_fx(out, seed=20)
 
 
 if __name__ == "__main__":
