@@ -1,5 +1,6 @@
 #include "plugin/post_ops_attr.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <stdexcept>
@@ -21,8 +22,28 @@ dnnl::memory::desc dense_desc(const dnnl::memory::dims& dims, dnnl::memory::data
   return dnnl::memory::desc(dims, type, strides);
 }
 
+// A per-channel constant whose values are all equal (what the composer
+// writes for a repeated eltwise, see repeated_eltwise_is_binary) on a
+// destination with one element per channel ([N=1, C, 1, 1]: a
+// squeeze-excitation 1x1 convolution). There oneDNN 2.6 reads a [1, C, 1, 1]
+// operand as the whole tensor (no_broadcast, src/common/broadcast_strategy.cpp)
+// and only ref_int8 takes it; a scalar operand is the same arithmetic.
+bool equal_values_on_one_pixel(const BinaryPostOp& op, const dnnl::memory::dims& dst_dims,
+                               std::size_t channel_axis) {
+  const auto* c = std::get_if<ConstantTensor>(&op.tensor);
+  if (op.broadcast != Broadcast::per_channel || c == nullptr || c->values.empty()) return false;
+  for (std::size_t d = 0; d < dst_dims.size(); ++d) {
+    if (d != channel_axis && dst_dims[d] != 1) return false;
+  }
+  return std::all_of(c->values.begin(), c->values.end(),
+                     [&c](float v) { return v == c->values.front(); });
+}
+
 dnnl::memory::desc binary_desc(const BinaryPostOp& op, const dnnl::memory::dims& dst_dims,
                                FullTensorLayout full, std::size_t channel_axis) {
+  if (equal_values_on_one_pixel(op, dst_dims, channel_axis)) {
+    return dense_desc(dnnl::memory::dims(dst_dims.size(), 1), dnnl::memory::data_type::f32);
+  }
   if (op.broadcast == Broadcast::per_channel) {
     dnnl::memory::dims dims(dst_dims.size(), 1);
     dims[channel_axis] = dst_dims[channel_axis];
@@ -156,6 +177,7 @@ std::vector<BinaryPostOpArg> binary_post_op_args(const PostOpsPlan& plan,
       arg.external_input = external->input;
     } else {
       arg.constant_values = std::get<ConstantTensor>(b->tensor).values;
+      if (equal_values_on_one_pixel(*b, dst_dims, channel_axis)) arg.constant_values.resize(1);
     }
     args.push_back(std::move(arg));
   }

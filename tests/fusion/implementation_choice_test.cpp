@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "fusion_test_util.hpp"
@@ -73,6 +75,42 @@ TEST(ImplementationChoice, AmxForLargeLayersOutsideBrgemm) {
                                          run(unfused, "x", xt, net.output), net.out);
   EXPECT_LE(c.max_diff, 1) << c.first_diffs;
   EXPECT_GE(c.equal_fraction(), 0.99) << c.first_diffs;
+}
+
+// A squeeze-excitation fc2: a convolution with one output pixel ([1, 72, 1, 1])
+// whose chain quantizes, applies HardSigmoid and quantizes the gate. The
+// composer writes the repeated clip/linear steps as per-channel constants of
+// one value; on a one-pixel destination oneDNN 2.6 reads such an operand as
+// the whole tensor and offers only ref_int8, so they go as scalars: the whole
+// chain joins a jit/brgemm kernel and the gate leaves it as u8 codes.
+TEST(ImplementationChoice, OnePixelLayerTakesItsGateChainOnAJitKernel) {
+  SmallNet net;
+  Builder b(net.graph);
+  const ValueId x = b.fake_quantize(b.input("x", {1, 4, 8, 8}), 0.0f, 5.1f, 0.0f, 5.1f, 256, "x.q");
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 0.05f);
+  std::vector<float> w(72 * 4 * 8 * 8);
+  for (float& v : w) v = d(rng);
+  const float s = 0.2f / 127.0f;
+  const ValueId wq = b.fake_quantize(b.constant("fc2.w", {72, 4, 8, 8}, w), -128 * s, 127 * s,
+                                     -128 * s, 127 * s, 256, "fc2.wq");
+  ValueId y = b.convolution(x, wq, std::nullopt, graph::ConvAttrs{}, "fc2");  // 8x8 kernel: 1 pixel
+  y = b.fake_quantize(y, -6.0f, 6.0f * 127.0f / 128.0f, -6.0f, 6.0f * 127.0f / 128.0f, 256, "fc2.q");
+  y = b.unary(graph::OpKind::HSigmoid, y, "gate");
+  net.out = make_range(Quant::u8, 1.0 / 256.0);
+  y = b.fake_quantize(y, net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "gate.q");
+  b.output(y);
+  net.output = net.graph.value(y).name;
+
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  ASSERT_EQ(quantized_layers(fused).size(), 1u) << describe_layers(fused);
+  for (const LayerInfo& l : fused.layers()) {
+    EXPECT_NE(l.precision, "f32") << l.node << " [" << l.op << "]" << describe_layers(fused);
+    if (l.node == "fc2") {
+      EXPECT_EQ(l.implementation.find("ref"), std::string::npos) << l.implementation;
+    }
+  }
+  expect_within_one_lsb(net, fused, 8, 0.99);
 }
 
 }  // namespace
