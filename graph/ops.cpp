@@ -44,6 +44,7 @@ std::string_view to_string(OpKind kind) {
     case OpKind::Power: return "Power";
     case OpKind::Softmax: return "Softmax";
     case OpKind::Lookup: return "Lookup";
+    case OpKind::GateMultiply: return "GateMultiply";
     case OpKind::Gather: return "Gather";
     case OpKind::LayerNorm: return "LayerNorm";
     case OpKind::DynamicQuantize: return "DynamicQuantize";

@@ -60,6 +60,9 @@ enum class OpKind : std::uint8_t {
   Softmax,
   // u8/s8 -> u8/s8 through a 256-entry table (LookupAttrs), made by the passes.
   Lookup,
+  // Codes times a per-channel f32 gate, quantized (GateMultiplyAttrs), made
+  // by the passes from a squeeze-excitation's x * gate.
+  GateMultiply,
   // Fused int8 layers, made by the fusion passes (see QuantizedLayerAttrs).
   QuantizedConvolution,
   QuantizedDeconvolution,
@@ -325,6 +328,18 @@ struct LookupAttrs {
   bool operator==(const LookupAttrs&) const = default;
 };
 
+// GateMultiply: inputs x (u8/s8 codes [N, C, spatial...]) and g (f32
+// [N or 1, C, 1, ...]). y = quantize((x - zero_point) * scale * g[n, c]):
+// the dequantize, the product and the quantization each in f32 as the
+// unfused graph computes them (Convert, Subtract, Multiply; Multiply; the
+// quantizing Convert `quantize`), so the codes are the same bits.
+struct GateMultiplyAttrs {
+  float zero_point = 0.0f;
+  float scale = 1.0f;
+  ConvertAttrs quantize;
+  bool operator==(const GateMultiplyAttrs&) const = default;
+};
+
 // Gather: inputs data, indices (s32, s64, or integral f32; negative ones
 // count from the end of `axis`, as ONNX's). Output: data's shape with `axis`
 // replaced by the indices' shape; an index outside [-d, d) is an inference
@@ -347,6 +362,6 @@ using Attributes =
                  AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
                  FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
                  PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs, GatherAttrs,
-                 LayerNormAttrs>;
+                 LayerNormAttrs, GateMultiplyAttrs>;
 
 }  // namespace qfuse::graph

@@ -657,6 +657,24 @@ OutputSpec check_node(NodeChecker& c) {
                                           std::to_string(a.table.size()));
       return {c.shape(0), a.to};
     }
+    case OpKind::GateMultiply: {
+      c.expect_inputs(2, 2);
+      const auto& a = std::get<GateMultiplyAttrs>(n.attrs);
+      const ElementType in = c.in(0).type;
+      c.expect(in == ElementType::u8 || in == ElementType::s8, "a GateMultiply reads u8 or s8 codes");
+      c.expect_type(1, ElementType::f32);
+      c.expect(a.quantize.quantizes() &&
+                   (a.quantize.to == ElementType::u8 || a.quantize.to == ElementType::s8),
+               "a GateMultiply quantizes to u8 or s8");
+      const Shape& x = c.shape(0);
+      const Shape& g = c.shape(1);
+      bool per_channel = x.size() >= 2 && g.size() == x.size() && (g[0] == x[0] || g[0] == 1) &&
+                         g[1] == x[1];
+      for (std::size_t d = 2; per_channel && d < g.size(); ++d) per_channel = g[d] == 1;
+      c.expect(per_channel, "the gate must be [N or 1, C, 1, ...] for x " + to_string(x) +
+                                " (got " + to_string(g) + ")");
+      return {x, a.quantize.to};
+    }
     case OpKind::LayerNorm: {
       c.expect_inputs(3, 3);
       for (std::size_t i = 0; i < 3; ++i) c.expect_type(i, ElementType::f32);

@@ -310,7 +310,7 @@ std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph
   using graph::OpKind;
   const Shape& out = g.value(n.outputs[0]).shape;
   if (plugin::is_unary_eltwise(n) || n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool ||
-      n.kind == OpKind::Lookup ||
+      n.kind == OpKind::Lookup || n.kind == OpKind::GateMultiply ||
       (n.kind == OpKind::Resize &&
        n.attr<graph::ResizeAttrs>().mode == graph::ResizeMode::nearest)) {
     return {n.inputs[0], n.outputs[0]};

@@ -497,6 +497,7 @@ class Exporter {
       }
       case OpKind::FakeQuantize: require_f32(); return fake_quantize(n, y);
       case OpKind::Lookup: return lookup(n, y);
+      case OpKind::GateMultiply: return gate_multiply(n, y);
       case OpKind::DynamicQuantize: require_f32(); return dynamic_quantize(n, y);
       case OpKind::Convert:
       case OpKind::Reshape:
@@ -833,36 +834,58 @@ class Exporter {
       return;
     }
     if (x.type != ElementType::f32) refuse(n, "quantizes a non-f32 tensor");
-    const int zt = onnx_type(y.type);
+    quantize_as(a, y.type, in(n.inputs[0]), n.name, name(n.outputs[0]));
+  }
+
+  // The quantizing Convert `a` onto `to` of the f32 tensor `xin`, into `out`.
+  void quantize_as(const graph::ConvertAttrs& a, ElementType to, const std::string& xin,
+                   const std::string& base, const std::string& out) {
+    const int zt = onnx_type(to);
     if (a.quantizes_linear()) {
       // ONNX's own QuantizeLinear: the same arithmetic.
-      w_.node("QuantizeLinear", n.name,
-              {in(n.inputs[0]), w_.constant(n.name + "/scale", kFloat, std::vector<float>{a.scale}, {}),
-               w_.constant(n.name + "/zero_point", zt,
+      w_.node("QuantizeLinear", base,
+              {xin, w_.constant(base + "/scale", kFloat, std::vector<float>{a.scale}, {}),
+               w_.constant(base + "/zero_point", zt,
                            std::vector<double>{static_cast<double>(a.zero_point)}, {})},
-              name(n.outputs[0]));
+              out);
       return;
     }
     const double scale = (static_cast<double>(a.input_high) - a.input_low) / 255.0;
-    const double type_min = y.type == ElementType::s8 ? -128.0 : 0.0;
+    const double type_min = to == ElementType::s8 ? -128.0 : 0.0;
     const double zp = -static_cast<double>(a.input_low) / scale + type_min;
     if (std::abs(zp - std::nearbyint(zp)) < 1e-4) {
-      w_.node("QuantizeLinear", n.name,
-              {in(n.inputs[0]), w_.constant(n.name + "/scale", kFloat, std::vector<double>{scale}, {}),
-               w_.constant(n.name + "/zero_point", zt, std::vector<double>{std::nearbyint(zp)}, {})},
-              name(n.outputs[0]));
+      w_.node("QuantizeLinear", base,
+              {xin, w_.constant(base + "/scale", kFloat, std::vector<double>{scale}, {}),
+               w_.constant(base + "/zero_point", zt, std::vector<double>{std::nearbyint(zp)}, {})},
+              out);
       return;
     }
     // The grid does not hold zero: (x - lo) / scale + type min, rounded.
-    std::string t = w_.op("Sub", n.name + "/shift",
-                          {in(n.inputs[0]), w_.constant(n.name + "/lo", kFloat, std::vector<float>{a.input_low}, {})});
-    t = w_.op("Mul", n.name + "/scale",
-              {t, w_.constant(n.name + "/inv_scale", kFloat, std::vector<double>{1.0 / scale}, {})});
+    std::string t = w_.op("Sub", base + "/shift",
+                          {xin, w_.constant(base + "/lo", kFloat, std::vector<float>{a.input_low}, {})});
+    t = w_.op("Mul", base + "/scale",
+              {t, w_.constant(base + "/inv_scale", kFloat, std::vector<double>{1.0 / scale}, {})});
     if (type_min != 0) {
-      t = w_.op("Add", n.name + "/type_min",
-                {t, w_.constant(n.name + "/min", kFloat, std::vector<double>{type_min}, {})});
+      t = w_.op("Add", base + "/type_min",
+                {t, w_.constant(base + "/min", kFloat, std::vector<double>{type_min}, {})});
     }
-    quantize(n.name, t, zt, name(n.outputs[0]));
+    quantize(base, t, zt, out);
+  }
+
+  // Codes times a per-channel gate, quantized: Cast, Sub(z), Mul(s), Mul(g)
+  // in f32, then the quantization, each as GateMultiply computes it.
+  void gate_multiply(const Node& n, const std::string& y) {
+    const auto& a = n.attr<graph::GateMultiplyAttrs>();
+    if (!is_int8(g_.value(n.inputs[0]).type)) refuse(n, "a GateMultiply reads u8 or s8 codes");
+    std::string t = cast(in(n.inputs[0]), kFloat, n.name + "/to_f32");
+    if (a.zero_point != 0.0f) {
+      t = w_.op("Sub", n.name + "/zero_point",
+                {t, w_.constant(n.name + "/z", kFloat, std::vector<float>{a.zero_point}, {})});
+    }
+    t = w_.op("Mul", n.name + "/dequantize",
+              {t, w_.constant(n.name + "/s", kFloat, std::vector<float>{a.scale}, {})});
+    t = w_.op("Mul", n.name + "/gate", {t, in(n.inputs[1])});
+    quantize_as(a.quantize, a.quantize.to, t, n.name, y);
   }
 
   // QuantizeLinear(x, 1, 0 of type zt) into `out`.

@@ -63,6 +63,11 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx);
 // A quantize-only FakeQuantize per tensor + its Convert to u8/s8 that no
 // layer took -> one quantizing Convert (a oneDNN reorder with scale and zero point).
 bool quantize_by_convert(Graph& g, PassContext& ctx);
+// Multiply(dequantized codes, f32 gate [N, C, 1, ...]) -> quantizing Convert
+// as one GateMultiply (squeeze-excitation); is_channel_gate says whether
+// `gate` broadcasts per image and channel over `x`.
+bool quantize_channel_gate(Graph& g, PassContext& ctx);
+bool is_channel_gate(const Graph& g, ValueId gate, ValueId x);
 
 // A quantizing Convert (zero point 0) that alone reads a Softmax -> the
 // Softmax writes the u8/s8 codes itself (oneDNN's output scale).

@@ -12,7 +12,8 @@
 // The rewrite keeps the value: (q + lo - Zd) * So = (q - Zo) * So = q * So + ol.
 // Only FakeQuantize nodes that feed a layer's activation input (directly, through
 // data movement, or through an AvgPool quantized again), either side of a MatMul
-// of two quantized run-time tensors, or a residual Add, are split; the others
+// of two quantized run-time tensors, a residual Add, or a quantized product by a
+// per-channel gate (squeeze-excitation), are split; the others
 // stay whole and become post-op steps.
 // Preconditions: constant ranges per tensor or per channel (axis 1); L <= 256;
 // So != 0.
@@ -88,6 +89,16 @@ bool feeds_layer_activation(const Graph& g, ValueId v) {
       return true;
     }
     if ((moves_data(n) || n.kind == OpKind::Concat) && feeds_layer_activation(g, n.outputs[0])) return true;
+    // A squeeze-excitation's x * gate[n, c], quantized: it runs on the codes
+    // (quantize_channel_gate).
+    if (n.kind == OpKind::Multiply && n.inputs[0] != n.inputs[1]) {
+      const ValueId gate = n.inputs[0] == v ? n.inputs[1] : n.inputs[0];
+      const auto next = sole_consumer(g, n.outputs[0]);
+      if (is_channel_gate(g, gate, v) && g.value(n.outputs[0]).shape == g.value(v).shape && next &&
+          g.node(*next).kind == OpKind::FakeQuantize) {
+        return true;
+      }
+    }
     // AvgPool quantized again before a layer: it can pool the int8 values
     // (requantize_avg_pool).
     if (n.kind == OpKind::AvgPool) {

@@ -383,6 +383,35 @@ __attribute__((target("avx512f"))) std::int64_t quantize_linear_avx512(
   return i;
 }
 
+// GateMultiply's row, channels last, ONNX's QuantizeLinear: sixteen codes
+// at a time, ((x - z) * s) * g[c], divided by the scale, clamped, rounded
+// half to even, plus the zero point: the f32 operations of the scalar path in
+// the same order. Returns how many were done (a multiple of 16).
+template <typename In, typename Out>
+__attribute__((target("avx512f"))) std::int64_t gate_multiply_avx512(
+    const In* x, const float* g, Out* y, std::int64_t n, float z, float s, float scale,
+    std::int32_t zero_point) {
+  constexpr std::int32_t lo = std::numeric_limits<Out>::min(), hi = std::numeric_limits<Out>::max();
+  const __m512 vz = _mm512_set1_ps(z), vs = _mm512_set1_ps(s), vscale = _mm512_set1_ps(scale);
+  const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo - zero_point));
+  const __m512 vhi = _mm512_set1_ps(static_cast<float>(hi - zero_point));
+  const __m512i vzp = _mm512_set1_epi32(zero_point);
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+    const __m512i wide = std::is_same_v<In, std::uint8_t> ? _mm512_cvtepu8_epi32(codes)
+                                                          : _mm512_cvtepi8_epi32(codes);
+    const __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(wide), vz), vs);
+    __m512 q = _mm512_div_ps(_mm512_mul_ps(v, _mm512_loadu_ps(g + i)), vscale);
+    q = _mm512_min_ps(_mm512_max_ps(q, vlo), vhi);
+    const __m512i c = _mm512_add_epi32(_mm512_cvtps_epi32(q), vzp);
+    const __m128i b = std::is_same_v<Out, std::uint8_t> ? _mm512_cvtusepi32_epi8(c)
+                                                        : _mm512_cvtsepi32_epi8(c);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), b);
+  }
+  return i;
+}
+
 __attribute__((target("avx512f"))) std::int64_t min_max_avx512(const float* x, std::int64_t n,
                                                                float& lo, float& hi) {
   __m512 mn = _mm512_set1_ps(lo), mx = _mm512_set1_ps(hi);
@@ -901,6 +930,104 @@ class ResizeOp final : public ExecutableOp {
   std::vector<std::int64_t> source_;
 };
 
+// GateMultiply: codes x times a per-channel gate g, quantized. Per row of
+// contiguous codes (one pixel's channels when channels last, one channel's
+// plane when plain) the f32 products ((x - z) * s) * g[n, c] go to a small
+// buffer, each operation rounded as the unfused Convert, Subtract, Multiply
+// and Multiply round it, and the buffer is quantized as the quantizing
+// Convert does (quantize_linear_span / quantize_span): the same codes.
+class GateMultiplyOp final : public ExecutableOp {
+ public:
+  GateMultiplyOp(const graph::Graph& g, const Node& node, bool channels_last)
+      : ExecutableOp(node) {
+    const auto& a = node.attr<graph::GateMultiplyAttrs>();
+    zero_point_ = a.zero_point;
+    scale_ = a.scale;
+    q_ = a.quantize;
+    range_ = static_cast<double>(q_.input_high) - static_cast<double>(q_.input_low);
+    const Shape& x = g.value(node.inputs[0]).shape;
+    batch_ = x[0];
+    channels_ = x[1];
+    inner_ = 1;
+    for (std::size_t d = 2; d < x.size(); ++d) inner_ *= x[d];
+    gate_batch_ = g.value(node.inputs[1]).shape[0];
+    channels_last_ = channels_last;
+    in_signed_ = g.value(node.inputs[0]).type == ElementType::s8;
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const void* x = ctx.in(node().inputs[0]).raw_data();
+    const float* gate = ctx.in(node().inputs[1]).data<float>().data();
+    void* y = ctx.out(node().outputs[0]).raw_data();
+    const bool out_signed = q_.to == ElementType::s8;
+    if (in_signed_) {
+      out_signed ? run(static_cast<const std::int8_t*>(x), gate, static_cast<std::int8_t*>(y))
+                 : run(static_cast<const std::int8_t*>(x), gate, static_cast<std::uint8_t*>(y));
+    } else {
+      out_signed ? run(static_cast<const std::uint8_t*>(x), gate, static_cast<std::int8_t*>(y))
+                 : run(static_cast<const std::uint8_t*>(x), gate, static_cast<std::uint8_t*>(y));
+    }
+  }
+
+  std::string implementation() const override { return "qfuse:gate_multiply"; }
+
+ private:
+  static constexpr std::int64_t kChunk = 256;
+
+  template <typename T>
+  void quantize(const float* p, T* y, std::int64_t n) const {
+    if (q_.quantizes_linear()) {
+      quantize_linear_span(p, y, n, q_.scale, q_.zero_point);
+    } else {
+      quantize_span(p, y, n, q_.input_low, range_, q_.to == ElementType::u8 ? 0 : -128);
+    }
+  }
+
+  template <typename In, typename Out>
+  void run(const In* x, const float* gate, Out* y) const {
+    const std::int64_t rows = channels_last_ ? batch_ * inner_ : batch_ * channels_;
+    const std::int64_t row = channels_last_ ? channels_ : inner_;
+    const float z = zero_point_, s = scale_;
+    parallel_for(rows * row >= (1 << 18), rows, [&](std::int64_t r) {
+      const std::int64_t n = channels_last_ ? r / inner_ : r / channels_;
+      const float* g = gate + (gate_batch_ == 1 ? 0 : n * channels_);
+      const In* src = x + r * row;
+      Out* dst = y + r * row;
+      float p[kChunk];
+      for (std::int64_t k = 0; k < row; k += kChunk) {
+        const std::int64_t m = std::min(kChunk, row - k);
+        if (channels_last_) {
+          std::int64_t done = 0;
+#if defined(QFUSE_AVX512_KERNELS)
+          if (q_.quantizes_linear() && has_avx512()) {
+            done = gate_multiply_avx512(src + k, g + k, dst + k, m, z, s, q_.scale,
+                                        q_.zero_point);
+          }
+#endif
+          for (std::int64_t i = done; i < m; ++i) {
+            const float v = (static_cast<float>(src[k + i]) - z) * s;
+            p[i] = v * g[k + i];
+          }
+          if (done < m) quantize(p + done, dst + k + done, m - done);
+          continue;
+        }
+        const float gc = g[r % channels_];
+        for (std::int64_t i = 0; i < m; ++i) {
+          const float v = (static_cast<float>(src[k + i]) - z) * s;
+          p[i] = v * gc;
+        }
+        quantize(p, dst + k, m);
+      }
+    });
+  }
+
+  float zero_point_ = 0.0f, scale_ = 1.0f;
+  graph::ConvertAttrs q_;
+  double range_ = 0.0;
+  std::int64_t batch_ = 1, channels_ = 1, inner_ = 1, gate_batch_ = 1;
+  bool channels_last_ = false, in_signed_ = false;
+};
+
 // Lookup: one byte through a 256-entry table, any layout (input and output
 // share it), on all threads once there is enough to share.
 class LookupOp final : public ExecutableOp {
@@ -1033,6 +1160,8 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
     case OpKind::Flatten: return std::make_unique<CopyOp>(node);
     case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node, cl(node.inputs[0]));
     case OpKind::Lookup: return std::make_unique<LookupOp>(graph, node);
+    case OpKind::GateMultiply:
+      return std::make_unique<GateMultiplyOp>(graph, node, cl(node.inputs[0]));
     case OpKind::Concat: return std::make_unique<ConcatOp>(graph, node, cl(node.outputs[0]));
     case OpKind::Gather: return std::make_unique<GatherOp>(graph, node);
     case OpKind::DynamicQuantize: return std::make_unique<DynamicQuantizeOp>(node);

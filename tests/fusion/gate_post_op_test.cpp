@@ -10,6 +10,7 @@
 #include <random>
 
 #include "fusion_test_util.hpp"
+#include "plugin/api_internal.hpp"
 
 namespace qfuse::test::fusion {
 namespace {
@@ -128,6 +129,84 @@ TEST(GatePostOp, PlainResidualIsStagedChannelsLast) {
   }
   EXPECT_TRUE(conv1_adds) << describe_layers(fused);
   expect_within_one_lsb(net, fused, 6);
+}
+
+// PyTorch's quantized squeeze-excitation (MobileNetV3, EfficientNet): conv1's
+// output is quantized (asymmetric u8, zero point 85) and read by both the
+// average pool of the gate branch and the Mul; the gate is quantized on
+// [0, 1) (scale 1/256) and the product quantized again. conv1 then writes
+// codes and the Mul is one GateMultiply on them. `full_gate` makes the gate
+// a full [1, 8, 8, 8] tensor instead (named negative: not per channel).
+SmallNet torch_se(bool conv_after, bool full_gate = false) {
+  SmallNet net;
+  Builder b(net.graph);
+  const ValueId x = act_q(b, b.input("x", {1, 4, 8, 8}), "x.q");
+  const FqRange xr = make_range(Quant::asym, 0.03, 85);
+  const ValueId y = b.fake_quantize(b.relu(quantized_conv(b, x, 8, 1, "conv1")), xr.il, xr.ih,
+                                    xr.il, xr.ih, 256, "conv1.q");
+  ValueId gate = full_gate ? b.unary(OpKind::Sigmoid, quantized_conv(b, x, 8, 3, "gate_conv"), "gate")
+                           : gate_of(b, y, 8);
+  gate = b.fake_quantize(gate, 0.0f, 255.0f / 256.0f, 0.0f, 255.0f / 256.0f, 256, "gate.q");
+  const ValueId prod = b.binary(OpKind::Multiply, gate, y, "gate_mul");
+  if (!conv_after) {
+    net.out = make_range(Quant::u8, 0.015);
+    const ValueId z = b.fake_quantize(prod, net.out.il, net.out.ih, net.out.il, net.out.ih, 256,
+                                      "out.q");
+    b.output(z);
+    net.output = net.graph.value(z).name;
+    return net;
+  }
+  const ValueId z = act_q(b, prod, "gated.q");
+  close_with_s8_output(b, quantized_conv(b, z, 8, 2, "conv2"), net);
+  return net;
+}
+
+std::string op_of(const CompiledModel& m, const std::string& node) {
+  for (const LayerInfo& l : m.layers()) {
+    if (l.node == node) return l.op + " " + l.precision;
+  }
+  return "absent";
+}
+
+TEST(GateMultiply, TorchSqueezeExcitationGatesTheCodesInOnePass) {
+  const SmallNet net = torch_se(true);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  EXPECT_EQ(op_of(fused, "gate_mul"), "GateMultiply int8") << describe_layers(fused);
+  EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 3);
+}
+
+// The gated codes themselves, the GateMultiply fed the unfused graph's codes
+// and gate (compare's isolated figures): the same f32 operations as the
+// unfused graph, so every code is equal, ties included.
+TEST(GateMultiply, GatedCodesEqualTheUnfusedOnes) {
+  const SmallNet net = torch_se(true);
+  qfuse::Comparison cmp(qfuse::make_model(net.graph));
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(0.0f, 5.0f);
+  for (int run = 0; run < 4; ++run) {
+    std::vector<float> xv(256);
+    for (float& v : xv) v = d(rng);
+    cmp.run({{"x", Tensor::from_vector<float>({1, 4, 8, 8}, xv)}});
+  }
+  bool found = false;
+  for (const TensorDiff& t : cmp.tensors()) {
+    if (t.node != "gate_mul") continue;
+    found = true;
+    EXPECT_LT(t.isolated.max_lsb, 0.01) << t.name;  // the same codes (to the f32 step)
+    EXPECT_EQ(t.isolated.equal_share, 1.0) << t.name;
+    EXPECT_EQ(t.isolated.elements, 4 * 512) << t.name;
+  }
+  EXPECT_TRUE(found);
+}
+
+// Named negative: a gate with a value per element is no channel gate; the
+// Multiply is not a GateMultiply (it joins conv1 as a full-tensor binary_mul).
+TEST(GateMultiplyNegative, AFullTensorGateIsNoGateMultiply) {
+  const SmallNet net = torch_se(true, true);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "GateMultiply") << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 5);
 }
 
 }  // namespace

@@ -1,0 +1,77 @@
+// quantize_channel_gate
+//
+//   q -> Convert(f32) -> [Subtract(z)] -> Multiply(s) -> Multiply(g) -> Convert(t, quantizing)
+//     ==>  q, g -> GateMultiply(z, s, quantize) -> t
+//
+// A squeeze-excitation block multiplies its input x by a gate with one value
+// per image and channel, g[N, C, 1, 1], and quantizes the product; PyTorch's
+// quantized MobileNetV3 and EfficientNet write it so. Once the layer before
+// writes x's codes (split_fake_quantize splits x's FakeQuantize for such a
+// reader), the dequantize, the product and the quantization are one pass over
+// the codes (GateMultiply) instead of three over f32 data. Each step keeps
+// its f32 arithmetic, so the codes are those of the unfused graph.
+// Preconditions: a per-tensor dequantize of u8/s8 codes; g is f32 of shape
+// [N or 1, C, 1, ...] and not constant; the product's only reader is the
+// quantizing Convert. The dequantize may have other readers (the block's
+// average pool); they keep it.
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "quantize_channel_gate";
+using namespace pattern;
+
+}  // namespace
+
+bool is_channel_gate(const Graph& g, ValueId gate, ValueId x) {
+  const Value& gv = g.value(gate);
+  const Shape& xs = g.value(x).shape;
+  if (gv.is_constant() || gv.type != ElementType::f32 || xs.size() < 3 ||
+      gv.shape.size() != xs.size()) {
+    return false;
+  }
+  if ((gv.shape[0] != xs[0] && gv.shape[0] != 1) || gv.shape[1] != xs[1]) return false;
+  for (std::size_t d = 2; d < xs.size(); ++d) {
+    if (gv.shape[d] != 1) return false;
+  }
+  return true;
+}
+
+bool quantize_channel_gate(Graph& g, PassContext& ctx) {
+  for (NodeId id : g.topological_order()) {
+    const Node& cv = g.node(id);
+    if (cv.kind != OpKind::Convert || !cv.attr<ConvertAttrs>().quantizes()) continue;
+    const Node* mul = producer_of(g, cv.inputs[0], OpKind::Multiply);
+    if (mul == nullptr || sole_consumer(g, mul->outputs[0]) != id) continue;
+    for (std::size_t side = 0; side < 2; ++side) {
+      const ValueId x = mul->inputs[side], gate = mul->inputs[1 - side];
+      if (!is_channel_gate(g, gate, x) || g.value(mul->outputs[0]).shape != g.value(x).shape) {
+        continue;
+      }
+      const auto d = dequantize_chain(g, x);
+      if (!d) {
+        ctx.reject(kPass, mul->name, "the gated tensor is not a per-tensor dequantize of codes");
+        continue;
+      }
+      GateMultiplyAttrs attrs;
+      attrs.zero_point = d->zero_point;
+      attrs.scale = d->scale;
+      attrs.quantize = cv.attr<ConvertAttrs>();
+      const std::string name = mul->name, cv_name = cv.name;
+      const NodeId mul_id = g.value(cv.inputs[0]).producer;
+      const ValueId y = emit(g, OpKind::GateMultiply, name, {d->stored, gate}, attrs);
+      replace_value(g, cv.outputs[0], y);
+      g.erase_node(id);
+      g.erase_node(mul_id);
+      ctx.log(kPass, name + " + " + cv_name + " -> one GateMultiply on the codes of '" +
+                         g.value(d->stored).name + "'");
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph
