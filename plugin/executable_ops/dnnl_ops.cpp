@@ -122,10 +122,11 @@ class ConstantWeightsOp final : public ExecutableOp {
                     const memory::desc& w_plain, const Tensor& weights, const Tensor* bias,
                     const memory::desc& user_dst,
                     std::vector<std::pair<int, memory>> post_op_args = {},
-                    std::string post_ops = {})
+                    std::string post_ops = {}, const memory::desc& user_src = {})
       : ExecutableOp(node),
         engine_(engine),
         pd_(std::move(pd)),
+        user_src_md_(user_src),
         user_dst_md_(user_dst),
         post_op_args_(std::move(post_op_args)),
         post_ops_(std::move(post_ops)) {
@@ -148,6 +149,13 @@ class ConstantWeightsOp final : public ExecutableOp {
           dnnl::reorder::primitive_desc(engine_, pd_.dst_desc(), engine_, user_dst_md_));
       implementation_ += " + reorder";
     }
+    if (user_src_md_ && pd_.src_desc() != user_src_md_) {
+      src_offset_ = (scratch_ + 63) / 64 * 64;
+      scratch_ = src_offset_ + pd_.src_desc().get_size();
+      src_reorder_ = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine_, user_src_md_, engine_, pd_.src_desc()));
+      implementation_ = "reorder + " + implementation_;
+    }
   }
 
   void execute(ExecContext& ctx) const override {
@@ -156,6 +164,7 @@ class ConstantWeightsOp final : public ExecutableOp {
     struct State {
       std::unordered_map<int, memory> args;
       memory user_dst;  // the staged destination's target
+      memory user_src;  // the staged source's origin
     };
     std::any& slot = ctx.op_state();
     if (!slot.has_value()) {
@@ -167,12 +176,20 @@ class ConstantWeightsOp final : public ExecutableOp {
       st.args.emplace(DNNL_ARG_DST, memory(pd_.dst_desc(), engine_, nullptr));
       st.args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), engine_, nullptr));
       st.user_dst = memory(user_dst_md_, engine_, nullptr);
+      if (src_reorder_) st.user_src = memory(user_src_md_, engine_, nullptr);
       slot = std::move(st);
     }
     State& st = std::any_cast<State&>(slot);
     auto* scratch = static_cast<std::uint8_t*>(ctx.scratchpad());
     void* user_dst = ctx.out(node().outputs[0]).raw_data();
-    st.args.at(DNNL_ARG_SRC).set_data_handle(const_cast<void*>(ctx.in(node().inputs[0]).raw_data()));
+    void* user_src = const_cast<void*>(ctx.in(node().inputs[0]).raw_data());
+    if (src_reorder_) {
+      st.user_src.set_data_handle(user_src);
+      st.args.at(DNNL_ARG_SRC).set_data_handle(scratch + src_offset_);
+      ctx.staged([&] { src_reorder_.execute(ctx.stream(), st.user_src, st.args.at(DNNL_ARG_SRC)); });
+    } else {
+      st.args.at(DNNL_ARG_SRC).set_data_handle(user_src);
+    }
     st.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
     st.args.at(DNNL_ARG_DST).set_data_handle(dst_reorder_ ? scratch + stage_offset_ : user_dst);
     primitive_.execute(ctx.stream(), st.args);
@@ -186,16 +203,16 @@ class ConstantWeightsOp final : public ExecutableOp {
   std::string implementation() const override { return implementation_; }
   std::string post_ops() const override { return post_ops_; }
   std::size_t scratchpad_size() const override { return scratch_; }
-  int staged_reorders() const override { return dst_reorder_ ? 1 : 0; }
+  int staged_reorders() const override { return (dst_reorder_ ? 1 : 0) + (src_reorder_ ? 1 : 0); }
 
  private:
   dnnl::engine engine_;
   dnnl::primitive_desc pd_;
   dnnl::primitive primitive_;
-  memory::desc user_dst_md_;
+  memory::desc user_src_md_, user_dst_md_;
   memory weights_, bias_;
-  dnnl::reorder dst_reorder_;
-  std::size_t scratch_ = 0, stage_offset_ = 0;
+  dnnl::reorder dst_reorder_, src_reorder_;
+  std::size_t scratch_ = 0, stage_offset_ = 0, src_offset_ = 0;
   std::string implementation_;
   std::vector<std::pair<int, memory>> post_op_args_;  // constant binary operands
   std::string post_ops_;
@@ -236,23 +253,39 @@ std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::en
     std::vector<std::pair<int, memory>> post_args;
     const dnnl::primitive_attr attr =
         layer_attr(o, engine, 1, static_cast<int>(o.out().shape.size()), post_args);
-    const auto make_pd = [&](const memory::desc& dst) {
+    const auto make_pd = [&](const memory::desc& src, const memory::desc& dst) {
       dnnl::convolution_forward::desc desc(
-          prop_kind::forward_inference, algorithm::convolution_direct, o.in_md(0), w_any, b_md,
-          dst, to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
+          prop_kind::forward_inference, algorithm::convolution_direct, src, w_any, b_md, dst,
+          to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
           to_dims(a.pads_end));
       return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
     };
-    auto pd = make_pd(o.out_md());
+    const auto slow = [](const dnnl::primitive_desc& p) {
+      const std::string impl = p.impl_info_str();
+      return impl.find("ref") != std::string::npos || impl.find("gemm") != std::string::npos;
+    };
+    const memory::desc dst_any(o.out_md().dims(), memory::data_type::f32, memory::format_tag::any);
+    auto pd = make_pd(o.in_md(0), o.out_md());
+    memory::desc staged_src;
     if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) {
-      auto any = make_pd(memory::desc(o.out_md().dims(), memory::data_type::f32,
-                                      memory::format_tag::any));
+      auto any = make_pd(o.in_md(0), dst_any);
       if (std::string(any.impl_info_str()).find("ref") == std::string::npos) pd = any;
+    }
+    if (slow(pd) && o.layout(o.node.inputs[0]) == Layout::plain && o.in(0).shape.size() >= 3) {
+      // A plain source (after a Transpose) gets im2col gemm; channels last,
+      // staged by one reorder, gets the blocked / brgconv kernel.
+      const memory::desc cl = layout_desc(o.in(0).shape, ElementType::f32, Layout::channels_last);
+      auto blocked = make_pd(cl, dst_any);
+      if (!slow(blocked)) {
+        pd = blocked;
+        staged_src = o.in_md(0);
+      }
     }
     return std::make_unique<ConstantWeightsOp>(o.node, engine, std::move(pd), w_plain,
                                                *o.in(1).constant,
                                                o.has(2) ? o.in(2).constant.get() : nullptr,
-                                               o.out_md(), std::move(post_args), chain_text(o));
+                                               o.out_md(), std::move(post_args), chain_text(o),
+                                               staged_src);
   }
   const memory::desc& w_md = w_plain;
   const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();

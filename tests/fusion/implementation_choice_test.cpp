@@ -113,5 +113,43 @@ TEST(ImplementationChoice, OnePixelLayerTakesItsGateChainOnAJitKernel) {
   expect_within_one_lsb(net, fused, 8, 0.99);
 }
 
+// An f32 1x1 convolution whose source a Transpose wrote (plain layout, as in
+// the PP-OCRv4 recognizer's neck): on that layout oneDNN 2.6 offers only
+// im2col gemm; the source is staged channels last by one reorder and the
+// layer runs on brgconv. Same result as the unfused graph.
+TEST(ImplementationChoice, F32ConvAfterATransposeRunsOffGemm) {
+  graph::Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 8, 8, 64});
+  const ValueId t = b.op(graph::OpKind::Transpose, {x}, graph::TransposeAttrs{{0, 3, 1, 2}}, "t");
+  std::mt19937 rng(4);
+  std::normal_distribution<float> d(0.0f, 0.1f);
+  std::vector<float> w(64 * 64);
+  for (float& v : w) v = d(rng);
+  const ValueId y = b.convolution(t, b.constant("conv.w", {64, 64, 1, 1}, w), std::nullopt,
+                                  graph::ConvAttrs{}, "conv");
+  b.output(y);
+  const CompiledModel fused = compile(g, {.fuse = true});
+  bool found = false;
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node != "conv") continue;
+    found = true;
+    EXPECT_EQ(l.implementation.find("gemm"), std::string::npos) << l.implementation;
+    EXPECT_EQ(l.implementation.find("ref"), std::string::npos) << l.implementation;
+  }
+  EXPECT_TRUE(found) << describe_layers(fused);
+  std::vector<float> xv(8 * 8 * 64);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& v : xv) v = u(rng);
+  const Tensor in = Tensor::from_vector<float>({1, 8, 8, 64}, xv);
+  const std::string out = g.value(y).name;
+  const Tensor a = run(fused, "x", in, out);
+  const Tensor ref = run(compile(g, {.fuse = false}), "x", in, out);
+  ASSERT_EQ(a.shape(), ref.shape());
+  for (std::int64_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a.as_float(i), ref.as_float(i), 1e-4f) << i;
+  }
+}
+
 }  // namespace
 }  // namespace qfuse::test::fusion

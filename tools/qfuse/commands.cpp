@@ -718,6 +718,21 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
             << std::defaultfloat;
   std::cout << "scalar fallback loops: " << scalar.size() << '\n';
   for (const LayerInfo* l : scalar) std::cout << "  " << l->node << " [" << l->op << "]\n";
+  // A layer on oneDNN's im2col gemm (plain layouts) or its reference kernel
+  // runs far below the blocked / brgemm kernels of its shape.
+  std::vector<const LayerInfo*> slow;
+  for (const LayerInfo& l : layers) {
+    const std::string& impl = l.implementation;
+    if (is_layer_op(source_op(l.op)) &&
+        (impl.find("gemm:jit") != std::string::npos || impl.rfind("ref", 0) == 0)) {
+      slow.push_back(&l);
+    }
+  }
+  std::cout << "slow kernels (gemm:jit or ref): " << slow.size() << '\n';
+  for (const LayerInfo* l : slow) {
+    std::cout << "  " << l->node << " [" << l->op << "] " << l->precision << ' '
+              << l->implementation << '\n';
+  }
   if (!model.refusals().empty()) {
     std::cout << "\nrefusals (" << model.refusals().size() << "):\n";
     for (const FusionRefusal& r : model.refusals()) {
