@@ -127,6 +127,12 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
   // recorded refusal that says why.
   int int8_layers = 0;
   for (const LayerInfo& l : fused.layers()) {
+    // No op on oneDNN's reference kernels or im2col gemm (qfuse dump
+    // --summary's "slow kernels"): each runs on a jit / brgemm kernel.
+    const std::string& impl = l.implementation;
+    EXPECT_TRUE(impl.find("gemm:jit") == std::string::npos && impl.rfind("ref:", 0) != 0 &&
+                impl.rfind("ref_", 0) != 0)
+        << l.node << " [" << l.op << "] " << impl;
     if (!is_layer_op(l.op)) continue;
     if (l.precision == "int8") {
       ++int8_layers;

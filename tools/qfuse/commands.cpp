@@ -718,13 +718,13 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
             << std::defaultfloat;
   std::cout << "scalar fallback loops: " << scalar.size() << '\n';
   for (const LayerInfo* l : scalar) std::cout << "  " << l->node << " [" << l->op << "]\n";
-  // A layer on oneDNN's im2col gemm (plain layouts) or its reference kernel
-  // runs far below the blocked / brgemm kernels of its shape.
+  // An op on oneDNN's im2col gemm (plain layouts) or its reference kernel
+  // (ref:any, ref_int8) runs far below the jit / brgemm kernels of its shape.
   std::vector<const LayerInfo*> slow;
   for (const LayerInfo& l : layers) {
     const std::string& impl = l.implementation;
-    if (is_layer_op(source_op(l.op)) &&
-        (impl.find("gemm:jit") != std::string::npos || impl.rfind("ref", 0) == 0)) {
+    if (impl.find("gemm:jit") != std::string::npos || impl.rfind("ref:", 0) == 0 ||
+        impl.rfind("ref_", 0) == 0) {
       slow.push_back(&l);
     }
   }
