@@ -740,18 +740,20 @@ class ConcatOp final : public ExecutableOp {
 
   void execute(ExecContext& ctx) const override {
     auto* out = static_cast<std::uint8_t*>(ctx.out(node().outputs[0]).raw_data());
-    std::vector<const std::uint8_t*> in;
-    in.reserve(blocks_.size());
-    for (graph::ValueId v : node().inputs) in.push_back(static_cast<const std::uint8_t*>(ctx.in(v).raw_data()));
     const std::size_t row = row_;
-    const auto total = static_cast<std::int64_t>(row) * outer_;
-    parallel_for(total >= (1 << 20) && outer_ > 1, outer_, [&](std::int64_t o) {
-      std::uint8_t* dst = out + static_cast<std::size_t>(o) * row;
-      for (std::size_t i = 0; i < blocks_.size(); ++i) {
-        std::memcpy(dst, in[i] + static_cast<std::size_t>(o) * blocks_[i], blocks_[i]);
-        dst += blocks_[i];
-      }
-    });
+    const bool parallel = static_cast<std::int64_t>(row) * outer_ >= (1 << 20) && outer_ > 1;
+    // One input at a time, each copied to its column of every row: no
+    // per-run table of input pointers.
+    std::size_t column = 0;
+    for (std::size_t i = 0; i < blocks_.size(); ++i) {
+      const auto* in = static_cast<const std::uint8_t*>(ctx.in(node().inputs[i]).raw_data());
+      const std::size_t block = blocks_[i];
+      parallel_for(parallel, outer_, [&](std::int64_t o) {
+        const auto k = static_cast<std::size_t>(o);
+        std::memcpy(out + k * row + column, in + k * block, block);
+      });
+      column += block;
+    }
   }
 
   std::string implementation() const override { return "qfuse:concat"; }
