@@ -10,6 +10,7 @@ namespace qfuse::graph {
 ValueId Graph::add_value(std::string name, Shape shape, ElementType type) {
   ValueId id{static_cast<std::uint32_t>(values_.size())};
   values_.push_back(Value{std::move(name), std::move(shape), type, nullptr, NodeId{}});
+  uses_.emplace_back();
   return id;
 }
 
@@ -48,22 +49,94 @@ NodeId Graph::add_node(OpKind kind, std::string name, std::vector<ValueId> input
     values_[out.index].producer = id;
     node.outputs.push_back(out);
   }
+  for (ValueId in : node.inputs) uses_[in.index].push_back(id);
   nodes_.push_back(std::move(node));
   return id;
 }
 
+namespace {
+
+void remove_one(std::vector<NodeId>& uses, NodeId node) {
+  const auto it = std::find(uses.begin(), uses.end(), node);
+  if (it != uses.end()) uses.erase(it);
+}
+
+}  // namespace
+
 void Graph::erase_node(NodeId id) {
   Node& n = nodes_.at(id.index);
+  if (!n.erased) {
+    for (ValueId in : n.inputs) remove_one(uses_[in.index], id);
+  }
   n.erased = true;
   for (ValueId out : n.outputs) values_[out.index].producer = NodeId{};
 }
 
 void Graph::replace_all_uses(ValueId from, ValueId to) {
-  for (Node& n : nodes_) {
-    if (n.erased) continue;
-    std::replace(n.inputs.begin(), n.inputs.end(), from, to);
+  if (from == to) return;
+  std::vector<NodeId> users = std::move(uses_.at(from.index));
+  uses_[from.index].clear();
+  for (NodeId u : users) {
+    Node& n = nodes_[u.index];
+    // A node reading `from` twice is listed twice; the first visit rewires both.
+    for (ValueId& in : n.inputs) {
+      if (in == from) {
+        in = to;
+      }
+    }
+    uses_.at(to.index).push_back(u);
   }
   std::replace(outputs_.begin(), outputs_.end(), from, to);
+}
+
+void Graph::set_input(NodeId id, std::size_t slot, ValueId value) {
+  Node& n = nodes_.at(id.index);
+  if (slot >= n.inputs.size() || !value.valid() || value.index >= values_.size()) {
+    throw GraphError("set input " + std::to_string(slot) + " of node '" + n.name +
+                     "': slot or value out of range");
+  }
+  if (!n.erased) {
+    remove_one(uses_[n.inputs[slot].index], id);
+    uses_[value.index].push_back(id);
+  }
+  n.inputs[slot] = value;
+}
+
+void Graph::append_input(NodeId id, ValueId value) {
+  Node& n = nodes_.at(id.index);
+  if (!value.valid() || value.index >= values_.size()) {
+    throw GraphError("append an input to node '" + n.name + "': value id out of range");
+  }
+  if (!n.erased) uses_[value.index].push_back(id);
+  n.inputs.push_back(value);
+}
+
+void Graph::truncate_inputs(NodeId id, std::size_t count) {
+  Node& n = nodes_.at(id.index);
+  while (n.inputs.size() > count) {
+    if (!n.erased) remove_one(uses_[n.inputs.back().index], id);
+    n.inputs.pop_back();
+  }
+}
+
+void Graph::check_uses() const {
+  std::vector<std::vector<NodeId>> expected(values_.size());
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].erased) continue;
+    for (ValueId in : nodes_[i].inputs) {
+      if (in.index < values_.size()) expected[in.index].push_back(NodeId{i});
+    }
+  }
+  for (std::size_t v = 0; v < values_.size(); ++v) {
+    std::vector<NodeId> recorded = uses_[v];
+    std::sort(recorded.begin(), recorded.end());
+    if (recorded != expected[v]) {
+      throw GraphError("validate value '" + values_[v].name +
+                       "': its recorded readers differ from the nodes' inputs (an input was "
+                       "changed other than through Graph::set_input / append_input / "
+                       "truncate_inputs)");
+    }
+  }
 }
 
 std::size_t Graph::live_node_count() const {
@@ -72,13 +145,9 @@ std::size_t Graph::live_node_count() const {
 }
 
 std::vector<NodeId> Graph::consumers(ValueId value) const {
-  std::vector<NodeId> result;
-  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
-    const Node& n = nodes_[i];
-    if (!n.erased && std::find(n.inputs.begin(), n.inputs.end(), value) != n.inputs.end()) {
-      result.push_back(NodeId{i});
-    }
-  }
+  std::vector<NodeId> result = uses_.at(value.index);
+  std::sort(result.begin(), result.end());
+  result.erase(std::unique(result.begin(), result.end()), result.end());
   return result;
 }
 

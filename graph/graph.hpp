@@ -71,6 +71,12 @@ class Graph {
   void erase_node(NodeId node);
   // Points every use of `from` (node inputs and graph outputs) at `to`.
   void replace_all_uses(ValueId from, ValueId to);
+  // Rewire a node's inputs. A node's inputs change only through these (and
+  // the calls above), which keep each value's list of readers: consumers()
+  // costs what it returns, not a scan of the graph. verify() checks it.
+  void set_input(NodeId node, std::size_t slot, ValueId value);
+  void append_input(NodeId node, ValueId value);
+  void truncate_inputs(NodeId node, std::size_t count);
 
   const Value& value(ValueId id) const { return values_.at(id.index); }
   Value& value(ValueId id) { return values_.at(id.index); }
@@ -86,6 +92,9 @@ class Graph {
 
   // Live nodes whose inputs include `value`, in id order.
   std::vector<NodeId> consumers(ValueId value) const;
+  // Throws GraphError when the readers recorded for a value differ from the
+  // nodes' inputs (an input changed other than through the calls above).
+  void check_uses() const;
   bool is_graph_output(ValueId value) const;
   std::optional<ValueId> find_value(const std::string& name) const;
 
@@ -105,6 +114,8 @@ class Graph {
  private:
   std::vector<Value> values_;
   std::vector<Node> nodes_;
+  // Per value, the live nodes reading it, once per input slot.
+  std::vector<std::vector<NodeId>> uses_;
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
   std::map<std::string, std::string> tensor_aliases_;

@@ -765,6 +765,7 @@ void verify(const Graph& graph) {
       if (d < 1) fail("input '" + v.name + "' has unbound shape " + to_string(v.shape));
     }
   }
+  graph.check_uses();
   for (std::size_t i = 0; i < graph.node_capacity(); ++i) {
     const Node& n = graph.node(NodeId{static_cast<std::uint32_t>(i)});
     if (n.erased) continue;

@@ -146,7 +146,7 @@ std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,
     // The layer reads the run-time operands now: they are made before it
     // runs and live until it has.
     for (const F32PostOp& step : chain.steps) {
-      if (step.operand.valid()) g.node(id).inputs.push_back(step.operand);
+      if (step.operand.valid()) g.append_input(id, step.operand);
     }
     g.node(id).outputs[0] = cur;
     g.value(cur).producer = id;
@@ -194,7 +194,7 @@ void absorb_matmul_transposes(graph::Graph& g,
       const graph::Ints perm = g.node(*t).attr<graph::TransposeAttrs>().perm;
       if (perm != swap_middle && !(side == 1 && perm == keys_last)) continue;
       (side == 0 ? attrs.perm_a : attrs.perm_b) = perm;
-      g.node(id).inputs[side] = g.node(*t).inputs[0];
+      g.set_input(id, side, g.node(*t).inputs[0]);
       note(g.node(*t).name, side == 0 ? "a" : "b");
       g.erase_node(*t);
     }

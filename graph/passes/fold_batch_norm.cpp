@@ -193,14 +193,13 @@ bool fold_batch_norm(Graph& g, PassContext& ctx) {
       }
       const ValueId b = g.add_constant(layer.name + ".bias.bn",
                                        Tensor::from_vector<float>({static_cast<std::int64_t>(bias.size())}, bias));
-      Node& l = g.node(lid);
-      l.inputs[1] = *new_w;
-      if (l.inputs.size() == 3) {
-        l.inputs[2] = b;
+      g.set_input(lid, 1, *new_w);
+      if (g.node(lid).inputs.size() == 3) {
+        g.set_input(lid, 2, b);
       } else {
-        l.inputs.push_back(b);
+        g.append_input(lid, b);
       }
-      replace_value(g, bn_out, l.outputs[0]);
+      replace_value(g, bn_out, g.node(lid).outputs[0]);
       g.erase_node(id);
       ctx.log(kPass, bn_name + " -> " + layer.name + ".weights and .bias");
       return true;

@@ -72,7 +72,7 @@ bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx) {
         ctx.reject(kPass, p_name, "clips inside the range of '" + fq_name + "'");
         continue;
       }
-      g.node(id).inputs[0] = p.inputs[0];
+      g.set_input(id, 0, p.inputs[0]);
       ctx.log(kPass, p_name + " dropped before " + fq_name + " (its range covers the clamp)");
       return true;
     }
@@ -102,11 +102,10 @@ bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx) {
     }
     const ValueId l = add_channel_constant(g, fq_name + ".il", new_il, shape.size(), 1);
     const ValueId h = add_channel_constant(g, fq_name + ".ih", new_ih, shape.size(), 1);
-    Node& f = g.node(id);
-    f.inputs[0] = x;
-    f.inputs[1] = l;
-    f.inputs[2] = h;
-    drop_linear_grid(f);  // ONNX's scale and zero point no longer describe it
+    g.set_input(id, 0, x);
+    g.set_input(id, 1, l);
+    g.set_input(id, 2, h);
+    drop_linear_grid(g, id);  // ONNX's scale and zero point no longer describe it
     ctx.log(kPass, p_name + " folded into the input range of " + fq_name);
     return true;
   }

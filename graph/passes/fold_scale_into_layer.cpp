@@ -65,10 +65,9 @@ bool fold_scale_into_layer(Graph& g, PassContext& ctx) {
       bias = g.add_constant(name + ".bias.scaled",
                             Tensor::from_vector<float>({static_cast<std::int64_t>(channels)}, b));
     }
-    Node& l = g.node(id);
-    l.inputs[1] = scaled;
-    if (bias) l.inputs[2] = *bias;
-    replace_value(g, mul_out, l.outputs[0]);
+    g.set_input(id, 1, scaled);
+    if (bias) g.set_input(id, 2, *bias);
+    replace_value(g, mul_out, g.node(id).outputs[0]);
     g.erase_node(mul_id);
     ctx.log(kPass, mul_name + " -> the weights of " + name);
     return true;

@@ -52,13 +52,12 @@ bool fuse_bias(Graph& g, PassContext& ctx) {
     const ValueId add_out = add.outputs[0];
     const ValueId b = g.add_constant(layer_name + ".bias.fused",
                                      Tensor::from_vector<float>({static_cast<std::int64_t>(channels)}, bias));
-    Node& l = g.node(id);
-    if (l.inputs.size() == 3) {
-      l.inputs[2] = b;
+    if (g.node(id).inputs.size() == 3) {
+      g.set_input(id, 2, b);
     } else {
-      l.inputs.push_back(b);
+      g.append_input(id, b);
     }
-    replace_value(g, add_out, l.outputs[0]);
+    replace_value(g, add_out, g.node(id).outputs[0]);
     g.erase_node(add_id);
     ctx.log(kPass, add_name + " -> " + layer_name + ".bias");
     return true;

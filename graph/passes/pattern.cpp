@@ -210,8 +210,8 @@ bool has_per_tensor_ranges(const Graph& g, const Node& fq) {
   return true;
 }
 
-void drop_linear_grid(Node& fq) {
-  if (has_linear_grid(fq)) fq.inputs.resize(kFakeQuantizeRangeInputs);
+void drop_linear_grid(Graph& g, NodeId fq) {
+  if (has_linear_grid(g.node(fq))) g.truncate_inputs(fq, kFakeQuantizeRangeInputs);
 }
 
 std::vector<double> weight_sums(const Graph& g, ValueId wq, const Node& layer, std::size_t n) {

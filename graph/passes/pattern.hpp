@@ -103,6 +103,6 @@ std::optional<LinearGrid> linear_grid(const Graph& g, const Node& fq, const Shap
 // The FakeQuantize's output ranges are its input ranges (the same values).
 bool output_ranges_are_input_ranges(const Graph& g, const Node& fq);
 // Makes `fq` quantize by its ranges (a pass changed them).
-void drop_linear_grid(Node& fq);
+void drop_linear_grid(Graph& g, NodeId fq);
 
 }  // namespace qfuse::graph::pattern

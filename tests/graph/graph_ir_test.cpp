@@ -68,7 +68,7 @@ TEST(GraphIr, CycleIsReportedWithANodeOnIt) {
   const ValueId x = g.add_input("x", {1, 4});
   const NodeId a = g.add_node(OpKind::Add, "loop_a", {x, x});
   const NodeId b = g.add_node(OpKind::Relu, "loop_b", {g.node(a).outputs[0]});
-  g.node(a).inputs[1] = g.node(b).outputs[0];  // a -> b -> a
+  g.set_input(a, 1, g.node(b).outputs[0]);  // a -> b -> a
   g.mark_output(g.node(b).outputs[0]);
   try {
     g.topological_order();
@@ -84,7 +84,7 @@ TEST(GraphIr, SelfLoopIsACycle) {
   Graph g;
   const ValueId x = g.add_input("x", {1, 4});
   const NodeId a = g.add_node(OpKind::Add, "self", {x, x});
-  g.node(a).inputs[1] = g.node(a).outputs[0];
+  g.set_input(a, 1, g.node(a).outputs[0]);
   EXPECT_THROW(g.topological_order(), GraphError);
 }
 
@@ -142,6 +142,46 @@ TEST(GraphIr, ConsumersAreLiveNodesInIdOrderListedOnce) {
   g.erase_node(r);
   EXPECT_THAT(g.consumers(x), ElementsAre(m, e));
   EXPECT_TRUE(g.consumers(g.node(m).outputs[0]).empty());
+}
+
+TEST(GraphIr, ConsumersFollowEveryRewiring) {
+  Graph g;
+  const ValueId x = g.add_input("x", {2, 2});
+  const ValueId y = g.add_input("y", {2, 2});
+  const NodeId m = g.add_node(OpKind::Multiply, "m", {x, x});
+  const NodeId a = g.add_node(OpKind::Add, "a", {x, y});
+  g.set_input(m, 1, y);
+  EXPECT_THAT(g.consumers(x), ElementsAre(m, a));
+  EXPECT_THAT(g.consumers(y), ElementsAre(m, a));
+  g.set_input(m, 0, y);  // m reads y twice
+  EXPECT_THAT(g.consumers(x), ElementsAre(a));
+  EXPECT_THAT(g.consumers(y), ElementsAre(m, a));
+  g.truncate_inputs(a, 1);
+  EXPECT_THAT(g.consumers(y), ElementsAre(m));
+  g.append_input(a, y);
+  EXPECT_THAT(g.consumers(y), ElementsAre(m, a));
+  g.replace_all_uses(y, x);
+  EXPECT_TRUE(g.consumers(y).empty());
+  EXPECT_THAT(g.consumers(x), ElementsAre(m, a));
+  EXPECT_THAT(g.node(m).inputs, ElementsAre(x, x));
+  EXPECT_NO_THROW(g.check_uses());
+  EXPECT_THROW(g.set_input(m, 2, x), GraphError);
+}
+
+TEST(GraphIr, AnInputChangedBehindTheGraphsBackIsCaught) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 4});
+  const ValueId r = b.relu(x);
+  const ValueId e = b.unary(OpKind::Exp, x, "exp");
+  b.output(b.add(r, e));
+  g.node(g.value(e).producer).inputs[0] = r;  // not through set_input
+  try {
+    verify(g);
+    FAIL() << "verify accepted a stale list of readers";
+  } catch (const GraphError& err) {
+    EXPECT_THAT(err.what(), HasSubstr("recorded readers differ"));
+  }
 }
 
 TEST(GraphIr, InferShapesFillsOutputsInTopologicalOrder) {
