@@ -21,6 +21,9 @@ namespace {
 // means two rules undo each other, which must not turn into a hang.
 constexpr int kMaxRewrites = 10000;
 
+// oneDNN 2.6's post_ops_t::post_ops_limit.
+constexpr std::size_t kMaxPostOps = 32;
+
 std::size_t element_size(DataType type) { return type == DataType::f32 ? 4 : 1; }
 
 bool all_finite(const std::vector<float>& v) {
@@ -124,6 +127,10 @@ std::optional<std::string> collect_post_ops(const Work& work, PostOpsPlan& plan)
     } else {
       return fmt::format("no oneDNN 2.6 post-op expresses the remaining step {}", i);
     }
+  }
+  if (plan.post_ops.size() > kMaxPostOps) {
+    return fmt::format("{} post-ops remain; oneDNN 2.6 takes at most {}", plan.post_ops.size(),
+                       kMaxPostOps);
   }
   // See repeated_eltwise_is_binary: what it could not rewrite must not reach
   // oneDNN 2.6, which would compute it with the wrong parameters.

@@ -413,6 +413,23 @@ std::optional<std::string> clip_moves_after_round(Work& work) {
   return std::nullopt;
 }
 
+// relu(relu(x)) == relu(x): max(0, .) is idempotent, bit for bit in f32.
+std::optional<std::string> repeated_relu_is_one_relu(Work& work) {
+  const auto is_relu = [](const Eltwise* e) {
+    return e != nullptr && e->alg == EltwiseAlg::relu && e->alpha == 0.0F;
+  };
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    if (is_relu(item_at<Eltwise>(work, i)) && is_relu(item_at<Eltwise>(work, i + 1))) {
+      std::size_t end = i + 2;
+      while (is_relu(item_at<Eltwise>(work, end))) ++end;
+      work.items.erase(work.items.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                       work.items.begin() + static_cast<std::ptrdiff_t>(end));
+      return fmt::format("{} relus at {} are one", end - i, i);
+    }
+  }
+  return std::nullopt;
+}
+
 // relu(x) * s == relu(x * s)  iff every s >= 0. Only for alpha = 0: then
 // both sides are bit-identical in f32 too. A leaky relu's alpha * x * s
 // rounds differently from alpha * (x * s) and, on integer levels, lands on
@@ -709,6 +726,7 @@ constexpr std::array kRules{
     Rule{"hsigmoid_is_clipped_affine", hsigmoid_is_clipped_affine},
     Rule{"uniform_channels_are_per_tensor", uniform_channels_are_per_tensor},
     Rule{"multiply_by_one_is_identity", multiply_by_one_is_identity},
+    Rule{"repeated_relu_is_one_relu", repeated_relu_is_one_relu},
     Rule{"add_of_zero_is_identity", add_of_zero_is_identity},
     Rule{"saturation_covers_final_clip", saturation_covers_final_clip},
     Rule{"saturation_rounds_final_round", saturation_rounds_final_round},

@@ -243,6 +243,22 @@ TEST(ComposeRules, ScaleMovesBeforeRelu) {
   EXPECT_EQ(describe(plan.post_ops), "eltwise_relu");
 }
 
+TEST(ComposeRules, RepeatedReluIsOneRelu) {
+  const PostOpsPlan plan = fuse(make_chain(
+      4, DataType::f32,
+      {Eltwise{EltwiseAlg::relu}, Eltwise{EltwiseAlg::relu}, Eltwise{EltwiseAlg::relu}}));
+  EXPECT_TRUE(applied(plan, "repeated_relu_is_one_relu"));
+  EXPECT_EQ(describe(plan.post_ops), "eltwise_relu");
+}
+
+TEST(ComposeRules, LeakyRelusAreNotMerged) {
+  // leaky(leaky(x)) = alpha^2 x for x < 0: not one leaky relu of the same alpha.
+  const PostOpsPlan plan = fuse(make_chain(
+      4, DataType::f32,
+      {Eltwise{EltwiseAlg::relu, 0.5F, 0.0F}, Eltwise{EltwiseAlg::relu, 0.5F, 0.0F}}));
+  EXPECT_FALSE(applied(plan, "repeated_relu_is_one_relu"));
+}
+
 TEST(ComposeRules, ScaleNotMovedBeforeLeakyReluButFoldedIntoIt) {
   // alpha * x * s and alpha * (x * s) round differently in f32.
   const PostOpsPlan plan = fuse(make_chain(
@@ -447,6 +463,13 @@ TEST(ComposeCannotFuse, FakeQuantizeWithOneLevel) {
 TEST(ComposeCannotFuse, ResidualOfOtherElementSize) {
   expect_cannot_fuse(make_chain(4, DataType::s8, {Sum{0, 1.0F, DataType::f32}}),
                      "same element size");
+}
+
+TEST(ComposeCannotFuse, MorePostOpsThanOneDnnTakes) {
+  std::vector<Step> steps(33, Eltwise{EltwiseAlg::tanh});
+  expect_cannot_fuse(make_chain(4, DataType::f32, steps), "33 post-ops remain; oneDNN 2.6 takes at most 32");
+  steps.pop_back();
+  EXPECT_TRUE(compose(make_chain(4, DataType::f32, steps)).fused());
 }
 
 TEST(ComposeCannotFuse, SecondSum) {
