@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <numeric>
+#include <optional>
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -379,23 +381,34 @@ std::vector<plugin::Layout> plan_layouts(const graph::Graph& g) {
     }
     if (ok) layouts[i] = plugin::Layout::channels_last;
   }
-  const std::vector<graph::NodeId> order = g.topological_order();
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (graph::NodeId id : order) {
-      std::vector<graph::ValueId> group;
-      for (graph::ValueId v : same_layout_group(g, g.node(id))) {
-        if (!layout_free(g.value(v).shape)) group.push_back(v);
+  // The groups join into classes of values that share one layout; a class
+  // with a plain member is plain throughout (what making each disagreeing
+  // group plain until nothing changes reaches, in one pass over the graph).
+  std::vector<std::uint32_t> parent(g.value_count());
+  std::iota(parent.begin(), parent.end(), 0U);
+  const auto find = [&](std::uint32_t v) {
+    while (parent[v] != v) v = parent[v] = parent[parent[v]];
+    return v;
+  };
+  for (std::uint32_t i = 0; i < g.node_capacity(); ++i) {
+    const graph::Node& n = g.node(graph::NodeId{i});
+    if (n.erased || n.outputs.empty()) continue;
+    std::optional<std::uint32_t> first;
+    for (graph::ValueId v : same_layout_group(g, n)) {
+      if (layout_free(g.value(v).shape)) continue;
+      if (!first) {
+        first = find(v.index);
+      } else {
+        parent[find(v.index)] = *first;
       }
-      if (group.empty()) continue;
-      const plugin::Layout first = layouts[group[0].index];
-      const bool agree = std::all_of(group.begin(), group.end(), [&](graph::ValueId v) {
-        return layouts[v.index] == first;
-      });
-      if (agree) continue;
-      for (graph::ValueId v : group) layouts[v.index] = plugin::Layout::plain;
-      changed = true;
     }
+  }
+  std::vector<bool> plain(g.value_count(), false);
+  for (std::uint32_t v = 0; v < g.value_count(); ++v) {
+    if (layouts[v] == plugin::Layout::plain) plain[find(v)] = true;
+  }
+  for (std::uint32_t v = 0; v < g.value_count(); ++v) {
+    if (plain[find(v)]) layouts[v] = plugin::Layout::plain;
   }
   return layouts;
 }

@@ -82,7 +82,9 @@ struct InferRequest::Impl {
   // The graph inputs, each at a 64-byte boundary.
   AlignedBlock inputs{nullptr, std::free};
   std::vector<Tensor> tensors;  // by ValueId: views of `inputs` or of the arena
-  std::vector<Tensor> home;     // the same, before any binding
+  // Where each input and output lives before any binding (null: nowhere).
+  // Kept as addresses: a copy of a view Tensor would copy its elements.
+  std::vector<void*> home;
   // Bound outputs whose buffer the plan shares: copied to the host at the end.
   std::vector<std::pair<graph::ValueId, void*>> output_copies;
   AlignedBlock scratchpad{nullptr, std::free};
@@ -95,6 +97,12 @@ struct InferRequest::Impl {
   ValueOverride value_override;  // internal (api_internal.hpp)
 
   const graph::Graph& graph() const { return model->graph; }
+
+  Tensor home_view(graph::ValueId id) const {
+    if (home[id.index] == nullptr) return Tensor();
+    const graph::Value& v = graph().value(id);
+    return Tensor::view(v.type, v.shape, home[id.index]);
+  }
 
   graph::ValueId find(const std::string& name, const std::vector<graph::ValueId>& ids,
                       const char* what) const {
@@ -144,7 +152,10 @@ InferRequest CompiledModel::create_infer_request() const {
       impl->tensors[i] = Tensor::view(v.type, v.shape, impl->arena.get() + offset);
     }
   }
-  impl->home = impl->tensors;
+  impl->home.resize(g.value_count(), nullptr);
+  for (std::uint32_t i = 0; i < g.value_count(); ++i) {
+    if (impl->tensors[i].is_view()) impl->home[i] = impl->tensors[i].raw_data();
+  }
   impl->scratchpad = aligned_block(impl_->scratchpad_size, "scratchpad");
   impl->op_states.resize(impl_->ops.size());
   return InferRequest(std::move(impl));
@@ -193,7 +204,7 @@ void InferRequest::bind_input(const std::string& name, ElementType type, const S
   const graph::ValueId id = impl_->find(name, impl_->graph().inputs(), "input");
   const graph::Value& v = impl_->graph().value(id);
   if (data == nullptr) {
-    impl_->tensors[id.index] = impl_->home[id.index];
+    impl_->tensors[id.index] = impl_->home_view(id);
     return;
   }
   check_binding("input", name, v, type, shape);
@@ -213,7 +224,7 @@ bool InferRequest::bind_output(const std::string& name, ElementType type, const 
   for (std::size_t i = 0; i < g.outputs().size(); ++i) {
     if (g.outputs()[i] == id) own = impl_->model->output_owns_buffer[i];
   }
-  if (own) impl_->tensors[id.index] = impl_->home[id.index];
+  if (own) impl_->tensors[id.index] = impl_->home_view(id);
   if (data == nullptr) return own;
   check_binding("output", name, v, type, shape);
   if (own) {

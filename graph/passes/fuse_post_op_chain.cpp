@@ -31,6 +31,14 @@ namespace {
 
 constexpr std::string_view kPass = "fuse_post_op_chain";
 using namespace pattern;
+
+// Every prefix of a chain is composed and offered to oneDNN, longest first
+// (a longer prefix may be accepted where a shorter one is not: a final
+// FakeQuantize folds the steps before it). Real chains have a few nodes; the
+// bound on a layer's steps keeps a pathological one (thousands of elementwise
+// nodes) from costing
+// quadratic compile time. oneDNN 2.6 takes at most 32 post-ops anyway.
+constexpr std::size_t kMaxChainSteps = 64;
 namespace cp = composer;
 
 struct Absorbed {
@@ -226,12 +234,20 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
     std::vector<Absorbed> chain;
     int externals = static_cast<int>(layer.inputs.size() - base.first_external_input());
     ValueId cur = layer.outputs[0];
+    std::size_t steps = base.chain.steps.size();
     while (true) {
       auto next = sole_consumer(g, cur);
       if (!next) break;
+      if (steps >= kMaxChainSteps) {
+        ctx.reject(kPass, layer.name,
+                   "'" + g.node(*next).name + "' cannot join the chain: it already has " +
+                       std::to_string(steps) + " steps");
+        break;
+      }
       auto a = absorb(g, *next, cur, shape, axis, externals, !spatial);
       if (!a) break;
       externals += static_cast<int>(a->externals.size());
+      steps += a->steps.size();
       cur = g.node(*next).outputs[0];
       const bool last = a->dst_type.has_value();
       chain.push_back(std::move(*a));

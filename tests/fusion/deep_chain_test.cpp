@@ -1,6 +1,10 @@
 // Long chains: every layer fuses, however many rewrites the pipeline needs.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
 
 #include "tests/fusion/fusion_test_util.hpp"
 
@@ -43,6 +47,63 @@ TEST(PassPipeline, EveryLayerOfAChainOf65ConvolutionsRunsAsInt8) {
   for (const LayerInfo& l : fused.layers()) {
     EXPECT_NE(l.op, "Convolution") << "'" << l.node << "' runs in f32";
   }
+}
+
+// Resident memory of this process now (not its peak), from /proc/self/statm.
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// x -> FQ(u8) -> conv -> FQ(u8) -> n x Relu -> y
+graph::Graph relu_chain(int n, const Shape& shape) {
+  graph::Graph g;
+  Builder b(g);
+  ValueId y = b.fake_quantize(b.input("x", shape), 0.0f, 2.55f, 0.0f, 2.55f, 256, "x.q");
+  y = quantized_conv(b, y, shape[1], 5, "conv");
+  y = b.fake_quantize(y, 0.0f, 2.55f, 0.0f, 2.55f, 256, "conv.out");
+  for (int i = 0; i < n; ++i) y = b.unary(OpKind::Relu, y, "relu" + std::to_string(i));
+  b.output(y);
+  return g;
+}
+
+// A generated graph of thousands of elementwise nodes compiles in proportion
+// to its size, and its memory is what is live: the chain runs in place in one
+// buffer, and a request holds no per-node copy of any tensor. (The time is
+// measured by the compile benchmark; here, what a quadratic pass or a
+// per-node buffer would break.)
+TEST(PassPipeline, AChainOfThousandsOfEltwiseNodesRunsInPlaceInOneBuffer) {
+  const int n = 4000;
+  const Shape shape{1, 16, 32, 32};
+  const std::size_t tensor = 16 * 32 * 32 * sizeof(float);
+  const graph::Graph g = relu_chain(n, shape);
+  const std::size_t before = resident_bytes();
+  const CompiledModel fused = compile(g, {.fuse = true});
+  EXPECT_EQ(quantized_layers(fused).size(), 1u) << describe_layers(fused);
+  // The layer takes a bounded chain (the relus after it are one post-op);
+  // the rest run on their own, each over its input.
+  const MemoryInfo memory = fused.memory();
+  EXPECT_LE(memory.arena_bytes, 2 * tensor);
+  EXPECT_GE(memory.in_place, n - 64);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> d(-0.5f, 3.0f);
+  std::vector<float> xv(at(element_count(shape)));
+  for (float& v : xv) v = d(rng);
+  const Tensor x = Tensor::from_vector<float>(shape, xv);
+  InferRequest request = fused.create_infer_request();
+  request.set_input("x", x);
+  request.infer();
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // One tensor per node would be 4000 x 64 KiB = 250 MiB.
+  EXPECT_LT(resident_bytes() - std::min(before, resident_bytes()), std::size_t{64} << 20);
+#endif
+  const std::string out = g.value(g.outputs()[0]).name;
+  const Tensor unfused = run(compile(g, {.fuse = false}), "x", x, out);
+  const Comparison c = compare_quantized(request.output(out), unfused, make_range(Quant::u8, 0.01));
+  EXPECT_LE(c.max_diff, 1) << c.first_diffs;
+  EXPECT_EQ(c.off_grid, 0);
 }
 
 }  // namespace
