@@ -4,6 +4,8 @@
 #include <cmath>
 #include <iomanip>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -587,29 +589,98 @@ class Checker {
   std::int64_t res_lo_ = 0, res_hi_ = 255;
 };
 
-// What a channel's arithmetic depends on: its output scale and its values
-// of the per-channel constants.
-std::vector<double> channel_signature(const PostOpsPlan& plan, int c) {
-  std::vector<double> sig;
-  if (!plan.output_scales.empty()) sig.push_back(at(plan.output_scales, c));
+// Everything the Checker reads for channel c, in one key: the plan's common
+// part and this channel's values.
+std::vector<double> channel_key(const PostOpsPlan& plan, int c) {
+  std::vector<double> key{static_cast<double>(plan.dst_type),
+                          plan.dst_zero_point ? 1.0 : 0.0,
+                          static_cast<double>(plan.dst_zero_point.value_or(0)),
+                          plan.output_scales.empty() ? 0.0 : 1.0,
+                          plan.output_scales.empty() ? 1.0 : at(plan.output_scales, c)};
   for (const PostOp& op : plan.post_ops) {
-    if (const auto* b = std::get_if<BinaryPostOp>(&op)) {
-      if (const auto* t = std::get_if<ConstantTensor>(&b->tensor)) sig.push_back(at(t->values, c));
+    if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
+      key.insert(key.end(), {0.0, static_cast<double>(e->alg), e->scale, e->alpha, e->beta});
+    } else if (const auto* b = std::get_if<BinaryPostOp>(&op)) {
+      key.insert(key.end(), {1.0, static_cast<double>(b->alg), static_cast<double>(b->broadcast)});
+      if (const auto* t = std::get_if<ConstantTensor>(&b->tensor)) {
+        key.insert(key.end(), {0.0, at(t->values, c)});
+      } else {
+        const auto& x = std::get<ExternalTensor>(b->tensor);
+        key.insert(key.end(), {1.0, static_cast<double>(x.input), static_cast<double>(x.data_type)});
+      }
+    } else {
+      const auto& sum = std::get<SumPostOp>(op);
+      key.insert(key.end(), {2.0, static_cast<double>(sum.input), sum.scale,
+                             static_cast<double>(sum.data_type)});
     }
   }
-  return sig;
+  return key;
+}
+
+// The analysis of one channel, once per process: a model's passes ask about
+// the same chain several times (each prefix of a chain, each pass round, the
+// final compile).
+// Bounded: past kMaxEntries the cache starts again.
+class HazardCache {
+ public:
+  template <class Compute>
+  std::optional<std::string> get(const std::vector<double>& key, Compute compute) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = entries_.find(key);
+      if (it != entries_.end()) return it->second;
+    }
+    std::optional<std::string> result = compute();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    entries_.emplace(key, result);
+    return result;
+  }
+
+ private:
+  static constexpr std::size_t kMaxEntries = 1 << 16;
+  std::mutex mutex_;
+  std::map<std::vector<double>, std::optional<std::string>> entries_;
+};
+
+HazardCache& hazard_cache() {
+  static HazardCache cache;
+  return cache;
 }
 
 }  // namespace
 
-std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan) {
+std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan,
+                                               const ParallelFor& parallel_for) {
   bool any = false;
   for (const PostOp& op : plan.post_ops) any = any || is_round(op);
   if (!any) return std::nullopt;
-  std::set<std::vector<double>> checked;
+  // The first channel of each distinct arithmetic; the reason names the
+  // channel, so the cache key carries it too.
+  std::set<std::vector<double>> seen;
+  std::vector<std::vector<double>> keys;
+  std::vector<int> channels;
   for (int c = 0; c < std::max(1, plan.channels); ++c) {
-    if (!checked.insert(channel_signature(plan, c)).second) continue;
-    if (auto hazard = Checker(plan, c).run()) return hazard;
+    std::vector<double> key = channel_key(plan, c);
+    if (!seen.insert(key).second) continue;
+    key.push_back(static_cast<double>(c));
+    keys.push_back(std::move(key));
+    channels.push_back(c);
+  }
+  std::vector<std::optional<std::string>> hazards(keys.size());
+  const auto check = [&](std::size_t i) {
+    hazards[i] = hazard_cache().get(keys[i], [&] { return Checker(plan, channels[i]).run(); });
+  };
+  if (parallel_for && keys.size() > 1) {
+    parallel_for(keys.size(), check);
+  } else {
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      check(i);
+      if (hazards[i]) break;
+    }
+  }
+  for (auto& h : hazards) {
+    if (h) return std::move(h);
   }
   return std::nullopt;
 }
