@@ -2,6 +2,7 @@
 // op, in topological order.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <numeric>
@@ -283,6 +284,8 @@ std::vector<LayerInfo> CompiledModel::layers() const {
   return layers;
 }
 
+CompileTimes CompiledModel::compile_times() const { return impl().times; }
+
 MemoryInfo CompiledModel::memory() const {
   const plugin::MemoryPlan& m = impl().memory;
   return {m.arena_bytes, m.unshared_bytes, m.views, m.in_place};
@@ -479,8 +482,16 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     int n;
     ~RestoreThreads() { omp_set_num_threads(n); }
   } restore_threads{caller_threads};
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const double composer_before = plugin::composer_ms_on_this_thread();
+  auto phase = Clock::now();
   graph::infer_shapes(impl->graph);
   graph::verify(impl->graph);
+  impl->times.shapes_ms = since(phase);
+  phase = Clock::now();
   try {
     impl->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
   } catch (const dnnl::error& e) {
@@ -503,6 +514,8 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     }
     graph::verify(impl->graph);
   }
+  impl->times.passes_ms = since(phase);
+  phase = Clock::now();
   // f32 layers take the elementwise ops after them as post-ops (fused mode only:
   // unfused runs every node alone, the reference).
   std::unordered_map<std::uint32_t, plugin::F32Chain>& chains = impl->f32_chains;
@@ -529,6 +542,8 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     }
     impl->output_owns_buffer.push_back(own);
   }
+  impl->times.planning_ms = since(phase);
+  phase = Clock::now();
   for (graph::NodeId id : order) {
     const graph::Node& node = impl->graph.node(id);
     std::unique_ptr<plugin::ExecutableOp> op;
@@ -576,6 +591,8 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     impl->single_threaded.push_back(alone);
     impl->ops.push_back(std::move(op));
   }
+  impl->times.primitives_ms = since(phase);
+  impl->times.composer_ms = plugin::composer_ms_on_this_thread() - composer_before;
   spdlog::info("compile: {} executable nodes ({})", impl->ops.size(),
                options.fuse ? "fused" : "unfused");
   spdlog::info(

@@ -135,6 +135,7 @@ struct CompiledModel::Impl {
   // Integer-only mode: by op index, why an int8 op other than a fused layer
   // (an average pool) kept float arithmetic.
   std::unordered_map<std::size_t, std::string> integer_refusals;
+  CompileTimes times;
 };
 
 }  // namespace qfuse

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <any>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 #include "plugin/executable_ops/integer_kernels.hpp"
 #include "plugin/post_ops_attr.hpp"
 #include "plugin/dnnl_utils.hpp"
+#include "plugin/parallel.hpp"
 #include "plugin/transpose.hpp"
 
 namespace qfuse::plugin {
@@ -133,6 +135,17 @@ void lift_tiny_output_scales(Build& b) {
   }
 }
 
+thread_local double composer_ms = 0.0;
+
+composer::ComposeResult timed_compose(const composer::PostOpChain& chain,
+                                      const composer::ComposeOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  composer::ComposeResult result = composer::compose(chain, options);
+  composer_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count();
+  return result;
+}
+
 Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_shape,
                       const dnnl::engine& engine, const CompileOptions& options,
                       Layout src_layout, Layout dst_layout) {
@@ -140,7 +153,12 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   composer::ComposeOptions copts;
   copts.allow_residual_round_drop = options.allow_residual_round_drop;
   copts.fixed_point_eta = options.integer_eta;
-  const composer::ComposeResult composed = composer::compose(a.chain, copts);
+  // Compile runs on one thread; the team checks the chain's channels.
+  copts.parallel_for = [](std::size_t n, const std::function<void(std::size_t)>& body) {
+    parallel_for(true, static_cast<std::int64_t>(n),
+                 [&body](std::int64_t i) { body(static_cast<std::size_t>(i)); });
+  };
+  const composer::ComposeResult composed = timed_compose(a.chain, copts);
   if (!composed.fused()) throw std::invalid_argument("composer: " + composed.reason);
   Build b;
   b.plan = *composed.plan;
@@ -745,5 +763,7 @@ std::unique_ptr<ExecutableOp> make_quantized_layer(
   return std::make_unique<QuantizedLayerOp>(graph, node, engine, std::move(b), layout_of,
                                             sum_in_place);
 }
+
+double composer_ms_on_this_thread() { return composer_ms; }
 
 }  // namespace qfuse::plugin

@@ -29,4 +29,8 @@ std::unique_ptr<ExecutableOp> make_quantized_layer(
     const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of,
     bool sum_in_place);
 
+// Milliseconds this thread has spent composing post-op chains so far
+// (compile() reads it before and after, for CompileTimes::composer_ms).
+double composer_ms_on_this_thread();
+
 }  // namespace qfuse::plugin

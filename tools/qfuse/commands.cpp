@@ -492,10 +492,14 @@ int bench_command(const Args& args) {
 
   CompileOptions options = compile_options(args);
   options.threads = per_request;
+  const auto import_start = Clock::now();
   graph::Graph graph = load_model(model_name, shape_bindings(args, model_name));
+  const double import_ms = ms_since(import_start);
   const auto compile_start = Clock::now();
   const CompiledModel model = compile(graph, options);
   const double compile_ms = ms_since(compile_start);
+  const double compile_rss_mib = peak_rss_mib();
+  const CompileTimes phases = model.compile_times();
   std::vector<InferRequest> pool;
   double first_ms = 0.0;
   for (int r = 0; r < requests; ++r) {
@@ -550,7 +554,12 @@ int bench_command(const Args& args) {
             << (args.flag("--unfused") ? "unfused" : "fused") << "), " << requests
             << " request(s) x " << per_request << " thread(s), " << all.size()
             << " inferences in " << elapsed_s << " s\n"
-            << "compile: " << compile_ms << " ms, first inference: " << first_ms << " ms\n"
+            << "import: " << import_ms << " ms, compile: " << compile_ms
+            << " ms, first inference: " << first_ms << " ms\n"
+            << "compile phases ms: shapes " << phases.shapes_ms << ", passes " << phases.passes_ms
+            << ", planning " << phases.planning_ms << ", primitives " << phases.primitives_ms
+            << " (composer " << phases.composer_ms << " of passes + primitives)\n"
+            << "peak RSS after compile: " << compile_rss_mib << " MiB\n"
             << "latency ms: median " << median(all) << "  p90 " << percentile(all, 0.9)
             << "  p99 " << percentile(all, 0.99) << "  min " << percentile(all, 0.0) << "  max "
             << percentile(all, 1.0) << "\nthroughput: " << throughput
@@ -570,7 +579,13 @@ int bench_command(const Args& args) {
         << ", \"mode\": \"" << (args.flag("--unfused") ? "unfused" : "fused")
         << "\", \"requests\": " << requests << ", \"threads_per_request\": " << per_request
         << ", \"inferences\": " << all.size() << ", \"seconds\": " << elapsed_s
-        << ", \"compile_ms\": " << compile_ms << ", \"first_inference_ms\": " << first_ms
+        << ", \"import_ms\": " << import_ms << ", \"compile_ms\": " << compile_ms
+        << ", \"compile_phases_ms\": {\"shapes\": " << phases.shapes_ms
+        << ", \"passes\": " << phases.passes_ms << ", \"composer\": " << phases.composer_ms
+        << ", \"planning\": " << phases.planning_ms
+        << ", \"primitives\": " << phases.primitives_ms << "}"
+        << ", \"compile_peak_rss_mib\": " << compile_rss_mib
+        << ", \"first_inference_ms\": " << first_ms
         << ", \"latency_ms_median\": " << median(all)
         << ", \"latency_ms_p90\": " << percentile(all, 0.9)
         << ", \"latency_ms_p99\": " << percentile(all, 0.99)

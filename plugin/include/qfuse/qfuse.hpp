@@ -126,6 +126,15 @@ struct MemoryInfo {
   int in_place = 0;                // ops writing over an input nothing reads after them
 };
 
+// Where compile() spent its time, wall clock in milliseconds.
+struct CompileTimes {
+  double shapes_ms = 0.0;      // shape inference and checks of the imported graph
+  double passes_ms = 0.0;      // the fusion passes, with the backend's check of each candidate
+  double composer_ms = 0.0;    // composing post-op chains (part of passes and primitives)
+  double planning_ms = 0.0;    // f32 post-op absorption, layouts, the memory plan
+  double primitives_ms = 0.0;  // every executable op: oneDNN primitives, weight reorders
+};
+
 // Why a fusion pass left a candidate node alone (one reason per refusal).
 struct FusionRefusal {
   std::string pass;
@@ -147,6 +156,7 @@ class QFUSE_API CompiledModel {
   InferRequest create_infer_request() const;
 
   MemoryInfo memory() const;
+  CompileTimes compile_times() const;
   std::vector<std::string> input_names() const;
   std::vector<std::string> output_names() const;
   // Type and shape of each input / output, in the model's order.
