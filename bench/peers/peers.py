@@ -16,6 +16,7 @@ much is equal (elements on a grid, rows with the same argmax otherwise).
     bench/peers/peers.py [CORPUS_DIR] [--qfuse build/tools/qfuse] [--seconds 3]
                          [--only MODEL ...] [--ort-optimization all|extended|basic|disabled]
     bench/peers/peers.py [CORPUS_DIR] --prequantized [--only MODEL ...]
+    bench/peers/peers.py [CORPUS_DIR] --startup [--starts 3] [--only MODEL ...]
 
 --prequantized times nothing: it writes each model in the pre-quantized form
 (qfuse export-prequantized) and runs the same inputs through ONNX Runtime on
@@ -23,6 +24,13 @@ the original and on the export, and through qfuse's integer-only mode on the
 original and on the export; one row per model with the differences (LSB of
 the original's output grid, and the share equal). Models qfuse cannot export
 get a row saying why.
+
+--startup measures what a command-line job or a serverless function meets:
+one process that loads the model, compiles it and runs one inference, then
+exits. Per model and thread count (1 and 2), the median over --starts process
+starts of: its wall time (ONNX Runtime's without Node's own start, the median
+of as many bare `node -e 0` runs) and its peak RSS as /usr/bin/time reports it
+(ONNX Runtime's without Node's before the session).
 
 Not part of CI: it times things and may download the npm package.
 """
@@ -34,6 +42,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 
 import numpy as np
@@ -215,6 +224,60 @@ def prequantized(exe, models, paths):
             sys.stdout.flush()
 
 
+def wall_and_output(cmd, env=None):
+    """Wall time (ms) of one process, start to exit; its standard output; and
+    its peak RSS (MiB). The RSS comes from /usr/bin/time, whose small process
+    forks the command: a child forked from this Python process would count
+    Python's own pages, which it holds until exec, in its peak."""
+    with tempfile.NamedTemporaryFile("r") as rss:
+        start = time.perf_counter()
+        p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss.name] + cmd,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        out, err = p.communicate()
+        wall = (time.perf_counter() - start) * 1000.0
+        if p.returncode != 0:
+            raise RuntimeError(" ".join(cmd) + " failed:\n" + err.decode()[-2000:])
+        peak = float(rss.read().strip().splitlines()[-1]) / 1024.0
+    return wall, out.decode(), peak
+
+
+def startup(exe, models, paths, starts):
+    node_env = dict(os.environ, NODE_PATH=os.path.join(ORT_DIR, "node_modules"))
+    bare = sorted(wall_and_output(["node", "-e", "0"])[0] for _ in range(starts))[starts // 2]
+    print(f"Node's own start: {bare:.1f} ms (subtracted from ONNX Runtime's)")
+    print("| model | threads | ORT ms | qfuse ms | ratio | ORT RSS MiB | qfuse RSS MiB |")
+    print("| --- " * 7 + "|")
+    for m, path in zip(models, paths):
+        with tempfile.TemporaryDirectory() as tmp:
+            inputs = os.path.join(tmp, "in")
+            os.makedirs(inputs)
+            make_inputs(path, inputs)
+            ort_path = scalar_qparams(path, tmp)
+            for t in (1, 2):
+                o_ms, o_rss, q_ms, q_rss = [], [], [], []
+                try:
+                    for _ in range(starts):
+                        wall, out, peak = wall_and_output(
+                            ["node", os.path.join(HERE, "ort_run.js"), ort_path, inputs,
+                             os.path.join(tmp, "ort"), str(t), "startup", ORT_OPT], node_env)
+                        r = json.loads(out.strip().splitlines()[-1])
+                        o_ms.append(wall - bare)
+                        o_rss.append(peak - r["base_rss_mib"])
+                except RuntimeError as e:
+                    print(f"| {m} | {t} | ONNX Runtime cannot run it: "
+                          f"{e.args[0].splitlines()[-1][:160]} |")
+                    break
+                for _ in range(starts):
+                    wall, _, peak = wall_and_output([exe, "run", path, "--inputs", inputs,
+                                                     "--threads", str(t), "--repeat", "0"])
+                    q_ms.append(wall)
+                    q_rss.append(peak)
+                med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+                print(f"| {m} | {t} | {med(o_ms):.0f} | {med(q_ms):.0f} | "
+                      f"{med(o_ms) / med(q_ms):.2f}x | {med(o_rss):.1f} | {med(q_rss):.1f} |")
+                sys.stdout.flush()
+
+
 def implementations(exe, paths):
     impls = set()
     for p in paths:
@@ -233,6 +296,9 @@ def main():
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--prequantized", action="store_true",
                     help="check the pre-quantized exports instead of timing (see above)")
+    ap.add_argument("--startup", action="store_true",
+                    help="time to first result and peak RSS of one process per start (see above)")
+    ap.add_argument("--starts", type=int, default=3)
     ap.add_argument("--ort-optimization", default="all",
                     choices=["disabled", "basic", "extended", "all"],
                     help="ONNX Runtime's graph optimization level (disabled: it runs the QDQ "
@@ -247,6 +313,9 @@ def main():
     paths = [os.path.join(args.corpus, m + ".onnx") for m in models]
     if args.prequantized:
         prequantized(args.qfuse, models, paths)
+        return
+    if args.startup:
+        startup(args.qfuse, models, paths, args.starts)
         return
     print("int8 implementations: " + ", ".join(implementations(args.qfuse, paths)))
     print("| model | ORT 1t ms | qfuse 1t ms | ratio 1t | ORT 2t ms | qfuse 2t ms | ratio 2t "

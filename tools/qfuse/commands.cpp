@@ -495,6 +495,7 @@ int bench_command(const Args& args) {
   const auto import_start = Clock::now();
   graph::Graph graph = load_model(model_name, shape_bindings(args, model_name));
   const double import_ms = ms_since(import_start);
+  const double import_rss_mib = peak_rss_mib();
   const auto compile_start = Clock::now();
   const CompiledModel model = compile(graph, options);
   const double compile_ms = ms_since(compile_start);
@@ -559,7 +560,8 @@ int bench_command(const Args& args) {
             << "compile phases ms: shapes " << phases.shapes_ms << ", passes " << phases.passes_ms
             << ", planning " << phases.planning_ms << ", primitives " << phases.primitives_ms
             << " (composer " << phases.composer_ms << " of passes + primitives)\n"
-            << "peak RSS after compile: " << compile_rss_mib << " MiB\n"
+            << "peak RSS after import: " << import_rss_mib << " MiB, after compile: "
+            << compile_rss_mib << " MiB\n"
             << "latency ms: median " << median(all) << "  p90 " << percentile(all, 0.9)
             << "  p99 " << percentile(all, 0.99) << "  min " << percentile(all, 0.0) << "  max "
             << percentile(all, 1.0) << "\nthroughput: " << throughput
@@ -584,6 +586,7 @@ int bench_command(const Args& args) {
         << ", \"passes\": " << phases.passes_ms << ", \"composer\": " << phases.composer_ms
         << ", \"planning\": " << phases.planning_ms
         << ", \"primitives\": " << phases.primitives_ms << "}"
+        << ", \"import_peak_rss_mib\": " << import_rss_mib
         << ", \"compile_peak_rss_mib\": " << compile_rss_mib
         << ", \"first_inference_ms\": " << first_ms
         << ", \"latency_ms_median\": " << median(all)
