@@ -114,7 +114,7 @@ struct Operand {
   std::shared_ptr<const Quantized> quantized;
   // Set on DequantizeLinear outputs whose input is a constant: the integers.
   struct Weight {
-    Literal q;
+    std::shared_ptr<const Literal> q;  // the constant's own literal, shared
     QuantParams params;
   };
   std::shared_ptr<const Weight> dq_weight;
@@ -162,10 +162,12 @@ class Importer {
   Operand& in(std::size_t i) {
     if (!has_in(i)) malformed("input " + std::to_string(i) + " is missing");
     const std::string& name = node_->input(static_cast<int>(i));
-    auto it = tensors_.find(name);
-    if (it == tensors_.end()) malformed("input '" + name + "' is not defined before its use");
-    return it->second;
+    Operand* o = find_tensor(name);
+    if (o == nullptr) malformed("input '" + name + "' is not defined before its use");
+    return *o;
   }
+  // The tensor named so, an initializer decoded now if not yet; null if none.
+  Operand* find_tensor(const std::string& name) const;
   const Literal& lit_in(std::size_t i, const char* what) {
     Operand& o = in(i);
     if (!o.literal) unsupported(std::string(what) + " (input " + std::to_string(i) +
@@ -430,7 +432,11 @@ class Importer {
   graph::Graph graph_;
   graph::Builder b_;
   int opset_ = 0;
-  std::unordered_map<std::string, Operand> tensors_;
+  // Every named tensor imported so far. Initializers join on first read
+  // (find_tensor decodes them then), so that a model's weights are not all
+  // held in double at once; lookups are const in meaning, hence mutable.
+  mutable std::unordered_map<std::string, Operand> tensors_;
+  mutable std::unordered_map<std::string, const ::onnx::TensorProto*> undecoded_;
   std::set<std::string> used_names_;
   const ::onnx::NodeProto* node_ = nullptr;
   std::string base_;

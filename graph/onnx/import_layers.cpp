@@ -128,9 +128,10 @@ ValueId Importer::weight_matrix(Operand& b, bool transpose) {
   }
   if (b.dq_weight) {
     if (!transpose) return b.value;
-    Literal q = b.dq_weight->q;
+    Literal q;
+    q.type = b.dq_weight->q->type;
     Shape s;
-    q.values = transpose_values(q.values, q.shape, {1, 0}, s);
+    q.values = transpose_values(b.dq_weight->q->values, b.dq_weight->q->shape, {1, 0}, s);
     q.shape = s;
     QuantParams p = b.dq_weight->params;
     if (p.axis >= 0) p.axis = 1 - p.axis;
@@ -143,7 +144,7 @@ ValueId Importer::weight_matrix(Operand& b, bool transpose) {
 std::optional<Values> Importer::constant_values(const Operand& o) const {
   if (o.literal) return o.literal->values;
   if (!o.dq_weight) return std::nullopt;
-  const Literal& q = o.dq_weight->q;
+  const Literal& q = *o.dq_weight->q;
   const QuantParams& p = o.dq_weight->params;
   // Only a vector or a scalar: its index is its channel when per axis.
   if (q.shape.size() > 1) return std::nullopt;

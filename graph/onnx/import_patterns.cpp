@@ -62,8 +62,8 @@ std::string called(const ::onnx::NodeProto& n) {
 }  // namespace
 
 std::optional<Literal> Importer::constant_tensor(const std::string& name) const {
-  if (const auto it = tensors_.find(name); it != tensors_.end()) {
-    if (it->second.literal) return *it->second.literal;
+  if (const Operand* o = find_tensor(name)) {
+    if (o->literal) return *o->literal;
     return std::nullopt;
   }
   const auto p = onnx_producer_.find(name);
@@ -178,9 +178,9 @@ void Importer::op_erf(AttrReader&) {
   std::string why;
   const std::optional<GeluTail> tail = gelu_tail(x, node_->output(0), why);
   if (!tail) fail(why);
-  const auto xo = tensors_.find(x);
-  if (xo == tensors_.end()) fail("x is not defined before");
-  Operand& xv = xo->second;
+  Operand* xo = find_tensor(x);
+  if (xo == nullptr) fail("x is not defined before");
+  Operand& xv = *xo;
   require_float(xv, "GELU's input");
   for (int i : tail->taken) taken_nodes_.insert(i);
   const ValueId y = emit(OpKind::Gelu, {f32(xv)}, graph::GeluAttrs{graph::GeluApproximation::erf}, "gelu");
@@ -250,9 +250,9 @@ void Importer::try_tanh_gelu() {
   if (!tail->half_x.empty() && !sole_onnx_consumer(tail->half_x)) {
     return refuse("0.5 x ('" + tail->half_x + "') has readers outside the pattern");
   }
-  const auto xo = tensors_.find(x);
-  if (xo == tensors_.end() || !is_float(xo->second.type)) return refuse("x is not a FLOAT tensor");
-  Operand& xv = xo->second;
+  Operand* xo = find_tensor(x);
+  if (xo == nullptr || !is_float(xo->type)) return refuse("x is not a FLOAT tensor");
+  Operand& xv = *xo;
   for (int i : tail->taken) taken_nodes_.insert(i);
   const ValueId y =
       emit(OpKind::Gelu, {f32(xv)}, graph::GeluAttrs{graph::GeluApproximation::tanh}, "gelu");
@@ -265,11 +265,11 @@ void Importer::try_spelled_out_layer_norm(AttrReader& a) {
     spdlog::debug("import {}: not a spelled-out LayerNorm: {}", label(), why);
   };
   const std::string& x = node_->input(0);
-  const auto xo = tensors_.find(x);
-  if (xo == tensors_.end() || !is_float(xo->second.type) || xo->second.literal) {
+  Operand* xo = find_tensor(x);
+  if (xo == nullptr || !is_float(xo->type) || xo->literal) {
     return refuse("the input is not a FLOAT tensor computed at run time");
   }
-  const Shape x_shape = xo->second.shape;
+  const Shape x_shape = xo->shape;
   const std::int64_t r = rank_of(x_shape);
   if (r < 2) return refuse("the input has rank " + std::to_string(r) + " (LayerNorm needs >= 2)");
   // axes [-1] or [rank - 1], keepdims 1.
@@ -365,7 +365,7 @@ void Importer::try_spelled_out_layer_norm(AttrReader& a) {
   const std::optional<Values> gamma = affine("Mul");
   const std::optional<Values> beta = affine("Add");
   for (int i : taken) taken_nodes_.insert(i);
-  Operand& xv = xo->second;
+  Operand& xv = *xo;
   const ValueId scale = f32_constant(gamma ? *gamma : Values(sz(c), 1.0), {c}, "scale");
   const ValueId bias = f32_constant(beta ? *beta : Values(sz(c), 0.0), {c}, "bias");
   const ValueId y = emit(OpKind::LayerNorm, {f32(xv), scale, bias},

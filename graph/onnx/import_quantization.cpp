@@ -82,9 +82,7 @@ ValueId Importer::subtract_zero_point(ValueId x, const Values& zp, std::int64_t 
 
 ValueId Importer::emit_dequantize_weight(const Literal& q, const QuantParams& p) {
   const std::int64_t rank = std::max<std::int64_t>(1, rank_of(q.shape));
-  Literal stored = q;
-  stored.shape = ir_shape(q.shape);
-  ValueId t = constant(to_tensor(stored, label()), "quantized");
+  ValueId t = constant(to_tensor(q, label(), ir_shape(q.shape)), "quantized");
   t = emit(OpKind::Convert, {t}, graph::ConvertAttrs{ElementType::f32}, "to_f32");
   t = subtract_zero_point(t, p.zero_point, rank, p.axis);
   return emit(OpKind::Multiply, {t, param_constant(p.scale, rank, p.axis, "scale")});
@@ -131,7 +129,7 @@ void Importer::op_dequantize(AttrReader& a) {
   }
   if (x.literal) {
     Operand y = make_float(emit_dequantize_weight(*x.literal, p), x.shape);
-    y.dq_weight = std::make_shared<const Operand::Weight>(Operand::Weight{*x.literal, p});
+    y.dq_weight = std::make_shared<const Operand::Weight>(Operand::Weight{x.literal, p});
     set_out(0, y);
     return;
   }

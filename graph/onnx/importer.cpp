@@ -183,6 +183,28 @@ void Importer::bind_inputs(const std::set<std::string>& initializers) {
   }
 }
 
+namespace {
+
+constexpr std::int64_t kReleasedElements = 65536;
+
+}  // namespace
+
+Operand* Importer::find_tensor(const std::string& name) const {
+  if (const auto it = tensors_.find(name); it != tensors_.end()) return &it->second;
+  const auto u = undecoded_.find(name);
+  if (u == undecoded_.end()) return nullptr;
+  const ::onnx::TensorProto& t = *u->second;
+  undecoded_.erase(u);
+  Literal lit = decode_tensor(t, origin_ + " initializer '" + t.name() + "'",
+                              options_.external_data_dir);
+  Operand o;
+  o.type = lit.type;
+  o.shape = lit.shape;
+  if (is_integer_type(lit.type)) o.range = range_of(lit.values);
+  o.literal = std::make_shared<const Literal>(std::move(lit));
+  return &(tensors_[name] = std::move(o));
+}
+
 graph::Graph Importer::run() {
   for (const auto& op : model_.opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
@@ -195,9 +217,7 @@ graph::Graph Importer::run() {
   const auto& g = model_.graph();
   std::set<std::string> initializers;
   for (const auto& t : g.initializer()) {
-    Literal lit = decode_tensor(t, origin_ + " initializer '" + t.name() + "'",
-                                options_.external_data_dir);
-    tensors_[t.name()] = make_literal(lit.type, lit.shape, std::move(lit.values));
+    undecoded_[t.name()] = &t;
     initializers.insert(t.name());
   }
   if (g.sparse_initializer_size() > 0) {
@@ -208,9 +228,30 @@ graph::Graph Importer::run() {
     for (const std::string& out : g.node(i).output()) onnx_producer_[out] = i;
     for (const std::string& x : g.node(i).input()) onnx_consumers_[x].push_back(i);
   }
+  // Readers left per tensor: a large constant's values (kept in double while
+  // importing) are released once its last reader is imported, so the import
+  // holds what is still to be read, not every weight of the model twice.
+  // Small ones stay: pattern matchers look back at scalars and vectors (GELU's
+  // sqrt(2), a LayerNorm's gamma) after their readers were imported.
+  std::unordered_map<std::string, int> readers_left;
+  for (const auto& [name, readers] : onnx_consumers_) {
+    readers_left[name] = static_cast<int>(readers.size());
+  }
+  for (const auto& out : g.output()) readers_left[out.name()] += 1;  // never released
   for (int i = 0; i < g.node_size(); ++i) {
-    if (taken_nodes_.count(i) != 0) continue;  // part of a pattern imported as one op
-    import_node(g.node(i), static_cast<std::size_t>(i));
+    // A node of a pattern imported as one op is taken, not imported.
+    if (taken_nodes_.count(i) == 0) import_node(g.node(i), static_cast<std::size_t>(i));
+    for (const std::string& x : g.node(i).input()) {
+      if (x.empty() || --readers_left[x] > 0) continue;
+      undecoded_.erase(x);  // an initializer nothing read (a pattern's constant)
+      const auto it = tensors_.find(x);
+      if (it == tensors_.end() || element_count(it->second.shape) < kReleasedElements) continue;
+      if (it->second.literal) {
+        tensors_.erase(it);
+      } else {
+        it->second.dq_weight = nullptr;  // the integers a dequantize kept for its readers
+      }
+    }
   }
   mark_outputs();
   remove_dead_nodes();

@@ -159,7 +159,9 @@ Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
   const bool external = t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL;
   if (t.has_raw_data() || external) {
     const std::size_t expected = static_cast<std::size_t>(element_count(lit.shape)) * esize;
-    const std::string raw = external ? read_external(t, what, external_dir, expected) : t.raw_data();
+    // The file's bytes, or the message's own (not copied).
+    const std::string from_file = external ? read_external(t, what, external_dir, expected) : "";
+    const std::string& raw = external ? from_file : t.raw_data();
     if (raw.size() % esize != 0) {
       throw GraphError("import " + what + ": raw_data of " + std::to_string(raw.size()) +
                        " bytes is not a whole number of " + onnx_type_name(lit.type) + " elements");
@@ -206,24 +208,33 @@ Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
   return lit;
 }
 
-Tensor to_tensor(const Literal& lit, const std::string& what) {
+Tensor to_tensor(const Literal& lit, const std::string& what, Shape shape) {
   auto type = to_element_type(lit.type);
   if (!type) {
     throw UnsupportedError("import " + what + ": element type " + onnx_type_name(lit.type) +
                            " is not supported (qfuse tensors are FLOAT, UINT8, INT8, INT32, INT64)");
   }
-  Tensor t(*type, lit.shape);
-  for (std::size_t i = 0; i < lit.values.size(); ++i) {
-    const double v = lit.values[i];
-    switch (*type) {
-      case ElementType::f32: t.data<float>()[i] = static_cast<float>(v); break;
-      case ElementType::u8: t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(v); break;
-      case ElementType::s8: t.data<std::int8_t>()[i] = static_cast<std::int8_t>(v); break;
-      case ElementType::s32: t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v); break;
-      case ElementType::s64: t.data<std::int64_t>()[i] = static_cast<std::int64_t>(v); break;
-    }
+  if (element_count(shape) != static_cast<std::int64_t>(lit.values.size())) {
+    throw GraphError("import " + what + ": " + std::to_string(lit.values.size()) +
+                     " values for shape " + qfuse::to_string(shape));
+  }
+  Tensor t(*type, std::move(shape));
+  const auto fill = [&lit](auto out) {
+    using T = typename decltype(out)::value_type;
+    for (std::size_t i = 0; i < lit.values.size(); ++i) out[i] = static_cast<T>(lit.values[i]);
+  };
+  switch (*type) {
+    case ElementType::f32: fill(t.data<float>()); break;
+    case ElementType::u8: fill(t.data<std::uint8_t>()); break;
+    case ElementType::s8: fill(t.data<std::int8_t>()); break;
+    case ElementType::s32: fill(t.data<std::int32_t>()); break;
+    case ElementType::s64: fill(t.data<std::int64_t>()); break;
   }
   return t;
+}
+
+Tensor to_tensor(const Literal& lit, const std::string& what) {
+  return to_tensor(lit, what, lit.shape);
 }
 
 Literal from_tensor(const Tensor& tensor) {

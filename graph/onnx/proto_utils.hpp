@@ -60,6 +60,8 @@ Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
 
 // Literal -> Tensor of the ONNX type; UnsupportedError for other types.
 Tensor to_tensor(const Literal& literal, const std::string& what);
+// The same values under another shape of as many elements (no copy of the literal).
+Tensor to_tensor(const Literal& literal, const std::string& what, Shape shape);
 // Tensor of its own element type -> TensorProto-style literal.
 Literal from_tensor(const Tensor& tensor);
 
