@@ -237,10 +237,11 @@ OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
                                  "output_high", "scale",     "zero_point"};
   for (std::size_t i = 0; i < inputs; ++i) {
     c.expect_type(i, ElementType::f32);
-    if (i > 0) {
-      c.expect(broadcasts_to(c.shape(i), x), std::string(kNames[i]) + " shape " +
-                                                 to_string(c.shape(i)) +
-                                                 " does not broadcast to the input " + to_string(x));
+    // (The messages below are built only on failure: this runs for every
+    // element of every range of every FakeQuantize.)
+    if (i > 0 && !broadcasts_to(c.shape(i), x)) {
+      c.fail(std::string(kNames[i]) + " shape " + to_string(c.shape(i)) +
+             " does not broadcast to the input " + to_string(x));
     }
   }
   // Constant ranges are finite, and the input range is not empty: the
@@ -263,9 +264,11 @@ OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
       const std::size_t n = std::max(lo.size(), hi.size());
       for (std::size_t k = 0; k < n; ++k) {
         const float l = lo[lo.size() == 1 ? 0 : k], h = hi[hi.size() == 1 ? 0 : k];
-        c.expect(l != h, "input range [" + std::to_string(l) + ", " + std::to_string(h) + "]" +
-                             (n > 1 ? " at index " + std::to_string(k) : std::string()) +
-                             " is empty (the quantization step would divide by zero)");
+        if (l == h) {
+          c.fail("input range [" + std::to_string(l) + ", " + std::to_string(h) + "]" +
+                 (n > 1 ? " at index " + std::to_string(k) : std::string()) +
+                 " is empty (the quantization step would divide by zero)");
+        }
       }
     }
   }
@@ -274,12 +277,14 @@ OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
     c.expect(c.in(5).is_constant() && c.in(6).is_constant(),
              "scale and zero point must be constants");
     for (const float s : c.in(5).constant->data<float>()) {
-      c.expect(std::isfinite(s) && s > 0.0f,
-               "scale " + std::to_string(s) + " is not a positive finite f32");
+      if (!(std::isfinite(s) && s > 0.0f)) {
+        c.fail("scale " + std::to_string(s) + " is not a positive finite f32");
+      }
     }
     for (const float z : c.in(6).constant->data<float>()) {
-      c.expect(std::isfinite(z) && z == std::nearbyint(z),
-               "zero point " + std::to_string(z) + " is not an integer");
+      if (!(std::isfinite(z) && z == std::nearbyint(z))) {
+        c.fail("zero point " + std::to_string(z) + " is not an integer");
+      }
     }
   }
   return {x, ElementType::f32};

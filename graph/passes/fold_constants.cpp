@@ -20,9 +20,15 @@ namespace {
 constexpr std::string_view kPass = "fold_constants";
 
 std::vector<float> as_floats(const Tensor& t) {
-  std::vector<float> v(static_cast<std::size_t>(t.size()));
-  for (std::int64_t i = 0; i < t.size(); ++i) v[static_cast<std::size_t>(i)] = t.as_float(i);
-  return v;
+  const auto widen = [](auto values) { return std::vector<float>(values.begin(), values.end()); };
+  switch (t.type()) {
+    case ElementType::f32: return widen(t.data<float>());
+    case ElementType::s8: return widen(t.data<std::int8_t>());
+    case ElementType::u8: return widen(t.data<std::uint8_t>());
+    case ElementType::s32: return widen(t.data<std::int32_t>());
+    case ElementType::s64: return widen(t.data<std::int64_t>());
+  }
+  return {};
 }
 
 }  // namespace
