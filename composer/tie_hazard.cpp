@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 namespace qfuse::composer {
@@ -79,6 +80,54 @@ bool reads_tensor(const PostOp& op) {
   return b != nullptr && std::holds_alternative<ExternalTensor>(b->tensor);
 }
 
+// Appends what op reads for channel c to a cache key.
+void append_op_key(std::vector<double>& key, const PostOp& op, int c) {
+  if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
+    key.insert(key.end(), {0.0, static_cast<double>(e->alg), e->scale, e->alpha, e->beta});
+  } else if (const auto* b = std::get_if<BinaryPostOp>(&op)) {
+    key.insert(key.end(), {1.0, static_cast<double>(b->alg), static_cast<double>(b->broadcast)});
+    if (const auto* t = std::get_if<ConstantTensor>(&b->tensor)) {
+      key.insert(key.end(), {0.0, at(t->values, c)});
+    } else {
+      const auto& x = std::get<ExternalTensor>(b->tensor);
+      key.insert(key.end(), {1.0, static_cast<double>(x.input), static_cast<double>(x.data_type)});
+    }
+  } else {
+    const auto& sum = std::get<SumPostOp>(op);
+    key.insert(key.end(), {2.0, static_cast<double>(sum.input), sum.scale,
+                           static_cast<double>(sum.data_type)});
+  }
+}
+
+// Analyses once per process: a model's passes ask about the same chain
+// several times (each prefix of a chain, each pass round, the final
+// compile), and the channels of a layer share what follows their first
+// rounding. Bounded: past kMaxEntries the cache starts again.
+class HazardCache {
+ public:
+  template <class Compute>
+  std::optional<std::string> get(const std::vector<double>& key, Compute compute) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = entries_.find(key);
+      if (it != entries_.end()) return it->second;
+    }
+    std::optional<std::string> result = compute();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    entries_.emplace(key, result);
+    return result;
+  }
+
+ private:
+  static constexpr std::size_t kMaxEntries = 1 << 16;
+  std::mutex mutex_;
+  std::map<std::vector<double>, std::optional<std::string>> entries_;
+};
+
+// Where a cached reason names its channel.
+constexpr std::string_view kChannelMark = "{channel}";
+
 class Checker {
  public:
   Checker(const PostOpsPlan& p, int c) : p_(p), c_(c) {
@@ -134,13 +183,52 @@ class Checker {
     // The last eltwise round of an f32 output is the output's own grid.
     const std::size_t checked = p_.dst_type == DataType::f32 ? rounds_.size() - 1 : rounds_.size();
     for (std::size_t j = 0; j < checked; ++j) {
-      if (auto hazard = check_round(j)) return hazard;
+      // The first rounding point reads this channel's accumulators; a later
+      // one reads the previous one's codes, and what it finds depends only
+      // on their interval and the ops from there on, which the channels of
+      // a layer usually share.
+      std::optional<std::string> hazard;
+      if (j == 0) {
+        hazard = check_round(j);
+      } else {
+        static HazardCache later_rounds;
+        hazard = later_rounds.get(later_round_key(j), [&] {
+          mark_channel_ = true;
+          auto found = check_round(j);
+          mark_channel_ = false;
+          return found;
+        });
+        if (hazard) {
+          const std::size_t at_mark = hazard->find(kChannelMark);
+          if (at_mark != std::string::npos) {
+            hazard->replace(at_mark, kChannelMark.size(), std::to_string(c_));
+          }
+        }
+      }
+      if (hazard) return hazard;
     }
     return std::nullopt;
   }
 
  private:
   double scale() const { return p_.output_scales.empty() ? 1.0 : at(p_.output_scales, c_); }
+
+  // Everything check_round(j), j >= 1, reads: its place among the rounding
+  // points, the interval of the previous one's input, the destination, and
+  // the ops from the previous rounding point on.
+  std::vector<double> later_round_key(std::size_t j) const {
+    const std::size_t first = rounds_[j - 1];
+    const auto [lo, hi] = input_interval(first);
+    std::vector<double> key{static_cast<double>(j), static_cast<double>(rounds_.size()), lo, hi,
+                            static_cast<double>(p_.dst_type), p_.dst_zero_point ? 1.0 : 0.0,
+                            static_cast<double>(p_.dst_zero_point.value_or(0))};
+    for (std::size_t i = first; i < p_.post_ops.size(); ++i) append_op_key(key, p_.post_ops[i], c_);
+    return key;
+  }
+
+  std::string channel_text() const {
+    return mark_channel_ ? std::string(kChannelMark) : std::to_string(c_);
+  }
 
   struct Probe {
     double res = 0.0;  // the residual a sum reads
@@ -434,10 +522,68 @@ class Checker {
     std::ostringstream os;
     os << "rounding step " << j + 1 << " of " << rounds_.size() << " meets a .5 tie (input "
        << std::setprecision(9) << y << std::setprecision(6)
-       << " from " << from << x << ", channel " << c_
+       << " from " << from << x << ", channel " << channel_text()
        << ") where rounding it either way moves the output by " << std::nearbyint(moved)
        << " codes; the fused primitive's f32 arithmetic may round it the other way";
     return os.str();
+  }
+
+  // The accumulators in [-kAccWindow, kAccWindow] that may put the input of
+  // op r within noise of a tie, in increasing order: all of them, unless
+  // everything before r is affine (y = a x + b, what a FakeQuantize after a
+  // layer composes to); then only those beside each tie k + 0.5 that a x + b
+  // crosses (a scale of 0.001 crosses two, not 2049). The tolerance is
+  // near_tie's at the largest intermediate anywhere in the window, so the
+  // candidates include every accumulator the full loop would flag.
+  std::vector<std::int64_t> accumulator_candidates(std::size_t r, bool tensor_before) const {
+    std::vector<std::int64_t> all;
+    const auto everything = [&all] {
+      for (std::int64_t x = -kAccWindow; x <= kAccWindow; ++x) all.push_back(x);
+      return all;
+    };
+    if (tensor_before) return everything();
+    for (std::size_t i = 0; i < r; ++i) {
+      const Flat& f = flat_[i];
+      const bool affine =
+          (f.kind == Flat::unary && f.alg == EltwiseAlg::linear) ||
+          (f.kind == Flat::binary_constant &&
+           (f.binary == BinaryAlg::add || f.binary == BinaryAlg::sub || f.binary == BinaryAlg::mul));
+      if (!affine) return everything();
+    }
+    double magnitude = 0.0;
+    const auto eval = [&](double x) {
+      double y = x * scale();
+      magnitude = std::max(magnitude, std::abs(y));
+      for (std::size_t i = 0; i < r; ++i) {
+        y = apply(i, y, 0.0, false, false);
+        magnitude = std::max(magnitude, std::abs(y));
+      }
+      return y;
+    };
+    const double w = static_cast<double>(kAccWindow);
+    const double b = eval(0.0), a = eval(1.0) - b, y_lo = eval(-w), y_hi = eval(w);
+    if (!std::isfinite(a) || !std::isfinite(b) || !std::isfinite(y_lo) || !std::isfinite(y_hi)) {
+      return everything();
+    }
+    const double tol = 0x1p-20 * std::max(1.0, magnitude);
+    const double lo = std::min(y_lo, y_hi) - tol, hi = std::max(y_lo, y_hi) + tol;
+    // Ties crossed, and accumulators per tie: past a third of the window the
+    // full loop is as cheap.
+    const double ties = std::floor(hi - 0.5) - std::ceil(lo - 0.5) + 1.0;
+    const double per_tie = std::abs(a) > 0.0 ? 2.0 * tol / std::abs(a) + 3.0 : 2.0 * w + 1.0;
+    if (ties * per_tie > (2.0 * w + 1.0) / 3.0) return everything();
+    for (double k = std::ceil(lo - 0.5); k <= std::floor(hi - 0.5); k += 1.0) {
+      const double t = k + 0.5;
+      const double x1 = (t - tol - b) / a, x2 = (t + tol - b) / a;
+      const auto from = static_cast<std::int64_t>(std::floor(std::min(x1, x2))) - 1;
+      const auto to = static_cast<std::int64_t>(std::ceil(std::max(x1, x2))) + 1;
+      for (std::int64_t x = std::max(from, -kAccWindow); x <= std::min(to, kAccWindow); ++x) {
+        all.push_back(x);
+      }
+    }
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    return all;
   }
 
   // The first rounding point reads the accumulator (plus the bias), which
@@ -454,7 +600,7 @@ class Checker {
     if ((2 * kAccWindow + 1) * res_count > kMaxEvaluations) return std::nullopt;
     int hits = 0;
     std::optional<std::string> first_hazard;
-    for (std::int64_t x = -kAccWindow; x <= kAccWindow; ++x) {
+    for (const std::int64_t x : accumulator_candidates(r, tensor_before)) {
       for (std::int64_t k = 0; k < res_count; ++k) {
         const double res = static_cast<double>(tensor_before ? res_lo_ + k : 0);
         double y = static_cast<double>(x) * scale();
@@ -548,7 +694,7 @@ class Checker {
       if (worst <= 1.0 + 1e-6) return std::nullopt;
       std::ostringstream os;
       os << "rounding step " << j + 1 << " of " << rounds_.size() << " can meet a .5 tie (e.g. input "
-         << worst_tie << ", channel " << c_ << ") where rounding it either way moves the output by "
+         << worst_tie << ", channel " << channel_text() << ") where rounding it either way moves the output by "
          << std::nearbyint(worst) << " codes, and the values reaching it ("
          << (tensor_before ? "codes and a tensor read before it" : "codes of the previous rounding")
          << ") are too many to check";
@@ -582,6 +728,7 @@ class Checker {
 
   const PostOpsPlan& p_;
   int c_;
+  bool mark_channel_ = false;  // reasons name the channel as kChannelMark (cached)
   std::vector<std::size_t> rounds_;
   std::vector<Flat> flat_;
   std::vector<bool> reads_from_;
@@ -597,51 +744,9 @@ std::vector<double> channel_key(const PostOpsPlan& plan, int c) {
                           static_cast<double>(plan.dst_zero_point.value_or(0)),
                           plan.output_scales.empty() ? 0.0 : 1.0,
                           plan.output_scales.empty() ? 1.0 : at(plan.output_scales, c)};
-  for (const PostOp& op : plan.post_ops) {
-    if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
-      key.insert(key.end(), {0.0, static_cast<double>(e->alg), e->scale, e->alpha, e->beta});
-    } else if (const auto* b = std::get_if<BinaryPostOp>(&op)) {
-      key.insert(key.end(), {1.0, static_cast<double>(b->alg), static_cast<double>(b->broadcast)});
-      if (const auto* t = std::get_if<ConstantTensor>(&b->tensor)) {
-        key.insert(key.end(), {0.0, at(t->values, c)});
-      } else {
-        const auto& x = std::get<ExternalTensor>(b->tensor);
-        key.insert(key.end(), {1.0, static_cast<double>(x.input), static_cast<double>(x.data_type)});
-      }
-    } else {
-      const auto& sum = std::get<SumPostOp>(op);
-      key.insert(key.end(), {2.0, static_cast<double>(sum.input), sum.scale,
-                             static_cast<double>(sum.data_type)});
-    }
-  }
+  for (const PostOp& op : plan.post_ops) append_op_key(key, op, c);
   return key;
 }
-
-// The analysis of one channel, once per process: a model's passes ask about
-// the same chain several times (each prefix of a chain, each pass round, the
-// final compile).
-// Bounded: past kMaxEntries the cache starts again.
-class HazardCache {
- public:
-  template <class Compute>
-  std::optional<std::string> get(const std::vector<double>& key, Compute compute) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      const auto it = entries_.find(key);
-      if (it != entries_.end()) return it->second;
-    }
-    std::optional<std::string> result = compute();
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (entries_.size() >= kMaxEntries) entries_.clear();
-    entries_.emplace(key, result);
-    return result;
-  }
-
- private:
-  static constexpr std::size_t kMaxEntries = 1 << 16;
-  std::mutex mutex_;
-  std::map<std::vector<double>, std::optional<std::string>> entries_;
-};
 
 HazardCache& hazard_cache() {
   static HazardCache cache;

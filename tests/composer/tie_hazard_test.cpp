@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+
 #include "composer/composer.hpp"
 #include "composer/tie_hazard.hpp"
 #include "tests/composer/reference.hpp"
@@ -184,6 +187,56 @@ TEST(TieHazard, ChannelsCheckedInAnyOrderGiveTheLowestHazardousChannel) {
   EXPECT_NE(a.reason.find("channel 2"), std::string::npos) << a.reason;
   EXPECT_EQ(a.reason, b.reason);
   EXPECT_FALSE(visited.empty());
+}
+
+}  // namespace
+}  // namespace qfuse::composer
+
+namespace qfuse::composer {
+namespace {
+
+// The first rounding point's search visits only the accumulators beside a
+// tie when everything before it is affine. A clip far outside any value is
+// the identity but not affine, so the same plan with one first is searched
+// accumulator by accumulator: both must find the same hazards, with the same
+// reasons, over random and tie-prone scales.
+TEST(TieHazard, AffinePrefixSearchFindsWhatTheFullSearchFinds) {
+  std::mt19937 rng(2024);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  const std::vector<float> tie_prone{0.1f, 0.05f, 0.5f, 0.2f, 0.3f, 1.5f, 0.125f, 0.01f, 2.5f};
+  int refused = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    PostOpsPlan plan;
+    plan.channels = 1;
+    plan.dst_type = trial % 2 ? DataType::u8 : DataType::s8;
+    const float s = trial % 3 == 0 ? tie_prone[static_cast<std::size_t>(trial / 3) % tie_prone.size()]
+                                   : std::exp2(-12.0f + 13.0f * uniform(rng));
+    plan.output_scales = {s};
+    const float shift = trial % 4 == 0 ? 0.5f * std::floor(8.0f * uniform(rng))
+                                       : std::floor(200.0f * uniform(rng)) - 100.0f;
+    plan.post_ops.push_back(EltwisePostOp{EltwiseAlg::linear, 1.0f, 1.0f, shift});
+    if (trial % 5 == 0) {
+      plan.post_ops.push_back(BinaryPostOp{BinaryAlg::mul, Broadcast::per_channel,
+                                           ConstantTensor{{0.5f + uniform(rng)}}});
+    }
+    plan.post_ops.push_back(EltwisePostOp{EltwiseAlg::round, 1.0f + 7.0f * uniform(rng), 0.0f, 0.0f});
+    if (trial % 2 == 0) {
+      plan.post_ops.push_back(EltwisePostOp{EltwiseAlg::hardswish, 1.0f + 20.0f * uniform(rng), 0.0f, 0.0f});
+    }
+    PostOpsPlan full = plan;
+    full.post_ops.insert(full.post_ops.begin(), EltwisePostOp{EltwiseAlg::clip, 1.0f, -1e30f, 1e30f});
+    const auto fast = rounding_tie_hazard(plan);
+    const auto slow = rounding_tie_hazard(full);
+    ASSERT_EQ(fast.has_value(), slow.has_value())
+        << "trial " << trial << ": " << describe(plan) << "\n" << fast.value_or("") << slow.value_or("");
+    if (fast) {
+      EXPECT_EQ(*fast, *slow) << "trial " << trial;
+      ++refused;
+    }
+  }
+  // Both outcomes occur (a test of nothing otherwise).
+  EXPECT_GT(refused, 20);
+  EXPECT_LT(refused, 1480);
 }
 
 }  // namespace
