@@ -207,7 +207,7 @@ ComposeResult compose(const PostOpChain& chain, const ComposeOptions& options) {
     return cannot_fuse(std::move(*reason), std::move(applied));
   }
   plan.applied_rules = applied;
-  if (auto hazard = rounding_tie_hazard(plan, options.parallel_for)) {
+  if (auto hazard = rounding_tie_hazard(plan)) {
     return cannot_fuse(std::move(*hazard), std::move(applied));
   }
   try {

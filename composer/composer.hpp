@@ -34,7 +34,6 @@
 
 #include "composer/post_op_chain.hpp"
 #include "composer/post_ops_plan.hpp"
-#include "composer/tie_hazard.hpp"
 
 namespace qfuse::composer {
 
@@ -46,10 +45,6 @@ struct ComposeOptions {
   // The relative error bound of the output scales' fixed-point form
   // (PostOpsPlan::fixed_output_scales, NEMO's eta).
   double fixed_point_eta = kDefaultFixedPointEta;
-  // Runs body(i) for i in [0, count), in any order and concurrently if it
-  // likes (the plugin passes its OpenMP team); null: a plain loop. The
-  // rounding-tie analysis checks its channels through it.
-  ParallelFor parallel_for;
 };
 
 struct ComposeResult {

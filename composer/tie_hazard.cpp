@@ -755,8 +755,7 @@ HazardCache& hazard_cache() {
 
 }  // namespace
 
-std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan,
-                                               const ParallelFor& parallel_for) {
+std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan) {
   bool any = false;
   for (const PostOp& op : plan.post_ops) any = any || is_round(op);
   if (!any) return std::nullopt;
@@ -772,20 +771,9 @@ std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan,
     keys.push_back(std::move(key));
     channels.push_back(c);
   }
-  std::vector<std::optional<std::string>> hazards(keys.size());
-  const auto check = [&](std::size_t i) {
-    hazards[i] = hazard_cache().get(keys[i], [&] { return Checker(plan, channels[i]).run(); });
-  };
-  if (parallel_for && keys.size() > 1) {
-    parallel_for(keys.size(), check);
-  } else {
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      check(i);
-      if (hazards[i]) break;
-    }
-  }
-  for (auto& h : hazards) {
-    if (h) return std::move(h);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    auto hazard = hazard_cache().get(keys[i], [&] { return Checker(plan, channels[i]).run(); });
+    if (hazard) return hazard;
   }
   return std::nullopt;
 }

@@ -38,8 +38,6 @@
 // hazard, and the plugin fuses the longest prefix of it that has none.
 #pragma once
 
-#include <cstddef>
-#include <functional>
 #include <optional>
 #include <string>
 
@@ -47,12 +45,7 @@
 
 namespace qfuse::composer {
 
-using ParallelFor =
-    std::function<void(std::size_t count, const std::function<void(std::size_t)>& body)>;
-
-// The hazard of the lowest channel that has one. Channels are checked
-// through `parallel_for` when given.
-std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan,
-                                               const ParallelFor& parallel_for = nullptr);
+// The hazard of the lowest channel that has one.
+std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan);
 
 }  // namespace qfuse::composer

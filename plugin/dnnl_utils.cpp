@@ -1,5 +1,7 @@
 #include "plugin/dnnl_utils.hpp"
 
+#include <omp.h>
+
 namespace qfuse::plugin {
 
 dnnl::memory::data_type to_dnnl(ElementType type) {
@@ -45,6 +47,19 @@ Shape pad_rank(const Shape& shape, std::size_t rank) {
   Shape out(rank - shape.size(), 1);
   out.insert(out.end(), shape.begin(), shape.end());
   return out;
+}
+
+void reorder_at_compile(const dnnl::engine& engine, const dnnl::memory& src,
+                        const dnnl::memory& dst) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{threads};
+  dnnl::stream s(engine);
+  dnnl::reorder(src, dst).execute(s, const_cast<dnnl::memory&>(src), const_cast<dnnl::memory&>(dst));
+  s.wait();
 }
 
 }  // namespace qfuse::plugin

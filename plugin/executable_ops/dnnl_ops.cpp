@@ -131,11 +131,9 @@ class ConstantWeightsOp final : public ExecutableOp {
         post_op_args_(std::move(post_op_args)),
         post_ops_(std::move(post_ops)) {
     primitive_ = dnnl::primitive(pd_.get());
-    dnnl::stream s(engine_);
     weights_ = memory(pd_.weights_desc(), engine_);
     memory plain(w_plain, engine_, const_cast<void*>(weights.raw_data()));
-    dnnl::reorder(plain, weights_).execute(s, plain, weights_);
-    s.wait();
+    reorder_at_compile(engine_, plain, weights_);
     if (bias != nullptr) {
       bias_ = memory(pd_.weights_desc(1), engine_);
       std::memcpy(bias_.get_data_handle(), bias->raw_data(), bias->byte_size());

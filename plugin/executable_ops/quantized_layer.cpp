@@ -17,7 +17,6 @@
 #include "plugin/executable_ops/integer_kernels.hpp"
 #include "plugin/post_ops_attr.hpp"
 #include "plugin/dnnl_utils.hpp"
-#include "plugin/parallel.hpp"
 #include "plugin/transpose.hpp"
 
 namespace qfuse::plugin {
@@ -153,11 +152,6 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   composer::ComposeOptions copts;
   copts.allow_residual_round_drop = options.allow_residual_round_drop;
   copts.fixed_point_eta = options.integer_eta;
-  // Compile runs on one thread; the team checks the chain's channels.
-  copts.parallel_for = [](std::size_t n, const std::function<void(std::size_t)>& body) {
-    parallel_for(true, static_cast<std::int64_t>(n),
-                 [&body](std::int64_t i) { body(static_cast<std::size_t>(i)); });
-  };
   const composer::ComposeResult composed = timed_compose(a.chain, copts);
   if (!composed.fused()) throw std::invalid_argument("composer: " + composed.reason);
   Build b;
@@ -425,9 +419,7 @@ class QuantizedLayerOp final : public ExecutableOp {
       weights_ = memory(w_md, engine_);
       const Tensor& wq = *g.value(node.inputs[1]).constant;
       memory src(b_.weights_md_plain, engine_, const_cast<void*>(wq.raw_data()));
-      dnnl::stream s(engine_);
-      dnnl::reorder(src, weights_).execute(s, src, weights_);
-      s.wait();
+      reorder_at_compile(engine_, src, weights_);
     }
     if (a.has_bias && !b_.integer) {
       const Tensor& bias = *g.value(node.inputs[2]).constant;
