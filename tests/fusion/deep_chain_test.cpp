@@ -79,7 +79,7 @@ TEST(PassPipeline, AChainOfThousandsOfEltwiseNodesRunsInPlaceInOneBuffer) {
   const Shape shape{1, 16, 32, 32};
   const std::size_t tensor = 16 * 32 * 32 * sizeof(float);
   const graph::Graph g = relu_chain(n, shape);
-  const std::size_t before = resident_bytes();
+  [[maybe_unused]] const std::size_t before = resident_bytes();
   const CompiledModel fused = compile(g, {.fuse = true});
   EXPECT_EQ(quantized_layers(fused).size(), 1u) << describe_layers(fused);
   // The layer takes a bounded chain (the relus after it are one post-op);
