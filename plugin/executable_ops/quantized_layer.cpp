@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <numeric>
 #include <unordered_map>
 
 #include "composer/composer.hpp"
@@ -363,19 +365,27 @@ class QuantizedLayerOp final : public ExecutableOp {
     implementation_ = b_.pd.impl_info_str();
     scratchpad_md_ = b_.pd.scratchpad_desc();
     // Convolutions always run channels last; a plain neighbour gets a reorder
-    // through a staging area behind the primitive's scratchpad.
+    // through a staging area behind the primitive's scratchpad, unless its
+    // bytes are the same in both layouts (one channel, as a detector's map,
+    // or one pixel).
     std::size_t offset = align(scratchpad_md_.get_size());
     if (b_.spatial) {
       const graph::Value& x = g.value(node.inputs[0]);
       const graph::Value& y = g.value(node.outputs[0]);
-      if (layout_of(node.inputs[0]) == Layout::plain && x.shape.size() >= 3) {
+      const auto needs_stage = [&](ValueId v, const Shape& s) {
+        if (layout_of(v) != Layout::plain || s.size() < 3) return false;
+        const std::int64_t pixels =
+            std::accumulate(s.begin() + 2, s.end(), std::int64_t{1}, std::multiplies<>());
+        return s[1] != 1 && pixels != 1;
+      };
+      if (needs_stage(node.inputs[0], x.shape)) {
         src_stage_ = Stage{offset, layout_desc(x.shape, x.type, Layout::plain), {}};
         src_stage_->reorder = dnnl::reorder(
             dnnl::reorder::primitive_desc(engine_, src_stage_->user_md, engine_, b_.src_md));
         src_stage_->bytes = byte_layout_change(x.shape, x.type, true);
         offset = align(offset + b_.src_md.get_size());
       }
-      if (layout_of(node.outputs[0]) == Layout::plain && y.shape.size() >= 3) {
+      if (needs_stage(node.outputs[0], y.shape)) {
         dst_stage_ = Stage{offset, layout_desc(y.shape, y.type, Layout::plain), {}};
         dst_stage_->reorder = dnnl::reorder(
             dnnl::reorder::primitive_desc(engine_, b_.out_md, engine_, dst_stage_->user_md));

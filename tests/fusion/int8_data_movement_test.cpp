@@ -352,5 +352,35 @@ TEST(Int8DataMovementNegative, PerChannelQuantizeAfterTheOpStaysBelowIt) {
   EXPECT_TRUE(explained) << describe_layers(fused);
 }
 
+// A one-channel tensor has the same bytes plain and channels last: a layer
+// reading a one-channel graph input (a grey image) or writing a one-channel
+// graph output (a detector's map) stages no reorder. With two channels the
+// same layers stage one each.
+TEST(Int8DataMovement, OneChannelGraphInputsAndOutputsNeedNoReorder) {
+  for (const std::int64_t channels : {1, 2}) {
+    SmallNet net;
+    Builder b(net.graph);
+    const ValueId x = b.input("x", {1, channels, 8, 8}, ElementType::u8);
+    ValueId y = b.multiply(b.convert(x, ElementType::f32), b.scalar(kActScale));
+    y = act_fq(b, b.relu(quantized_conv(b, y, 8, 1, "conv1")), "conv1.q");
+    y = quantized_conv(b, y, channels, 2, "conv2");
+    close_with_s8_output(b, y, net);
+    const CompiledModel fused = compile(net.graph, {.fuse = true});
+    ASSERT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
+    for (const LayerInfo& l : quantized_layers(fused)) {
+      EXPECT_EQ(l.reorders, channels == 1 ? 0 : 1) << channels << " channels" << describe_layers(fused);
+    }
+    const CompiledModel unfused = compile(net.graph, {.fuse = false});
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<int> d(0, 255);
+    Tensor in(ElementType::u8, {1, channels, 8, 8});
+    for (std::uint8_t& v : in.data<std::uint8_t>()) v = static_cast<std::uint8_t>(d(rng));
+    const Comparison c =
+        compare_quantized(run(fused, "x", in, net.output), run(unfused, "x", in, net.output), net.out);
+    EXPECT_LE(c.max_diff, 1) << c.first_diffs;
+    EXPECT_GE(c.equal_fraction(), 0.99) << c.first_diffs;
+  }
+}
+
 }  // namespace
 }  // namespace qfuse::test::fusion
