@@ -4,11 +4,13 @@
 #include <cmath>
 #include <iomanip>
 #include <limits>
-#include <map>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace qfuse::composer {
@@ -99,6 +101,21 @@ void append_op_key(std::vector<double>& key, const PostOp& op, int c) {
   }
 }
 
+// Hashes a key's values by their bits (0.0 and -0.0, equal keys, alike).
+struct KeyHash {
+  std::size_t operator()(const std::vector<double>& key) const {
+    std::uint64_t h = 1469598103934665603ull;
+    for (double v : key) {
+      std::uint64_t bits;
+      const double x = v == 0.0 ? 0.0 : v;
+      std::memcpy(&bits, &x, sizeof bits);
+      h = (h ^ bits) * 1099511628211ull;
+      h ^= h >> 29;
+    }
+    return static_cast<std::size_t>(h);
+  }
+};
+
 // Analyses once per process: a model's passes ask about the same chain
 // several times (each prefix of a chain, each pass round, the final
 // compile), and the channels of a layer share what follows their first
@@ -122,7 +139,7 @@ class HazardCache {
  private:
   static constexpr std::size_t kMaxEntries = 1 << 16;
   std::mutex mutex_;
-  std::map<std::vector<double>, std::optional<std::string>> entries_;
+  std::unordered_map<std::vector<double>, std::optional<std::string>, KeyHash> entries_;
 };
 
 // Where a cached reason names its channel.
@@ -761,7 +778,7 @@ std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan) {
   if (!any) return std::nullopt;
   // The first channel of each distinct arithmetic; the reason names the
   // channel, so the cache key carries it too.
-  std::set<std::vector<double>> seen;
+  std::unordered_set<std::vector<double>, KeyHash> seen;
   std::vector<std::vector<double>> keys;
   std::vector<int> channels;
   for (int c = 0; c < std::max(1, plan.channels); ++c) {

@@ -1,6 +1,7 @@
 #include "graph/broadcast.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 namespace qfuse::graph {
 
@@ -34,11 +35,33 @@ std::vector<std::int64_t> broadcast_strides(const Shape& shape, std::size_t rank
 }
 
 std::vector<std::size_t> broadcast_offsets(const Shape& shape, const Shape& out) {
-  std::vector<std::size_t> offsets(static_cast<std::size_t>(element_count(out)));
-  for_each_broadcast(out, {broadcast_strides(shape, out.size())},
-                     [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-                       offsets[static_cast<std::size_t>(i)] = static_cast<std::size_t>(off[0]);
-                     });
+  const auto n = static_cast<std::size_t>(element_count(out));
+  std::vector<std::size_t> offsets(n);
+  if (n == 0) return offsets;
+  if (static_cast<std::size_t>(element_count(shape)) == n) {
+    // As many elements as the output: nothing is broadcast.
+    std::iota(offsets.begin(), offsets.end(), std::size_t{0});
+    return offsets;
+  }
+  if (out.empty()) return offsets;
+  // An odometer over the outer dimensions, the innermost one as a run.
+  const std::vector<std::int64_t> strides = broadcast_strides(shape, out.size());
+  const std::size_t last = out.size() - 1;
+  const auto inner = static_cast<std::size_t>(out[last]);
+  const std::int64_t step = strides[last];
+  std::vector<std::int64_t> index(out.size(), 0);
+  std::int64_t base = 0;
+  for (std::size_t i = 0; i < n; i += inner) {
+    for (std::size_t k = 0; k < inner; ++k) {
+      offsets[i + k] = static_cast<std::size_t>(base + static_cast<std::int64_t>(k) * step);
+    }
+    for (std::size_t d = last; d-- > 0;) {
+      base += strides[d];
+      if (++index[d] < out[d]) break;
+      base -= strides[d] * out[d];
+      index[d] = 0;
+    }
+  }
   return offsets;
 }
 

@@ -163,22 +163,22 @@ std::optional<ValueId> Graph::find_value(const std::string& name) const {
 }
 
 std::vector<NodeId> Graph::topological_order() const {
-  // Kahn's algorithm over live nodes; ties keep insertion order.
+  // Kahn's algorithm over live nodes; ties keep insertion order. A value's
+  // readers come from uses_ (one entry per input slot, as counted here).
   std::vector<int> pending(nodes_.size(), 0);
-  std::vector<std::vector<std::uint32_t>> users(values_.size());
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     if (n.erased) continue;
     for (ValueId in : n.inputs) {
       NodeId p = values_[in.index].producer;
-      if (p.valid() && !nodes_[p.index].erased) {
-        ++pending[i];
-        users[in.index].push_back(i);
-      }
+      if (p.valid() && !nodes_[p.index].erased) ++pending[i];
     }
   }
   std::vector<NodeId> order;
+  order.reserve(nodes_.size());
   std::vector<std::uint32_t> ready;
+  ready.reserve(nodes_.size());
+  std::vector<NodeId> readers;
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     if (!nodes_[i].erased && pending[i] == 0) ready.push_back(i);
   }
@@ -187,8 +187,11 @@ std::vector<NodeId> Graph::topological_order() const {
     std::uint32_t i = ready[head++];
     order.push_back(NodeId{i});
     for (ValueId out : nodes_[i].outputs) {
-      for (std::uint32_t u : users[out.index]) {
-        if (--pending[u] == 0) ready.push_back(u);
+      // Readers in id order, as consumers() gives them.
+      readers.assign(uses_[out.index].begin(), uses_[out.index].end());
+      std::sort(readers.begin(), readers.end());
+      for (NodeId u : readers) {
+        if (!nodes_[u.index].erased && --pending[u.index] == 0) ready.push_back(u.index);
       }
     }
   }

@@ -124,20 +124,20 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
     std::int64_t inner = 1;
     for (std::size_t i = axis + 1; i < shape.size(); ++i) inner *= shape[i];
     std::vector<std::int8_t> wq(w.size());
-    for (std::size_t i = 0; i < w.size() && ok; ++i) {
-      const auto c = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) %
-                                              static_cast<std::int64_t>(channels));
-      double q;
-      if (grid) {
-        const float s = grid->scale[grid->scale.size() == 1 ? 0 : c];
-        const std::int32_t zp = grid->zero_point[grid->zero_point.size() == 1 ? 0 : c];
-        q = composer::quantize_linear(w[i], s, zp, grid->code_low, grid->code_high);
-      } else {
-        q = composer::fake_quantize_level(w[i], r[0][c], r[1][c], steps);
+    // [outer, channels, inner] blocks: each channel's grid is read once per run.
+    const std::size_t run = static_cast<std::size_t>(inner);
+    for (std::size_t start = 0; start < w.size() && ok; start += run) {
+      const std::size_t c = (start / run) % channels;
+      const float s = grid ? grid->scale[grid->scale.size() == 1 ? 0 : c] : 0.0f;
+      const std::int32_t zp = grid ? grid->zero_point[grid->zero_point.size() == 1 ? 0 : c] : 0;
+      for (std::size_t i = start; i < start + run; ++i) {
+        const double q =
+            grid ? composer::quantize_linear(w[i], s, zp, grid->code_low, grid->code_high)
+                 : composer::fake_quantize_level(w[i], r[0][c], r[1][c], steps);
+        const double v = q - zero[c];
+        ok = ok && v >= -128.0 && v <= 127.0;
+        wq[i] = static_cast<std::int8_t>(v);
       }
-      const double v = q - zero[c];
-      ok = v >= -128.0 && v <= 127.0;
-      wq[i] = static_cast<std::int8_t>(v);
     }
     if (!ok) {
       ctx.reject(kPass, fq.name, "quantized weights do not fit s8");

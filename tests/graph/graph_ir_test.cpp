@@ -1,11 +1,14 @@
 // The graph IR: ids, topological order, cycle detection, rewiring, erasure,
-// consumers, and shape inference on graphs built without the Builder.
+// consumers, shape inference on graphs built without the Builder, and
+// broadcasting's element offsets.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
+#include "graph/broadcast.hpp"
 #include "graph/builder.hpp"
 #include "qfuse/error.hpp"
 #include "plugin/api_internal.hpp"
@@ -247,6 +250,46 @@ TEST(GraphIr, CopiesShareConstantsButNotStructure) {
   EXPECT_EQ(g.live_node_count(), 1u);
   EXPECT_EQ(copy.live_node_count(), 0u);
   EXPECT_EQ(g.value(c).constant.get(), copy.value(c).constant.get());
+}
+
+}  // namespace
+}  // namespace qfuse::graph
+
+namespace qfuse::graph {
+namespace {
+
+// broadcast_offsets against numpy's rule written out: output index i, as
+// coordinates, read at coordinate 0 where the operand's dimension is 1.
+TEST(Broadcast, OffsetsFollowNumpysRule) {
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> dim(1, 4), rank(0, 4), coin(0, 2);
+  for (int trial = 0; trial < 400; ++trial) {
+    Shape out(static_cast<std::size_t>(rank(rng)));
+    for (auto& d : out) d = dim(rng);
+    // The operand: a suffix of the output's rank, each dimension kept or 1.
+    Shape shape(out.begin() + static_cast<std::ptrdiff_t>(
+                                  std::uniform_int_distribution<std::size_t>(0, out.size())(rng)),
+                out.end());
+    for (auto& d : shape) d = coin(rng) == 0 ? 1 : d;
+    const std::vector<std::size_t> got = broadcast_offsets(shape, out);
+    const std::int64_t n = element_count(out);
+    ASSERT_EQ(static_cast<std::int64_t>(got.size()), n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t rest = i, offset = 0, stride = 1;
+      for (std::size_t d = out.size(); d-- > 0;) {
+        const std::int64_t coord = rest % out[d];
+        rest /= out[d];
+        const std::size_t back = out.size() - 1 - d;
+        if (back < shape.size()) {
+          const std::int64_t sd = shape[shape.size() - 1 - back];
+          offset += (sd == 1 ? 0 : coord) * stride;
+          stride *= sd;
+        }
+      }
+      ASSERT_EQ(static_cast<std::int64_t>(got[static_cast<std::size_t>(i)]), offset)
+          << "element " << i << " of " << to_string(shape) << " -> " << to_string(out);
+    }
+  }
 }
 
 }  // namespace
