@@ -4,8 +4,10 @@
 #include <cmath>
 #include <iomanip>
 #include <limits>
+#include <memory>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <string_view>
@@ -82,14 +84,19 @@ bool reads_tensor(const PostOp& op) {
   return b != nullptr && std::holds_alternative<ExternalTensor>(b->tensor);
 }
 
-// Appends what op reads for channel c to a cache key.
+// Appends what op reads for channel c to a cache key; with c < 0, what it
+// reads for every channel (a per-channel constant as its size only).
 void append_op_key(std::vector<double>& key, const PostOp& op, int c) {
   if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
     key.insert(key.end(), {0.0, static_cast<double>(e->alg), e->scale, e->alpha, e->beta});
   } else if (const auto* b = std::get_if<BinaryPostOp>(&op)) {
     key.insert(key.end(), {1.0, static_cast<double>(b->alg), static_cast<double>(b->broadcast)});
     if (const auto* t = std::get_if<ConstantTensor>(&b->tensor)) {
-      key.insert(key.end(), {0.0, at(t->values, c)});
+      if (c < 0 && t->values.size() > 1) {
+        key.insert(key.end(), {2.0, static_cast<double>(t->values.size())});
+      } else {
+        key.insert(key.end(), {0.0, at(t->values, std::max(c, 0))});
+      }
     } else {
       const auto& x = std::get<ExternalTensor>(b->tensor);
       key.insert(key.end(), {1.0, static_cast<double>(x.input), static_cast<double>(x.data_type)});
@@ -140,6 +147,60 @@ class HazardCache {
   static constexpr std::size_t kMaxEntries = 1 << 16;
   std::mutex mutex_;
   std::unordered_map<std::vector<double>, std::optional<std::string>, KeyHash> entries_;
+};
+
+// The channel analyses of rounding_tie_hazard, keyed in two parts: the
+// plan's common arithmetic, interned once per call (one hash of the long
+// key), and a channel's own values with its index (a few numbers).
+class ChannelHazardCache {
+ public:
+  using Common = std::shared_ptr<const std::vector<double>>;
+
+  Common intern(const std::vector<double>& common) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& slot = commons_[common];
+    if (!slot) slot = std::make_shared<const std::vector<double>>(common);
+    return slot;
+  }
+
+  template <class Compute>
+  std::optional<std::string> get(const Common& common, std::vector<double> tail,
+                                 Compute compute) {
+    Key key{common, std::move(tail)};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = entries_.find(key);
+      if (it != entries_.end()) return it->second;
+    }
+    std::optional<std::string> result = compute();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (entries_.size() >= kMaxEntries) {
+      // Interned commons held by a running call stay alive through its
+      // shared_ptr; its later lookups miss and compute again.
+      entries_.clear();
+      commons_.clear();
+    }
+    entries_.emplace(std::move(key), result);
+    return result;
+  }
+
+ private:
+  // Interned: equal commons are one object, so a pointer compares them.
+  struct Key {
+    Common common;
+    std::vector<double> tail;
+    bool operator==(const Key& o) const { return common == o.common && tail == o.tail; }
+  };
+  struct Hash {
+    std::size_t operator()(const Key& k) const {
+      return KeyHash{}(k.tail) ^
+             (std::hash<const void*>{}(k.common.get()) * std::size_t{0x9E3779B97F4A7C15ull});
+    }
+  };
+  static constexpr std::size_t kMaxEntries = 1 << 16;
+  std::mutex mutex_;
+  std::unordered_map<std::vector<double>, Common, KeyHash> commons_;
+  std::unordered_map<Key, std::optional<std::string>, Hash> entries_;
 };
 
 // Where a cached reason names its channel.
@@ -753,20 +814,36 @@ class Checker {
   std::int64_t res_lo_ = 0, res_hi_ = 255;
 };
 
-// Everything the Checker reads for channel c, in one key: the plan's common
-// part and this channel's values.
-std::vector<double> channel_key(const PostOpsPlan& plan, int c) {
+// What the Checker reads for every channel: the destination, the ops, and
+// each per-tensor value (a per-channel vector by its size only).
+std::vector<double> common_key(const PostOpsPlan& plan) {
+  const bool per_channel_scales = plan.output_scales.size() > 1;
   std::vector<double> key{static_cast<double>(plan.dst_type),
                           plan.dst_zero_point ? 1.0 : 0.0,
                           static_cast<double>(plan.dst_zero_point.value_or(0)),
-                          plan.output_scales.empty() ? 0.0 : 1.0,
-                          plan.output_scales.empty() ? 1.0 : at(plan.output_scales, c)};
-  for (const PostOp& op : plan.post_ops) append_op_key(key, op, c);
+                          plan.output_scales.empty() ? 0.0 : per_channel_scales ? 2.0 : 1.0,
+                          plan.output_scales.empty() ? 1.0 : per_channel_scales
+                              ? static_cast<double>(plan.output_scales.size())
+                              : static_cast<double>(plan.output_scales[0])};
+  for (const PostOp& op : plan.post_ops) append_op_key(key, op, -1);
   return key;
 }
 
-HazardCache& hazard_cache() {
-  static HazardCache cache;
+// What the Checker reads for channel c besides the common key: the values of
+// the per-channel vectors at c, in the plan's order.
+void channel_values(const PostOpsPlan& plan, int c, std::vector<double>& out) {
+  out.clear();
+  if (plan.output_scales.size() > 1) out.push_back(at(plan.output_scales, c));
+  for (const PostOp& op : plan.post_ops) {
+    const auto* b = std::get_if<BinaryPostOp>(&op);
+    if (b == nullptr) continue;
+    const auto* t = std::get_if<ConstantTensor>(&b->tensor);
+    if (t != nullptr && t->values.size() > 1) out.push_back(at(t->values, c));
+  }
+}
+
+ChannelHazardCache& hazard_cache() {
+  static ChannelHazardCache cache;
   return cache;
 }
 
@@ -778,18 +855,21 @@ std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan) {
   if (!any) return std::nullopt;
   // The first channel of each distinct arithmetic; the reason names the
   // channel, so the cache key carries it too.
+  const ChannelHazardCache::Common common = hazard_cache().intern(common_key(plan));
   std::unordered_set<std::vector<double>, KeyHash> seen;
   std::vector<std::vector<double>> keys;
   std::vector<int> channels;
+  std::vector<double> values;
   for (int c = 0; c < std::max(1, plan.channels); ++c) {
-    std::vector<double> key = channel_key(plan, c);
-    if (!seen.insert(key).second) continue;
-    key.push_back(static_cast<double>(c));
-    keys.push_back(std::move(key));
+    channel_values(plan, c, values);
+    if (!seen.insert(values).second) continue;
+    keys.push_back(values);
+    keys.back().push_back(static_cast<double>(c));
     channels.push_back(c);
   }
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    auto hazard = hazard_cache().get(keys[i], [&] { return Checker(plan, channels[i]).run(); });
+    auto hazard = hazard_cache().get(common, std::move(keys[i]),
+                                     [&] { return Checker(plan, channels[i]).run(); });
     if (hazard) return hazard;
   }
   return std::nullopt;
