@@ -694,11 +694,16 @@ using namespace impl;
 }
 
 std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IoError("import " + path.string() + ": cannot open the file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  // One read into a buffer of the file's size (a stream copy grows and
+  // copies its buffer).
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw IoError("import " + path.string() + ": cannot read the file's size");
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), size)) throw IoError("import " + path.string() + ": cannot read the file");
+  return bytes;
 }
 
 }  // namespace
