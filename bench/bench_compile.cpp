@@ -3,7 +3,11 @@
 // (which must grow in proportion to the node count).
 //
 // Each model benchmark reports its compile phases as counters (milliseconds
-// per iteration): shapes, passes, composer, planning, primitives.
+// per iteration): shapes, passes, composer, planning, primitives. oneDNN's
+// primitive cache is emptied before each iteration, so every primitive is
+// generated again as in a new process; qfuse's own caches (tie-hazard
+// verdicts) stay warm after the first iteration, which a new process does
+// not have (bench/peers/peers.py --startup measures whole process starts).
 //
 //   qfuse_bench_compile [--corpus DIR] [--isa NAME] [Google Benchmark flags]
 //
@@ -11,6 +15,8 @@
 // out with a note on stderr.
 
 #include <benchmark/benchmark.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <filesystem>
 #include <iostream>
@@ -56,6 +62,15 @@ void accumulate(CompileTimes& sum, const CompileTimes& t) {
   sum.primitives_ms += t.primitives_ms;
 }
 
+// Empties oneDNN's primitive cache (outside the timing).
+void forget_primitives(benchmark::State& state) {
+  state.PauseTiming();
+  const int capacity = dnnl::get_primitive_cache_capacity();
+  dnnl::set_primitive_cache_capacity(0);
+  dnnl::set_primitive_cache_capacity(capacity);
+  state.ResumeTiming();
+}
+
 void run_first_inference(const CompiledModel& model) {
   qfuse::InferRequest request = model.create_infer_request();
   const auto inputs = qfuse::tools::random_inputs(compiled_graph(model), 0);
@@ -78,6 +93,7 @@ void bm_compile(benchmark::State& state, const fs::path& file) {
   const Graph g = qfuse::onnx::import_file(file);
   CompileTimes sum;
   for (auto _ : state) {
+    forget_primitives(state);
     const CompiledModel model = qfuse::compile(g, {.fuse = true});
     accumulate(sum, model.compile_times());
   }
@@ -89,6 +105,7 @@ void bm_compile(benchmark::State& state, const fs::path& file) {
 void bm_first_result(benchmark::State& state, const fs::path& file) {
   CompileTimes sum;
   for (auto _ : state) {
+    forget_primitives(state);
     const Graph g = qfuse::onnx::import_file(file);
     const CompiledModel model = qfuse::compile(g, {.fuse = true});
     run_first_inference(model);
