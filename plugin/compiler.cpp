@@ -2,11 +2,14 @@
 // op, in topological order.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <thread>
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -544,42 +547,83 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   }
   impl->times.planning_ms = since(phase);
   phase = Clock::now();
-  for (graph::NodeId id : order) {
-    const graph::Node& node = impl->graph.node(id);
+  // One executable op per node: its oneDNN primitive, its weights reordered.
+  // Ops are independent of each other, so `threads` std::threads make them
+  // (oneDNN's primitive creation is thread-safe; no OpenMP team, whose idle
+  // workers would spin); they are logged and kept in execution order.
+  struct Made {
     std::unique_ptr<plugin::ExecutableOp> op;
+    bool alone = false;
+    std::optional<std::string> integer_refusal;
+    std::exception_ptr error;
+  };
+  std::vector<Made> made(order.size());
+  const auto make_one = [&](std::size_t i) {
+    const graph::Node& node = impl->graph.node(order[i]);
+    Made& m = made[i];
     // A small op's primitive is made for one thread, so that it never forks.
-    const bool alone = runs_single_threaded(impl->graph, node);
-    omp_set_num_threads(alone ? 1 : impl->threads);
+    m.alone = runs_single_threaded(impl->graph, node);
+    omp_set_num_threads(m.alone ? 1 : impl->threads);
     try {
       if (graph::is_quantized_layer(node.kind)) {
-        op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
-                                          impl->memory.sum_in_place[id.index]);
+        m.op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
+                                            impl->memory.sum_in_place[order[i].index]);
       } else if (node.kind == graph::OpKind::Convert &&
                  !node.attr<graph::ConvertAttrs>().quantizes() &&
                  (layout_of(node.inputs[0]) != plugin::Layout::plain ||
                   layout_of(node.outputs[0]) != plugin::Layout::plain)) {
         const graph::Value& in = impl->graph.value(node.inputs[0]);
         const graph::Value& out = impl->graph.value(node.outputs[0]);
-        op = plugin::make_convert(node, impl->engine,
-                                  plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
-                                  plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
+        m.op = plugin::make_convert(node, impl->engine,
+                                    plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
+                                    plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
       } else if (options.integer_only && node.kind == graph::OpKind::AvgPool &&
                  is_int8(impl->graph.value(node.inputs[0]).type)) {
         std::string why;
-        op = plugin::make_integer_avg_pool(impl->graph, node, layout_of, options.integer_eta, why);
-        if (!op) {
-          impl->integer_refusals[impl->ops.size()] = why;
-          op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of, nullptr);
+        m.op = plugin::make_integer_avg_pool(impl->graph, node, layout_of, options.integer_eta, why);
+        if (!m.op) {
+          m.integer_refusal = why;
+          m.op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of, nullptr);
         }
       } else {
-        const auto chain = chains.find(id.index);
-        op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of,
-                                     chain != chains.end() ? &chain->second : nullptr);
+        const auto chain = chains.find(order[i].index);
+        m.op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of,
+                                       chain != chains.end() ? &chain->second : nullptr);
       }
     } catch (const dnnl::error& e) {
-      throw CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
-                         node.name + "': oneDNN refused the primitive (" + e.what() + ")");
+      m.error = std::make_exception_ptr(
+          CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
+                       node.name + "': oneDNN refused the primitive (" + e.what() + ")"));
+    } catch (...) {
+      m.error = std::current_exception();
     }
+  };
+  std::atomic<std::size_t> next{0};
+  std::mutex composer_mutex;
+  double helpers_composer_ms = 0.0;
+  const auto work = [&] {
+    for (std::size_t i; (i = next++) < order.size();) make_one(i);
+  };
+  const auto helper = [&] {
+    const double before = plugin::composer_ms_on_this_thread();
+    work();
+    const std::lock_guard<std::mutex> lock(composer_mutex);
+    helpers_composer_ms += plugin::composer_ms_on_this_thread() - before;
+  };
+  std::vector<std::thread> helpers;
+  const std::size_t extra = std::min<std::size_t>(
+      static_cast<std::size_t>(std::max(1, impl->threads)) - 1, order.size() / 8);
+  for (std::size_t t = 0; t < extra; ++t) helpers.emplace_back(helper);
+  work();
+  for (std::thread& t : helpers) t.join();
+  omp_set_num_threads(impl->threads);
+  for (Made& m : made) {
+    if (m.error) std::rethrow_exception(m.error);
+  }
+  for (std::size_t i = 0; i < made.size(); ++i) {
+    const graph::Node& node = impl->graph.node(order[i]);
+    std::unique_ptr<plugin::ExecutableOp>& op = made[i].op;
+    if (made[i].integer_refusal) impl->integer_refusals[impl->ops.size()] = *made[i].integer_refusal;
     if (op->post_ops().empty()) {
       spdlog::debug("compile: {} [{}] {}", node.name, graph::to_string(node.kind),
                     op->implementation());
@@ -588,11 +632,12 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
                    op->implementation(), op->post_ops());
     }
     impl->scratchpad_size = std::max(impl->scratchpad_size, op->scratchpad_size());
-    impl->single_threaded.push_back(alone);
+    impl->single_threaded.push_back(made[i].alone);
     impl->ops.push_back(std::move(op));
   }
   impl->times.primitives_ms = since(phase);
-  impl->times.composer_ms = plugin::composer_ms_on_this_thread() - composer_before;
+  impl->times.composer_ms =
+      plugin::composer_ms_on_this_thread() - composer_before + helpers_composer_ms;
   spdlog::info("compile: {} executable nodes ({})", impl->ops.size(),
                options.fuse ? "fused" : "unfused");
   spdlog::info(

@@ -117,6 +117,57 @@ TEST(PublicApi, BuiltModelMatchesNaiveLoopsFusedAndUnfused) {
   }
 }
 
+// A chain of 12 quantized convolutions, 3 channels wide (x -> FQ -> conv -> relu -> FQ -> ...).
+qfuse::Model conv_chain_model() {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-kW, kW);
+  qfuse::ModelBuilder b;
+  auto y = b.fake_quantize(b.input("x", {1, C, H, W}), 0.0f, kInHi, 0.0f, kInHi, 256, "x_fq");
+  for (int l = 0; l < 12; ++l) {
+    const std::string name = "conv" + std::to_string(l);
+    std::vector<float> w(C * C * 9);
+    for (float& v : w) v = u(rng);
+    const auto wq = b.fake_quantize(b.constant(name + ".w", Tensor::from_vector<float>({C, C, 3, 3}, w)),
+                                    -kW, kW, -kW, kW, 255, name + ".w_fq");
+    y = b.convolution(y, wq, std::nullopt, {.pads_begin = {1, 1}, .pads_end = {1, 1}}, name);
+    y = b.fake_quantize(b.unary(qfuse::UnaryOp::relu, y, name + ".relu"), 0.0f, kInHi, 0.0f, kInHi,
+                        256, name + ".q");
+  }
+  b.output(y);
+  return b.build();
+}
+
+// Compile makes its executable ops on as many threads as it is given: the
+// same ops, in the same order, with the same implementations and results as
+// on one thread (the sanitizer build runs it under ThreadSanitizer).
+TEST(PublicApi, CompilingOnSeveralThreadsGivesTheSameModel) {
+  const qfuse::Model model = conv_chain_model();
+  const Tensor x = Tensor::from_vector<float>({1, C, H, W}, random_input(3));
+  for (bool fuse : {false, true}) {
+    const qfuse::CompiledModel one = qfuse::compile(model, {.fuse = fuse, .threads = 1});
+    const qfuse::CompiledModel two = qfuse::compile(model, {.fuse = fuse, .threads = 2});
+    const auto a = one.layers(), b = two.layers();
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_GE(a.size(), 12u);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].node, b[i].node);
+      EXPECT_EQ(a[i].implementation, b[i].implementation) << a[i].node;
+      EXPECT_EQ(a[i].post_ops, b[i].post_ops) << a[i].node;
+    }
+    qfuse::InferRequest ra = one.create_infer_request(), rb = two.create_infer_request();
+    ra.set_input("x", x);
+    rb.set_input("x", x);
+    ra.infer();
+    rb.infer();
+    const std::string out = one.outputs()[0].name;
+    const Tensor &ya = ra.output(out), &yb = rb.output(out);
+    ASSERT_EQ(ya.size(), yb.size());
+    for (std::int64_t i = 0; i < ya.size(); ++i) {
+      ASSERT_EQ(ya.as_float(i), yb.as_float(i)) << (fuse ? "fused" : "unfused") << ", element " << i;
+    }
+  }
+}
+
 TEST(PublicApi, LayerQueryGivesTheFusedPlanAsData) {
   const ConvModel m = conv_model();
   const qfuse::CompiledModel compiled = qfuse::compile(m.model);
