@@ -36,6 +36,7 @@ Not part of CI: it times things and may download the npm package.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -152,6 +153,18 @@ def scalar_qparams(path, tmp):
     return out
 
 
+
+@contextlib.contextmanager
+def prepared(path):
+    """A scratch directory with the model's inputs (.npy) and the model as ONNX
+    Runtime gets it: yields (directory, inputs directory, ORT's model path)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = os.path.join(tmp, "in")
+        os.makedirs(inputs)
+        make_inputs(path, inputs)
+        yield tmp, inputs, scalar_qparams(path, tmp)
+
+
 def qfuse(exe, path, inputs, outputs, threads, seconds, tmp):
     js = os.path.join(tmp, f"bench{threads}.json")
     run([exe, "bench", path, "--threads", str(threads), "--time", str(seconds), "--json", js])
@@ -248,11 +261,7 @@ def startup(exe, models, paths, starts):
     print("| model | threads | ORT ms | qfuse ms | ratio | ORT RSS MiB | qfuse RSS MiB |")
     print("| --- " * 7 + "|")
     for m, path in zip(models, paths):
-        with tempfile.TemporaryDirectory() as tmp:
-            inputs = os.path.join(tmp, "in")
-            os.makedirs(inputs)
-            make_inputs(path, inputs)
-            ort_path = scalar_qparams(path, tmp)
+        with prepared(path) as (tmp, inputs, ort_path):
             for t in (1, 2):
                 o_ms, o_rss, q_ms, q_rss = [], [], [], []
                 try:
@@ -322,12 +331,8 @@ def main():
           "| ORT RSS MiB | qfuse RSS MiB | max diff | equal |")
     print("| --- " * 11 + "|")
     for m, path in zip(models, paths):
-        with tempfile.TemporaryDirectory() as tmp:
-            inputs = os.path.join(tmp, "in")
-            os.makedirs(inputs)
-            make_inputs(path, inputs)
+        with prepared(path) as (tmp, inputs, ort_path):
             row, rss = [], [0.0, 0.0]
-            ort_path = scalar_qparams(path, tmp)
             try:
                 ort(ort_path, inputs, os.path.join(tmp, "ort"), 1, 0)
             except RuntimeError as e:
