@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include <omp.h>
@@ -613,7 +614,13 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   std::vector<std::thread> helpers;
   const std::size_t extra = std::min<std::size_t>(
       static_cast<std::size_t>(std::max(1, impl->threads)) - 1, order.size() / 8);
-  for (std::size_t t = 0; t < extra; ++t) helpers.emplace_back(helper);
+  for (std::size_t t = 0; t < extra; ++t) {
+    try {
+      helpers.emplace_back(helper);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had: the ones running (and this one) make the rest
+    }
+  }
   work();
   for (std::thread& t : helpers) t.join();
   omp_set_num_threads(impl->threads);
