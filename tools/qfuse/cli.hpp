@@ -66,14 +66,4 @@ int conformance_command(const Args& args);
 int compare_command(const Args& args);
 int export_command(const Args& args);
 
-// qfuse compare's report (compare.cpp), also written by `qfuse run` on the
-// bundled models.
-void print_compare_table(const std::vector<TensorDiff>& tensors);
-// With `unfused_tensors` (compare --reference), also the unfused path's.
-void write_compare_json(const std::string& path, const std::string& model, const std::string& inputs,
-                        const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers,
-                        const std::vector<TensorDiff>* unfused_tensors = nullptr);
-void write_compare_html(const std::string& path, const std::string& model, const std::string& inputs,
-                        const std::vector<TensorDiff>& tensors, const std::vector<LayerInfo>& layers);
-
 }  // namespace qfuse::cli

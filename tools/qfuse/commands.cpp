@@ -21,8 +21,10 @@
 #include "graph/onnx/importer.hpp"
 #include "graph/passes/pattern.hpp"
 #endif
+#include "tools/common/compare_report.hpp"
 #include "tools/common/fashion_mnist.hpp"
 #include "tools/common/isa.hpp"
+#include "tools/common/measure.hpp"
 #include "tools/common/models.hpp"
 #include "tools/common/npy.hpp"
 #include "tools/qfuse/cli.hpp"
@@ -30,25 +32,17 @@
 namespace qfuse::cli {
 namespace {
 
+using tools::median;
+using tools::NodeTime;
+using tools::node_medians;
+using tools::peak_rss_mib;
+using tools::percentile;
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // --isa caps the instruction set oneDNN may use; before any primitive exists.
@@ -317,10 +311,12 @@ int fashion_mnist_job(const tools::fashion_mnist::BundledModel& bundled, const A
     cmp.run({{"input", batch}});
   }
   const std::string report = args.value("--html").value_or("qfuse_report_" + model_name + ".html");
-  write_compare_html(report, model_name,
+  auto report_file = tools::create_report_file(report);
+  tools::write_compare_html(report_file, model_name,
                      std::to_string(std::min(n, kReportImages)) + " Fashion-MNIST test images" +
                          (classifier ? "" : " with noise"),
                      cmp.tensors(), cmp.fused().layers());
+  report_file.close();
 
   std::ifstream f(bundled.torch_json());
   const std::string torch_json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -394,53 +390,6 @@ int run_command(const Args& args) {
   return 0;
 }
 
-// The process's peak resident set (VmHWM), in MiB; 0 where /proc has none.
-double peak_rss_mib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
-  }
-  return 0.0;
-}
-
-// What --per-layer prints: each executed node's median time, sorted, with its
-// share of the sum, and GOPS for layers. Reorders a node stages around its own
-// work (a plain neighbour's layout) are a row of their own.
-struct NodeTime {
-  const LayerInfo* layer;
-  double median_us;
-  bool staged_reorders = false;  // the reorders `layer` stages, not its own work
-
-  std::string node() const { return layer->node + (staged_reorders ? " (staged reorders)" : ""); }
-  std::string op() const { return staged_reorders ? "Reorder" : layer->op; }
-  std::string implementation() const {
-    return staged_reorders ? "reorder" : layer->implementation;
-  }
-  double gops() const {
-    const std::int64_t macs = staged_reorders ? 0 : layer->macs;
-    return macs > 0 && median_us > 0 ? 2.0 * static_cast<double>(macs) / (median_us * 1e3) : 0.0;
-  }
-};
-
-std::vector<NodeTime> node_medians(const std::vector<LayerInfo>& layers,
-                                   const std::vector<std::vector<double>>& times,
-                                   const std::vector<std::vector<double>>& staged) {
-  std::vector<NodeTime> rows;
-  for (std::size_t i = 0; i < layers.size() && i < times.size(); ++i) {
-    const double staged_us = i < staged.size() ? median(staged[i]) : 0.0;
-    std::vector<double> own = times[i];
-    for (std::size_t k = 0; i < staged.size() && k < own.size() && k < staged[i].size(); ++k) {
-      own[k] -= staged[i][k];
-    }
-    rows.push_back({&layers[i], median(own)});
-    if (staged_us > 0.0) rows.push_back({&layers[i], staged_us, true});
-  }
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const NodeTime& a, const NodeTime& b) { return a.median_us > b.median_us; });
-  return rows;
-}
-
 std::string shorten(const std::string& s, std::size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 3) + "...";
 }
@@ -501,55 +450,29 @@ int bench_command(const Args& args) {
   const double compile_ms = ms_since(compile_start);
   const double compile_rss_mib = peak_rss_mib();
   const CompileTimes phases = model.compile_times();
-  std::vector<InferRequest> pool;
-  double first_ms = 0.0;
-  for (int r = 0; r < requests; ++r) {
-    pool.push_back(model.create_infer_request());
-    pool.back().set_threads(per_request);
-    fill_inputs(model, pool.back(), std::nullopt);
-    const auto t = Clock::now();
-    pool.back().infer();  // warm-up
-    if (r == 0) first_ms = ms_since(t);
-  }
   const bool per_layer = args.flag("--per-layer");
-  if (per_layer) pool[0].set_profiling(true);
-
-  std::vector<std::vector<double>> latencies(static_cast<std::size_t>(requests));
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration<double>(seconds);
-  // A progress bar on a terminal, drawn by request 0 between its inferences
-  // when the whole percent changes.
-  const bool progress = isatty(STDOUT_FILENO) != 0;
+  // A progress bar on a terminal, drawn between request 0's inferences when
+  // the whole percent changes.
   int shown = -1;
-  const auto work = [&](int r) {
-    omp_set_num_threads(per_request);
-    while (Clock::now() < deadline) {
-      const auto t = Clock::now();
-      pool[static_cast<std::size_t>(r)].infer();
-      latencies[static_cast<std::size_t>(r)].push_back(ms_since(t));
-      if (r == 0 && progress) {
-        const int pct = std::min(100, static_cast<int>(ms_since(start) / (10.0 * seconds)));
-        if (pct != shown) {
-          shown = pct;
-          std::cout << "\r[" << std::string(static_cast<std::size_t>(pct / 5), '#')
-                    << std::string(static_cast<std::size_t>(20 - pct / 5), ' ') << "] " << pct
-                    << "%" << std::flush;
-        }
-      }
-    }
+  const auto draw = [&shown](double done) {
+    const int pct = static_cast<int>(100.0 * done);
+    if (pct == shown) return;
+    shown = pct;
+    std::cout << "\r[" << std::string(static_cast<std::size_t>(pct / 5), '#')
+              << std::string(static_cast<std::size_t>(20 - pct / 5), ' ') << "] " << pct << "%"
+              << std::flush;
   };
-  // Request 0 runs on this thread (whose OpenMP team is already warm), the
-  // others on threads of their own.
-  std::vector<std::thread> workers;
-  for (int r = 1; r < requests; ++r) workers.emplace_back(work, r);
-  work(0);
-  for (auto& w : workers) w.join();
-  const double elapsed_s = ms_since(start) / 1000.0;
+  const bool progress = isatty(STDOUT_FILENO) != 0;
+  const tools::LatencyRun run = tools::measure_latency(
+      model, [&model](InferRequest& r) { fill_inputs(model, r, std::nullopt); },
+      {.requests = requests, .threads_per_request = per_request, .seconds = seconds,
+       .per_layer = per_layer},
+      progress ? std::function<void(double)>(draw) : std::function<void(double)>());
   if (progress) std::cout << "\r" << std::string(32, ' ') << "\r";
-
-  std::vector<double> all;
-  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  const double throughput = static_cast<double>(all.size()) / elapsed_s;
+  const std::vector<double>& all = run.latencies_ms;
+  const double elapsed_s = run.seconds;
+  const double first_ms = run.first_ms;
+  const double throughput = run.throughput();
   const double rss_mib = peak_rss_mib();
   std::cout << std::fixed << std::setprecision(3) << "model " << model_name << " ("
             << (args.flag("--unfused") ? "unfused" : "fused") << "), " << requests
@@ -571,7 +494,7 @@ int bench_command(const Args& args) {
   const std::vector<LayerInfo> layers = model.layers();
   std::vector<NodeTime> rows;
   if (per_layer) {
-    rows = node_medians(layers, pool[0].node_times_us(), pool[0].staged_reorder_times_us());
+    rows = node_medians(layers, run.node_times_us, run.staged_reorder_times_us);
     print_per_layer(rows);
   }
   if (auto path = args.value("--json")) {
