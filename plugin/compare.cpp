@@ -324,22 +324,81 @@ void Comparison::Impl::run_fused() {
   }
 }
 
+namespace {
+
+// The shares, cosine and SNR from the counts and sums.
+void finish(TensorDiff& d) {
+  const DiffSums& s = d.sums;
+  d.equal_share = d.elements > 0 ? static_cast<double>(s.equal) / static_cast<double>(d.elements) : 0.0;
+  d.cosine = s.fused_sq > 0 && s.ref_sq > 0 ? s.fused_ref / std::sqrt(s.fused_sq * s.ref_sq)
+                                            : (s.fused_sq == s.ref_sq ? 1.0 : 0.0);
+  d.snr_db = s.diff_sq > 0 ? 10.0 * std::log10(s.ref_sq / s.diff_sq)
+                           : std::numeric_limits<double>::infinity();
+  d.isolated.equal_share = d.isolated.elements > 0 ? static_cast<double>(s.isolated_equal) /
+                                                         static_cast<double>(d.isolated.elements)
+                                                   : 0.0;
+}
+
+}  // namespace
+
 std::vector<TensorDiff> Comparison::tensors() const {
   std::vector<TensorDiff> out;
   for (const Match& m : impl_->matches) {
     TensorDiff d = m.diff;
     if (d.elements == 0) continue;
-    d.equal_share = static_cast<double>(m.equal) / static_cast<double>(d.elements);
-    d.cosine = m.saa > 0 && m.sbb > 0 ? m.sab / std::sqrt(m.saa * m.sbb) : (m.saa == m.sbb ? 1.0 : 0.0);
-    d.snr_db = m.see > 0 ? 10.0 * std::log10(m.sbb / m.see) : std::numeric_limits<double>::infinity();
     d.isolated = m.isolated;
-    if (d.isolated.elements > 0) {
-      d.isolated.equal_share =
-          static_cast<double>(m.isolated_equal) / static_cast<double>(d.isolated.elements);
-    }
+    d.sums = {.equal = m.equal, .isolated_equal = m.isolated_equal, .fused_ref = m.sab,
+              .fused_sq = m.saa, .ref_sq = m.sbb, .diff_sq = m.see};
+    finish(d);
     out.push_back(std::move(d));
   }
   return out;
+}
+
+void Comparison::clear() {
+  for (Match& m : impl_->matches) {
+    const TensorDiff kept = m.diff;
+    m.diff = {.name = kept.name, .node = kept.node, .graph_output = kept.graph_output,
+              .quantized = kept.quantized};
+    m.sab = m.saa = m.sbb = m.see = 0.0;
+    m.equal = 0;
+    m.isolated = {};
+    m.isolated_equal = 0;
+  }
+}
+
+void merge(std::vector<TensorDiff>& into, const std::vector<TensorDiff>& more) {
+  std::unordered_map<std::string, std::size_t> at;
+  for (std::size_t i = 0; i < into.size(); ++i) at.emplace(into[i].name, i);
+  for (const TensorDiff& b : more) {
+    const auto it = at.find(b.name);
+    if (it == at.end()) {
+      at.emplace(b.name, into.size());
+      into.push_back(b);
+      continue;
+    }
+    TensorDiff& a = into[it->second];
+    a.elements += b.elements;
+    a.max_abs = std::max(a.max_abs, b.max_abs);
+    a.max_lsb = std::max(a.max_lsb, b.max_lsb);
+    IsolatedDiff& ai = a.isolated;
+    const IsolatedDiff& bi = b.isolated;
+    ai.elements += bi.elements;
+    ai.max_abs = std::max(ai.max_abs, bi.max_abs);
+    ai.max_lsb = std::max(ai.max_lsb, bi.max_lsb);
+    for (int k = 0; k < 4; ++k) {
+      a.lsb[k] += b.lsb[k];
+      ai.lsb[k] += bi.lsb[k];
+    }
+    DiffSums& s = a.sums;
+    s.equal += b.sums.equal;
+    s.isolated_equal += b.sums.isolated_equal;
+    s.fused_ref += b.sums.fused_ref;
+    s.fused_sq += b.sums.fused_sq;
+    s.ref_sq += b.sums.ref_sq;
+    s.diff_sq += b.sums.diff_sq;
+    finish(a);
+  }
 }
 
 std::vector<TensorDiff> compare(const Model& model, const std::map<std::string, Tensor>& inputs,

@@ -53,6 +53,59 @@ TEST(Compare, LayerBoundariesAndOutputWithinOneLsb) {
   EXPECT_GT(out->snr_db, 30.0);
 }
 
+// Inputs a layer is likely to round differently fused and unfused.
+Tensor random_x(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(0.0f, 5.0f);
+  std::vector<float> xv(256);
+  for (float& v : xv) v = d(rng);
+  return Tensor::from_vector<float>({1, 4, 8, 8}, xv);
+}
+
+// Six input sets: one Comparison over all of them, against two halves merged
+// (the second half on the same Comparison after clear()).
+TEST(CompareMerge, HalvesMergedEqualOneRunOverAll) {
+  const SmallNet net = two_layers();
+  const qfuse::Model model = qfuse::make_model(net.graph);
+  qfuse::Comparison all(model);
+  qfuse::Comparison part(model);
+  for (unsigned i = 0; i < 6; ++i) all.run({{"x", random_x(100 + i)}});
+  for (unsigned i = 0; i < 3; ++i) part.run({{"x", random_x(100 + i)}});
+  std::vector<TensorDiff> merged = part.tensors();
+  part.clear();
+  EXPECT_TRUE(part.tensors().empty());  // nothing measured since
+  for (unsigned i = 3; i < 6; ++i) part.run({{"x", random_x(100 + i)}});
+  const std::vector<TensorDiff> second = part.tensors();
+  qfuse::merge(merged, second);
+  const std::vector<TensorDiff> whole = all.tensors();
+  ASSERT_EQ(merged.size(), whole.size());
+  bool some_off = false;
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    const TensorDiff& a = merged[k];
+    const TensorDiff& b = whole[k];
+    SCOPED_TRACE(b.name);
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.elements, b.elements);
+    EXPECT_EQ(a.elements, 2 * second[k].elements);
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_EQ(a.lsb[j], b.lsb[j]);
+      EXPECT_EQ(a.isolated.lsb[j], b.isolated.lsb[j]);
+    }
+    EXPECT_EQ(a.sums.equal, b.sums.equal);
+    EXPECT_EQ(a.max_abs, b.max_abs);
+    EXPECT_EQ(a.max_lsb, b.max_lsb);
+    EXPECT_DOUBLE_EQ(a.equal_share, b.equal_share);
+    EXPECT_NEAR(a.cosine, b.cosine, 1e-12);
+    if (std::isinf(b.snr_db)) {
+      EXPECT_TRUE(std::isinf(a.snr_db));
+    } else {
+      EXPECT_NEAR(a.snr_db, b.snr_db, 1e-9);
+    }
+    some_off = some_off || b.sums.equal < b.elements;
+  }
+  EXPECT_TRUE(some_off) << "no tensor differs: the merge of the sums is not exercised";
+}
+
 // Every scale a power of two (inputs, weights k / 64, activations), so that
 // the unfused path computes each pre-FakeQuantize value exactly and a fused
 // layer given the same input codes writes the same codes, ties included.

@@ -46,6 +46,18 @@ struct IsolatedDiff {
   double equal_share = 0.0;
 };
 
+// The counts and sums a TensorDiff's shares, cosine and SNR are made of, so
+// that differences measured apart (other requests, processes or machines)
+// merge exactly: merge().
+struct DiffSums {
+  std::int64_t equal = 0;           // propagated elements equal
+  std::int64_t isolated_equal = 0;  // isolated elements equal
+  double fused_ref = 0.0;           // sum fused * unfused
+  double fused_sq = 0.0;            // sum fused^2
+  double ref_sq = 0.0;              // sum unfused^2
+  double diff_sq = 0.0;             // sum (fused - unfused)^2
+};
+
 struct TensorDiff {
   std::string name;       // the value in the model (the unfused graph)
   std::string node;       // the fused node that writes it
@@ -63,6 +75,7 @@ struct TensorDiff {
   // The layer's own error: the fields above, with every earlier compared
   // tensor replaced by the reference's.
   IsolatedDiff isolated;
+  DiffSums sums;
 };
 
 class QFUSE_API Comparison {
@@ -93,11 +106,21 @@ class QFUSE_API Comparison {
                           const std::map<std::string, Tensor>& reference);
   // In the fused graph's execution order.
   std::vector<TensorDiff> tensors() const;
+  // Forgets the differences run() and run_against() added; the compiled
+  // models stay (e.g. one Comparison per worker, cleared per data partition).
+  void clear();
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Adds the differences in `more` to those in `into`, tensor by tensor (by
+// name, in `into`'s order; a tensor only `more` holds is appended): counts and
+// sums add, maxima take the larger, shares, cosine and SNR follow from the
+// sums. Merging the tensors() of runs over parts of a data set gives what one
+// Comparison over all of it gives (up to the order of floating-point sums).
+QFUSE_API void merge(std::vector<TensorDiff>& into, const std::vector<TensorDiff>& more);
 
 // One input set: Comparison(model, fused_options), run(inputs), tensors().
 QFUSE_API std::vector<TensorDiff> compare(const Model& model,
