@@ -10,7 +10,8 @@ packages=(
   libdnnl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
-  python3 python3-onnx python3-numpy
+  python3 python3-onnx python3-numpy python3-dev python3-pybind11 python3-pytest
+  python3-pandas python3-distributed python3-torch
   zlib1g-dev dataset-fashion-mnist
   "$@"
 )
