@@ -49,6 +49,20 @@ py::dtype dtype_of(ElementType t) {
 
 std::string dtype_name(ElementType t) { return py::str(dtype_of(t)).cast<std::string>(); }
 
+// The element type of a numpy dtype in native byte order (by kind and size:
+// an unpickled array's dtype is equal to, not the same object as, numpy's).
+std::optional<ElementType> element_type(const py::dtype& d) {
+  if (d.byteorder() == '>') return std::nullopt;
+  const char kind = d.kind();
+  const auto size = d.itemsize();
+  if (kind == 'f' && size == 4) return ElementType::f32;
+  if (kind == 'i' && size == 1) return ElementType::s8;
+  if (kind == 'u' && size == 1) return ElementType::u8;
+  if (kind == 'i' && size == 4) return ElementType::s32;
+  if (kind == 'i' && size == 8) return ElementType::s64;
+  return std::nullopt;
+}
+
 std::string shape_text(const std::vector<std::int64_t>& s) {
   std::string out = "(";
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
@@ -60,7 +74,7 @@ Shape shape_of(const py::array& a) { return Shape(a.shape(), a.shape() + a.ndim(
 // `a` as the input `info` expects it, or InferenceError saying what differs.
 void check_array(const std::string& what, const TensorInfo& info, const py::array& a) {
   const std::string head = what + " '" + info.name + "': ";
-  if (!a.dtype().is(dtype_of(info.type))) {
+  if (element_type(a.dtype()) != info.type) {
     throw InferenceError(head + "expected dtype " + dtype_name(info.type) + ", got " +
                          py::str(a.dtype()).cast<std::string>() +
                          " (convert it with arr.astype(numpy." + dtype_name(info.type) + "))");
@@ -78,19 +92,15 @@ void check_array(const std::string& what, const TensorInfo& info, const py::arra
 
 // A copy of `a` as a Tensor (bench inputs, comparisons).
 Tensor to_tensor(const py::array& a) {
-  static const std::pair<ElementType, py::dtype> kTypes[] = {
-      {ElementType::f32, py::dtype::of<float>()},         {ElementType::s8, py::dtype::of<std::int8_t>()},
-      {ElementType::u8, py::dtype::of<std::uint8_t>()},    {ElementType::s32, py::dtype::of<std::int32_t>()},
-      {ElementType::s64, py::dtype::of<std::int64_t>()}};
-  for (const auto& [type, dt] : kTypes) {
-    if (!a.dtype().is(dt)) continue;
-    const py::array c = py::array::ensure(a, py::array::c_style);
-    Tensor t(type, shape_of(c));
-    std::memcpy(t.raw_data(), c.data(), t.byte_size());
-    return t;
+  const std::optional<ElementType> type = element_type(a.dtype());
+  if (!type) {
+    throw InferenceError("array of dtype " + py::str(a.dtype()).cast<std::string>() +
+                         ": qfuse takes float32, int8, uint8, int32 or int64 in native byte order");
   }
-  throw InferenceError("array of dtype " + py::str(a.dtype()).cast<std::string>() +
-                       ": qfuse takes float32, int8, uint8, int32 or int64");
+  const py::array c = py::array::ensure(a, py::array::c_style);
+  Tensor t(*type, shape_of(c));
+  std::memcpy(t.raw_data(), c.data(), t.byte_size());
+  return t;
 }
 
 // name -> array, checked against the model's inputs: every input given, no
@@ -593,7 +603,7 @@ PYBIND11_MODULE(_qfuse, m) {
            "OpenMP threads this request's primitives use, at most the model's (0: all).");
 
   py::class_<Compiled>(m, "CompiledModel", py::dynamic_attr())
-      .def_property_readonly("model", [](const Compiled& c) { return c.source(); },
+      .def_property_readonly("_model", [](const Compiled& c) { return c.source(); },
                              "the Model it was compiled from (None for a Comparison's)")
       .def_property_readonly("inputs", [](const Compiled& c) { return tensor_infos(c.model().inputs()); })
       .def_property_readonly("outputs", [](const Compiled& c) { return tensor_infos(c.model().outputs()); })

@@ -84,8 +84,11 @@ def compile(model, *, fuse=True, threads=0, integer_only=False, allow_residual_r
     fused layer requantizes in integer arithmetic; log_level: "trace" ..
     "off" (process-wide).
     """
-    return _qfuse.compile(_as_model(model), fuse, allow_residual_round_drop, int(threads),
-                          integer_only, float(integer_eta), log_level)
+    source = _as_model(model)
+    compiled = _qfuse.compile(source, fuse, allow_residual_round_drop, int(threads), integer_only,
+                              float(integer_eta), log_level)
+    compiled._source = source  # the Python Model, with its ONNX bytes
+    return compiled
 
 
 def random_inputs(infos, seed=0):
@@ -152,6 +155,9 @@ def _profile(self, inputs=None, runs=20):
     return Records(_qfuse.CompiledModel._profile(self, inputs, int(runs)))
 
 
+CompiledModel.model = property(
+    lambda self: self.__dict__.get("_source") or self._model,
+    doc="the Model it was compiled from (None for a Comparison's fused / unfused)")
 CompiledModel.layers = _layers
 CompiledModel.refusals = _refusals
 CompiledModel.bench = _bench

@@ -41,14 +41,47 @@ def to_onnx(module, example_inputs, *, input_names=None, output_names=None, opse
     axes = {n: {0: "batch"} for n in list(input_names) + list(output_names)} if dynamic_batch else None
     buf = io.BytesIO()
     was_training = module.training
+    restore = _exportable_fake_quant(module)
     try:
         module.eval()
         torch.onnx.export(module, example_inputs, buf, opset_version=opset,
                           input_names=list(input_names), output_names=list(output_names),
                           do_constant_folding=True, dynamic_axes=axes)
     finally:
+        restore()
         module.train(was_training)
     return buf.getvalue()
+
+
+def _exportable_fake_quant(module):
+    """Readies a QAT module's fake quantizers for export; returns what undoes it.
+
+    Exporting runs the module, so observers are switched off (the calibrated
+    scales stay as they are). torch's default QAT qconfig uses
+    FusedMovingAvgObsFakeQuantize, whose fused operator torch.onnx cannot
+    export: with its observer off it computes what FakeQuantize.forward
+    does, so that forward (fake_quantize_per_tensor/channel_affine, which
+    export as QuantizeLinear / DequantizeLinear) stands in while exporting."""
+    try:
+        import torch.ao.quantization as tq
+    except ImportError:
+        return lambda: None
+    undo = []
+    for m in module.modules():
+        if not isinstance(m, tq.FakeQuantizeBase) or not hasattr(m, "observer_enabled"):
+            continue
+        saved = m.observer_enabled.clone()
+        m.observer_enabled.fill_(0)
+        undo.append(lambda m=m, saved=saved: m.observer_enabled.copy_(saved))
+        fused = getattr(tq, "FusedMovingAvgObsFakeQuantize", None)
+        if fused is not None and isinstance(m, fused):
+            m.forward = tq.FakeQuantize.forward.__get__(m)
+            undo.append(lambda m=m: m.__dict__.pop("forward", None))
+
+    def restore():
+        for u in reversed(undo):
+            u()
+    return restore
 
 
 def from_torch(module, example_inputs, *, input_names=None, output_names=None, opset=13,

@@ -1,0 +1,210 @@
+"""The binding against the C++ API: outputs bit for bit equal to the CLI's
+(qfuse run --outputs), arrays in place, bad inputs as exceptions, records."""
+
+import os
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import qfuse
+
+CLI = os.environ.get("QFUSE_CLI")
+
+
+def batch(images, n=8):
+    return np.ascontiguousarray(images[:n])
+
+
+def test_outputs_equal_the_cli_bit_for_bit(tmp_path, cnn_path, test_set):
+    if not CLI:
+        pytest.skip("QFUSE_CLI not set (ctest sets it)")
+    x = batch(test_set[0])
+    np.save(tmp_path / "input.npy", x)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    for fuse in (True, False):
+        args = [CLI, "run", cnn_path, "--inputs", str(tmp_path), "--outputs", str(out_dir)]
+        subprocess.run(args + ([] if fuse else ["--unfused"]), check=True, capture_output=True)
+        cli = np.load(out_dir / "output.npy")
+        model = qfuse.load(cnn_path, shapes={"input": x.shape})
+        ours = qfuse.compile(model, fuse=fuse).run({"input": x})["output"]
+        assert ours.dtype == cli.dtype and ours.shape == cli.shape
+        assert np.array_equal(ours, cli), f"fuse={fuse}: max diff {np.abs(ours - cli).max()}"
+
+
+def test_fused_layers_and_records(cnn_path):
+    c = qfuse.compile(qfuse.load(cnn_path, shapes={"input": (1, 1, 28, 28)}))
+    layers = c.layers()
+    convs = [l for l in layers if l["op"] == "QuantizedConvolution"]
+    assert len(convs) == 5 and all(l["precision"] == "int8" for l in convs)
+    assert all(":" in l["implementation"] for l in convs)  # oneDNN's name:isa
+    df = layers.to_dataframe()
+    assert list(df["node"]) == [l["node"] for l in layers]
+    dump = c.dump()
+    assert dump["layers"] == layers and isinstance(dump["refusals"], list)
+    assert dump["memory"]["arena_bytes"] > 0
+    assert "/conv1/Conv" in c.dump_text()
+    unfused = qfuse.compile(c.model, fuse=False)
+    assert all(l["precision"] != "int8" for l in unfused.layers())
+
+
+def test_refusals_are_data():
+    # Nothing quantized in this ONNX model: every candidate is refused with a reason.
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 1, 1], [0.5] * 12)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    c = qfuse.compile(qfuse.load(m.SerializeToString()))
+    refusals = c.refusals()
+    assert any(r["node"] == "conv" and r["reason"] for r in refusals), refusals
+    x = np.ones((1, 3, 4, 4), np.float32)
+    assert np.allclose(c.run({"x": x})["y"], 1.5)
+
+
+def test_bad_inputs_raise_clear_exceptions(cnn_path):
+    c = qfuse.compile(qfuse.load(cnn_path, shapes={"input": (2, 1, 28, 28)}))
+    good = np.zeros((2, 1, 28, 28), np.float32)
+    with pytest.raises(qfuse.InferenceError, match=r"input 'input': expected dtype float32, got float64"):
+        c.run({"input": good.astype(np.float64)})
+    with pytest.raises(qfuse.InferenceError, match=r"expected shape \(2, 1, 28, 28\), got \(1, 1, 28, 28\)"):
+        c.run({"input": good[:1]})
+    with pytest.raises(qfuse.InferenceError, match="not C-contiguous"):
+        c.run({"input": np.zeros((2, 1, 28, 56), np.float32)[..., ::2]})
+    with pytest.raises(qfuse.InferenceError, match="input 'input' .* was not given"):
+        c.run({})
+    with pytest.raises(qfuse.InferenceError, match="no such input"):
+        c.run({"input": good, "extra": good})
+    with pytest.raises(qfuse.InferenceError, match="expected a numpy array"):
+        c.run({"input": [0.0] * 4})
+    with pytest.raises(qfuse.IoError, match="no_such.onnx"):
+        qfuse.load("/nonexistent/no_such.onnx")
+    with pytest.raises(qfuse.Error):
+        qfuse.load(b"not a model")
+    with pytest.raises(qfuse.GraphError, match="input"):  # symbolic batch left unbound
+        qfuse.compile(qfuse.load(cnn_path))
+    assert issubclass(qfuse.InferenceError, qfuse.Error) and issubclass(qfuse.Error, RuntimeError)
+    # The request still works after the errors.
+    assert c.run({"input": good})["output"].shape == (2, 10)
+
+
+def test_read_only_and_reused_inputs(cnn_path, test_set):
+    c = qfuse.compile(qfuse.load(cnn_path, shapes={"input": (4, 1, 28, 28)}))
+    x = batch(test_set[0], 4)
+    ro = x.copy()
+    ro.flags.writeable = False
+    a = c.run({"input": x})["output"]
+    b = c.run({"input": ro})["output"]
+    assert np.array_equal(a, b)
+    assert np.array_equal(x, ro)  # inputs are only read
+    r = c.create_request()
+    outs = [r.run({"input": x})["output"] for _ in range(2)]
+    assert outs[0] is not outs[1] and np.array_equal(outs[0], outs[1])  # fresh arrays
+
+
+def test_threads_run_concurrently_with_the_gil_released(cnn_path, test_set):
+    c = qfuse.compile(qfuse.load(cnn_path, shapes={"input": (16, 1, 28, 28)}), threads=1)
+    xs = [batch(test_set[0][i * 16:], 16) for i in range(4)]
+    expected = [c.run({"input": x})["output"] for x in xs]
+    inside = [0]
+    peak = [0]
+    lock = threading.Lock()
+    errors = []
+
+    def worker(k):
+        r = c.create_request()
+        for _ in range(50):
+            got = r.run({"input": xs[k]})["output"]
+            if not np.array_equal(got, expected[k]):
+                errors.append(k)
+        for _ in range(50):  # the shared pool too
+            with lock:
+                inside[0] += 1
+                peak[0] = max(peak[0], inside[0])
+            got = c.run({"input": xs[k]})["output"]
+            with lock:
+                inside[0] -= 1
+            if not np.array_equal(got, expected[k]):
+                errors.append(k)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert peak[0] > 1  # threads were inside run() at once: the GIL was not held throughout
+
+
+def test_one_request_on_two_threads_is_refused(cnn_path):
+    c = qfuse.compile(qfuse.load(cnn_path, shapes={"input": (256, 1, 28, 28)}), threads=1)
+    r = c.create_request()
+    x = np.zeros((256, 1, 28, 28), np.float32)
+    refused = []
+    go = threading.Event()
+
+    def hammer():
+        go.wait()
+        for _ in range(20):
+            try:
+                r.run({"input": x})
+            except qfuse.InferenceError as e:
+                refused.append(str(e))
+
+    ts = [threading.Thread(target=hammer) for _ in range(2)]
+    for t in ts:
+        t.start()
+    go.set()
+    for t in ts:
+        t.join()
+    # Either thread may win every race; what matters is no crash and a clear message.
+    assert all("running on another thread" in m for m in refused)
+
+
+def test_compare_records_html_and_merge(tmp_path, cnn_path, test_set):
+    m = qfuse.load(cnn_path, shapes={"input": (8, 1, 28, 28)})
+    sets = [{"input": batch(test_set[0][i * 8:])} for i in range(4)]
+    records = qfuse.compare(m, sets, html=tmp_path / "r.html", title="fashion_cnn")
+    assert records[-1]["graph_output"] and records[-1]["implementation"].startswith("brg")
+    assert all(r["isolated_max_lsb"] <= 1.0 + 1e-6 for r in records if r["quantized"])
+    assert all(r["elements"] > 0 for r in records)
+    page = (tmp_path / "r.html").read_text()
+    assert page.startswith("<!doctype html>") and "fashion_cnn" in page and "<svg" in page
+    df = records.to_dataframe()
+    assert {"node", "max_lsb", "equal_share", "snr_db", "isolated_max_lsb", "implementation",
+            "post_ops"} <= set(df.columns)
+    assert "fused node" in str(records)
+    # Two halves merged equal one comparison over all four sets.
+    first = qfuse.compare(m, sets[:2])
+    second = qfuse.compare(m, sets[2:])
+    merged = qfuse.merge(first, second)
+    for a, b in zip(merged, records):
+        assert a["name"] == b["name"] and a["elements"] == b["elements"]
+        for k in ("lsb0", "lsb1", "lsb2", "lsb_over2", "isolated_lsb0", "max_abs", "max_lsb"):
+            assert a[k] == b[k], k
+        assert a["equal_share"] == pytest.approx(b["equal_share"], abs=1e-12)
+
+
+def test_bench_and_profile(cnn_path):
+    c = qfuse.compile(qfuse.load(cnn_path, shapes={"input": (1, 1, 28, 28)}), threads=1)
+    b = c.bench(seconds=0.05, per_layer=True, min_inferences=5)
+    assert b["inferences"] >= 5 and b["latency_ms_min"] <= b["latency_ms_median"] <= b["latency_ms_max"]
+    nodes = {r["node"] for r in b["layers"]}
+    assert "/conv1/Conv" in nodes
+    p = c.profile(runs=3)
+    assert abs(sum(r["share"] for r in p) - 1.0) < 1e-9
+    assert all(r["implementation"] for r in p)
+
+
+def test_integer_only_option(cnn_path, test_set):
+    m = qfuse.load(cnn_path, shapes={"input": (8, 1, 28, 28)})
+    c = qfuse.compile(m, integer_only=True)
+    assert c.options["integer_only"]
+    assert any(l["integer"] == "integer" for l in c.layers())
+    with pytest.raises(qfuse.CompileError, match="threads"):
+        qfuse.compile(m, threads=-1)
