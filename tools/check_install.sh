@@ -28,4 +28,16 @@ cc -std=c11 -Wall -Werror "$src/examples/classify_c.c" -o "$work/classify_pkgcon
 "$work/classify_pkgconfig" "$model"
 # The installed CLI finds its bundled models under share/qfuse.
 "$prefix/bin/qfuse" dump --summary default | head -1
+# The Python package, imported from the prefix alone (the build tree is not on
+# the path; the module finds the installed libraries through its RPATH).
+pydir=$(dirname "$(find "$prefix" -path '*/qfuse/__init__.py' | head -1)")
+if [ -n "$pydir" ] && [ "$pydir" != "." ]; then
+  (cd "$work" && PYTHONPATH=$(dirname "$pydir") /usr/bin/python3 -c "
+import numpy as np, qfuse, sys
+assert qfuse.__file__.startswith('$prefix'), qfuse.__file__
+m = qfuse.load('$model', shapes={'input': (1, 1, 28, 28)})
+y = qfuse.compile(m).run({'input': np.zeros((1, 1, 28, 28), np.float32)})['output']
+print('python package:', qfuse.__file__, 'output', y.shape)
+")
+fi
 echo "install check: ok"
