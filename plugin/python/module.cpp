@@ -385,8 +385,7 @@ class Request {
       keep.push_back(std::move(a));
     }
     for (auto& [name, a] : in) {
-      const TensorInfo& info = *std::find_if(inputs_.begin(), inputs_.end(),
-                                             [&](const TensorInfo& i) { return i.name == name; });
+      const TensorInfo& info = input_info(name);
       // A read-only array is only read: the request never writes its inputs.
       request_.bind_input(name, info.type, info.shape, const_cast<void*>(a.data()));
     }
@@ -445,8 +444,7 @@ class Request {
   void run_locked(const py::dict& given) {
     std::map<std::string, py::array> in = input_arrays(inputs_, given);
     for (auto& [name, a] : in) {
-      const TensorInfo& info = *std::find_if(inputs_.begin(), inputs_.end(),
-                                             [&](const TensorInfo& i) { return i.name == name; });
+      const TensorInfo& info = input_info(name);
       request_.bind_input(name, info.type, info.shape, const_cast<void*>(a.data()));
     }
     struct Unbind {
@@ -457,6 +455,11 @@ class Request {
     } unbind{*this};
     py::gil_scoped_release release;
     request_.infer();
+  }
+
+  const TensorInfo& input_info(const std::string& name) const {
+    return *std::find_if(inputs_.begin(), inputs_.end(),
+                         [&name](const TensorInfo& i) { return i.name == name; });
   }
 
   std::mutex mutex_;
