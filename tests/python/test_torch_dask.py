@@ -143,3 +143,22 @@ def test_dask_local_cluster_equals_one_process(cnn_path, test_set):
         (local.fused_correct, local.unfused_correct, local.agree)
     assert list(remote.records) == list(local.records)  # every figure, bit for bit
     assert all(c in ([], [1]) for c in counts.values()) and [1] in counts.values(), counts
+
+
+def test_from_torch_compiles_a_converted_module_int8(test_set):
+    torch = pytest.importorskip("torch")
+    import torch.ao.quantization as tq
+
+    net = small_qat_net()
+    net.eval()
+    converted = tq.convert(net)  # torch's own int8 modules
+    x = test_set[0][:8]
+    compiled = qfuse.from_torch(converted, torch.from_numpy(x))
+    int8 = [l["node"] for l in compiled.layers()
+            if l["op"].startswith("Quantized") and l["precision"] == "int8"]
+    assert int8 == ["/conv1/Conv", "/conv2/Conv", "/fc/Gemm"], compiled.layers().to_dataframe()
+    with torch.no_grad():
+        expected = converted(torch.from_numpy(x)).numpy()
+    got = compiled.run({"input": x})["output"]
+    # torch's int8 engine and qfuse's fused layers: within one quantum of the output grid.
+    assert np.abs(got - expected).max() <= float(converted.fc.scale) * (1 + 1e-6)
