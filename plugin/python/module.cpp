@@ -375,31 +375,19 @@ class Request {
           "infer: this request is running on another thread; use one request per thread "
           "(CompiledModel.create_request()) or CompiledModel.run, which takes a free one");
     }
-    std::map<std::string, py::array> in = input_arrays(inputs_, given);
     py::dict out;
-    std::vector<py::array> keep;
     for (const TensorInfo& o : outputs_) {
       py::array a(dtype_of(o.type), o.shape);
       request_.bind_output(o.name, o.type, o.shape, a.mutable_data());
-      out[py::str(o.name)] = a;
-      keep.push_back(std::move(a));
-    }
-    for (auto& [name, a] : in) {
-      const TensorInfo& info = input_info(name);
-      // A read-only array is only read: the request never writes its inputs.
-      request_.bind_input(name, info.type, info.shape, const_cast<void*>(a.data()));
+      out[py::str(o.name)] = a;  // keeps the array alive past the inference
     }
     struct Unbind {
       Request& r;
       ~Unbind() {
-        for (const TensorInfo& i : r.inputs_) r.request_.bind_input(i.name, i.type, i.shape, nullptr);
         for (const TensorInfo& o : r.outputs_) r.request_.bind_output(o.name, o.type, o.shape, nullptr);
       }
     } unbind{*this};
-    {
-      py::gil_scoped_release release;
-      request_.infer();
-    }
+    run_locked(given);
     return out;
   }
 
@@ -441,6 +429,8 @@ class Request {
   }
 
  private:
+  // Binds the inputs in place (a read-only array is only read: the request
+  // never writes its inputs), runs with the GIL released, unbinds them.
   void run_locked(const py::dict& given) {
     std::map<std::string, py::array> in = input_arrays(inputs_, given);
     for (auto& [name, a] : in) {
