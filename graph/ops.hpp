@@ -184,8 +184,14 @@ struct ConvertAttrs {
   // type): saturate(round_half_even(x / scale) + zero_point).
   float scale = 0.0f;
   std::int32_t zero_point = 0;
+  // With scale: the codes the quantization saturates onto are the first
+  // `levels` of the type, [type min, type min + levels - 1] (a narrower grid,
+  // e.g. torch's reduce_range activations 0..127). 256: the whole type.
+  std::int32_t levels = 256;
   bool quantizes() const { return input_low != 0.0f || input_high != 0.0f || scale > 0.0f; }
   bool quantizes_linear() const { return scale > 0.0f; }
+  std::int32_t code_min() const { return to == ElementType::s8 ? -128 : 0; }
+  std::int32_t code_max() const { return code_min() + levels - 1; }
   bool operator==(const ConvertAttrs&) const = default;
 };
 

@@ -533,6 +533,9 @@ OutputSpec check_node(NodeChecker& c) {
                    (!a.quantizes() && (a.to == ElementType::f32 || a.to == ElementType::s32 ||
                                        a.to == ElementType::s64)),
                "converts s64 to f32 or s32 only (got " + std::string(to_string(a.to)) + ")");
+      c.expect(a.levels == 256 || (a.quantizes_linear() && a.levels >= 2 && a.levels < 256),
+               "levels " + std::to_string(a.levels) +
+                   " (expected 256, or 2..255 when it quantizes by a scale)");
       if (a.quantizes()) {
         c.expect_type(0, ElementType::f32);
         c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,

@@ -842,12 +842,21 @@ class Exporter {
                    const std::string& base, const std::string& out) {
     const int zt = onnx_type(to);
     if (a.quantizes_linear()) {
-      // ONNX's own QuantizeLinear: the same arithmetic.
+      // ONNX's own QuantizeLinear: the same arithmetic. Onto fewer codes than
+      // the type holds, a Clip follows (as torch writes its reduce_range).
+      const bool narrow = a.levels != 256;
+      const std::string q = narrow ? out + "/codes" : out;
       w_.node("QuantizeLinear", base,
               {xin, w_.constant(base + "/scale", kFloat, std::vector<float>{a.scale}, {}),
                w_.constant(base + "/zero_point", zt,
                            std::vector<double>{static_cast<double>(a.zero_point)}, {})},
-              out);
+              q);
+      if (narrow) {
+        w_.node("Clip", base + "/levels",
+                {q, w_.constant(base + "/code_min", zt, std::vector<double>{double(a.code_min())}, {}),
+                 w_.constant(base + "/code_max", zt, std::vector<double>{double(a.code_max())}, {})},
+                out);
+      }
       return;
     }
     const double scale = (static_cast<double>(a.input_high) - a.input_low) / 255.0;

@@ -42,6 +42,11 @@ bool fold_quantize_into_softmax(Graph& g, PassContext& ctx) {
       ctx.reject(kPass, cv.name, "it quantizes by ranges, not by ONNX's scale and zero point");
       continue;
     }
+    if (q.levels != 256) {
+      ctx.reject(kPass, cv.name, "it quantizes onto " + std::to_string(q.levels) +
+                                     " codes, not the whole type");
+      continue;
+    }
     if (q.zero_point != 0) {
       ctx.reject(kPass, cv.name, "zero point " + std::to_string(q.zero_point) +
                                      " (oneDNN 2.6's softmax has no destination zero point)");

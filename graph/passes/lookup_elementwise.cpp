@@ -150,8 +150,7 @@ double evaluate(const Graph& g, const Node& n, const std::vector<double>& in) {
       const double lo = a.to == ElementType::u8 ? 0.0 : -128.0;
       if (a.quantizes_linear()) {
         return composer::quantize_linear(static_cast<float>(x), a.scale, a.zero_point,
-                                         static_cast<std::int32_t>(lo),
-                                         static_cast<std::int32_t>(lo) + 255);
+                                         a.code_min(), a.code_max());
       }
       if (a.quantizes()) {
         const double level = fake_quantize(

@@ -1,6 +1,6 @@
 // quantize_by_convert
 //
-//   x -> FQ(il, ih, lo, lo + 255, 256) -> Convert(t)
+//   x -> FQ(il, ih, lo, lo + L - 1, L) -> Convert(t)
 //     ==>  x -> Convert(t, scale 1 / Si, zero point lo - il / Si)
 //
 // A quantize-only FakeQuantize that no layer took (the network input, a
@@ -8,12 +8,14 @@
 // Convert, one pass over the data that writes the stored codes. It computes
 // what the FakeQuantize did, so every tie rounds as in the unfused graph:
 // - with ONNX's scale and zero point: composer::quantize_linear,
-//   saturate(round_half_even(x / s) + zp - code_low + lo) onto t;
+//   saturate(round_half_even(x / s) + zp - code_low + lo) onto
+//   [lo, lo + L - 1], the type's first L codes (L < 256: a narrower grid,
+//   torch's reduce_range 0..127);
 // - by its ranges: the level round_half_even((x - il) * 255 / (ih - il)),
-//   clamped to [0, 255], plus lo (f64).
-// The FakeQuantize clamps to its levels, and the saturation to t is that
-// clamp when lo .. lo + 255 is t's range.
-// Preconditions: per-tensor ranges (and grid); 256 levels filling t.
+//   clamped to [0, 255], plus lo (f64); only with L = 256.
+// The FakeQuantize clamps to its levels, and the Convert's saturation is that
+// clamp when lo is t's minimum.
+// Preconditions: per-tensor ranges (and grid); lo the type's minimum.
 
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
@@ -41,17 +43,24 @@ bool quantize_by_convert(Graph& g, PassContext& ctx) {
       continue;
     }
     const float type_lo = to.to == ElementType::u8 ? 0.0f : -128.0f;
-    if (fq.attr<FakeQuantizeAttrs>().levels != 256 || *lo != type_lo || *hi != type_lo + 255.0f) {
-      ctx.reject(kPass, fq.name, "its levels do not fill " + std::string(to_string(to.to)) +
-                                     "; it runs as qfuse's loop");
+    const std::int64_t levels = fq.attr<FakeQuantizeAttrs>().levels;
+    const auto grid = linear_grid(g, fq, g.value(fq.inputs[0]).shape, 0);
+    const bool per_tensor_grid = grid && grid->scale.size() == 1 && grid->zero_point.size() == 1;
+    // A grid of fewer levels saturates onto the type's first codes; by the
+    // range formula only the whole type.
+    if (levels < 2 || levels > 256 || (levels != 256 && !per_tensor_grid) || *lo != type_lo ||
+        *hi != type_lo + static_cast<float>(levels - 1)) {
+      ctx.reject(kPass, fq.name, "its levels do not start at " + std::string(to_string(to.to)) +
+                                     "'s lowest code (or, by ranges, do not fill it); it runs "
+                                     "as qfuse's loop");
       continue;
     }
     if (!(*il < *ih)) continue;
     ConvertAttrs attrs = to;
-    if (const auto grid = linear_grid(g, fq, g.value(fq.inputs[0]).shape, 0);
-        grid && grid->scale.size() == 1 && grid->zero_point.size() == 1) {
+    if (per_tensor_grid) {
       attrs.scale = grid->scale[0];
       attrs.zero_point = grid->zero_point[0] - grid->code_low + static_cast<std::int32_t>(type_lo);
+      attrs.levels = static_cast<std::int32_t>(levels);
     } else {
       attrs.input_low = *il;
       attrs.input_high = *ih;

@@ -365,8 +365,8 @@ bool has_avx512() {
 
 template <typename T>
 __attribute__((target("avx512f"))) std::int64_t quantize_linear_avx512(
-    const float* x, T* y, std::int64_t n, float scale, std::int32_t zero_point) {
-  constexpr std::int32_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+    const float* x, T* y, std::int64_t n, float scale, std::int32_t zero_point, std::int32_t hi) {
+  constexpr std::int32_t lo = std::numeric_limits<T>::min();
   const __m512 vs = _mm512_set1_ps(scale);
   const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo - zero_point));
   const __m512 vhi = _mm512_set1_ps(static_cast<float>(hi - zero_point));
@@ -390,8 +390,8 @@ __attribute__((target("avx512f"))) std::int64_t quantize_linear_avx512(
 template <typename In, typename Out>
 __attribute__((target("avx512f"))) std::int64_t gate_multiply_avx512(
     const In* x, const float* g, Out* y, std::int64_t n, float z, float s, float scale,
-    std::int32_t zero_point) {
-  constexpr std::int32_t lo = std::numeric_limits<Out>::min(), hi = std::numeric_limits<Out>::max();
+    std::int32_t zero_point, std::int32_t hi) {
+  constexpr std::int32_t lo = std::numeric_limits<Out>::min();
   const __m512 vz = _mm512_set1_ps(z), vs = _mm512_set1_ps(s), vscale = _mm512_set1_ps(scale);
   const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo - zero_point));
   const __m512 vhi = _mm512_set1_ps(static_cast<float>(hi - zero_point));
@@ -435,16 +435,18 @@ __attribute__((target("avx512f"))) std::int64_t min_max_avx512(const float* x, s
 #endif
 #endif
 
-// composer::quantize_linear over a span onto T's whole range, sixteen values
-// per step with AVX-512 where the CPU has it, else four with SSE2, by the same
-// f32 operations (see quantize_dequantize_span).
+// composer::quantize_linear over a span onto [T's minimum, hi] (T's whole
+// range by default), sixteen values per step with AVX-512 where the CPU has
+// it, else four with SSE2, by the same f32 operations (see
+// quantize_dequantize_span).
 template <typename T>
 void quantize_linear_span(const float* x, T* y, std::int64_t n, float scale,
-                          std::int32_t zero_point) {
-  constexpr std::int32_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+                          std::int32_t zero_point,
+                          std::int32_t hi = std::numeric_limits<T>::max()) {
+  constexpr std::int32_t lo = std::numeric_limits<T>::min();
   std::int64_t i = 0;
 #if defined(QFUSE_AVX512_KERNELS)
-  if (has_avx512()) i = quantize_linear_avx512(x, y, n, scale, zero_point);
+  if (has_avx512()) i = quantize_linear_avx512(x, y, n, scale, zero_point, hi);
 #endif
 #if defined(__SSE2__)
   const __m128 vs = _mm_set1_ps(scale);
@@ -480,7 +482,8 @@ class QuantizeOp final : public ExecutableOp {
     linear_ = a.quantizes_linear();
     scale_ = a.scale;
     zero_point_ = a.zero_point;
-    lo_ = a.to == ElementType::u8 ? 0 : -128;
+    lo_ = a.code_min();
+    hi_ = a.code_max();
     const Shape& s = g.value(node.inputs[0]).shape;
     in_cl_ = in_channels_last && s.size() >= 3;
     out_cl_ = out_channels_last && s.size() >= 3;
@@ -508,7 +511,7 @@ class QuantizeOp final : public ExecutableOp {
   template <typename T>
   void span(const float* x, T* y, std::int64_t n) const {
     if (linear_) {
-      quantize_linear_span(x, y, n, scale_, zero_point_);
+      quantize_linear_span(x, y, n, scale_, zero_point_, hi_);
     } else {
       quantize_span(x, y, n, il_, range_, lo_);
     }
@@ -516,9 +519,7 @@ class QuantizeOp final : public ExecutableOp {
   template <typename T>
   T one(float x) const {
     if (linear_) {
-      return static_cast<T>(composer::quantize_linear(x, scale_, zero_point_,
-                                                      std::numeric_limits<T>::min(),
-                                                      std::numeric_limits<T>::max()));
+      return static_cast<T>(composer::quantize_linear(x, scale_, zero_point_, lo_, hi_));
     }
     return quantize_level<T>(x, il_, range_, lo_);
   }
@@ -581,6 +582,7 @@ class QuantizeOp final : public ExecutableOp {
 
   double il_ = 0.0, range_ = 1.0;
   int lo_ = 0;
+  int hi_ = 255;  // the highest code (linear): lo_ + levels - 1
   // ONNX's QuantizeLinear instead of the range formula.
   bool linear_ = false;
   float scale_ = 1.0f;
@@ -979,7 +981,7 @@ class GateMultiplyOp final : public ExecutableOp {
   template <typename T>
   void quantize(const float* p, T* y, std::int64_t n) const {
     if (q_.quantizes_linear()) {
-      quantize_linear_span(p, y, n, q_.scale, q_.zero_point);
+      quantize_linear_span(p, y, n, q_.scale, q_.zero_point, q_.code_max());
     } else {
       quantize_span(p, y, n, q_.input_low, range_, q_.to == ElementType::u8 ? 0 : -128);
     }
@@ -1003,7 +1005,7 @@ class GateMultiplyOp final : public ExecutableOp {
 #if defined(QFUSE_AVX512_KERNELS)
           if (q_.quantizes_linear() && has_avx512()) {
             done = gate_multiply_avx512(src + k, g + k, dst + k, m, z, s, q_.scale,
-                                        q_.zero_point);
+                                        q_.zero_point, q_.code_max());
           }
 #endif
           for (std::int64_t i = done; i < m; ++i) {
