@@ -156,11 +156,32 @@ void Importer::op_clip(AttrReader& a) {
   if (is_integer_type(x.type)) {
     const Interval r = int_range(x);
     const Interval out{std::clamp(r.lo, lo, hi), std::clamp(r.hi, lo, hi)};
-    set_out(0, make_integer(emit(OpKind::Clamp, {f32(x)}, attrs), x.type, x.shape, out));
+    Operand y = make_integer(emit(OpKind::Clamp, {f32(x)}, attrs), x.type, x.shape, out);
+    y.quantized = narrowed_grid(x, out);
+    set_out(0, y);
     return;
   }
   require_float(x, "the input");
   set_out(0, make_float(emit(OpKind::Clamp, {f32(x)}, attrs), x.shape));
+}
+
+// Clip between QuantizeLinear and DequantizeLinear narrows the grid's codes:
+// saturate(round(x / s) + zp) onto [qmin, qmax] and then clamped to [lo, hi]
+// is saturate(...) onto the intersection, for integer bounds. torch exports its
+// reduce_range activations (quint8 0..127) this way. The Q -> Clip -> DQ
+// triple then imports as one FakeQuantize of the narrower grid; a Clip that
+// leaves fewer than two codes keeps its own nodes.
+std::shared_ptr<const Operand::Quantized> Importer::narrowed_grid(const Operand& x,
+                                                                  const Interval& codes) const {
+  if (!x.quantized) return nullptr;
+  const QuantParams& p = x.quantized->params;
+  const double lo = std::max(p.qmin, std::ceil(codes.lo));
+  const double hi = std::min(p.qmax, std::floor(codes.hi));
+  if (!(hi > lo)) return nullptr;
+  Operand::Quantized q = *x.quantized;
+  q.params.qmin = lo;
+  q.params.qmax = hi;
+  return std::make_shared<const Operand::Quantized>(std::move(q));
 }
 
 void Importer::op_cast(AttrReader& a) {

@@ -324,6 +324,8 @@ class Importer {
   void op_variadic(AttrReader& a);
   void op_prelu(AttrReader& a);
   void op_clip(AttrReader& a);
+  std::shared_ptr<const Operand::Quantized> narrowed_grid(const Operand& x,
+                                                          const Interval& codes) const;
   void op_cast(AttrReader& a);
   void op_conv(AttrReader& a);
   void op_conv_transpose(AttrReader& a);

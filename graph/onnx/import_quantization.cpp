@@ -111,19 +111,21 @@ void Importer::op_dequantize(AttrReader& a) {
   if (x.quantized && options_.qdq_to_fake_quantize && x.quantized->params == p) {
     // Q -> DQ: one FakeQuantize that keeps ONNX's scale and zero point (and
     // so its arithmetic), with the grid's bounds il = ol = (qmin - zp) s,
-    // ih = oh = (qmax - zp) s as its ranges for the passes.
+    // ih = oh = (qmax - zp) s as its ranges for the passes. The codes are the
+    // quantized tensor's: a Clip between the two may have narrowed them.
+    const QuantParams& q = x.quantized->params;
     Values lo(p.scale.size()), hi(p.scale.size());
     for (std::size_t k = 0; k < p.scale.size(); ++k) {
-      lo[k] = static_cast<double>(static_cast<float>((p.qmin - p.zero_point[k]) * p.scale[k]));
-      hi[k] = static_cast<double>(static_cast<float>((p.qmax - p.zero_point[k]) * p.scale[k]));
+      lo[k] = static_cast<double>(static_cast<float>((q.qmin - p.zero_point[k]) * p.scale[k]));
+      hi[k] = static_cast<double>(static_cast<float>((q.qmax - p.zero_point[k]) * p.scale[k]));
     }
     const ValueId il = param_constant(lo, rank, p.axis, "input_low");
     const ValueId ih = param_constant(hi, rank, p.axis, "input_high");
     const ValueId s = param_constant(p.scale, rank, p.axis, "scale");
     const ValueId zp = param_constant(p.zero_point, rank, p.axis, "zero_point");
     const ValueId y = emit(OpKind::FakeQuantize, {x.quantized->source, il, ih, il, ih, s, zp},
-                           graph::FakeQuantizeAttrs{static_cast<std::int64_t>(p.qmax - p.qmin + 1),
-                                                    static_cast<std::int32_t>(p.qmin)});
+                           graph::FakeQuantizeAttrs{static_cast<std::int64_t>(q.qmax - q.qmin + 1),
+                                                    static_cast<std::int32_t>(q.qmin)});
     set_out(0, make_float(y, x.shape));
     return;
   }

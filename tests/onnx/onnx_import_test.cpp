@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -773,6 +774,130 @@ TEST(OnnxQdq, OddZeroPointActivationsOnTiesGetOnnxCodesFusedAndUnfused) {
         std::size_t int8 = 0;
         for (const auto& l : layers) int8 += is_int8_layer(l);
         EXPECT_EQ(int8, 1u);
+      }
+    }
+  }
+}
+
+// torch's default x86 QAT activations (reduce_range, quint8 0..127) export as
+// QuantizeLinear -> Clip -> DequantizeLinear. The Clip narrows the grid's
+// codes: the triple is one FakeQuantize of that many levels, the layer runs
+// int8, the input's quantization is one Convert onto those codes, and every
+// tie and saturation gives ONNX's codes, clamped, fused and unfused.
+struct ClipCase {
+  std::optional<std::uint8_t> lo, hi;  // Clip's inputs; absent ones are omitted
+  int codes_lo, codes_hi;              // the codes that remain
+};
+
+// The input's DequantizeLinear reads its scale from `x_dq_scale`.
+Model clipped_qdq_conv(int c, int hw, std::uint8_t zp, const ClipCase& k,
+                       float x_dq_scale = 0.25f) {
+  Model m;
+  m.input("x", kFloat, {1, c, hw, hw});
+  m.initializer("s", kFloat, {}, std::vector<float>{0.25f});
+  m.initializer("xs", kFloat, {}, std::vector<float>{x_dq_scale});
+  m.initializer("zp", kUint8, {}, std::vector<std::uint8_t>{zp});
+  if (k.lo) m.initializer("lo", kUint8, {}, std::vector<std::uint8_t>{*k.lo});
+  if (k.hi) m.initializer("hi", kUint8, {}, std::vector<std::uint8_t>{*k.hi});
+  std::vector<std::int8_t> eye(static_cast<std::size_t>(c * c), 0);
+  for (int i = 0; i < c; ++i) eye[static_cast<std::size_t>(i * c + i)] = 1;
+  m.initializer("wq", kInt8, {c, c, 1, 1}, eye);
+  m.initializer("ws", kFloat, {}, std::vector<float>{1.0f});
+  m.initializer("wz", kInt8, {}, std::vector<std::int8_t>{0});
+  const std::vector<std::string> bounds{k.lo ? "lo" : "", k.hi ? "hi" : ""};
+  m.node("QuantizeLinear", {"x", "s", "zp"}, {"xq"});
+  m.node("Clip", {"xq", bounds[0], bounds[1]}, {"xc"});
+  m.node("DequantizeLinear", {"xc", "xs", "zp"}, {"xd"});
+  m.node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"});
+  m.node("Conv", {"xd", "wd"}, {"c"}, "conv");
+  m.node("QuantizeLinear", {"c", "s", "zp"}, {"cq"});
+  m.node("Clip", {"cq", bounds[0], bounds[1]}, {"cc"});
+  m.node("DequantizeLinear", {"cc", "s", "zp"}, {"y"});
+  m.output("y", kFloat);
+  return m;
+}
+
+TEST(OnnxQdq, TorchReduceRangeClipIsANarrowerGridFusedAndExact) {
+  const int c = 4, hw = 8;
+  const std::vector<ClipCase> cases{
+      {std::nullopt, std::uint8_t{127}, 0, 127},      // torch: max only
+      {std::uint8_t{0}, std::uint8_t{127}, 0, 127},   // both bounds
+      {std::uint8_t{3}, std::uint8_t{200}, 3, 200},   // inside the type on both sides
+  };
+  for (const std::uint8_t zp : {std::uint8_t{0}, std::uint8_t{61}}) {
+    for (const ClipCase& k : cases) {
+      if (zp < k.codes_lo) continue;  // a grid without zero: no int8 layer reads it
+      const std::string what = "zero point " + std::to_string(zp) + ", codes " +
+                               std::to_string(k.codes_lo) + ".." + std::to_string(k.codes_hi);
+      const graph::Graph g = import_bytes(clipped_qdq_conv(c, hw, zp, k).bytes());
+      EXPECT_EQ(count_nodes(g, graph::OpKind::Clamp), 0u) << what;
+      ASSERT_EQ(count_nodes(g, graph::OpKind::FakeQuantize), 2u) << what;
+      for (graph::NodeId id : g.topological_order()) {
+        const graph::Node& n = g.node(id);
+        if (n.kind != graph::OpKind::FakeQuantize) continue;
+        EXPECT_EQ(n.attr<graph::FakeQuantizeAttrs>().levels, k.codes_hi - k.codes_lo + 1) << what;
+        EXPECT_EQ(n.attr<graph::FakeQuantizeAttrs>().code_low, k.codes_lo) << what;
+      }
+      // x / s = j + 0.5 across the codes and beyond both ends.
+      std::vector<float> xv(static_cast<std::size_t>(c * hw * hw));
+      for (std::size_t i = 0; i < xv.size(); ++i) {
+        xv[i] = (static_cast<float>(static_cast<int>(i) - 100) + 0.5f) * 0.25f;
+      }
+      const Tensor x = Tensor::from_vector<float>({1, c, hw, hw}, xv);
+      for (bool fuse : {false, true}) {
+        std::vector<LayerInfo> layers;
+        const Tensor y = run(g, fuse, "x", x, "y", &layers);
+        for (std::size_t i = 0; i < xv.size(); ++i) {
+          const int q = onnx_quantize(xv[i], 0.25f, zp, k.codes_lo, k.codes_hi);
+          ASSERT_EQ(y.data<float>()[i], static_cast<float>(q - zp) * 0.25f)
+              << "x / s = " << xv[i] / 0.25f << ", " << what << (fuse ? ", fused" : ", unfused");
+        }
+        if (!fuse) continue;
+        std::size_t int8 = 0;
+        for (const auto& l : layers) {
+          int8 += is_int8_layer(l);
+          EXPECT_NE(l.op, "FakeQuantize") << l.node << " runs as a loop; " << what;
+        }
+        EXPECT_EQ(int8, 1u) << what;
+      }
+    }
+  }
+}
+
+// A Clip that leaves one code, or a DequantizeLinear of another grid, is no
+// narrower grid: the nodes stay as written and compute ONNX's values.
+TEST(OnnxQdq, ClipBetweenQdqThatLeavesOneCodeOrMeetsAnotherGridIsNotFolded) {
+  const int c = 4, hw = 8;
+  Model one = clipped_qdq_conv(c, hw, 10, {std::uint8_t{7}, std::uint8_t{7}, 7, 7});
+  Model other = clipped_qdq_conv(c, hw, 10, {std::nullopt, std::uint8_t{127}, 0, 127}, 0.5f);
+  std::vector<float> xv(static_cast<std::size_t>(c * hw * hw));
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    xv[i] = (static_cast<float>(static_cast<int>(i) - 100) + 0.5f) * 0.25f;
+  }
+  const Tensor x = Tensor::from_vector<float>({1, c, hw, hw}, xv);
+  {
+    const graph::Graph g = import_bytes(one.bytes());
+    EXPECT_EQ(count_nodes(g, graph::OpKind::Clamp), 2u);
+    EXPECT_EQ(count_nodes(g, graph::OpKind::FakeQuantize), 0u);
+    for (bool fuse : {false, true}) {
+      const Tensor y = run(g, fuse, "x", x, "y");
+      for (std::size_t i = 0; i < xv.size(); ++i) {
+        ASSERT_EQ(y.data<float>()[i], (7.0f - 10.0f) * 0.25f) << i << (fuse ? " fused" : "");
+      }
+    }
+  }
+  {
+    const graph::Graph g = import_bytes(other.bytes());
+    // The input's Clip stays (its DequantizeLinear has another scale); the
+    // output's triple is one FakeQuantize.
+    EXPECT_EQ(count_nodes(g, graph::OpKind::Clamp), 1u);
+    EXPECT_EQ(count_nodes(g, graph::OpKind::FakeQuantize), 1u);
+    for (bool fuse : {false, true}) {
+      const Tensor y = run(g, fuse, "x", x, "y");
+      for (std::size_t i = 0; i < xv.size(); ++i) {
+        const float xd = static_cast<float>(onnx_quantize(xv[i], 0.25f, 10, 0, 127) - 10) * 0.5f;
+        const float e = static_cast<float>(onnx_quantize(xd, 0.25f, 10, 0, 127) - 10) * 0.25f;
+        ASSERT_EQ(y.data<float>()[i], e) << i << (fuse ? " fused" : "");
       }
     }
   }
