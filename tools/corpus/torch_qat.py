@@ -27,9 +27,11 @@ import torch.nn as nn
 import torch.ao.quantization as tq
 
 
-def qat_qconfig():
+def qat_qconfig(act_max=255):
+    """act_max=127: torch's default x86 ("fbgemm") activations, reduce_range's
+    quint8 0..127, which torch exports as QuantizeLinear -> Clip -> DequantizeLinear."""
     act = tq.FakeQuantize.with_args(observer=tq.MovingAverageMinMaxObserver, quant_min=0,
-                                    quant_max=255, dtype=torch.quint8,
+                                    quant_max=act_max, dtype=torch.quint8,
                                     qscheme=torch.per_tensor_affine)
     weight = tq.FakeQuantize.with_args(observer=tq.MovingAveragePerChannelMinMaxObserver,
                                        quant_min=-128, quant_max=127, dtype=torch.qint8,
@@ -213,10 +215,12 @@ def torchvision_nets():
         ("torch_qat_shufflenet_v2",
          lambda: qm.shufflenet_v2_x0_5(weights=None, quantize=False, num_classes=10),
          (1, 3, 128, 128)),
+        # fbgemm's activations (0..127): Q -> Clip(max 127) -> DQ around every tensor.
+        ("torch_qat_resnet8_reduce_range", QuantizableResNet8, (1, 3, 32, 32), 127),
     ]
 
 
-def torchvision_net(out, name, build, shape, seed):
+def torchvision_net(out, name, build, shape, seed, act_max=255):
     torch.manual_seed(seed)
     m = build()
     g = torch.Generator().manual_seed(seed)
@@ -227,7 +231,7 @@ def torchvision_net(out, name, build, shape, seed):
             m(torch.rand(batch, generator=g) * 2 - 1)
     m.eval()
     m.fuse_model(is_qat=False)  # conv-bn(-relu) folded as at inference
-    m.qconfig = qat_qconfig()
+    m.qconfig = qat_qconfig(act_max)
     m.train()
     tq.prepare_qat(m, inplace=True)
     with torch.no_grad():
@@ -278,8 +282,8 @@ def main():
     torch.use_deterministic_algorithms(True)
     conv_bn_net(out)
     deconv_net(out)
-    for seed, (name, build, shape) in enumerate(torchvision_nets(), start=10):
-        torchvision_net(out, name, build, shape, seed)
+    for seed, (name, build, shape, *act_max) in enumerate(torchvision_nets(), start=10):
+        torchvision_net(out, name, build, shape, seed, *act_max)
     efficientnet_b0_fx(out, seed=20)
 
 
