@@ -13,7 +13,7 @@ import qfuse
 CLI = os.environ.get("QFUSE_CLI")
 
 
-def small_qat_net():
+def small_qat_net(backend="qnnpack"):
     torch = pytest.importorskip("torch")
     import torch.ao.quantization as tq
     import torch.nn as nn
@@ -38,10 +38,10 @@ def small_qat_net():
     net = Net()
     net.train()
     tq.fuse_modules_qat(net, [["conv1", "relu1"], ["conv2", "relu2"]], inplace=True)
-    # qnnpack's QAT qconfig: torch's fused observer + fake-quantizer modules,
-    # u8 activations over 0..255. (fbgemm's narrows activations to 0..127,
-    # which torch exports as QuantizeLinear -> Clip -> DequantizeLinear.)
-    net.qconfig = tq.get_default_qat_qconfig("qnnpack")
+    # torch's default QAT qconfigs: fused observer + fake-quantizer modules,
+    # u8 activations over 0..255 (qnnpack) or 0..127 (fbgemm's reduce_range,
+    # which torch exports as QuantizeLinear -> Clip -> DequantizeLinear).
+    net.qconfig = tq.get_default_qat_qconfig(backend)
     tq.prepare_qat(net, inplace=True)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
@@ -51,9 +51,10 @@ def small_qat_net():
     return net
 
 
-def test_from_torch_compiles_a_qat_module_int8(test_set):
+@pytest.mark.parametrize("backend", ["qnnpack", "fbgemm"])
+def test_from_torch_compiles_a_qat_module_int8(test_set, backend):
     torch = pytest.importorskip("torch")
-    net = small_qat_net()
+    net = small_qat_net(backend)
     x = test_set[0][:8]
     compiled = qfuse.from_torch(net, torch.from_numpy(x))
     layers = compiled.layers()
