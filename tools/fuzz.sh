@@ -4,7 +4,7 @@
 #   qfuse_fuzz_onnx_import  the ONNX importer, compile (fused and unfused), one inference
 #   qfuse_fuzz_composer     random post-op chains: the composed primitive against the chain
 #
-#   tools/fuzz.sh [--seconds N] [--target NAME] [--jobs N]
+#   tools/fuzz.sh [--seconds N] [--target onnx_import|composer]
 #
 # Default 600 seconds per target. The working corpus grows in build-fuzz/corpus/;
 # a finding is written to build-fuzz/artifacts/<target>/ and the script exits 1.
@@ -24,9 +24,10 @@ done
 bash cmake/install_deps.sh clang libclang-rt-dev
 
 build=build-fuzz
+mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DQFUSE_SANITIZE=ON -DQFUSE_FUZZ=ON -DQFUSE_BUILD_BENCHMARKS=OFF > "$build.configure.log" 2>&1 \
-  || { cat "$build.configure.log"; exit 1; }
+  -DQFUSE_SANITIZE=ON -DQFUSE_FUZZ=ON -DQFUSE_BUILD_BENCHMARKS=OFF > "$build/configure.log" 2>&1 \
+  || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j"$(nproc)" --target qfuse_fuzz_onnx_import qfuse_fuzz_composer
 
 # oneDNN's OpenMP team would only slow each execution down.

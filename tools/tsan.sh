@@ -21,9 +21,10 @@ archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | sort -V | tail -1 || 
 [[ -n "$archer" ]] || { echo "tsan: libarcher.so not found (apt install libomp-dev)"; exit 1; }
 
 build=build-tsan
+mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DQFUSE_TSAN=ON -DQFUSE_BUILD_BENCHMARKS=OFF > "$build.configure.log" 2>&1 \
-  || { cat "$build.configure.log"; exit 1; }
+  -DQFUSE_TSAN=ON -DQFUSE_BUILD_BENCHMARKS=OFF > "$build/configure.log" 2>&1 \
+  || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j"$(nproc)" --target qfuse_fashion_mnist_tests qfuse_public_api_tests
 
 export OMP_TOOL_LIBRARIES=$archer

@@ -61,7 +61,8 @@ bool fuse_dynamic_quantized_layer(Graph& g, PassContext& ctx);
 bool fuse_post_op_chain(Graph& g, PassContext& ctx);
 
 // A quantize-only FakeQuantize per tensor + its Convert to u8/s8 that no
-// layer took -> one quantizing Convert (a oneDNN reorder with scale and zero point).
+// layer took -> one quantizing Convert (qfuse's loop, the FakeQuantize's own
+// arithmetic onto the stored codes).
 bool quantize_by_convert(Graph& g, PassContext& ctx);
 // Multiply(dequantized codes, f32 gate [N, C, 1, ...]) -> quantizing Convert
 // as one GateMultiply (squeeze-excitation); is_channel_gate says whether
