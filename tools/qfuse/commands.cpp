@@ -32,6 +32,25 @@
 namespace qfuse::cli {
 namespace {
 
+// Where `qfuse run` writes a report the user did not place: under the build
+// directory (reports/) for the build tree's own CLI, else the temporary
+// directory; never the working directory.
+std::string default_report_path(const std::string& file) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::weakly_canonical(fs::read_symlink("/proc/self/exe", ec), ec);
+  const fs::path build = fs::weakly_canonical(QFUSE_BINARY_DIR, ec);
+  fs::path dir = fs::temp_directory_path(ec);
+  const std::string e = exe.string(), b = build.string();
+  if (!b.empty() && e.size() > b.size() && e.compare(0, b.size(), b) == 0 && e[b.size()] == '/') {
+    dir = build / "reports";
+    fs::create_directories(dir, ec);
+  }
+  const fs::path path = dir / file;
+  const fs::path shown = fs::proximate(path, ec);  // relative when under the working directory
+  return ec || shown.empty() || shown.string().rfind("..", 0) == 0 ? path.string() : shown.string();
+}
+
 using tools::median;
 using tools::NodeTime;
 using tools::node_medians;
@@ -310,7 +329,8 @@ int fashion_mnist_job(const tools::fashion_mnist::BundledModel& bundled, const A
                 batch.data<float>().data());
     cmp.run({{"input", batch}});
   }
-  const std::string report = args.value("--html").value_or("qfuse_report_" + model_name + ".html");
+  const std::string report = args.value("--html").value_or(
+      default_report_path("qfuse_report_" + model_name + ".html"));
   auto report_file = tools::create_report_file(report);
   tools::write_compare_html(report_file, model_name,
                      std::to_string(std::min(n, kReportImages)) + " Fashion-MNIST test images" +

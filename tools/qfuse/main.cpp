@@ -26,7 +26,8 @@ const std::vector<Command>& commands() {
         {"--repeat", true, "timed runs after the first (default 10)"},
         {"--shape", true, kShapeHelp},
         {"--html", true, "bundled Fashion-MNIST models: where to write the per-layer report "
-                         "(default qfuse_report_<model>.html)"}},
+                         "(default: build/reports/qfuse_report_<model>.html for the build tree's CLI, "
+                         "else the temporary directory)"}},
        1,
        run_command},
       {"bench",
