@@ -78,11 +78,14 @@ enum class OpKind : std::uint8_t {
   DynamicQuantize,
 };
 
+// Each from the op table (graph/op_info.hpp).
 using qfuse::to_string;
 std::string_view to_string(OpKind kind);
 bool is_elementwise_binary(OpKind kind);
-bool is_elementwise_unary(OpKind kind);
+bool is_elementwise_unary(OpKind kind);  // one input, an eltwise function of it
 bool is_quantized_layer(OpKind kind);
+bool is_layer(OpKind kind);  // the f32 layers: Convolution, Deconvolution, FullyConnected, MatMul
+bool is_commutative(OpKind kind);
 
 using Ints = std::vector<std::int64_t>;
 

@@ -9,6 +9,7 @@
 
 #include "graph/broadcast.hpp"
 #include "graph/graph.hpp"
+#include "graph/op_info.hpp"
 #include "qfuse/error.hpp"
 
 namespace qfuse::graph {
@@ -34,13 +35,16 @@ class NodeChecker {
     if (!condition) fail(problem);
   }
 
+  // The op table's arity (kVariadic: no upper bound).
   void expect_inputs(std::size_t lo, std::size_t hi) const {
     const std::size_t n = node_.inputs.size();
-    if (n < lo || n > hi) {
+    if (n < lo || (hi != kVariadic && n > hi)) {
       std::ostringstream os;
       os << "wrong number of inputs (expected ";
       if (lo == hi) {
         os << lo;
+      } else if (hi == kVariadic) {
+        os << "at least " << lo;
       } else {
         os << lo << " to " << hi;
       }
@@ -102,7 +106,6 @@ class NodeChecker {
 // with their defaults when empty). Returns the number of spatial dims.
 template <class Attrs>
 std::size_t check_windowed_layer(NodeChecker& c, Attrs& a, const char* weights_layout) {
-  c.expect_inputs(2, 3);
   c.expect_rank(0, 3, 5);
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
@@ -173,7 +176,6 @@ OutputSpec check_deconv(NodeChecker& c, DeconvAttrs& a) {
 }
 
 OutputSpec check_fully_connected(NodeChecker& c) {
-  c.expect_inputs(2, 3);
   c.expect_rank(0, 2, 8);
   c.expect_rank(1, 2, 2);
   const Shape& x = c.shape(0);
@@ -193,7 +195,6 @@ OutputSpec check_fully_connected(NodeChecker& c) {
 OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
   // After a and b: in a compiled graph, the run-time operands of the binary
   // post-ops the MatMul absorbed (plugin/f32_post_ops.hpp), f32 like a and b.
-  c.expect_inputs(2, 6);
   c.expect_rank(0, 2, 8);
   c.expect_rank(1, 2, 8);
   c.expect_layer_types();
@@ -226,7 +227,6 @@ OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
 }
 
 OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
-  c.expect_inputs(kFakeQuantizeRangeInputs, kFakeQuantizeLinearInputs);
   const std::size_t inputs = c.node().inputs.size();
   c.expect(inputs != kFakeQuantizeRangeInputs + 1,
            "takes a scale and a zero point together (got a scale alone)");
@@ -291,7 +291,6 @@ OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
 }
 
 OutputSpec check_binary(NodeChecker& c, OpKind kind) {
-  c.expect_inputs(2, 2);
   c.expect_type(0, ElementType::f32);
   c.expect_type(1, ElementType::f32);
   // A constant operand holds no NaN, and a constant factor or divisor (a
@@ -316,7 +315,6 @@ OutputSpec check_binary(NodeChecker& c, OpKind kind) {
 }
 
 OutputSpec check_unary(NodeChecker& c) {
-  c.expect_inputs(1, 1);
   c.expect_type(0, ElementType::f32);
   return {c.shape(0), ElementType::f32};
 }
@@ -333,7 +331,6 @@ void expect_float_or_int8(NodeChecker& c, std::size_t i) {
 }
 
 OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
-  c.expect_inputs(1, 1);
   expect_float_or_int8(c, 0);
   c.expect_rank(0, 3, 5);
   const Shape& x = c.shape(0);
@@ -381,7 +378,6 @@ std::int64_t normalize_axis(NodeChecker& c, std::int64_t axis, std::int64_t rank
 OutputSpec check_node(NodeChecker& c);
 
 OutputSpec check_slice(NodeChecker& c, const SliceAttrs& a) {
-  c.expect_inputs(1, 1);
   const Shape& x = c.shape(0);
   c.expect(a.begin.size() == x.size() && a.size.size() == x.size(),
            "begin " + ints_to_string(a.begin) + " and size " + to_string(a.size) +
@@ -395,7 +391,6 @@ OutputSpec check_slice(NodeChecker& c, const SliceAttrs& a) {
 }
 
 OutputSpec check_reduce(NodeChecker& c, ReduceAttrs& a) {
-  c.expect_inputs(1, 1);
   c.expect_type(0, ElementType::f32);
   const auto rank = static_cast<std::int64_t>(c.rank(0));
   for (auto& axis : a.axes) axis = normalize_axis(c, axis, rank, false);
@@ -486,6 +481,8 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
 
 OutputSpec check_node(NodeChecker& c) {
   Node& n = c.node_;
+  const OpInfo& info = op_info(n.kind);
+  c.expect_inputs(info.min_inputs, info.max_inputs);
   switch (n.kind) {
     case OpKind::Convolution: return check_conv(c, std::get<ConvAttrs>(n.attrs));
     case OpKind::Deconvolution: return check_deconv(c, std::get<DeconvAttrs>(n.attrs));
@@ -516,9 +513,8 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::Swish:
     case OpKind::Exp:
     case OpKind::Abs:
-    case OpKind::Sqrt: return check_unary(c);
+    case OpKind::Sqrt: return check_unary(c);  // is_elementwise_unary, less Clamp (above)
     case OpKind::PRelu: {
-      c.expect_inputs(2, 2);
       c.expect_type(0, ElementType::f32);
       c.expect_type(1, ElementType::f32);
       c.expect(broadcasts_to(c.shape(1), c.shape(0)),
@@ -527,7 +523,6 @@ OutputSpec check_node(NodeChecker& c) {
       return {c.shape(0), ElementType::f32};
     }
     case OpKind::Convert: {
-      c.expect_inputs(1, 1);
       const auto& a = std::get<ConvertAttrs>(n.attrs);
       c.expect(c.in(0).type != ElementType::s64 ||
                    (!a.quantizes() && (a.to == ElementType::f32 || a.to == ElementType::s32 ||
@@ -552,7 +547,6 @@ OutputSpec check_node(NodeChecker& c) {
       return {c.shape(0), a.to};
     }
     case OpKind::BatchNormalization: {
-      c.expect_inputs(5, 5);
       c.expect_rank(0, 2, 5);
       const Shape channel{c.shape(0)[1]};
       for (std::size_t i = 0; i < 5; ++i) c.expect_type(i, ElementType::f32);
@@ -567,7 +561,6 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::MaxPool: return check_pool(c, std::get<PoolAttrs>(n.attrs), true);
     case OpKind::AvgPool: return check_pool(c, std::get<PoolAttrs>(n.attrs), false);
     case OpKind::Reshape: {
-      c.expect_inputs(1, 1);
       const Shape& target = std::get<ReshapeAttrs>(n.attrs).shape;
       c.expect(std::all_of(target.begin(), target.end(), [](auto d) { return d >= 1; }),
                "target shape " + to_string(target) + " has a dimension < 1");
@@ -578,7 +571,6 @@ OutputSpec check_node(NodeChecker& c) {
       return {target, c.in(0).type};
     }
     case OpKind::Flatten: {
-      c.expect_inputs(1, 1);
       auto& a = std::get<FlattenAttrs>(n.attrs);
       const Shape& x = c.shape(0);
       a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(x.size()), true);
@@ -590,7 +582,6 @@ OutputSpec check_node(NodeChecker& c) {
       return {{outer, inner}, c.in(0).type};
     }
     case OpKind::Transpose: {
-      c.expect_inputs(1, 1);
       auto& a = std::get<TransposeAttrs>(n.attrs);
       const Shape& x = c.shape(0);
       if (a.perm.empty()) {
@@ -608,7 +599,6 @@ OutputSpec check_node(NodeChecker& c) {
       return {out, c.in(0).type};
     }
     case OpKind::Concat: {
-      c.expect(!n.inputs.empty(), "needs at least one input");
       auto& a = std::get<ConcatAttrs>(n.attrs);
       const Shape& first = c.shape(0);
       a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(first.size()), false);
@@ -632,7 +622,6 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::QuantizedMatMul:
       return check_quantized(c, std::get<QuantizedLayerAttrs>(n.attrs));
     case OpKind::Resize: {
-      c.expect_inputs(1, 1);
       auto& a = std::get<ResizeAttrs>(n.attrs);
       if (a.mode == ResizeMode::nearest) {
         expect_float_or_int8(c, 0);
@@ -656,7 +645,6 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::ReduceMean: return check_reduce(c, std::get<ReduceAttrs>(n.attrs));
     case OpKind::Power: return check_unary(c);
     case OpKind::Lookup: {
-      c.expect_inputs(1, 1);
       const auto& a = std::get<LookupAttrs>(n.attrs);
       const ElementType in = c.in(0).type;
       c.expect(in == ElementType::u8 || in == ElementType::s8, "a Lookup reads u8 or s8");
@@ -666,7 +654,6 @@ OutputSpec check_node(NodeChecker& c) {
       return {c.shape(0), a.to};
     }
     case OpKind::GateMultiply: {
-      c.expect_inputs(2, 2);
       const auto& a = std::get<GateMultiplyAttrs>(n.attrs);
       const ElementType in = c.in(0).type;
       c.expect(in == ElementType::u8 || in == ElementType::s8, "a GateMultiply reads u8 or s8 codes");
@@ -684,7 +671,6 @@ OutputSpec check_node(NodeChecker& c) {
       return {x, a.quantize.to};
     }
     case OpKind::LayerNorm: {
-      c.expect_inputs(3, 3);
       for (std::size_t i = 0; i < 3; ++i) c.expect_type(i, ElementType::f32);
       c.expect(c.rank(0) >= 2, "the input must have rank >= 2");
       const Shape channel{c.shape(0).back()};
@@ -696,7 +682,6 @@ OutputSpec check_node(NodeChecker& c) {
       return {c.shape(0), ElementType::f32};
     }
     case OpKind::Gather: {
-      c.expect_inputs(2, 2);
       const ElementType it = c.in(1).type;
       c.expect(it == ElementType::s32 || it == ElementType::s64 || it == ElementType::f32,
                "indices must be s32, s64 or f32 (got " + std::string(to_string(it)) + ")");
@@ -712,12 +697,10 @@ OutputSpec check_node(NodeChecker& c) {
     }
     case OpKind::DynamicQuantize: {
       // The codes; infer_node adds the scale and zero point outputs.
-      c.expect_inputs(1, 1);
       c.expect_type(0, ElementType::f32);
       return {c.shape(0), ElementType::u8};
     }
     case OpKind::Softmax: {
-      c.expect_inputs(1, 1);
       c.expect_type(0, ElementType::f32);
       auto& a = std::get<SoftmaxAttrs>(n.attrs);
       a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(c.rank(0)), false);

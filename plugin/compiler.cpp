@@ -318,7 +318,7 @@ bool is_spatial_quantized(graph::OpKind kind) {
 std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph::Node& n) {
   using graph::OpKind;
   const Shape& out = g.value(n.outputs[0]).shape;
-  if (plugin::is_unary_eltwise(n) || n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool ||
+  if (graph::is_elementwise_unary(n.kind) || n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool ||
       n.kind == OpKind::Lookup || n.kind == OpKind::GateMultiply ||
       (n.kind == OpKind::Resize &&
        n.attr<graph::ResizeAttrs>().mode == graph::ResizeMode::nearest)) {

@@ -5,7 +5,9 @@
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include "graph/op_info.hpp"
 #include "plugin/dnnl_utils.hpp"
+#include "plugin/post_ops_attr.hpp"
 
 namespace qfuse::plugin {
 
@@ -65,32 +67,21 @@ std::optional<F32PostOp> binary_step(const graph::Graph& g, const graph::Node& c
 
 std::vector<F32PostOp> eltwise_steps(const graph::Node& n) {
   switch (n.kind) {
-    case OpKind::Relu: return {eltwise(algorithm::eltwise_relu)};
-    case OpKind::LeakyRelu:
-      return {eltwise(algorithm::eltwise_relu, n.attr<graph::AlphaAttrs>().alpha)};
-    case OpKind::Elu: return {eltwise(algorithm::eltwise_elu, n.attr<graph::AlphaAttrs>().alpha)};
-    case OpKind::Sigmoid: return {eltwise(algorithm::eltwise_logistic)};
-    case OpKind::Tanh: return {eltwise(algorithm::eltwise_tanh)};
-    case OpKind::Gelu:
-      return {eltwise(n.attr<graph::GeluAttrs>().approximation == graph::GeluApproximation::erf
-                          ? algorithm::eltwise_gelu_erf
-                          : algorithm::eltwise_gelu_tanh)};
-    case OpKind::HSwish: return {eltwise(algorithm::eltwise_hardswish)};
-    // HSigmoid(x) = min(max(x + 3, 0), 6) / 6 = clip(x / 6 + 1/2, 0, 1).
+    // HSigmoid(x) = min(max(x + 3, 0), 6) / 6 = clip(x / 6 + 1/2, 0, 1):
+    // oneDNN 2.6 has no hsigmoid eltwise.
     case OpKind::HSigmoid:
       return {eltwise(algorithm::eltwise_linear, 1.0f / 6.0f, 0.5f),
               eltwise(algorithm::eltwise_clip_v2, 0.0f, 1.0f)};
-    case OpKind::Swish: return {eltwise(algorithm::eltwise_swish, n.attr<graph::AlphaAttrs>().alpha)};
-    case OpKind::Exp: return {eltwise(algorithm::eltwise_exp)};
-    case OpKind::Abs: return {eltwise(algorithm::eltwise_abs)};
-    case OpKind::Sqrt: return {eltwise(algorithm::eltwise_sqrt)};
-    case OpKind::Round: return {eltwise(algorithm::eltwise_round)};
+    // clip_v2 keeps x at the bounds (clip's backward differs, not its values).
     case OpKind::Clamp: {
       const auto& a = n.attr<graph::ClampAttrs>();
       return {eltwise(algorithm::eltwise_clip_v2, a.lo, a.hi)};
     }
-    default: return {};
+    default: break;
   }
+  const std::optional<composer::Eltwise> e = graph::eltwise_of(n);
+  if (!e) return {};
+  return {eltwise(to_dnnl(e->alg), e->alpha, e->beta)};
 }
 
 std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,

@@ -15,8 +15,6 @@ using graph::NodeId;
 using graph::OpKind;
 using graph::ValueId;
 
-bool is_unary_eltwise(const graph::Node& n) { return !eltwise_steps(n).empty(); }
-
 bool is_binary_on_dnnl(const graph::Graph& g, const graph::Node& n) {
   if (!graph::is_elementwise_binary(n.kind)) return false;
   const Shape& out = g.value(n.outputs[0]).shape;
@@ -24,11 +22,6 @@ bool is_binary_on_dnnl(const graph::Graph& g, const graph::Node& n) {
 }
 
 namespace {
-
-bool is_commutative(OpKind kind) {
-  return kind == OpKind::Add || kind == OpKind::Multiply || kind == OpKind::Minimum ||
-         kind == OpKind::Maximum;
-}
 
 std::size_t aligned(std::size_t bytes) {
   return (bytes + MemoryPlan::kAlignment - 1) / MemoryPlan::kAlignment * MemoryPlan::kAlignment;
@@ -41,12 +34,12 @@ std::size_t aligned(std::size_t bytes) {
 ValueId overwritable_input(const graph::Graph& g, const graph::Node& n) {
   if (n.outputs.size() != 1) return {};
   const Shape& out = g.value(n.outputs[0]).shape;
-  if (is_unary_eltwise(n)) return n.inputs[0];
+  if (graph::is_elementwise_unary(n.kind)) return n.inputs[0];
   if (is_binary_on_dnnl(g, n)) {
     const std::size_t rank = out.size();
     // make_binary's choice of its first source.
     if (pad_rank(g.value(n.inputs[0]).shape, rank) == out) return n.inputs[0];
-    if (is_commutative(n.kind) && pad_rank(g.value(n.inputs[1]).shape, rank) == out) {
+    if (graph::is_commutative(n.kind) && pad_rank(g.value(n.inputs[1]).shape, rank) == out) {
       return n.inputs[1];
     }
     return {};

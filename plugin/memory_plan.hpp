@@ -29,8 +29,6 @@ struct MemoryPlan {
   int in_place = 0;                    // ops writing over their input
 };
 
-// A unary op that runs as oneDNN eltwise primitives (eltwise_steps knows it).
-bool is_unary_eltwise(const graph::Node& n);
 
 // A binary op with an operand of the output's shape (oneDNN's binary
 // primitive; the rest broadcast both operands in a loop).

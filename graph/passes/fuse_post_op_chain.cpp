@@ -23,6 +23,7 @@
 
 #include <cmath>
 
+#include "graph/op_info.hpp"
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
 
@@ -48,27 +49,6 @@ struct Absorbed {
   std::optional<ElementType> dst_type;
 };
 
-std::optional<cp::Eltwise> eltwise_of(const Node& n) {
-  switch (n.kind) {
-    case OpKind::Relu: return cp::Eltwise{cp::EltwiseAlg::relu, 0.0f, 0.0f};
-    case OpKind::LeakyRelu: return cp::Eltwise{cp::EltwiseAlg::relu, n.attr<AlphaAttrs>().alpha, 0.0f};
-    case OpKind::Elu: return cp::Eltwise{cp::EltwiseAlg::elu, n.attr<AlphaAttrs>().alpha, 0.0f};
-    case OpKind::Sigmoid: return cp::Eltwise{cp::EltwiseAlg::logistic, 0.0f, 0.0f};
-    case OpKind::Tanh: return cp::Eltwise{cp::EltwiseAlg::tanh, 0.0f, 0.0f};
-    case OpKind::Gelu:
-      return cp::Eltwise{n.attr<GeluAttrs>().approximation == GeluApproximation::erf
-                             ? cp::EltwiseAlg::gelu_erf
-                             : cp::EltwiseAlg::gelu_tanh,
-                         0.0f, 0.0f};
-    case OpKind::HSwish: return cp::Eltwise{cp::EltwiseAlg::hardswish, 0.0f, 0.0f};
-    case OpKind::HSigmoid: return cp::Eltwise{cp::EltwiseAlg::hsigmoid, 0.0f, 0.0f};
-    case OpKind::Swish: return cp::Eltwise{cp::EltwiseAlg::swish, n.attr<AlphaAttrs>().alpha, 0.0f};
-    case OpKind::Exp: return cp::Eltwise{cp::EltwiseAlg::exp, 0.0f, 0.0f};
-    case OpKind::Abs: return cp::Eltwise{cp::EltwiseAlg::abs, 0.0f, 0.0f};
-    case OpKind::Sqrt: return cp::Eltwise{cp::EltwiseAlg::sqrt, 0.0f, 0.0f};
-    default: return std::nullopt;
-  }
-}
 
 // `s` broadcast against `out` varies only along `axis`: [C], [1, C, 1, 1], ...
 bool is_per_channel(const Shape& s, const Shape& out, std::size_t axis) {
@@ -97,15 +77,20 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
   const Node& n = g.node(id);
   if (n.outputs.size() != 1 || g.value(n.outputs[0]).shape != shape) return std::nullopt;
   Absorbed a{id, {}, {}, std::nullopt};
-  if (auto e = eltwise_of(n)) {
-    a.steps.push_back(*e);
-    return a;
-  }
+  // Round and Clamp are the composer's own steps (its rules reason about
+  // them); the other unary ops are one eltwise each.
   switch (n.kind) {
     case OpKind::Round: a.steps.push_back(cp::Round{}); return a;
     case OpKind::Clamp:
       a.steps.push_back(cp::Clip{{n.attr<ClampAttrs>().lo}, {n.attr<ClampAttrs>().hi}});
       return a;
+    default: break;
+  }
+  if (auto e = eltwise_of(n)) {
+    a.steps.push_back(*e);
+    return a;
+  }
+  switch (n.kind) {
     case OpKind::FakeQuantize: {
       std::vector<std::vector<float>> r;
       for (std::size_t i = 1; i < 5; ++i) {

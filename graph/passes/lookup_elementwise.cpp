@@ -31,6 +31,7 @@
 #include <set>
 
 #include "composer/fake_quantize_formula.hpp"
+#include "graph/op_info.hpp"
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
 
@@ -83,15 +84,6 @@ double fake_quantize(double x, const Ranges& r) {
   return composer::fake_quantize_level(x, r.il, r.ih, r.steps) * (r.oh - r.ol) / r.steps + r.ol;
 }
 
-bool is_unary_function(OpKind k) {
-  switch (k) {
-    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Clamp: case OpKind::Sigmoid:
-    case OpKind::Tanh: case OpKind::HSwish: case OpKind::HSigmoid: case OpKind::Swish:
-    case OpKind::Exp: case OpKind::Abs: case OpKind::Sqrt: case OpKind::Elu: case OpKind::Gelu:
-    case OpKind::Round: return true;
-    default: return false;
-  }
-}
 
 // A node the table can evaluate, given its non-constant inputs.
 bool evaluable(const Graph& g, const Node& n) {
@@ -100,7 +92,7 @@ bool evaluable(const Graph& g, const Node& n) {
     const Value& val = g.value(v);
     if (val.is_constant() && element_count(val.shape) != 1) return false;
   }
-  if (is_unary_function(n.kind) || is_elementwise_binary(n.kind)) {
+  if (is_elementwise_unary(n.kind) || is_elementwise_binary(n.kind)) {
     return g.value(n.outputs[0]).type == ElementType::f32;
   }
   if (n.kind == OpKind::FakeQuantize) return fq_ranges(g, n).has_value();

@@ -24,7 +24,7 @@ constexpr std::string_view kPass = "lower_bias";
 bool lower_bias(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
     const Node& layer = g.node(id);
-    if (!pattern::is_layer(layer.kind) || layer.inputs.size() < 3) continue;
+    if (!is_layer(layer.kind) || layer.inputs.size() < 3) continue;
     const ValueId bias = layer.inputs[2];
     if (g.value(bias).is_constant()) continue;
     // The first foldable node of the expression, walking from the bias up.

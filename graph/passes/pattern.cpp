@@ -101,11 +101,6 @@ int weights_channel_axis(const Node& layer) {
   }
 }
 
-bool is_layer(OpKind kind) {
-  return kind == OpKind::Convolution || kind == OpKind::Deconvolution ||
-         kind == OpKind::FullyConnected || kind == OpKind::MatMul;
-}
-
 bool moves_data(const Node& n) {
   switch (n.kind) {
     case OpKind::Reshape:

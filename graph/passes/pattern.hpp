@@ -50,7 +50,6 @@ void replace_value(Graph& g, ValueId from, ValueId to);
 // rank-2 right operand: 1, or 0 when transposed.
 int weights_channel_axis(const Node& layer);
 
-bool is_layer(OpKind kind);  // Convolution, Deconvolution, FullyConnected, MatMul
 
 // Per output channel (n of them), the sum of a layer's s8 weights `wq`
 // (`layer` tells their layout: Convolution and FullyConnected [N, K...],

@@ -506,11 +506,6 @@ algorithm binary_algorithm(OpKind kind) {
   }
 }
 
-bool is_commutative(OpKind kind) {
-  return kind == OpKind::Add || kind == OpKind::Multiply || kind == OpKind::Minimum ||
-         kind == OpKind::Maximum;
-}
-
 std::unique_ptr<ExecutableOp> make_binary(const Operands& o, const dnnl::engine& engine) {
   // oneDNN broadcasts only its second source; the first must have the
   // destination's shape. Commutative ops may swap; the rest use the loop.
@@ -518,7 +513,7 @@ std::unique_ptr<ExecutableOp> make_binary(const Operands& o, const dnnl::engine&
   const std::size_t rank = out.size();
   std::size_t first = 0;
   if (pad_rank(o.in(0).shape, rank) != out) {
-    if (!is_commutative(o.node.kind) || pad_rank(o.in(1).shape, rank) != out) {
+    if (!graph::is_commutative(o.node.kind) || pad_rank(o.in(1).shape, rank) != out) {
       return make_broadcast_binary(o.graph, o.node);
     }
     first = 1;

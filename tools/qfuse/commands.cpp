@@ -19,6 +19,7 @@
 #ifdef QFUSE_HAVE_ONNX
 #include "graph/onnx/exporter.hpp"
 #include "graph/onnx/importer.hpp"
+#include "graph/op_info.hpp"
 #include "graph/passes/pattern.hpp"
 #endif
 #include "tools/common/compare_report.hpp"
@@ -564,8 +565,10 @@ std::string source_op(const std::string& op) {
   return op.rfind(kPrefix, 0) == 0 ? op.substr(kPrefix.size()) : op;
 }
 
+// A convolution, deconvolution, fully-connected or matmul layer, f32 or int8.
 bool is_layer_op(const std::string& op) {
-  return op == "Convolution" || op == "Deconvolution" || op == "FullyConnected" || op == "MatMul";
+  const std::optional<graph::OpKind> kind = graph::op_kind_named(op);
+  return kind && (graph::is_layer(*kind) || graph::is_quantized_layer(*kind));
 }
 
 // Coverage per op type, then each layer left in f32 with the refusals that

@@ -1,0 +1,68 @@
+#pragma once
+// One row per OpKind: what the passes, the verifier and the plugin need to
+// know about an operator beyond its attributes. Adding an op means one row
+// here (in OpKind's order; a static_assert checks it) plus its executable.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "composer/post_op_chain.hpp"
+#include "graph/ops.hpp"
+
+namespace qfuse::graph {
+
+struct Node;
+
+enum class OpCategory : std::uint8_t {
+  layer,            // f32 convolution / deconvolution / fully-connected / matmul
+  quantized_layer,  // the fused int8 forms of the layers
+  unary,            // elementwise, one input (an eltwise function of x)
+  binary,           // elementwise, two broadcast inputs
+  quantization,     // FakeQuantize, Convert, DynamicQuantize, Lookup, GateMultiply
+  data_movement,    // Reshape, Flatten, Transpose, Concat, Slice, Resize, Gather
+  pooling,          // MaxPool, AvgPool
+  normalization,    // BatchNormalization, LayerNorm, Softmax
+  other,            // PRelu, ReduceMean, Power
+};
+
+// Where a layer's output channels lie: dimension 1 (convolutions), the last
+// dimension (matrix products), or nowhere (not a layer).
+enum class ChannelAxis : std::uint8_t { none, second, last };
+
+// How a unary op's eltwise algorithm takes its parameters.
+enum class EltwiseArgs : std::uint8_t {
+  none,   // alpha = beta = 0
+  alpha,  // AlphaAttrs::alpha
+  clamp,  // ClampAttrs: alpha = lo, beta = hi
+  gelu,   // GeluAttrs picks gelu_erf or gelu_tanh
+};
+
+inline constexpr std::uint8_t kVariadic = 255;  // max_inputs: any number
+
+struct OpInfo {
+  OpKind kind;
+  std::string_view name;
+  OpCategory category;
+  std::uint8_t min_inputs;
+  std::uint8_t max_inputs;  // kVariadic: no upper bound
+  bool commutative;         // binary ops: a op b == b op a
+  // Unary ops: oneDNN's eltwise algorithm (as composer names it), when one
+  // algorithm computes the op.
+  std::optional<composer::EltwiseAlg> eltwise;
+  EltwiseArgs eltwise_args;
+  ChannelAxis channels;
+};
+
+const OpInfo& op_info(OpKind kind);
+// The op whose name (to_string) is `name`.
+std::optional<OpKind> op_kind_named(std::string_view name);
+
+// The eltwise (algorithm, alpha, beta) that computes unary node `n`, if one does.
+std::optional<composer::Eltwise> eltwise_of(const Node& n);
+
+// The output channel axis of a layer (f32 or quantized) whose output has
+// `rank` dimensions; nullopt for other ops.
+std::optional<std::size_t> output_channel_axis(OpKind kind, std::size_t rank);
+
+}  // namespace qfuse::graph
