@@ -453,9 +453,9 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
   NodeChecker inner(c.graph_, view);
   inner.quantized_ = true;
   OutputSpec spec = check_node(inner);
-  // Output channels: dim 1 of a convolution, the last dim of a matrix product.
-  const bool spatial = view.kind == OpKind::Convolution || view.kind == OpKind::Deconvolution;
-  const std::int64_t channels = spatial ? spec.shape[1] : spec.shape.back();
+  const std::optional<std::size_t> axis = output_channel_axis(view.kind, spec.shape.size());
+  c.expect(axis.has_value(), "output " + to_string(spec.shape) + " has no channel axis");
+  const std::int64_t channels = spec.shape[*axis];
   c.expect(a.chain.channels == channels, "post-op chain has " + std::to_string(a.chain.channels) +
                                              " channels (expected " + std::to_string(channels) +
                                              ")");

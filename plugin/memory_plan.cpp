@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "composer/post_op_chain.hpp"
+#include "graph/op_info.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/f32_post_ops.hpp"
 
@@ -116,8 +117,7 @@ MemoryPlan plan_memory(const graph::Graph& g, const std::vector<NodeId>& order,
     if (graph::is_quantized_layer(n.kind)) {
       // The layer writes straight into the residual's buffer only when no
       // staging comes between: int8 convolutions write channels last.
-      const bool spatial = n.kind == OpKind::QuantizedConvolution ||
-                           n.kind == OpKind::QuantizedDeconvolution;
+      const bool spatial = graph::op_info(n.kind).channels == graph::ChannelAxis::second;
       ok = ok && (!spatial || layouts[out.index] == Layout::channels_last);
       if (ok) plan.sum_in_place[id.index] = true;
     }

@@ -211,9 +211,8 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
     const auto& base = layer.attr<QuantizedLayerAttrs>();
     if (base.dst_type != ElementType::f32) continue;
     const Shape shape = g.value(layer.outputs[0]).shape;
-    const bool spatial = layer.kind == OpKind::QuantizedConvolution ||
-                         layer.kind == OpKind::QuantizedDeconvolution;
-    const std::size_t axis = spatial ? 1 : shape.size() - 1;
+    const bool spatial = op_info(layer.kind).channels == ChannelAxis::second;
+    const std::size_t axis = output_channel_axis(layer.kind, shape.size()).value_or(1);
 
     // Collect the longest absorbable chain.
     std::vector<Absorbed> chain;
