@@ -255,19 +255,6 @@ class Importer {
     return o.f32_value;
   }
 
-  // The tensor in its own ONNX element type.
-  ValueId native(Operand& o, const std::string& what) {
-    auto type = to_element_type(o.type);
-    if (!type) {
-      unsupported(what + " has element type " + onnx_type_name(o.type) +
-                  " (qfuse tensors are FLOAT, UINT8, INT8, INT32)");
-    }
-    if (o.literal) return constant(to_tensor(*o.literal, label()), "const");
-    if (value_type(o.value) == *type) return o.value;
-    return emit(OpKind::Convert, {o.value}, graph::ConvertAttrs{*type}, "to_" +
-                                                                           onnx_type_name(o.type));
-  }
-
   Operand make_float(ValueId v, Shape logical) {
     Operand o;
     o.type = kFloat;

@@ -237,22 +237,6 @@ Tensor to_tensor(const Literal& lit, const std::string& what) {
   return to_tensor(lit, what, lit.shape);
 }
 
-Literal from_tensor(const Tensor& tensor) {
-  Literal lit;
-  lit.type = to_onnx_type(tensor.type());
-  lit.shape = tensor.shape();
-  lit.values.resize(static_cast<std::size_t>(tensor.size()));
-  for (std::int64_t i = 0; i < tensor.size(); ++i) {
-    lit.values[static_cast<std::size_t>(i)] = static_cast<double>(tensor.as_float(i));
-  }
-  if (tensor.type() == ElementType::s32) {
-    // as_float would round integers beyond 2^24.
-    auto d = tensor.data<std::int32_t>();
-    for (std::size_t i = 0; i < d.size(); ++i) lit.values[i] = static_cast<double>(d[i]);
-  }
-  return lit;
-}
-
 AttrReader::AttrReader(const ::onnx::NodeProto& node, std::string label)
     : label_(std::move(label)) {
   for (const auto& a : node.attribute()) attrs_[a.name()] = &a;

@@ -62,8 +62,6 @@ Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
 Tensor to_tensor(const Literal& literal, const std::string& what);
 // The same values under another shape of as many elements (no copy of the literal).
 Tensor to_tensor(const Literal& literal, const std::string& what, Shape shape);
-// Tensor of its own element type -> TensorProto-style literal.
-Literal from_tensor(const Tensor& tensor);
 
 // Reads one node's attributes and remembers which were read, so that
 // anything left over can be reported as unsupported.
