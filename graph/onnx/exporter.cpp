@@ -719,7 +719,7 @@ class Exporter {
         *il == *ol && *ih == *oh) {
       const double s = (static_cast<double>((*ih)[0]) - (*il)[0]) / 255.0;
       const double z = -static_cast<double>((*il)[0]) / s;
-      if (graph::pattern::is_integer(z) && std::nearbyint(z) >= 0 && std::nearbyint(z) <= 255) {
+      if (graph::pattern::is_near_integer(z) && std::nearbyint(z) >= 0 && std::nearbyint(z) <= 255) {
         const std::string sc = w_.scalar(b + "/scale", s);
         const std::string zc = w_.constant(b + "/zero_point", kUint8, std::vector<double>{std::nearbyint(z)}, {});
         const std::string q = w_.op("QuantizeLinear", b + "/quantize", {x, sc, zc});

@@ -103,7 +103,7 @@ bool quantized_per_tensor(const Graph& g, ValueId v) {
 }
 
 bool in_type_range(float z, ElementType t) {
-  return is_integer(z, 1e-4) && (t == ElementType::u8 ? z >= 0.0f && z <= 255.0f
+  return is_near_integer(z, 1e-4) && (t == ElementType::u8 ? z >= 0.0f && z <= 255.0f
                                                       : z >= -128.0f && z <= 127.0f);
 }
 
@@ -203,7 +203,7 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
     }
     const ElementType xt = g.value(x->quantized).type;
     const float zp = x->zero_point;
-    const bool zp_ok = is_integer(zp, 1e-4) &&
+    const bool zp_ok = is_near_integer(zp, 1e-4) &&
                        (xt == ElementType::u8 ? zp >= 0.0f && zp <= 255.0f
                                               : zp >= -128.0f && zp <= 127.0f);
     if (!zp_ok || !g.value(w->quantized).is_constant() ||

@@ -65,7 +65,7 @@ bool all_equal(const std::vector<float>& values) {
   return std::all_of(values.begin(), values.end(), [&](float v) { return v == values[0]; });
 }
 
-bool is_integer(double x, double tolerance) { return std::abs(x - std::round(x)) <= tolerance; }
+bool is_near_integer(double x, double tolerance) { return std::abs(x - std::round(x)) <= tolerance; }
 
 ValueId add_channel_constant(Graph& g, const std::string& name, const std::vector<float>& values,
                              std::size_t rank, std::size_t axis) {

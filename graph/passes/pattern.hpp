@@ -30,7 +30,7 @@ std::optional<std::vector<float>> channel_vector(const Graph& g, ValueId v, cons
 std::vector<float> expand(const std::vector<float>& values, std::size_t n);
 bool all_equal(const std::vector<float>& values);
 // Within `tolerance` of an integer.
-bool is_integer(double x, double tolerance = 1e-3);
+bool is_near_integer(double x, double tolerance = 1e-3);
 
 // A new f32 constant shaped to broadcast along `axis` of a rank-`rank`
 // tensor ([1] when `values` has one element).

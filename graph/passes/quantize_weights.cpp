@@ -101,7 +101,7 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
         ok = so != 0.0;
         continue;
       }
-      ok = so != 0.0 && is_integer(-r[2][c] / so);
+      ok = so != 0.0 && is_near_integer(-r[2][c] / so);
       if (ok) zero[c] = std::round(-r[2][c] / so);
     }
     if (!ok) {
@@ -112,7 +112,7 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
       // Codes from code_low map onto [ol, oh]: an integer output zero point.
       for (std::size_t c = 0; c < channels && ok; ++c) {
         const double z = grid->code_low - r[2][c] / ((static_cast<double>(r[3][c]) - r[2][c]) / steps);
-        ok = is_integer(z);
+        ok = is_near_integer(z);
         zero[c] = std::round(z);
       }
       if (!ok) {

@@ -172,7 +172,7 @@ bool split_fake_quantize(Graph& g, PassContext& ctx) {
       }
       scale[c] = static_cast<float>(so[c]);
       zero[c] = static_cast<float>(zo[c] + lo);
-      if (is_integer(zero[c], 1e-4)) zero[c] = std::round(zero[c]);
+      if (is_near_integer(zero[c], 1e-4)) zero[c] = std::round(zero[c]);
     }
 
     const std::string name = fq.name;
