@@ -22,6 +22,7 @@
 #include "graph/broadcast.hpp"
 #include "graph/passes/pattern.hpp"
 #include "plugin/dnnl_utils.hpp"
+#include "plugin/executable_ops/byte_kernels.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/parallel.hpp"
 #include "qfuse/error.hpp"
@@ -554,8 +555,17 @@ class QuantizeOp final : public ExecutableOp {
       parallel_for(parallel, outer_ * blocks, [&](std::int64_t k) {
         const std::int64_t n = k / blocks, begin = (k % blocks) * kBlock;
         const std::int64_t len = std::min(kBlock, inner_ - begin);
-        T level[kBlock];
         T* dst = y + (n * inner_ + begin) * channels_;
+        if (channels_ <= kInterleaved) {
+          T level[kInterleaved * kBlock];
+          for (std::int64_t c = 0; c < channels_; ++c) {
+            span(x + (n * channels_ + c) * inner_ + begin, level + c * kBlock, len);
+          }
+          interleave_planes(reinterpret_cast<const std::uint8_t*>(level), kBlock,
+                            static_cast<int>(channels_), len, reinterpret_cast<std::uint8_t*>(dst));
+          return;
+        }
+        T level[kBlock];
         for (std::int64_t c = 0; c < channels_; ++c) {
           span(x + (n * channels_ + c) * inner_ + begin, level, len);
           for (std::int64_t i = 0; i < len; ++i) dst[i * channels_ + c] = level[i];
@@ -579,6 +589,9 @@ class QuantizeOp final : public ExecutableOp {
   }
 
   static constexpr std::int64_t kParallelFrom = 32768;
+  // Up to this many channels (an image's), a block's planes are quantized
+  // whole and then interleaved by interleave_planes.
+  static constexpr std::int64_t kInterleaved = 4;
 
   double il_ = 0.0, range_ = 1.0;
   int lo_ = 0;
@@ -1048,9 +1061,10 @@ class LookupOp final : public ExecutableOp {
     const auto* in = static_cast<const std::uint8_t*>(x.raw_data());
     auto* out = static_cast<std::uint8_t*>(ctx.out(node().outputs[0]).raw_data());
     const std::int64_t n = x.size();
-    const std::uint8_t flip = flip_;
-    parallel_for(n >= 65536, n, [&](std::int64_t i) {
-      out[i] = table_[static_cast<std::uint8_t>(in[i] ^ flip)];
+    constexpr std::int64_t kChunk = 16384;
+    parallel_for(n >= 4 * kChunk, (n + kChunk - 1) / kChunk, [&](std::int64_t k) {
+      const std::int64_t begin = k * kChunk;
+      lookup_bytes(in + begin, out + begin, std::min(kChunk, n - begin), table_, flip_);
     });
   }
 

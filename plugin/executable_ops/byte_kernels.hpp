@@ -1,0 +1,27 @@
+#pragma once
+// Internal: loops over 8-bit codes that run between int8 layers, with an
+// AVX-512 VBMI form (64 bytes a step, byte permutes) where the CPU has it and
+// a plain loop otherwise. Both forms give the same bytes; `vector = false`
+// asks for the plain loop (the tests compare the two).
+
+#include <array>
+#include <cstdint>
+
+namespace qfuse::plugin {
+
+// Whether this CPU runs the VBMI forms (AVX-512 F, BW and VBMI).
+bool has_avx512_vbmi();
+
+// out[i] = table[in[i] ^ flip] for i in [0, n). flip 0x80 indexes a table of
+// s8 codes from -128. `in` and `out` may be the same array.
+void lookup_bytes(const std::uint8_t* in, std::uint8_t* out, std::int64_t n,
+                  const std::array<std::uint8_t, 256>& table, std::uint8_t flip,
+                  bool vector = true);
+
+// dst[i * channels + c] = planes[c * plane_stride + i] for i in [0, n) and c in
+// [0, channels): `channels` planes of bytes interleaved, channel innermost (a
+// block of an NCHW image written channels last).
+void interleave_planes(const std::uint8_t* planes, std::int64_t plane_stride, int channels,
+                       std::int64_t n, std::uint8_t* dst, bool vector = true);
+
+}  // namespace qfuse::plugin
