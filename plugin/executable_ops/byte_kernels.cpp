@@ -1,16 +1,19 @@
 #include "plugin/executable_ops/byte_kernels.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define QFUSE_VBMI_KERNELS 1
+#define QFUSE_X86_KERNELS 1
 #endif
 
 namespace qfuse::plugin {
 namespace {
 
-#if defined(QFUSE_VBMI_KERNELS)
+#if defined(QFUSE_X86_KERNELS)
 #define QFUSE_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 
 // A 256-entry table is four 64-byte registers. vpermi2b looks an index's low
@@ -84,12 +87,75 @@ QFUSE_VBMI std::int64_t interleave_vbmi(const std::uint8_t* planes, std::int64_t
   return i;
 }
 #undef QFUSE_VBMI
+
+bool has_avx512_bw() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return yes;
+}
+
+template <bool Signed>
+__attribute__((target("avx512f,avx512bw"))) inline __m512i max_codes(__m512i a, __m512i b) {
+  return Signed ? _mm512_max_epi8(a, b) : _mm512_max_epu8(a, b);
+}
+
+// One output row, separably: the window's rows folded into `rows` (one image
+// row, all pixels and channels, 64 bytes a step), then each output pixel the
+// max of its window's columns of that (64 channels a step, the last masked).
+template <bool Signed>
+__attribute__((target("avx512f,avx512bw"))) void max_pool_row_avx512(
+    const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometry& g, std::int64_t h0,
+    std::int64_t h1, std::int64_t oh, std::uint8_t* rows) {
+  const __m512i lowest = _mm512_set1_epi8(Signed ? static_cast<char>(-128) : 0);
+  const std::int64_t width = g.iw * g.c;
+  for (std::int64_t k = 0; k < width; k += 64) {
+    const __mmask64 m = width - k >= 64 ? ~__mmask64{0} : (~__mmask64{0}) >> (64 - (width - k));
+    __m512i acc = lowest;
+    for (std::int64_t i = h0; i < h1; ++i) {
+      const std::int64_t ih = oh * g.sh - g.ph + i * g.dh;
+      acc = max_codes<Signed>(acc, _mm512_maskz_loadu_epi8(m, x + ih * width + k));
+    }
+    _mm512_mask_storeu_epi8(rows + k, m, acc);
+  }
+  for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+    const std::int64_t wstart = ow * g.sw - g.pw;
+    std::int64_t w0 = 0, w1 = g.kw;
+    while (w0 < w1 && wstart + w0 * g.dw < 0) ++w0;
+    while (w1 > w0 && wstart + (w1 - 1) * g.dw >= g.iw) --w1;
+    std::uint8_t* out = y + ow * g.c;
+    for (std::int64_t c = 0; c < g.c; c += 64) {
+      const __mmask64 m = g.c - c >= 64 ? ~__mmask64{0} : (~__mmask64{0}) >> (64 - (g.c - c));
+      __m512i acc = lowest;
+      for (std::int64_t j = w0; j < w1; ++j) {
+        acc = max_codes<Signed>(acc, _mm512_maskz_loadu_epi8(m, rows + (wstart + j * g.dw) * g.c + c));
+      }
+      _mm512_mask_storeu_epi8(out + c, m, acc);
+    }
+  }
+}
 #endif
+
+template <typename T>
+void max_pool_row(const T* x, T* y, const MaxPoolGeometry& g, std::int64_t h0, std::int64_t h1,
+                  std::int64_t oh) {
+  for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+    T* out = y + ow * g.c;
+    for (std::int64_t c = 0; c < g.c; ++c) out[c] = std::numeric_limits<T>::lowest();
+    for (std::int64_t i = h0; i < h1; ++i) {
+      const std::int64_t ih = oh * g.sh - g.ph + i * g.dh;
+      for (std::int64_t j = 0; j < g.kw; ++j) {
+        const std::int64_t iw = ow * g.sw - g.pw + j * g.dw;
+        if (iw < 0 || iw >= g.iw) continue;
+        const T* in = x + (ih * g.iw + iw) * g.c;
+        for (std::int64_t c = 0; c < g.c; ++c) out[c] = std::max(out[c], in[c]);
+      }
+    }
+  }
+}
 
 }  // namespace
 
 bool has_avx512_vbmi() {
-#if defined(QFUSE_VBMI_KERNELS)
+#if defined(QFUSE_X86_KERNELS)
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vbmi");
   return yes;
@@ -100,7 +166,7 @@ bool has_avx512_vbmi() {
 
 void lookup_bytes(const std::uint8_t* in, std::uint8_t* out, std::int64_t n,
                   const std::array<std::uint8_t, 256>& table, std::uint8_t flip, bool vector) {
-#if defined(QFUSE_VBMI_KERNELS)
+#if defined(QFUSE_X86_KERNELS)
   if (vector && has_avx512_vbmi()) {
     lookup_vbmi(in, out, n, table.data(), flip);
     return;
@@ -117,7 +183,7 @@ void interleave_planes(const std::uint8_t* planes, std::int64_t plane_stride, in
     return;
   }
   std::int64_t i = 0;
-#if defined(QFUSE_VBMI_KERNELS)
+#if defined(QFUSE_X86_KERNELS)
   if (vector && channels <= 4 && has_avx512_vbmi()) {
     i = interleave_vbmi(planes, plane_stride, channels, n, dst);
   }
@@ -125,6 +191,40 @@ void interleave_planes(const std::uint8_t* planes, std::int64_t plane_stride, in
   (void)vector;
   for (; i < n; ++i) {
     for (int c = 0; c < channels; ++c) dst[i * channels + c] = planes[c * plane_stride + i];
+  }
+}
+
+void max_pool_bytes(const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometry& g,
+                    bool is_signed, std::int64_t row_begin, std::int64_t row_end, bool vector) {
+#if defined(QFUSE_X86_KERNELS)
+  std::vector<std::uint8_t> rows;
+  if (vector && has_avx512_bw()) rows.resize(static_cast<std::size_t>(g.iw * g.c));
+#endif
+  for (std::int64_t r = row_begin; r < row_end; ++r) {
+    const std::int64_t n = r / g.oh, oh = r % g.oh;
+    // The window's rows inside the image: i in [h0, h1).
+    std::int64_t h0 = 0, h1 = g.kh;
+    while (h0 < h1 && oh * g.sh - g.ph + h0 * g.dh < 0) ++h0;
+    while (h1 > h0 && oh * g.sh - g.ph + (h1 - 1) * g.dh >= g.ih) --h1;
+    const std::uint8_t* image = x + n * g.ih * g.iw * g.c;
+    std::uint8_t* row = y + r * g.ow * g.c;
+#if defined(QFUSE_X86_KERNELS)
+    if (vector && has_avx512_bw()) {
+      if (is_signed) {
+        max_pool_row_avx512<true>(image, row, g, h0, h1, oh, rows.data());
+      } else {
+        max_pool_row_avx512<false>(image, row, g, h0, h1, oh, rows.data());
+      }
+      continue;
+    }
+#endif
+    (void)vector;
+    if (is_signed) {
+      max_pool_row(reinterpret_cast<const std::int8_t*>(image), reinterpret_cast<std::int8_t*>(row),
+                   g, h0, h1, oh);
+    } else {
+      max_pool_row(image, row, g, h0, h1, oh);
+    }
   }
 }
 

@@ -24,4 +24,17 @@ void lookup_bytes(const std::uint8_t* in, std::uint8_t* out, std::int64_t n,
 void interleave_planes(const std::uint8_t* planes, std::int64_t plane_stride, int channels,
                        std::int64_t n, std::uint8_t* dst, bool vector = true);
 
+// 2D max pooling of 8-bit codes, channels last (NHWC). Padded cells never win;
+// every window must hold at least one real cell (the caller checks). The max
+// of codes is the code of the max, so this is MaxPool on a grid exactly.
+struct MaxPoolGeometry {
+  std::int64_t n = 1, c = 1, ih = 1, iw = 1, oh = 1, ow = 1;
+  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+};
+
+// Output rows [row_begin, row_end) of n * oh; `is_signed`: s8 codes, else u8.
+void max_pool_bytes(const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometry& g,
+                    bool is_signed, std::int64_t row_begin, std::int64_t row_end,
+                    bool vector = true);
+
 }  // namespace qfuse::plugin

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "plugin/executable_ops/byte_kernels.hpp"
@@ -66,6 +68,69 @@ TEST(ByteKernels, InterleaveWritesChannelsInnermost) {
           }
         }
         EXPECT_EQ(dst.back(), 0xCD) << "wrote past the run, C " << channels << " n " << n;
+      }
+    }
+  }
+}
+
+// The window max of codes, straight from the definition: every tap of every
+// window, padded and out-of-image taps skipped.
+template <typename T>
+std::vector<T> naive_max_pool(const std::vector<T>& x, const MaxPoolGeometry& g) {
+  std::vector<T> y(static_cast<std::size_t>(g.n * g.oh * g.ow * g.c));
+  for (std::int64_t n = 0; n < g.n; ++n)
+    for (std::int64_t oh = 0; oh < g.oh; ++oh)
+      for (std::int64_t ow = 0; ow < g.ow; ++ow)
+        for (std::int64_t c = 0; c < g.c; ++c) {
+          int best = -1000;
+          for (std::int64_t i = 0; i < g.kh; ++i)
+            for (std::int64_t j = 0; j < g.kw; ++j) {
+              const std::int64_t ih = oh * g.sh - g.ph + i * g.dh, iw = ow * g.sw - g.pw + j * g.dw;
+              if (ih < 0 || ih >= g.ih || iw < 0 || iw >= g.iw) continue;
+              best = std::max(best, static_cast<int>(x[((n * g.ih + ih) * g.iw + iw) * g.c + c]));
+            }
+          y[((n * g.oh + oh) * g.ow + ow) * g.c + c] = static_cast<T>(best);
+        }
+  return y;
+}
+
+template <typename T>
+void check_max_pool(std::mt19937& rng, const MaxPoolGeometry& g, bool vector) {
+  std::vector<T> x(static_cast<std::size_t>(g.n * g.ih * g.iw * g.c));
+  for (auto& v : x) v = static_cast<T>(rng());
+  std::vector<T> y(static_cast<std::size_t>(g.n * g.oh * g.ow * g.c) + 1, T{7});
+  max_pool_bytes(reinterpret_cast<const std::uint8_t*>(x.data()),
+                 reinterpret_cast<std::uint8_t*>(y.data()), g, std::is_signed_v<T>, 0, g.n * g.oh,
+                 vector);
+  const std::vector<T> want = naive_max_pool(x, g);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(static_cast<int>(y[i]), static_cast<int>(want[i]))
+        << "element " << i << " C " << g.c << " k " << g.kh << "x" << g.kw << " s " << g.sh
+        << " pad " << g.ph << " dilation " << g.dh << " signed " << std::is_signed_v<T>
+        << " vector " << vector;
+  }
+  EXPECT_EQ(y.back(), T{7}) << "wrote past the output";
+}
+
+TEST(ByteKernels, MaxPoolEqualsTheWindowMax) {
+  std::mt19937 rng(10);
+  for (const bool vector : {true, false}) {
+    for (const std::int64_t c : {1, 3, 24, 64, 65, 130}) {
+      for (const std::int64_t k : {1, 2, 3}) {
+        for (const std::int64_t s : {1, 2}) {
+          for (const std::int64_t pad : {0, 1}) {
+            for (const std::int64_t d : {1, 2}) {
+              if (pad >= k) continue;
+              MaxPoolGeometry g;
+              g.n = 2, g.c = c, g.ih = 7, g.iw = 9;
+              g.kh = k, g.kw = k, g.sh = s, g.sw = s, g.ph = pad, g.pw = pad, g.dh = d, g.dw = d;
+              g.oh = (g.ih + 2 * pad - d * (k - 1) - 1) / s + 1;
+              g.ow = (g.iw + 2 * pad - d * (k - 1) - 1) / s + 1;
+              check_max_pool<std::uint8_t>(rng, g, vector);
+              check_max_pool<std::int8_t>(rng, g, vector);
+            }
+          }
+        }
       }
     }
   }
