@@ -217,6 +217,9 @@ struct PoolAttrs {
   // the output type, a requantization onto another grid (identity: 1, 0).
   float out_scale = 1.0f;
   float out_shift = 0.0f;
+  // AvgPool on u8/s8, global (the window is the whole image) only: the output
+  // is f32, out_scale * mean + out_shift unrounded (a dequantized mean).
+  bool to_f32 = false;
   bool operator==(const PoolAttrs&) const = default;
 };
 

@@ -353,6 +353,16 @@ OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
     c.expect(std::isfinite(a.out_scale) && a.out_scale > 0.0f && std::isfinite(a.out_shift),
              "out_scale " + std::to_string(a.out_scale) + " must be positive and finite");
   }
+  if (a.to_f32) {
+    c.expect(!is_max && c.in(0).type != ElementType::f32,
+             "an f32 mean of codes (to_f32) needs an AvgPool on u8/s8");
+    bool global = true;
+    for (std::size_t i = 0; i < spatial && i < a.kernel.size(); ++i) {
+      global = global && a.kernel[i] == x[i + 2] && a.pads_begin[i] == 0 && a.pads_end[i] == 0;
+    }
+    c.expect(global, "an f32 mean of codes (to_f32) needs a global window, kernel " +
+                         ints_to_string(a.kernel) + " without padding");
+  }
   Shape out{x[0], x[1]};
   for (std::size_t i = 0; i < spatial; ++i) {
     const std::int64_t extent = (a.kernel[i] - 1) * a.dilations[i] + 1;
@@ -363,7 +373,7 @@ OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
                                    " exceeds the padded input " + std::to_string(padded));
     out.push_back((padded - extent) / a.strides[i] + 1);
   }
-  return {out, c.in(0).type};
+  return {out, a.to_f32 ? ElementType::f32 : c.in(0).type};
 }
 
 std::int64_t normalize_axis(NodeChecker& c, std::int64_t axis, std::int64_t rank,

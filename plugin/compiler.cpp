@@ -579,7 +579,8 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
                                     plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
                                     plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
       } else if (options.integer_only && node.kind == graph::OpKind::AvgPool &&
-                 is_int8(impl->graph.value(node.inputs[0]).type)) {
+                 is_int8(impl->graph.value(node.inputs[0]).type) &&
+                 !node.attr<graph::PoolAttrs>().to_f32) {
         std::string why;
         m.op = plugin::make_integer_avg_pool(impl->graph, node, layout_of, options.integer_eta, why);
         if (!m.op) {

@@ -1377,6 +1377,33 @@ class Exporter {
     const auto& a = n.attr<graph::PoolAttrs>();
     const graph::Value& x = g_.value(n.inputs[0]);
     const graph::Value& y = g_.value(n.outputs[0]);
+    if (a.to_f32) {
+      // The dequantized mean: DequantizeLinear then the f32 pool, as the
+      // model wrote it (out_shift = -z * out_scale for the zero point z).
+      const double z = -static_cast<double>(a.out_shift) / a.out_scale;
+      const double lo = x.type == ElementType::u8 ? 0.0 : -128.0;
+      std::string t;
+      if (std::abs(z - std::nearbyint(z)) < 1e-3 && std::nearbyint(z) >= lo &&
+          std::nearbyint(z) <= lo + 255.0) {
+        t = w_.op("DequantizeLinear", n.name + "/dequantize",
+                  {in(n.inputs[0]),
+                   w_.constant(n.name + "/scale", kFloat, std::vector<float>{a.out_scale}, {}),
+                   w_.constant(n.name + "/zero_point", onnx_type(x.type),
+                               std::vector<std::int32_t>{static_cast<std::int32_t>(std::nearbyint(z))},
+                               {})});
+        auto& p = w_.node("AveragePool", n.name, {t}, name(n.outputs[0]));
+        pool_attrs(p, a);
+        return;
+      }
+      t = cast(in(n.inputs[0]), kFloat, n.name + "/cast");
+      t = w_.op("Mul", n.name + "/out_scale",
+                {t, w_.constant(n.name + "/out_scale", kFloat, std::vector<float>{a.out_scale}, {})});
+      t = w_.op("Add", n.name + "/out_shift",
+                {t, w_.constant(n.name + "/out_shift", kFloat, std::vector<float>{a.out_shift}, {})});
+      auto& p = w_.node("AveragePool", n.name, {t}, name(n.outputs[0]));
+      pool_attrs(p, a);
+      return;
+    }
     if (a.out_shift == std::nearbyint(a.out_shift) && std::abs(a.out_shift) <= 255.0f) {
       // round(out_scale * mean + shift) for an integer shift: Q/DQ around the
       // pool, the form int8 runtimes run as one int8 pool.

@@ -228,4 +228,14 @@ std::vector<double> weight_sums(const Graph& g, ValueId wq, const Node& layer, s
   return sums;
 }
 
+bool pools_globally(const Graph& g, const Node& pool) {
+  const auto& a = pool.attr<PoolAttrs>();
+  const Shape& x = g.value(pool.inputs[0]).shape;
+  if (a.kernel.size() + 2 != x.size()) return false;
+  for (std::size_t i = 0; i < a.kernel.size(); ++i) {
+    if (a.kernel[i] != x[i + 2] || a.pads_begin[i] != 0 || a.pads_end[i] != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace qfuse::graph::pattern

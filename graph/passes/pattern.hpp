@@ -65,6 +65,9 @@ bool is_scalar_affine(const Graph& g, const Node& n);
 // Convert from u8/s8 to f32.
 bool is_int8_to_f32(const Graph& g, const Node& n);
 
+// A MaxPool / AvgPool whose window is the whole image, unpadded.
+bool pools_globally(const Graph& g, const Node& pool);
+
 // The per-tensor dequantize ending at `v`: Convert(f32), [Subtract(z)],
 // Multiply(s), each read only by the next (`v` itself may have any readers).
 struct Dequantize {

@@ -17,6 +17,12 @@
 // Preconditions: the FakeQuantize is per tensor and its levels fill t; with
 // padding counted in the window (count_include_pad), z = 0 (a padded int8 0
 // is the real value -z * s, not 0); s > 0.
+//
+// A global pool that no FakeQuantize reads (a squeeze-excitation's squeeze
+// feeding an f32 fc1, a classifier's pool) keeps its f32 output but reads the
+// codes: q -> AvgPool[to_f32, out_scale s, out_shift -z * s], the mean of the
+// codes dequantized once instead of every element dequantized and then
+// averaged (the same real value; the two f32 roundings differ by an ulp).
 
 #include <cmath>
 
@@ -36,6 +42,32 @@ bool has_padding(const PoolAttrs& a) {
   return false;
 }
 
+// The global-pool form above the pass: true when it rewrote.
+bool pool_dequantized_mean(Graph& g, PassContext& ctx, NodeId id, const Dequantize& dq) {
+  const Node& pool = g.node(id);
+  if (!pools_globally(g, pool)) return false;
+  for (NodeId c : g.consumers(pool.outputs[0])) {
+    if (g.node(c).kind == OpKind::FakeQuantize) return false;  // a requantizing pool's case
+  }
+  if (!(dq.scale > 0.0f)) {
+    ctx.reject(kPass, pool.name, "the dequantize scale is not positive; the pool stays f32");
+    return false;
+  }
+  PoolAttrs attrs = pool.attr<PoolAttrs>();
+  attrs.to_f32 = true;
+  attrs.out_scale = dq.scale;
+  attrs.out_shift = static_cast<float>(-static_cast<double>(dq.zero_point) * dq.scale);
+  const std::string name = pool.name;
+  const ValueId result = pool.outputs[0];
+  const ValueId pooled = emit(g, OpKind::AvgPool, name, {dq.stored}, attrs);
+  replace_value(g, result, pooled);
+  g.erase_node(id);
+  ctx.log(kPass, name + " averages the " + std::string(to_string(g.value(dq.stored).type)) +
+                     " codes and dequantizes the mean (" + std::to_string(attrs.out_scale) +
+                     " * mean + " + std::to_string(attrs.out_shift) + ", f32)");
+  return true;
+}
+
 }  // namespace
 
 bool requantize_avg_pool(Graph& g, PassContext& ctx) {
@@ -45,7 +77,10 @@ bool requantize_avg_pool(Graph& g, PassContext& ctx) {
     const auto dq = dequantize_chain(g, pool.inputs[0]);
     if (!dq) continue;
     const auto fq_id = sole_consumer(g, pool.outputs[0]);
-    if (!fq_id || g.node(*fq_id).kind != OpKind::FakeQuantize) continue;
+    if (!fq_id || g.node(*fq_id).kind != OpKind::FakeQuantize) {
+      if (pool_dequantized_mean(g, ctx, id, *dq)) return true;
+      continue;
+    }
     const Node& fq = g.node(*fq_id);
     const auto cv_id = sole_consumer(g, fq.outputs[0]);
     if (!cv_id || g.node(*cv_id).kind != OpKind::Convert) continue;

@@ -61,6 +61,13 @@ bool quantized_operand(const Graph& g, ValueId v) {
   return is_dequantized(g, v);
 }
 
+bool read_by(const Graph& g, ValueId v, OpKind kind) {
+  for (NodeId c : g.consumers(v)) {
+    if (g.node(c).kind == kind) return true;
+  }
+  return false;
+}
+
 // Some layer reads `v` (directly or through data movement) as its activation and
 // has dequantized (s8) weights, so it can become an int8 layer; or `v` is one
 // side of a residual Add whose other side is not int8 yet: stored as int8, it
@@ -100,7 +107,9 @@ bool feeds_layer_activation(const Graph& g, ValueId v) {
       }
     }
     // AvgPool quantized again before a layer: it can pool the int8 values
-    // (requantize_avg_pool).
+    // (requantize_avg_pool). A global AvgPool that nothing quantizes again
+    // (a squeeze-excitation's squeeze, a classifier's pool) averages the
+    // codes and dequantizes the mean.
     if (n.kind == OpKind::AvgPool) {
       const auto next = sole_consumer(g, n.outputs[0]);
       if (next && g.node(*next).kind == OpKind::FakeQuantize &&
@@ -108,6 +117,7 @@ bool feeds_layer_activation(const Graph& g, ValueId v) {
            is_quantize_only(g, g.node(*next)))) {
         return true;
       }
+      if (pools_globally(g, n) && !read_by(g, n.outputs[0], OpKind::FakeQuantize)) return true;
     }
   }
   return false;

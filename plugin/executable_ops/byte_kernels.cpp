@@ -14,6 +14,12 @@ namespace qfuse::plugin {
 namespace {
 
 #if defined(QFUSE_X86_KERNELS)
+// GCC 12's avx512fintrin.h passes an undefined vector as the unused
+// pass-through of some conversions, which -Wmaybe-uninitialized reports.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #define QFUSE_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 
 // A 256-entry table is four 64-byte registers. vpermi2b looks an index's low
@@ -88,8 +94,10 @@ QFUSE_VBMI std::int64_t interleave_vbmi(const std::uint8_t* planes, std::int64_t
 }
 #undef QFUSE_VBMI
 
+// AVX-512 F, BW and VL (every AVX-512 server core since Skylake has all three).
 bool has_avx512_bw() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
   return yes;
 }
 
@@ -132,6 +140,32 @@ __attribute__((target("avx512f,avx512bw"))) void max_pool_row_avx512(
     }
   }
 }
+
+// 16 channels a step in int32 lanes (the last step masked), over blocks of
+// pixels short enough that no lane overflows (2^31 / 255 > 8M pixels).
+template <bool Signed>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void channel_sums_avx512(
+    const std::uint8_t* x, std::int64_t pixels, std::int64_t channels, std::int64_t* sums) {
+  constexpr std::int64_t kBlock = std::int64_t{1} << 22;
+  for (std::int64_t p0 = 0; p0 < pixels; p0 += kBlock) {
+    const std::int64_t p1 = std::min(pixels, p0 + kBlock);
+    for (std::int64_t c = 0; c < channels; c += 16) {
+      const __mmask16 m = channels - c >= 16 ? __mmask16{0xFFFF}
+                                             : static_cast<__mmask16>((1u << (channels - c)) - 1);
+      __m512i acc = _mm512_setzero_si512();
+      for (std::int64_t p = p0; p < p1; ++p) {
+        const __m128i codes = _mm_maskz_loadu_epi8(m, x + p * channels + c);
+        acc = _mm512_add_epi32(acc, Signed ? _mm512_cvtepi8_epi32(codes) : _mm512_cvtepu8_epi32(codes));
+      }
+      alignas(64) std::int32_t lanes[16];
+      _mm512_store_si512(lanes, acc);
+      for (std::int64_t k = 0; k < 16 && c + k < channels; ++k) sums[c + k] += lanes[k];
+    }
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 template <typename T>
@@ -224,6 +258,27 @@ void max_pool_bytes(const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometr
                    g, h0, h1, oh);
     } else {
       max_pool_row(image, row, g, h0, h1, oh);
+    }
+  }
+}
+
+void channel_sums(const std::uint8_t* x, std::int64_t pixels, std::int64_t channels,
+                  bool is_signed, std::int64_t* sums, bool vector) {
+#if defined(QFUSE_X86_KERNELS)
+  if (vector && has_avx512_bw()) {
+    if (is_signed) {
+      channel_sums_avx512<true>(x, pixels, channels, sums);
+    } else {
+      channel_sums_avx512<false>(x, pixels, channels, sums);
+    }
+    return;
+  }
+#endif
+  (void)vector;
+  for (std::int64_t p = 0; p < pixels; ++p) {
+    const std::uint8_t* row = x + p * channels;
+    for (std::int64_t c = 0; c < channels; ++c) {
+      sums[c] += is_signed ? static_cast<std::int8_t>(row[c]) : row[c];
     }
   }
 }

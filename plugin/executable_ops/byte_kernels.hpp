@@ -37,4 +37,9 @@ void max_pool_bytes(const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometr
                     bool is_signed, std::int64_t row_begin, std::int64_t row_end,
                     bool vector = true);
 
+// sums[c] += the codes of channel c over `pixels` pixels of one image, channels
+// last (x[p * channels + c]); `is_signed`: s8 codes, else u8. Exact in int64.
+void channel_sums(const std::uint8_t* x, std::int64_t pixels, std::int64_t channels,
+                  bool is_signed, std::int64_t* sums, bool vector = true);
+
 }  // namespace qfuse::plugin

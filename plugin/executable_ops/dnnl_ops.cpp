@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "graph/passes/pattern.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/f32_post_ops.hpp"
@@ -576,16 +577,6 @@ std::unique_ptr<ExecutableOp> make_batch_norm(const Operands& o, const dnnl::eng
                   {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
 }
 
-// A window that covers the whole spatial extent without padding: the mean of
-// each channel.
-bool is_global(const Operands& o, const graph::PoolAttrs& a) {
-  const Shape& x = o.in(0).shape;
-  for (std::size_t i = 0; i < a.kernel.size(); ++i) {
-    if (a.kernel[i] != x[i + 2] || a.pads_begin[i] != 0 || a.pads_end[i] != 0) return false;
-  }
-  return true;
-}
-
 std::unique_ptr<ExecutableOp> make_pool(const Operands& o, const dnnl::engine& engine) {
   const auto& a = o.node.attr<graph::PoolAttrs>();
   const memory::desc src = o.in_md(0), dst = o.out_md();
@@ -597,7 +588,7 @@ std::unique_ptr<ExecutableOp> make_pool(const Operands& o, const dnnl::engine& e
     attr.set_post_ops(po);
   }
   const bool int8 = o.in(0).type != ElementType::f32;
-  if (o.node.kind == OpKind::AvgPool && int8 && !channels_last && is_global(o, a)) {
+  if (o.node.kind == OpKind::AvgPool && int8 && !channels_last && graph::pattern::pools_globally(o.graph, o.node)) {
     // oneDNN 2.6 pools u8/s8 with jit only channels last; its reduction is
     // jit on plain layouts.
     dnnl::reduction::desc desc(algorithm::reduction_mean, src, dst, 0.0f, 0.0f);

@@ -1138,6 +1138,53 @@ class MaxPoolBytesOp final : public ExecutableOp {
   bool signed_ = false;
 };
 
+// A global AvgPool of u8/s8 codes written as f32 (PoolAttrs::to_f32):
+// out_scale * mean + out_shift per image and channel, the codes summed
+// exactly in integers and the mean scaled in double, rounded to f32 once.
+class DequantizedMeanOp final : public ExecutableOp {
+ public:
+  DequantizedMeanOp(const graph::Graph& g, const Node& node, bool channels_last)
+      : ExecutableOp(node) {
+    const auto& a = node.attr<graph::PoolAttrs>();
+    const graph::Value& x = g.value(node.inputs[0]);
+    signed_ = x.type == ElementType::s8;
+    batch_ = x.shape[0];
+    channels_ = x.shape[1];
+    for (std::size_t d = 2; d < x.shape.size(); ++d) pixels_ *= x.shape[d];
+    channels_last_ = channels_last;
+    scale_ = static_cast<double>(a.out_scale) / static_cast<double>(pixels_);
+    shift_ = a.out_shift;
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const auto* x = static_cast<const std::uint8_t*>(ctx.in(node().inputs[0]).raw_data());
+    float* y = ctx.out(node().outputs[0]).data<float>().data();
+    std::vector<std::int64_t> sums(static_cast<std::size_t>(channels_));
+    for (std::int64_t n = 0; n < batch_; ++n) {
+      const std::uint8_t* image = x + n * channels_ * pixels_;
+      std::fill(sums.begin(), sums.end(), 0);
+      if (channels_last_) {
+        channel_sums(image, pixels_, channels_, signed_, sums.data());
+      } else {
+        for (std::int64_t c = 0; c < channels_; ++c) {
+          channel_sums(image + c * pixels_, pixels_, 1, signed_, &sums[static_cast<std::size_t>(c)]);
+        }
+      }
+      for (std::int64_t c = 0; c < channels_; ++c) {
+        y[n * channels_ + c] =
+            static_cast<float>(scale_ * static_cast<double>(sums[static_cast<std::size_t>(c)]) + shift_);
+      }
+    }
+  }
+
+  std::string implementation() const override { return "qfuse:dequantized_mean"; }
+
+ private:
+  bool signed_ = false, channels_last_ = false;
+  std::int64_t batch_ = 1, channels_ = 1, pixels_ = 1;
+  double scale_ = 1.0, shift_ = 0.0;
+};
+
 // Gather: blocks of data (everything after `axis`) copied by index, any
 // element type, plain layouts. Indices are checked against the axis's length
 // on every inference: a token id past the vocabulary is an error naming the
@@ -1243,6 +1290,9 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
     case OpKind::Lookup: return std::make_unique<LookupOp>(graph, node);
     case OpKind::MaxPool:
       return MaxPoolBytesOp::make(graph, node, cl(node.inputs[0]), cl(node.outputs[0]));
+    case OpKind::AvgPool:
+      if (!node.attr<graph::PoolAttrs>().to_f32) return nullptr;
+      return std::make_unique<DequantizedMeanOp>(graph, node, cl(node.inputs[0]));
     case OpKind::GateMultiply:
       return std::make_unique<GateMultiplyOp>(graph, node, cl(node.inputs[0]));
     case OpKind::Concat: return std::make_unique<ConcatOp>(graph, node, cl(node.outputs[0]));

@@ -112,5 +112,58 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"S8PooledOntoU8Grid", window(8, 1, 0, true), kS8, kU8, false, "its input is s8"}),
     [](const auto& p) { return p.param.name; });
 
+// x -> FQ -> conv1 -> FQ(in) -> AvgPool "pool" -> f32 1x1 conv "fc1" (plain
+// f32 weights) -> FQ -> conv2 -> FQ(s8) -> y: a squeeze-excitation's squeeze,
+// whose mean lies on no grid, so fc1 stays f32.
+SmallNet build_f32_reader(const graph::PoolAttrs& pool, const Grid& in) {
+  SmallNet net;
+  Builder b(net.graph);
+  const ValueId x = quantize(b, b.input("x", {1, 4, 8, 8}), Grid{0.02f}, "x.q");
+  ValueId y = quantize(b, quantized_conv(b, x, 8, 1, "conv1"), in, "conv1.q");
+  y = b.op(OpKind::AvgPool, {y}, pool, "pool");
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 0.4f);
+  std::vector<float> w(4 * 8);
+  for (float& v : w) v = d(rng);
+  y = b.convolution(y, b.constant("fc1.w", {4, 8, 1, 1}, w), std::nullopt, graph::ConvAttrs{}, "fc1");
+  y = quantize(b, y, Grid{0.03125f, 128}, "fc1.q");
+  close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
+  return net;
+}
+
+// The global pool reads the codes and writes their dequantized mean; the
+// Convert / Subtract / Multiply that dequantized every element are gone.
+TEST(Int8AvgPoolToF32, GlobalPoolAveragesTheCodesAndDequantizesTheMean) {
+  for (const Grid& in : {kU8, kS8, Grid{0.05f, 37}}) {
+    const SmallNet net = build_f32_reader(window(8, 1, 0, true), in);
+    const CompiledModel fused = compile(net.graph, {.fuse = true});
+    bool found = false;
+    for (const LayerInfo& l : fused.layers()) {
+      EXPECT_FALSE(l.op == "Subtract" || l.op == "Multiply") << describe_layers(fused);
+      if (l.node != "pool") continue;
+      found = true;
+      EXPECT_EQ(l.implementation, "qfuse:dequantized_mean") << describe_layers(fused);
+    }
+    EXPECT_TRUE(found) << describe_layers(fused);
+    expect_within_one_lsb(net, fused, 12, 0.98);
+  }
+}
+
+// Named negative: a 2x2 window is not a global pool; it pools f32 as the
+// model wrote it.
+TEST(Int8AvgPoolToF32, AWindowedPoolStaysF32) {
+  const SmallNet net = build_f32_reader(window(2, 2, 0, true), kU8);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  bool found = false;
+  for (const LayerInfo& l : fused.layers()) {
+    if (l.node != "pool") continue;
+    found = true;
+    EXPECT_EQ(l.precision, "f32") << describe_layers(fused);
+    EXPECT_NE(l.implementation, "qfuse:dequantized_mean");
+  }
+  EXPECT_TRUE(found) << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 13, 0.98);
+}
+
 }  // namespace
 }  // namespace qfuse::test::fusion

@@ -136,5 +136,30 @@ TEST(ByteKernels, MaxPoolEqualsTheWindowMax) {
   }
 }
 
+TEST(ByteKernels, ChannelSumsAddEveryPixel) {
+  std::mt19937 rng(11);
+  for (const bool vector : {true, false}) {
+    for (const bool is_signed : {false, true}) {
+      for (const std::int64_t channels : {1, 3, 16, 17, 72, 130}) {
+        for (const std::int64_t pixels : {1, 7, 64}) {
+          const auto x = random_bytes(rng, static_cast<std::size_t>(pixels * channels));
+          std::vector<std::int64_t> sums(static_cast<std::size_t>(channels) + 1, 5);
+          channel_sums(x.data(), pixels, channels, is_signed, sums.data(), vector);
+          for (std::int64_t c = 0; c < channels; ++c) {
+            std::int64_t want = 5;  // sums are added to
+            for (std::int64_t p = 0; p < pixels; ++p) {
+              const std::uint8_t b = x[static_cast<std::size_t>(p * channels + c)];
+              want += is_signed ? static_cast<std::int8_t>(b) : b;
+            }
+            ASSERT_EQ(sums[static_cast<std::size_t>(c)], want)
+                << "C " << channels << " pixels " << pixels << " c " << c << " signed " << is_signed;
+          }
+          EXPECT_EQ(sums.back(), 5) << "wrote past the channels";
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qfuse::plugin
