@@ -66,6 +66,7 @@ constexpr std::array kOps{
   OpInfo{OpKind::Gather,                   "Gather",                  C::data_movement,  2, 2,           false, no_eltwise,        A::none,  Ch::none},
   OpInfo{OpKind::LayerNorm,                "LayerNorm",               C::normalization,  3, 3,           false, no_eltwise,        A::none,  Ch::none},
   OpInfo{OpKind::DynamicQuantize,          "DynamicQuantize",         C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none},
+  OpInfo{OpKind::ShuffleChannels,          "ShuffleChannels",         C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none},
 };
 // clang-format on
 
@@ -73,7 +74,7 @@ constexpr bool in_kind_order() {
   for (std::size_t i = 0; i < kOps.size(); ++i) {
     if (static_cast<std::size_t>(kOps[i].kind) != i) return false;
   }
-  return static_cast<std::size_t>(OpKind::DynamicQuantize) + 1 == kOps.size();
+  return static_cast<std::size_t>(OpKind::ShuffleChannels) + 1 == kOps.size();
 }
 static_assert(in_kind_order(), "kOps must hold one row per OpKind, in OpKind's order");
 

@@ -20,7 +20,7 @@ enum class OpCategory : std::uint8_t {
   unary,            // elementwise, one input (an eltwise function of x)
   binary,           // elementwise, two broadcast inputs
   quantization,     // FakeQuantize, Convert, DynamicQuantize, Lookup, GateMultiply
-  data_movement,    // Reshape, Flatten, Transpose, Concat, Slice, Resize, Gather
+  data_movement,    // Reshape, Flatten, Transpose, Concat, Slice, Resize, Gather, ShuffleChannels
   pooling,          // MaxPool, AvgPool
   normalization,    // BatchNormalization, LayerNorm, Softmax
   other,            // PRelu, ReduceMean, Power

@@ -76,6 +76,10 @@ enum class OpKind : std::uint8_t {
   // tensor's own range at run time. Three outputs: codes (u8, x's shape),
   // scale (f32 [1]) and zero point (u8 [1]); see composer::dynamic_grid.
   DynamicQuantize,
+  // A channel shuffle (ShuffleChannelsAttrs): what Reshape [N, g, C/g, ...] ->
+  // Transpose(0, 2, 1, ...) -> Reshape [N, C, ...] computes, made by the
+  // passes so that it runs on either layout.
+  ShuffleChannels,
 };
 
 // Each from the op table (graph/op_info.hpp).
@@ -240,6 +244,12 @@ struct TransposeAttrs {
   bool operator==(const TransposeAttrs&) const = default;
 };
 
+// Output channel j * groups + i is input channel i * (C / groups) + j.
+struct ShuffleChannelsAttrs {
+  std::int64_t groups = 1;
+  bool operator==(const ShuffleChannelsAttrs&) const = default;
+};
+
 struct ConcatAttrs {
   std::int64_t axis = 1;
   bool operator==(const ConcatAttrs&) const = default;
@@ -374,6 +384,6 @@ using Attributes =
                  AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
                  FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
                  PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs, GatherAttrs,
-                 LayerNormAttrs, GateMultiplyAttrs>;
+                 LayerNormAttrs, GateMultiplyAttrs, ShuffleChannelsAttrs>;
 
 }  // namespace qfuse::graph

@@ -608,6 +608,16 @@ OutputSpec check_node(NodeChecker& c) {
       for (auto p : a.perm) out.push_back(x[static_cast<std::size_t>(p)]);
       return {out, c.in(0).type};
     }
+    case OpKind::ShuffleChannels: {
+      const auto& a = std::get<ShuffleChannelsAttrs>(n.attrs);
+      c.expect_rank(0, 2, 5);
+      expect_float_or_int8(c, 0);
+      const std::int64_t channels = c.shape(0)[1];
+      c.expect(a.groups >= 1 && channels % a.groups == 0,
+               "groups " + std::to_string(a.groups) + " do not divide the " +
+                   std::to_string(channels) + " channels");
+      return {c.shape(0), c.in(0).type};
+    }
     case OpKind::Concat: {
       auto& a = std::get<ConcatAttrs>(n.attrs);
       const Shape& first = c.shape(0);

@@ -306,8 +306,8 @@ bool is_spatial_quantized(graph::OpKind kind) {
 }
 
 // Ops that run on channels-last buffers as well as plain ones, and which of
-// their operands must then share one layout: elementwise ops, pools and
-// nearest Resize (input and output), Concat (all of them), binary ops (the
+// their operands must then share one layout: elementwise ops, pools, channel
+// shuffles and nearest Resize (input and output), Concat (all of them), binary ops (the
 // operands of the output's shape and the output; a broadcast operand is read
 // plain). Convert and Slice (reorders, or the quantizing loop) take any
 // layouts; int8 convolutions read and write either (staging the other), their
@@ -319,7 +319,7 @@ std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph
   using graph::OpKind;
   const Shape& out = g.value(n.outputs[0]).shape;
   if (graph::is_elementwise_unary(n.kind) || n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool ||
-      n.kind == OpKind::Lookup || n.kind == OpKind::GateMultiply ||
+      n.kind == OpKind::Lookup || n.kind == OpKind::GateMultiply || n.kind == OpKind::ShuffleChannels ||
       (n.kind == OpKind::Resize &&
        n.attr<graph::ResizeAttrs>().mode == graph::ResizeMode::nearest)) {
     return {n.inputs[0], n.outputs[0]};

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "graph/onnx/proto_utils.hpp"
@@ -281,6 +282,26 @@ class Exporter {
       case OpKind::Transpose: {
         auto& t = w_.node("Transpose", n.name, {in(n.inputs[0])}, name(n.outputs[0]));
         Writer::ints(t, "perm", n.attr<graph::TransposeAttrs>().perm);
+        return;
+      }
+      case OpKind::ShuffleChannels: {
+        // As exporters write it: Reshape [N, g, C/g, ...], Transpose(0, 2, 1, ...),
+        // Reshape back.
+        const Shape& s = g_.value(n.inputs[0]).shape;
+        const std::int64_t groups = n.attr<graph::ShuffleChannelsAttrs>().groups;
+        std::vector<std::int64_t> split{s[0], groups, s[1] / groups};
+        split.insert(split.end(), s.begin() + 2, s.end());
+        std::vector<std::int64_t> perm(split.size());
+        std::iota(perm.begin(), perm.end(), std::int64_t{0});
+        std::swap(perm[1], perm[2]);
+        const std::string parts = w_.fresh(n.name + "/split");
+        w_.node("Reshape", n.name + "/split", {in(n.inputs[0]), w_.ints64(n.name + "/split_shape", split)},
+                parts);
+        const std::string swapped = w_.fresh(n.name + "/transpose");
+        auto& t = w_.node("Transpose", n.name + "/transpose", {parts}, swapped);
+        Writer::ints(t, "perm", perm);
+        w_.node("Reshape", n.name, {swapped, w_.ints64(n.name + "/shape", std::vector<std::int64_t>(s.begin(), s.end()))},
+                name(n.outputs[0]));
         return;
       }
       case OpKind::Concat: {

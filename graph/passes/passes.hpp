@@ -68,6 +68,10 @@ bool quantize_by_convert(Graph& g, PassContext& ctx);
 // as one GateMultiply (squeeze-excitation); is_channel_gate says whether
 // `gate` broadcasts per image and channel over `x`.
 bool quantize_channel_gate(Graph& g, PassContext& ctx);
+
+// Reshape [N, g, C/g, ...] -> Transpose(0, 2, 1, ...) -> Reshape [N, C, ...]
+// -> one ShuffleChannels, which runs channels last as well as plain.
+bool recognize_channel_shuffle(Graph& g, PassContext& ctx);
 bool is_channel_gate(const Graph& g, ValueId gate, ValueId x);
 
 // A quantizing Convert (zero point 0) that alone reads a Softmax -> the

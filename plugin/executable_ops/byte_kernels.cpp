@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -92,7 +93,6 @@ QFUSE_VBMI std::int64_t interleave_vbmi(const std::uint8_t* planes, std::int64_t
   }
   return i;
 }
-#undef QFUSE_VBMI
 
 // AVX-512 F, BW and VL (every AVX-512 server core since Skylake has all three).
 bool has_avx512_bw() {
@@ -163,6 +163,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void channel_sums_avx512(
     }
   }
 }
+
+// Pixel by pixel: its channels loaded as one (up to 64) or two 64-byte table
+// halves, each 64 output channels one vpermi2b.
+QFUSE_VBMI void permute_channels_vbmi(const std::uint8_t* x, std::uint8_t* y, std::int64_t pixels,
+                                      std::int64_t channels, const std::uint8_t* index) {
+  const std::int64_t chunks = (channels + 63) / 64;
+  const __mmask64 lo_mask = channels >= 64 ? ~__mmask64{0} : (~__mmask64{0}) >> (64 - channels);
+  const __mmask64 hi_mask = channels > 64 ? (~__mmask64{0}) >> (128 - channels) : 0;
+  __m512i idx[2];
+  for (std::int64_t j = 0; j < chunks; ++j) idx[j] = _mm512_loadu_si512(index + 64 * j);
+  for (std::int64_t p = 0; p < pixels; ++p) {
+    const std::uint8_t* in = x + p * channels;
+    std::uint8_t* out = y + p * channels;
+    const __m512i lo = _mm512_maskz_loadu_epi8(lo_mask, in);
+    const __m512i hi = channels > 64 ? _mm512_maskz_loadu_epi8(hi_mask, in + 64) : lo;
+    _mm512_mask_storeu_epi8(out, lo_mask, _mm512_permutex2var_epi8(lo, idx[0], hi));
+    if (chunks > 1) _mm512_mask_storeu_epi8(out + 64, hi_mask, _mm512_permutex2var_epi8(lo, idx[1], hi));
+  }
+}
+#undef QFUSE_VBMI
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -280,6 +300,32 @@ void channel_sums(const std::uint8_t* x, std::int64_t pixels, std::int64_t chann
     for (std::int64_t c = 0; c < channels; ++c) {
       sums[c] += is_signed ? static_cast<std::int8_t>(row[c]) : row[c];
     }
+  }
+}
+
+ChannelPermutation::ChannelPermutation(std::vector<std::int64_t> perm) : perm_(std::move(perm)) {
+  const auto channels = static_cast<std::int64_t>(perm_.size());
+  if (channels > 128) return;
+  index_.assign(static_cast<std::size_t>((channels + 63) / 64 * 64), 0);
+  for (std::int64_t c = 0; c < channels; ++c) {
+    index_[static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(perm_[static_cast<std::size_t>(c)]);
+  }
+}
+
+void ChannelPermutation::run(const std::uint8_t* x, std::uint8_t* y, std::int64_t pixels,
+                             bool vector) const {
+  const auto channels = static_cast<std::int64_t>(perm_.size());
+#if defined(QFUSE_X86_KERNELS)
+  if (vector && !index_.empty() && has_avx512_vbmi()) {
+    permute_channels_vbmi(x, y, pixels, channels, index_.data());
+    return;
+  }
+#endif
+  (void)vector;
+  for (std::int64_t p = 0; p < pixels; ++p) {
+    const std::uint8_t* in = x + p * channels;
+    std::uint8_t* out = y + p * channels;
+    for (std::int64_t c = 0; c < channels; ++c) out[c] = in[perm_[static_cast<std::size_t>(c)]];
   }
 }
 

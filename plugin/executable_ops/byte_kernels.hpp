@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 namespace qfuse::plugin {
 
@@ -36,6 +37,19 @@ struct MaxPoolGeometry {
 void max_pool_bytes(const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometry& g,
                     bool is_signed, std::int64_t row_begin, std::int64_t row_end,
                     bool vector = true);
+
+// y[p * C + c] = x[p * C + perm[c]] for every pixel p: the channels of a
+// channels-last byte tensor permuted. Up to 128 channels, one or two byte
+// permutes per 64 output channels (VBMI); more, a plain loop.
+class ChannelPermutation {
+ public:
+  explicit ChannelPermutation(std::vector<std::int64_t> perm);
+  void run(const std::uint8_t* x, std::uint8_t* y, std::int64_t pixels, bool vector = true) const;
+
+ private:
+  std::vector<std::int64_t> perm_;
+  std::vector<std::uint8_t> index_;  // per 64 output channels, 64 table indices
+};
 
 // sums[c] += the codes of channel c over `pixels` pixels of one image, channels
 // last (x[p * channels + c]); `is_signed`: s8 codes, else u8. Exact in int64.

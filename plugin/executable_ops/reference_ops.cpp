@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -1138,6 +1140,69 @@ class MaxPoolBytesOp final : public ExecutableOp {
   bool signed_ = false;
 };
 
+// ShuffleChannels, any element type: plain, whole channel planes copied in
+// the new order; channels last, each pixel's channels permuted (bytes by
+// ChannelPermutation). Input and output share the layout.
+class ShuffleChannelsOp final : public ExecutableOp {
+ public:
+  ShuffleChannelsOp(const graph::Graph& g, const Node& node, bool channels_last)
+      : ExecutableOp(node), perm_(source_channels(g, node)) {
+    const graph::Value& x = g.value(node.inputs[0]);
+    element_ = static_cast<std::int64_t>(element_size(x.type));
+    batch_ = x.shape[0];
+    channels_ = x.shape[1];
+    for (std::size_t d = 2; d < x.shape.size(); ++d) inner_ *= x.shape[d];
+    channels_last_ = channels_last && x.shape.size() >= 3;
+    if (channels_last_ && element_ == 1) bytes_.emplace(perm_);
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const auto* x = static_cast<const std::uint8_t*>(ctx.in(node().inputs[0]).raw_data());
+    auto* y = static_cast<std::uint8_t*>(ctx.out(node().outputs[0]).raw_data());
+    if (bytes_) {
+      bytes_->run(x, y, batch_ * inner_);
+    } else if (channels_last_) {
+      const std::int64_t row = channels_ * element_;
+      for (std::int64_t p = 0; p < batch_ * inner_; ++p) {
+        for (std::int64_t c = 0; c < channels_; ++c) {
+          std::memcpy(y + p * row + c * element_,
+                      x + p * row + perm_[static_cast<std::size_t>(c)] * element_,
+                      static_cast<std::size_t>(element_));
+        }
+      }
+    } else {
+      const std::int64_t plane = inner_ * element_;
+      for (std::int64_t n = 0; n < batch_; ++n) {
+        for (std::int64_t c = 0; c < channels_; ++c) {
+          std::memcpy(y + (n * channels_ + c) * plane,
+                      x + (n * channels_ + perm_[static_cast<std::size_t>(c)]) * plane,
+                      static_cast<std::size_t>(plane));
+        }
+      }
+    }
+  }
+
+  std::string implementation() const override { return "qfuse:shuffle_channels"; }
+
+ private:
+  // Output channel j * g + i reads input channel i * (C / g) + j.
+  static std::vector<std::int64_t> source_channels(const graph::Graph& g, const Node& node) {
+    const std::int64_t channels = g.value(node.inputs[0]).shape[1];
+    const std::int64_t groups = node.attr<graph::ShuffleChannelsAttrs>().groups;
+    const std::int64_t per_group = channels / groups;
+    std::vector<std::int64_t> perm(static_cast<std::size_t>(channels));
+    for (std::int64_t c = 0; c < channels; ++c) {
+      perm[static_cast<std::size_t>(c)] = (c % groups) * per_group + c / groups;
+    }
+    return perm;
+  }
+
+  std::vector<std::int64_t> perm_;
+  std::optional<ChannelPermutation> bytes_;
+  std::int64_t element_ = 1, batch_ = 1, channels_ = 1, inner_ = 1;
+  bool channels_last_ = false;
+};
+
 // A global AvgPool of u8/s8 codes written as f32 (PoolAttrs::to_f32):
 // out_scale * mean + out_shift per image and channel, the codes summed
 // exactly in integers and the mean scaled in double, rounded to f32 once.
@@ -1290,6 +1355,8 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
     case OpKind::Lookup: return std::make_unique<LookupOp>(graph, node);
     case OpKind::MaxPool:
       return MaxPoolBytesOp::make(graph, node, cl(node.inputs[0]), cl(node.outputs[0]));
+    case OpKind::ShuffleChannels:
+      return std::make_unique<ShuffleChannelsOp>(graph, node, cl(node.inputs[0]));
     case OpKind::AvgPool:
       if (!node.attr<graph::PoolAttrs>().to_f32) return nullptr;
       return std::make_unique<DequantizedMeanOp>(graph, node, cl(node.inputs[0]));

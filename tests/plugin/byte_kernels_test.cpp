@@ -136,6 +136,31 @@ TEST(ByteKernels, MaxPoolEqualsTheWindowMax) {
   }
 }
 
+TEST(ByteKernels, ChannelPermutationPermutesEveryPixel) {
+  std::mt19937 rng(12);
+  for (const bool vector : {true, false}) {
+    for (const std::int64_t channels : {1, 5, 48, 64, 65, 96, 128, 129, 200}) {
+      std::vector<std::int64_t> perm(static_cast<std::size_t>(channels));
+      for (std::int64_t c = 0; c < channels; ++c) perm[static_cast<std::size_t>(c)] = c;
+      std::shuffle(perm.begin(), perm.end(), rng);
+      const ChannelPermutation p(perm);
+      for (const std::int64_t pixels : {1, 7}) {
+        const auto x = random_bytes(rng, static_cast<std::size_t>(pixels * channels));
+        std::vector<std::uint8_t> y(x.size() + 1, 0xEE);
+        p.run(x.data(), y.data(), pixels, vector);
+        for (std::int64_t q = 0; q < pixels; ++q) {
+          for (std::int64_t c = 0; c < channels; ++c) {
+            ASSERT_EQ(y[static_cast<std::size_t>(q * channels + c)],
+                      x[static_cast<std::size_t>(q * channels + perm[static_cast<std::size_t>(c)])])
+                << "C " << channels << " pixel " << q << " c " << c << " vector " << vector;
+          }
+        }
+        EXPECT_EQ(y.back(), 0xEE) << "wrote past the pixels, C " << channels;
+      }
+    }
+  }
+}
+
 TEST(ByteKernels, ChannelSumsAddEveryPixel) {
   std::mt19937 rng(11);
   for (const bool vector : {true, false}) {
