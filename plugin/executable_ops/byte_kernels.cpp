@@ -183,6 +183,19 @@ QFUSE_VBMI void permute_channels_vbmi(const std::uint8_t* x, std::uint8_t* y, st
   }
 }
 #undef QFUSE_VBMI
+
+__attribute__((target("avx512f,avx512bw"))) void copy_rows_avx512(
+    const std::uint8_t* src, std::int64_t src_stride, std::uint8_t* dst, std::int64_t dst_stride,
+    std::int64_t width, std::int64_t rows) {
+  const std::int64_t whole = width / 64 * 64;
+  const __mmask64 tail = width == whole ? 0 : (~__mmask64{0}) >> (64 - (width - whole));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::uint8_t* s = src + r * src_stride;
+    std::uint8_t* d = dst + r * dst_stride;
+    for (std::int64_t k = 0; k < whole; k += 64) _mm512_storeu_si512(d + k, _mm512_loadu_si512(s + k));
+    if (tail) _mm512_mask_storeu_epi8(d + whole, tail, _mm512_maskz_loadu_epi8(tail, s + whole));
+  }
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -326,6 +339,20 @@ void ChannelPermutation::run(const std::uint8_t* x, std::uint8_t* y, std::int64_
     const std::uint8_t* in = x + p * channels;
     std::uint8_t* out = y + p * channels;
     for (std::int64_t c = 0; c < channels; ++c) out[c] = in[perm_[static_cast<std::size_t>(c)]];
+  }
+}
+
+void copy_rows(const std::uint8_t* src, std::int64_t src_stride, std::uint8_t* dst,
+               std::int64_t dst_stride, std::int64_t width, std::int64_t rows, bool vector) {
+#if defined(QFUSE_X86_KERNELS)
+  if (vector && width <= 512 && has_avx512_bw()) {
+    copy_rows_avx512(src, src_stride, dst, dst_stride, width, rows);
+    return;
+  }
+#endif
+  (void)vector;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + r * dst_stride, src + r * src_stride, static_cast<std::size_t>(width));
   }
 }
 

@@ -51,6 +51,12 @@ class ChannelPermutation {
   std::vector<std::uint8_t> index_;  // per 64 output channels, 64 table indices
 };
 
+// dst[r * dst_stride + k] = src[r * src_stride + k] for k < width and r <
+// rows: short strided rows (a channel block of every pixel: a Slice or a
+// Concat along channels last) as masked 64-byte moves, long ones by memcpy.
+void copy_rows(const std::uint8_t* src, std::int64_t src_stride, std::uint8_t* dst,
+               std::int64_t dst_stride, std::int64_t width, std::int64_t rows, bool vector = true);
+
 // sums[c] += the codes of channel c over `pixels` pixels of one image, channels
 // last (x[p * channels + c]); `is_signed`: s8 codes, else u8. Exact in int64.
 void channel_sums(const std::uint8_t* x, std::int64_t pixels, std::int64_t channels,

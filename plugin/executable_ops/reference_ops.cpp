@@ -765,10 +765,15 @@ class ConcatOp final : public ExecutableOp {
     for (std::size_t i = 0; i < blocks_.size(); ++i) {
       const auto* in = static_cast<const std::uint8_t*>(ctx.in(node().inputs[i]).raw_data());
       const std::size_t block = blocks_[i];
-      parallel_for(parallel, outer_, [&](std::int64_t o) {
-        const auto k = static_cast<std::size_t>(o);
-        std::memcpy(out + k * row + column, in + k * block, block);
-      });
+      if (!parallel) {
+        copy_rows(in, static_cast<std::int64_t>(block), out + column, static_cast<std::int64_t>(row),
+                  static_cast<std::int64_t>(block), outer_);
+      } else {
+        parallel_for(parallel, outer_, [&](std::int64_t o) {
+          const auto k = static_cast<std::size_t>(o);
+          std::memcpy(out + k * row + column, in + k * block, block);
+        });
+      }
       column += block;
     }
   }
@@ -1140,6 +1145,46 @@ class MaxPoolBytesOp final : public ExecutableOp {
   bool signed_ = false;
 };
 
+// A Slice that cuts only the innermost dimension in memory (channels of a
+// channels-last tensor, the last dim of a plain one): the same block of
+// every row, copied by copy_rows. Other slices are oneDNN reorders.
+class SliceRowsOp final : public ExecutableOp {
+ public:
+  static std::unique_ptr<ExecutableOp> make(const graph::Graph& g, const Node& node,
+                                            bool in_channels_last, bool out_channels_last) {
+    const auto& a = node.attr<graph::SliceAttrs>();
+    const graph::Value& x = g.value(node.inputs[0]);
+    const Shape& s = x.shape;
+    if (s.empty() || in_channels_last != out_channels_last) return nullptr;
+    const bool cl = in_channels_last && s.size() >= 3;
+    const std::size_t inner = cl ? 1 : s.size() - 1;
+    std::int64_t rows = 1;
+    for (std::size_t d = 0; d < s.size(); ++d) {
+      if (d == inner) continue;
+      if (a.begin[d] != 0 || a.size[d] != s[d]) return nullptr;
+      rows *= s[d];
+    }
+    const auto e = static_cast<std::int64_t>(element_size(x.type));
+    return std::unique_ptr<ExecutableOp>(
+        new SliceRowsOp(node, rows, s[inner] * e, a.size[inner] * e, a.begin[inner] * e));
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const auto* x = static_cast<const std::uint8_t*>(ctx.in(node().inputs[0]).raw_data());
+    auto* y = static_cast<std::uint8_t*>(ctx.out(node().outputs[0]).raw_data());
+    copy_rows(x + offset_, src_row_, y, width_, width_, rows_);
+  }
+
+  std::string implementation() const override { return "qfuse:slice"; }
+
+ private:
+  SliceRowsOp(const Node& node, std::int64_t rows, std::int64_t src_row, std::int64_t width,
+              std::int64_t offset)
+      : ExecutableOp(node), rows_(rows), src_row_(src_row), width_(width), offset_(offset) {}
+
+  std::int64_t rows_, src_row_, width_, offset_;
+};
+
 // ShuffleChannels, any element type: plain, whole channel planes copied in
 // the new order; channels last, each pixel's channels permuted (bytes by
 // ChannelPermutation). Input and output share the layout.
@@ -1357,6 +1402,8 @@ std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
       return MaxPoolBytesOp::make(graph, node, cl(node.inputs[0]), cl(node.outputs[0]));
     case OpKind::ShuffleChannels:
       return std::make_unique<ShuffleChannelsOp>(graph, node, cl(node.inputs[0]));
+    case OpKind::Slice:
+      return SliceRowsOp::make(graph, node, cl(node.inputs[0]), cl(node.outputs[0]));
     case OpKind::AvgPool:
       if (!node.attr<graph::PoolAttrs>().to_f32) return nullptr;
       return std::make_unique<DequantizedMeanOp>(graph, node, cl(node.inputs[0]));

@@ -161,6 +161,26 @@ TEST(ByteKernels, ChannelPermutationPermutesEveryPixel) {
   }
 }
 
+TEST(ByteKernels, CopyRowsMovesEachRowsBlockAndNothingElse) {
+  std::mt19937 rng(13);
+  for (const bool vector : {true, false}) {
+    for (const std::int64_t width : {1, 24, 63, 64, 65, 130, 600}) {
+      const std::int64_t rows = 5, src_stride = width + 7, dst_stride = width + 3;
+      const auto src = random_bytes(rng, static_cast<std::size_t>(rows * src_stride));
+      std::vector<std::uint8_t> dst(static_cast<std::size_t>(rows * dst_stride), 0x5A);
+      copy_rows(src.data(), src_stride, dst.data(), dst_stride, width, rows, vector);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t k = 0; k < dst_stride; ++k) {
+          const std::uint8_t want =
+              k < width ? src[static_cast<std::size_t>(r * src_stride + k)] : std::uint8_t{0x5A};
+          ASSERT_EQ(dst[static_cast<std::size_t>(r * dst_stride + k)], want)
+              << "width " << width << " row " << r << " byte " << k << " vector " << vector;
+        }
+      }
+    }
+  }
+}
+
 TEST(ByteKernels, ChannelSumsAddEveryPixel) {
   std::mt19937 rng(11);
   for (const bool vector : {true, false}) {

@@ -204,5 +204,44 @@ INSTANTIATE_TEST_SUITE_P(
         ConcatCase{"s8_axis0", {{2, 5}, {3, 5}}, 0, ElementType::s8}),
     CaseName{});
 
+// ---------------------------------------------------------------- Slice
+
+struct SliceCase {
+  std::string name;
+  Shape x;
+  graph::Ints begin;
+  Shape size;
+  ElementType type;
+};
+
+class SliceTest : public ::testing::TestWithParam<SliceCase> {};
+
+// Cutting only the last dim (qfuse's row copy) or others (a oneDNN reorder
+// from a view): the block the definition names, element by element.
+TEST_P(SliceTest, CopiesTheBlock) {
+  const SliceCase& c = GetParam();
+  const Tensor x = iota_tensor(c.x, c.type);
+  const Tensor y = run_op(OpKind::Slice, {input(x)}, graph::SliceAttrs{c.begin, c.size});
+  ASSERT_EQ(y.shape(), c.size);
+  const auto in_strides = strides_of(c.x);
+  std::vector<double> expected;
+  for (std::int64_t i = 0; i < element_count(c.size); ++i) {
+    const auto pos = unravel(c.size, i);
+    std::int64_t src = 0;
+    for (std::size_t d = 0; d < pos.size(); ++d) src += (pos[d] + c.begin[d]) * in_strides[d];
+    expected.push_back(static_cast<double>(x.as_float(src)));
+  }
+  EXPECT_TRUE(all_equal(y, expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Blocks, SliceTest,
+    ::testing::Values(SliceCase{"last_dim_f32", {2, 3, 4, 70}, {0, 0, 0, 3}, {2, 3, 4, 65}, ElementType::f32},
+                      SliceCase{"last_dim_u8", {2, 3, 100}, {0, 0, 30}, {2, 3, 67}, ElementType::u8},
+                      SliceCase{"last_dim_s8_short", {5, 9}, {0, 8}, {5, 1}, ElementType::s8},
+                      SliceCase{"channels_plain", {1, 8, 3, 3}, {0, 4, 0, 0}, {1, 4, 3, 3}, ElementType::f32},
+                      SliceCase{"two_dims", {2, 6, 5}, {1, 2, 1}, {1, 3, 4}, ElementType::u8}),
+    CaseName{});
+
 }  // namespace
 }  // namespace qfuse::test
