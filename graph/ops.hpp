@@ -304,10 +304,18 @@ struct QuantizedLayerAttrs {
   bool has_bias = false;
   bool dynamic = false;
   std::vector<float> dynamic_weight_scales;  // empty: input 3 is the whole scale
-  composer::PostOpChain chain;
-  ElementType dst_type = ElementType::f32;
+  composer::PostOpChain chain;  // chain.dst_type is the layer's destination type
 
   std::size_t first_external_input() const { return dynamic ? 4 : has_bias ? 3 : 2; }
+  // The output's element type: the chain's destination (its only record).
+  ElementType dst_type() const {
+    switch (chain.dst_type) {
+      case composer::DataType::s8: return ElementType::s8;
+      case composer::DataType::u8: return ElementType::u8;
+      case composer::DataType::f32: break;
+    }
+    return ElementType::f32;
+  }
 };
 
 // Slice: the box [begin, begin + size) of the input, unit steps (the frontend

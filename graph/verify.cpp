@@ -440,7 +440,7 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
     c.expect(element_count(c.shape(2)) == 1, "the run-time zero point must have one value");
     c.expect_type(3, ElementType::f32);
   }
-  c.expect(a.dst_type != ElementType::s32, "destination type s32 is not supported");
+  c.expect(a.dst_type() != ElementType::s32, "destination type s32 is not supported");
   const int externals = static_cast<int>(c.node_.inputs.size() - base);
   for (const composer::Step& step : a.chain.steps) {
     int input = -1;
@@ -485,7 +485,7 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
     c.expect(c.shape(2) == Shape{channels}, "bias shape " + to_string(c.shape(2)) +
                                                  " (expected [" + std::to_string(channels) + "])");
   }
-  spec.type = a.dst_type;
+  spec.type = a.dst_type();
   return spec;
 }
 

@@ -209,7 +209,7 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
     const Node& layer = g.node(id);
     if (!is_quantized_layer(layer.kind)) continue;
     const auto& base = layer.attr<QuantizedLayerAttrs>();
-    if (base.dst_type != ElementType::f32) continue;
+    if (base.dst_type() != ElementType::f32) continue;
     const Shape shape = g.value(layer.outputs[0]).shape;
     const bool spatial = op_info(layer.kind).channels == ChannelAxis::second;
     const std::size_t axis = output_channel_axis(layer.kind, shape.size()).value_or(1);
@@ -250,7 +250,6 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
                                  chain[i].steps.end());
         inputs.insert(inputs.end(), chain[i].externals.begin(), chain[i].externals.end());
         if (chain[i].dst_type) {
-          attrs.dst_type = *chain[i].dst_type;
           attrs.chain.dst_type = to_composer(*chain[i].dst_type);
         }
       }
@@ -274,7 +273,7 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
       g.erase_node(id);
       for (std::size_t i = 0; i < k; ++i) g.erase_node(chain[i].node);
       ctx.log(kPass, name + " absorbed " + absorbed + " (dst " +
-                         std::string(to_string(attrs.dst_type)) + ")");
+                         std::string(to_string(attrs.dst_type())) + ")");
       return true;
     }
   }

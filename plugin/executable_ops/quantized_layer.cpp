@@ -199,10 +199,10 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   for (const auto& op : b.plan.post_ops) {
     if (const auto* s = std::get_if<composer::SumPostOp>(&op)) {
       b.sum_input = a.first_external_input() + static_cast<std::size_t>(s->input);
-      if (to_dnnl(s->data_type) != to_dnnl(a.dst_type) &&
-          element_size(a.dst_type) != (s->data_type == composer::DataType::f32 ? 4u : 1u)) {
+      if (to_dnnl(s->data_type) != to_dnnl(a.dst_type()) &&
+          element_size(a.dst_type()) != (s->data_type == composer::DataType::f32 ? 4u : 1u)) {
         throw std::invalid_argument("sum post-op reads " + composer::to_string(s->data_type) +
-                                    " from a " + std::string(to_string(a.dst_type)) +
+                                    " from a " + std::string(to_string(a.dst_type())) +
                                     " destination");
       }
     }
@@ -214,12 +214,12 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
       a.dynamic ? plain_desc(Shape{static_cast<std::int64_t>(b.weight_sums.size())}, ElementType::f32)
       : a.has_bias && !b.integer ? plain_desc(g.value(node.inputs[2]).shape, ElementType::f32)
                                  : memory::desc();
-  const ElementType dst_type = b.integer ? ElementType::s32 : a.dst_type;
+  const ElementType dst_type = b.integer ? ElementType::s32 : a.dst_type();
 
   if (node.kind == OpKind::QuantizedConvolution || node.kind == OpKind::QuantizedDeconvolution) {
     b.src_md = layout_desc(x.shape, x.type, src_layout);
     b.dst_md = layout_desc(out_shape, dst_type, dst_layout);
-    b.out_md = layout_desc(out_shape, a.dst_type, dst_layout);
+    b.out_md = layout_desc(out_shape, a.dst_type(), dst_layout);
     b.dst_dims = out_shape;
     b.spatial = true;
     b.dst_layout = dst_layout;
@@ -236,7 +236,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     };
     b.src_md = plain_desc(padded(x.shape), x.type);
     b.dst_md = plain_desc(out_shape, dst_type);
-    b.out_md = plain_desc(out_shape, a.dst_type);
+    b.out_md = plain_desc(out_shape, a.dst_type());
     b.dst_dims = out_shape;
     b.channel_axis = out_shape.size() - 1;
   } else {
@@ -246,7 +246,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     const std::int64_t oc = out_shape.back();
     b.src_md = plain_desc(Shape{rows, k}, x.type);
     b.dst_md = plain_desc(Shape{rows, oc}, dst_type);
-    b.out_md = plain_desc(Shape{rows, oc}, a.dst_type);
+    b.out_md = plain_desc(Shape{rows, oc}, a.dst_type());
     b.dst_dims = {rows, oc};
   }
   dnnl::primitive_attr attr = b.integer ? dnnl::primitive_attr()

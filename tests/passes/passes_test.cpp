@@ -463,7 +463,7 @@ TEST(FusePostOpChain, ConvFqReluFqBecomesOneInt8ConvWithU8Destination) {
     const Node& n = g.node(id);
     quantizing += n.kind == OpKind::Convert && n.attr<ConvertAttrs>().quantizes();
     if (n.name == "conv") {
-      EXPECT_EQ(n.attr<QuantizedLayerAttrs>().dst_type, ElementType::u8);
+      EXPECT_EQ(n.attr<QuantizedLayerAttrs>().dst_type(), ElementType::u8);
     }
   }
   EXPECT_EQ(quantizing, 1u);
@@ -482,7 +482,7 @@ TEST(FusePostOpChain, ChainStopsAtAValueWithTwoConsumers) {
     const Node& n = g.node(id);
     if (n.name == "conv") {
       EXPECT_EQ(n.kind, OpKind::QuantizedConvolution);
-      EXPECT_EQ(n.attr<QuantizedLayerAttrs>().dst_type, ElementType::f32);
+      EXPECT_EQ(n.attr<QuantizedLayerAttrs>().dst_type(), ElementType::f32);
     }
   }
 }
