@@ -69,7 +69,7 @@ std::unique_ptr<ExecutableOp> make_unfused_op(const graph::Graph& graph, const g
                                               const LayoutOf& layout_of = {},
                                               const F32Chain* chain = nullptr) {
   try {
-    if (auto op = make_reference_op(graph, node, layout_of)) return op;
+    if (auto op = make_native_op(graph, node, layout_of)) return op;
     if (auto op = make_dnnl_op(graph, node, engine, layout_of, chain)) return op;
   } catch (const dnnl::error& e) {
     throw CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +

@@ -1,5 +1,8 @@
-// Unfused nodes that run as single f32 oneDNN primitives on plain layouts.
-// Each builder only describes the primitive and which graph value feeds which
+// Nodes that run as one oneDNN primitive each (not the fused int8 layers,
+// quantized_layer.cpp): f32 layers with their absorbed post-ops, eltwise and
+// binary ops, pools, normalizations, reorders (Convert, Transpose, Slice),
+// on f32 or u8/s8, plain or channels last as the layout plan says. Each
+// builder only describes the primitive and which graph value feeds which
 // oneDNN argument; DnnlOp does the rest.
 
 #include <cstring>

@@ -23,11 +23,13 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
                                            const LayoutOf& layout_of = {},
                                            const F32Chain* chain = nullptr);
 
-// qfuse's own loops: FakeQuantize, Resize, Reshape, Flatten; null
-// for anything else.
-std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
-                                                const graph::Node& node,
-                                                const LayoutOf& layout_of = {});
+// The ops qfuse runs itself rather than as a oneDNN primitive (native_ops.cpp):
+// FakeQuantize and the quantizing Convert, Lookup, GateMultiply, Resize,
+// Reshape / Flatten, Concat, Gather, DynamicQuantize, ShuffleChannels, the
+// Slices and MaxPools of codes it has a kernel for, the dequantized mean;
+// null for anything else (oneDNN's, make_dnnl_op).
+std::unique_ptr<ExecutableOp> make_native_op(const graph::Graph& graph, const graph::Node& node,
+                                             const LayoutOf& layout_of = {});
 
 // Whether oneDNN runs a quantizing Softmax (u8 / s8 destination, output
 // scale) with an implementation of its own: nullopt, else why not.

@@ -1,5 +1,7 @@
-// Unfused nodes that oneDNN 2.6 has no primitive for (or none with the exact
-// semantics qfuse promises), run as plain loops.
+// The ops qfuse runs itself: those oneDNN 2.6 has no primitive for (or none
+// with the exact semantics qfuse promises), as plain loops, and the byte ops
+// between int8 layers that a kernel of qfuse's runs faster than oneDNN's
+// (byte_kernels.hpp: lookups, channel permutes, code max pools, row copies).
 
 #include <algorithm>
 #include <array>
@@ -1386,9 +1388,8 @@ std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
   return std::make_unique<BroadcastBinaryOp>(graph, node);
 }
 
-std::unique_ptr<ExecutableOp> make_reference_op(const graph::Graph& graph,
-                                                const graph::Node& node,
-                                                const LayoutOf& layout_of) {
+std::unique_ptr<ExecutableOp> make_native_op(const graph::Graph& graph, const graph::Node& node,
+                                             const LayoutOf& layout_of) {
   const auto cl = [&layout_of](graph::ValueId v) {
     return layout_of && layout_of(v) == Layout::channels_last;
   };
