@@ -1,0 +1,43 @@
+// quantize_weights: constant FakeQuantized weights become s8 codes with their scales; named negatives.
+// Structure, and numbers before and after where the pass keeps them.
+
+#include "pass_test_util.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+using namespace pass_test;
+using ::testing::HasSubstr;
+
+TEST(QuantizeWeights, SymmetricPerChannelWeightsBecomeS8) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 4, 6, 6});
+  f.b.output(f.b.convolution(x, conv_weights(f.b, "w", 8, 4, true), std::nullopt, {}, "conv"));
+  const Graph before = f.g;
+  PassContext ctx = context();
+  EXPECT_TRUE(quantize_weights(f.g, ctx));
+  EXPECT_EQ(count(f.g, OpKind::FakeQuantize), 0u);
+  const Node& conv = f.g.node(f.g.topological_order().back());
+  const Node* mul = pattern::producer_of(f.g, conv.inputs[1], OpKind::Multiply);
+  ASSERT_NE(mul, nullptr);
+  EXPECT_EQ(f.g.value(mul->inputs[1]).shape, (Shape{8, 1, 1, 1}));
+  const Node* cv = pattern::producer_of(f.g, mul->inputs[0], OpKind::Convert);
+  ASSERT_NE(cv, nullptr);
+  EXPECT_EQ(f.g.value(cv->inputs[0]).type, ElementType::s8);
+  const Tensor x_in = input_tensor({1, 4, 6, 6}, -1, 1, 6);
+  expect_close(run(f.g, x_in), run(before, x_in), 1e-5f);
+}
+
+TEST(QuantizeWeights, NotQuantizedWhenZeroPointIsFractional) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 4, 6, 6});
+  const ValueId w = f.b.constant("w", {8, 4, 3, 3}, random_values(8 * 4 * 9, -0.5f, 0.5f, 3));
+  // ol = -0.3, oh = 0.5 with 255 levels: Zo = 0.3 / (0.8 / 254) is not an integer.
+  const ValueId fq = f.b.fake_quantize(w, -0.3f, 0.5f, -0.3f, 0.5f, 255);
+  f.b.output(f.b.convolution(x, fq, std::nullopt, {}, "conv"));
+  PassContext ctx = context();
+  EXPECT_FALSE(quantize_weights(f.g, ctx));
+}
+
+}  // namespace
+}  // namespace qfuse::graph
