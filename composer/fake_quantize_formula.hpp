@@ -79,6 +79,16 @@ inline double fake_quantize_level(double x, double il, double ih, double steps) 
   return std::nearbyint((x - il) * steps / (ih - il));
 }
 
+// FakeQuantize's output by the range definition, in double: ol for
+// x <= min(il, ih), oh for x > max(il, ih) (exactly, not through the level),
+// else level * (oh - ol) / steps + ol.
+inline double fake_quantize_value(double x, double il, double ih, double ol, double oh,
+                                  double steps) {
+  if (x <= (il < ih ? il : ih)) return ol;
+  if (x > (il < ih ? ih : il)) return oh;
+  return fake_quantize_level(x, il, ih, steps) * (oh - ol) / steps + ol;
+}
+
 // Per-tensor parameters of one channel, in double so that Zi of a tuned FQ
 // (il a multiple of Si) comes out as an exact integer.
 struct FakeQuantizeScales {

@@ -1,5 +1,7 @@
 #include "composer/tie_hazard.hpp"
 
+#include "composer/eltwise_math.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -23,33 +25,6 @@ constexpr std::int64_t kAccWindow = 1024;        // first rounding point: |acc| 
 constexpr std::int64_t kTieWindow = 2048;        // ties tried, and codes of an unclamped rounding
 constexpr std::int64_t kMaxCodes = 65536;        // codes of the previous rounding point
 constexpr std::int64_t kMaxEvaluations = 1 << 18;  // per rounding point and channel
-
-double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
-double eltwise(EltwiseAlg alg, double x, double alpha, double beta) {
-  switch (alg) {
-    case EltwiseAlg::relu: return x > 0 ? x : alpha * x;
-    case EltwiseAlg::tanh: return std::tanh(x);
-    case EltwiseAlg::elu: return x > 0 ? x : alpha * (std::exp(x) - 1.0);
-    case EltwiseAlg::square: return x * x;
-    case EltwiseAlg::abs: return std::abs(x);
-    case EltwiseAlg::sqrt: return std::sqrt(x);
-    case EltwiseAlg::linear: return alpha * x + beta;
-    case EltwiseAlg::clip: return std::min(std::max(x, alpha), beta);
-    case EltwiseAlg::logistic: return logistic(x);
-    case EltwiseAlg::exp: return std::exp(x);
-    case EltwiseAlg::gelu_tanh:
-      return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    case EltwiseAlg::gelu_erf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case EltwiseAlg::log: return std::log(x);
-    case EltwiseAlg::swish: return x * logistic(alpha * x);
-    case EltwiseAlg::hardswish: return x * std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0;
-    case EltwiseAlg::hsigmoid: return std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0;
-    case EltwiseAlg::round: return std::nearbyint(x);
-    case EltwiseAlg::mish: return x * std::tanh(std::log1p(std::exp(x)));
-  }
-  return x;
-}
 
 bool monotone_increasing(EltwiseAlg alg, double alpha) {
   switch (alg) {
@@ -332,7 +307,7 @@ class Checker {
       case Flat::unary: {
         if (f.alg == EltwiseAlg::linear) return f.scale * (f.alpha * y + f.beta);
         const double v = f.alg == EltwiseAlg::round && flip ? std::floor(y) + (up ? 1.0 : 0.0)
-                                                            : eltwise(f.alg, y, f.alpha, f.beta);
+                                                            : eltwise_value(f.alg, y, f.alpha, f.beta);
         return f.scale * v;
       }
       case Flat::binary_constant:
@@ -364,7 +339,7 @@ class Checker {
       if (e->alg == EltwiseAlg::linear) {
         v = fma ? std::fma(e->alpha, y, e->beta) : e->alpha * y + e->beta;
       } else {
-        v = static_cast<float>(eltwise(e->alg, static_cast<double>(y), e->alpha, e->beta));
+        v = static_cast<float>(eltwise_value(e->alg, static_cast<double>(y), e->alpha, e->beta));
       }
       return e->scale * v;
     }
@@ -445,12 +420,12 @@ class Checker {
       const PostOp& op = p_.post_ops[i];
       if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
         if (monotone_increasing(e->alg, e->alpha)) {
-          lo = eltwise(e->alg, lo, e->alpha, e->beta);
-          hi = eltwise(e->alg, hi, e->alpha, e->beta);
+          lo = eltwise_value(e->alg, lo, e->alpha, e->beta);
+          hi = eltwise_value(e->alg, hi, e->alpha, e->beta);
           if (e->alg == EltwiseAlg::linear && e->alpha == 0) lo = hi = e->beta;
         } else if (e->alg == EltwiseAlg::linear) {  // a negative slope
-          const double l = eltwise(e->alg, hi, e->alpha, e->beta);
-          hi = eltwise(e->alg, lo, e->alpha, e->beta);
+          const double l = eltwise_value(e->alg, hi, e->alpha, e->beta);
+          hi = eltwise_value(e->alg, lo, e->alpha, e->beta);
           lo = l;
         } else {
           lo = -kInf;

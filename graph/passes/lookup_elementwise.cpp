@@ -30,6 +30,7 @@
 #include <optional>
 #include <set>
 
+#include "composer/eltwise_math.hpp"
 #include "composer/fake_quantize_formula.hpp"
 #include "graph/op_info.hpp"
 #include "graph/passes/passes.hpp"
@@ -79,9 +80,7 @@ double fake_quantize(double x, const Ranges& r) {
                                                           r.grid->code_high),
                                 r);
   }
-  if (x <= std::min(r.il, r.ih)) return r.ol;
-  if (x > std::max(r.il, r.ih)) return r.oh;
-  return composer::fake_quantize_level(x, r.il, r.ih, r.steps) * (r.oh - r.ol) / r.steps + r.ol;
+  return composer::fake_quantize_value(x, r.il, r.ih, r.ol, r.oh, r.steps);
 }
 
 
@@ -99,8 +98,6 @@ bool evaluable(const Graph& g, const Node& n) {
   return n.kind == OpKind::Convert;
 }
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
 // A stored u8/s8 value from `lo`: rounded half to even and saturated; NaN (a
 // function undefined at some code) lands on the top, as qfuse's quantize does.
 double to_code(double x, double lo) {
@@ -112,29 +109,9 @@ double to_code(double x, double lo) {
 double evaluate(const Graph& g, const Node& n, const std::vector<double>& in) {
   const double x = in[0];
   double y = 0.0;
+  // Unary activations: their eltwise definition (composer/eltwise_math.hpp).
+  if (const auto e = eltwise_of(n)) return static_cast<float>(composer::eltwise_value(*e, x));
   switch (n.kind) {
-    case OpKind::Relu: y = x > 0 ? x : 0.0; break;
-    case OpKind::LeakyRelu: y = x > 0 ? x : n.attr<AlphaAttrs>().alpha * x; break;
-    case OpKind::Elu: y = x > 0 ? x : n.attr<AlphaAttrs>().alpha * std::expm1(x); break;
-    case OpKind::Clamp: {
-      const auto& a = n.attr<ClampAttrs>();
-      y = std::min(std::max(x, static_cast<double>(a.lo)), static_cast<double>(a.hi));
-      break;
-    }
-    case OpKind::Sigmoid: y = sigmoid(x); break;
-    case OpKind::Tanh: y = std::tanh(x); break;
-    case OpKind::HSwish: y = x * std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0; break;
-    case OpKind::HSigmoid: y = std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0; break;
-    case OpKind::Swish: y = x * sigmoid(n.attr<AlphaAttrs>().alpha * x); break;
-    case OpKind::Exp: y = std::exp(x); break;
-    case OpKind::Abs: y = std::fabs(x); break;
-    case OpKind::Sqrt: y = std::sqrt(x); break;
-    case OpKind::Round: y = std::nearbyint(x); break;
-    case OpKind::Gelu:
-      y = n.attr<GeluAttrs>().approximation == GeluApproximation::erf
-              ? 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))
-              : 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-      break;
     case OpKind::FakeQuantize: y = fake_quantize(x, *fq_ranges(g, n)); break;
     case OpKind::Convert: {
       const auto& a = n.attr<ConvertAttrs>();

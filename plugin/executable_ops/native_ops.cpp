@@ -258,15 +258,7 @@ class FakeQuantizeOp final : public ExecutableOp {
       const double x = in[0][off[0]];
       const double il = in[1][off[1]], ih = in[2][off[2]];
       const double ol = in[3][off[3]], oh = in[4][off[4]];
-      double r;
-      if (x <= std::min(il, ih)) {
-        r = ol;
-      } else if (x > std::max(il, ih)) {
-        r = oh;
-      } else {
-        r = composer::fake_quantize_level(x, il, ih, steps) * (oh - ol) / steps + ol;
-      }
-      y[i] = static_cast<float>(r);
+      y[i] = static_cast<float>(composer::fake_quantize_value(x, il, ih, ol, oh, steps));
     });
   }
 
