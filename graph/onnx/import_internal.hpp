@@ -298,6 +298,19 @@ class Importer {
   void mark_outputs();
   void remove_dead_nodes();
   bool try_fold(AttrReader& a);
+  // The folds try_fold's table dispatches to (importer.cpp).
+  bool fold_shape(AttrReader& a);
+  bool fold_size(AttrReader& a);
+  bool fold_constant_of_shape(AttrReader& a);
+  bool fold_identity(AttrReader& a);
+  bool fold_cast(AttrReader& a);
+  bool fold_transpose(AttrReader& a);
+  bool fold_concat(AttrReader& a);
+  bool fold_gather(AttrReader& a);
+  bool fold_slice(AttrReader& a);
+  bool fold_range(AttrReader& a);
+  bool fold_unary(AttrReader& a);
+  bool fold_binary(AttrReader& a);
 
   // --- operators -----------------------------------------------------------
   void op_constant(AttrReader& a);

@@ -432,207 +432,274 @@ void Importer::remove_dead_nodes() {
 // doubles: 2^26 elements (512 MiB) is far beyond any real model's.
 constexpr std::int64_t kMaxFoldedElements = std::int64_t{1} << 26;
 
+// A table like the operator handlers: each fold sets the node's outputs and
+// returns true, or returns false to leave the node to its handler. Folds
+// marked `literals` run only when every input is known.
 bool Importer::try_fold(AttrReader& a) {
-  const std::string& op = node_->op_type();
-  if (op == "Shape") {
-    Operand& x = in(0);
-    const std::int64_t r = rank_of(x.shape);
-    auto clampi = [&](std::int64_t v) { return std::clamp(v < 0 ? v + r : v, std::int64_t{0}, r); };
-    const std::int64_t start = clampi(a.i("start", 0));
-    const std::int64_t end = clampi(a.i("end", r));
-    Values v;
-    for (std::int64_t d = start; d < end; ++d) v.push_back(static_cast<double>(x.shape[sz(d)]));
-    set_out(0, make_literal(kInt64, {i64(v.size())}, v));
-    return true;
-  }
-  if (op == "Size") {
-    set_out(0, make_literal(kInt64, {}, {static_cast<double>(element_count(in(0).shape))}));
-    return true;
-  }
-  if (op == "ConstantOfShape") {
-    const Literal& s = lit_in(0, "the shape");
-    Shape shape;
-    for (double d : s.values) shape.push_back(to_int64(d, "shape value"));
-    Values fill{0.0};
-    int type = kFloat;
-    if (const auto* t = a.tensor("value")) {
-      Literal v = decode_tensor(*t, label());
-      expect(v.values.size() == 1, "value must hold one element");
-      fill = v.values;
-      type = v.type;
-    }
-    for (auto d : shape) {
-      if (d < 1) unsupported("empty tensors are not supported (shape " + to_string(shape) + ")");
-    }
-    expect(element_count(shape) <= kMaxFoldedElements,
-           "shape " + to_string(shape) + " is too large to fold at import");
-    set_out(0, make_literal(type, shape, Values(sz(element_count(shape)), fill[0])));
-    return true;
-  }
-  static const std::set<std::string> kFoldable = {
-      "Identity", "Cast", "Concat", "Gather", "Slice", "Range", "Add", "Sub", "Mul",
-      "Div",      "Neg",  "Min",    "Max",    "Transpose", "Equal", "Floor", "Ceil"};
-  if (!kFoldable.count(op)) return false;
-  if (num_inputs() == 0) return false;
-  for (std::size_t k = 0; k < num_inputs(); ++k) {
-    if (has_in(k) && !in(k).literal) return false;
-  }
-  const Literal& x = *in(0).literal;
-  if (op == "Identity") {
-    set_out(0, in(0));
-  } else if (op == "Cast") {
-    const int to = static_cast<int>(a.i("to", kFloat));
-    Values v(x.values.size());
-    for (std::size_t k = 0; k < v.size(); ++k) v[k] = cast_value(x.values[k], to);
-    set_out(0, make_literal(to, x.shape, std::move(v)));
-  } else if (op == "Transpose") {
-    Ints perm = a.ints("perm");
-    if (perm.empty()) {
-      for (std::size_t d = x.shape.size(); d-- > 0;) perm.push_back(i64(d));
-    }
-    check_permutation(perm, x.shape.size());
-    Shape out;
-    Values v = transpose_values(x.values, x.shape, perm, out);
-    set_out(0, make_literal(x.type, out, std::move(v)));
-  } else if (op == "Concat") {
-    expect(!x.shape.empty(), "inputs must have rank >= 1");
-    const std::int64_t axis = normalize_axis(a.i("axis", 0), rank_of(x.shape), "axis");
-    Shape out = x.shape;
-    out[sz(axis)] = 0;
+  struct Fold {
+    bool (Importer::*fold)(AttrReader&);
+    bool literals;
+  };
+  static const std::unordered_map<std::string, Fold> kFolds = {
+      {"Shape", {&Importer::fold_shape, false}},
+      {"Size", {&Importer::fold_size, false}},
+      {"ConstantOfShape", {&Importer::fold_constant_of_shape, false}},
+      {"Identity", {&Importer::fold_identity, true}},
+      {"Cast", {&Importer::fold_cast, true}},
+      {"Transpose", {&Importer::fold_transpose, true}},
+      {"Concat", {&Importer::fold_concat, true}},
+      {"Gather", {&Importer::fold_gather, true}},
+      {"Slice", {&Importer::fold_slice, true}},
+      {"Range", {&Importer::fold_range, true}},
+      {"Neg", {&Importer::fold_unary, true}},
+      {"Floor", {&Importer::fold_unary, true}},
+      {"Ceil", {&Importer::fold_unary, true}},
+      {"Add", {&Importer::fold_binary, true}},
+      {"Sub", {&Importer::fold_binary, true}},
+      {"Mul", {&Importer::fold_binary, true}},
+      {"Div", {&Importer::fold_binary, true}},
+      {"Min", {&Importer::fold_binary, true}},
+      {"Max", {&Importer::fold_binary, true}},
+      {"Equal", {&Importer::fold_binary, true}},
+  };
+  const auto it = kFolds.find(node_->op_type());
+  if (it == kFolds.end()) return false;
+  if (it->second.literals) {
+    if (num_inputs() == 0) return false;
     for (std::size_t k = 0; k < num_inputs(); ++k) {
-      const Shape& s = in(k).shape;
-      bool same = s.size() == x.shape.size();
-      for (std::size_t d = 0; same && d < s.size(); ++d) same = i64(d) == axis || s[d] == x.shape[d];
-      expect(same, "input " + std::to_string(k) + " " + to_string(s) + " differs from input 0 " +
-                       to_string(x.shape) + " outside the concat axis");
-      out[sz(axis)] += s[sz(axis)];
+      if (has_in(k) && !in(k).literal) return false;
     }
-    (void)element_count(out);
-    const std::int64_t outer = dims_product(x.shape, 0, axis);
-    Values v;
-    for (std::int64_t o = 0; o < outer; ++o) {
-      for (std::size_t k = 0; k < num_inputs(); ++k) {
-        const Literal& l = *in(k).literal;
-        const std::int64_t chunk = element_count(l.shape) / std::max<std::int64_t>(outer, 1);
-        v.insert(v.end(), l.values.begin() + o * chunk, l.values.begin() + (o + 1) * chunk);
-      }
-    }
-    set_out(0, make_literal(x.type, out, std::move(v)));
-  } else if (op == "Gather") {
-    const Literal& idx = *in(1).literal;
-    const std::int64_t axis = normalize_axis(a.i("axis", 0), rank_of(x.shape), "axis");
-    Shape out(x.shape.begin(), x.shape.begin() + axis);
-    out.insert(out.end(), idx.shape.begin(), idx.shape.end());
-    out.insert(out.end(), x.shape.begin() + axis + 1, x.shape.end());
-    const std::int64_t outer = dims_product(x.shape, 0, axis);
-    const std::int64_t inner = dims_product(x.shape, axis + 1, rank_of(x.shape));
-    const std::int64_t n = x.shape[sz(axis)];
-    Values v;
-    for (std::int64_t o = 0; o < outer; ++o) {
-      for (double id : idx.values) {
-        auto j = to_int64(id, "index");
-        if (j < 0) j += n;
-        expect(j >= 0 && j < n, "index " + std::to_string(j) + " out of range");
-        const auto from = x.values.begin() + (o * n + j) * inner;
-        v.insert(v.end(), from, from + inner);
-      }
-    }
-    set_out(0, make_literal(x.type, out, std::move(v)));
-  } else if (op == "Slice") {
-    const Literal& starts = *in(1).literal;
-    const Literal& ends = *in(2).literal;
-    const std::int64_t r = rank_of(x.shape);
-    Values axes, steps;
-    if (has_in(3)) axes = in(3).literal->values;
-    if (has_in(4)) steps = in(4).literal->values;
-    if (axes.empty()) {
-      for (std::size_t d = 0; d < starts.values.size(); ++d) axes.push_back(static_cast<double>(d));
-    }
-    if (steps.empty()) steps.assign(starts.values.size(), 1.0);
-    expect(ends.values.size() == starts.values.size() && axes.size() == starts.values.size() &&
-               steps.size() == starts.values.size(),
-           "starts, ends, axes and steps differ in length");
-    std::vector<std::int64_t> lo(sz(r), 0), step(sz(r), 1), count(x.shape.begin(), x.shape.end());
-    for (std::size_t k = 0; k < axes.size(); ++k) {
-      const std::int64_t ax = normalize_axis(to_int64(axes[k], "axis"), r, "axis");
-      const std::int64_t dim = x.shape[sz(ax)];
-      const auto st = to_int64(steps[k], "step");
-      expect(st != 0, "step 0");
-      auto clampd = [&](double v, std::int64_t lo_b, std::int64_t hi_b) {
-        expect(!std::isnan(v), "a start or end is NaN");
-        double c = v < 0 ? v + static_cast<double>(dim) : v;
-        return static_cast<std::int64_t>(std::clamp(c, static_cast<double>(lo_b),
-                                                    static_cast<double>(hi_b)));
-      };
-      std::int64_t s = 0, e = 0;
-      if (st > 0) {
-        s = clampd(starts.values[k], 0, dim);
-        e = clampd(ends.values[k], 0, dim);
-        count[sz(ax)] = std::max<std::int64_t>(0, (e - s + st - 1) / st);
-      } else {
-        s = clampd(starts.values[k], 0, dim - 1);
-        e = clampd(ends.values[k], -1, dim - 1);
-        count[sz(ax)] = std::max<std::int64_t>(0, (s - e + (-st) - 1) / (-st));
-      }
-      lo[sz(ax)] = s;
-      step[sz(ax)] = st;
-    }
-    Shape out(count.begin(), count.end());
-    std::vector<std::int64_t> strides(sz(r), 1);
-    for (std::size_t d = sz(r); d-- > 1;) strides[d - 1] = strides[d] * x.shape[d];
-    Values v(sz(element_count(out)));
-    std::vector<std::int64_t> idx(sz(r), 0);
-    for (std::size_t k = 0; k < v.size(); ++k) {
-      std::int64_t off = 0;
-      for (std::size_t d = 0; d < sz(r); ++d) off += (lo[d] + idx[d] * step[d]) * strides[d];
-      v[k] = x.values[sz(off)];
-      for (std::size_t d = sz(r); d-- > 0;) {
-        if (++idx[d] < out[d]) break;
-        idx[d] = 0;
-      }
-    }
-    set_out(0, make_literal(x.type, out, std::move(v)));
-  } else if (op == "Range") {
-    const double start = x.values.at(0), limit = in(1).literal->values.at(0),
-                 delta = in(2).literal->values.at(0);
-    expect(delta != 0.0, "delta is 0");
-    const auto n = to_int64(std::max(std::ceil((limit - start) / delta), 0.0), "element count");
-    expect(n <= kMaxFoldedElements, "Range of " + std::to_string(n) + " elements is too large to fold");
-    Values v;
-    for (std::int64_t k = 0; k < n; ++k) {
-      v.push_back(cast_value(start + static_cast<double>(k) * delta, x.type));
-    }
-    set_out(0, make_literal(x.type, {n}, std::move(v)));
-  } else if (op == "Neg" || op == "Floor" || op == "Ceil") {
-    Values v = x.values;
-    for (double& e : v) e = op == "Neg" ? -e : op == "Floor" ? std::floor(e) : std::ceil(e);
-    set_out(0, make_literal(x.type, x.shape, std::move(v)));
-  } else {
-    // Elementwise binary with numpy broadcasting; Min/Max/Add/Mul may be variadic.
-    if (num_inputs() != 2) return false;
-    const Literal& y = *in(1).literal;
-    const auto shape = graph::broadcast_shapes(x.shape, y.shape);
-    expect(shape.has_value(), "shapes " + to_string(x.shape) + " and " + to_string(y.shape) +
-                                  " do not broadcast");
-    const Shape out = *shape;
-    const auto ox = broadcast_offsets(x.shape, out);
-    const auto oy = broadcast_offsets(y.shape, out);
-    const bool f = x.type == kFloat;
-    Values v(ox.size());
-    for (std::size_t k = 0; k < v.size(); ++k) {
-      const double p = x.values[ox[k]], q = y.values[oy[k]];
-      double r = 0;
-      if (op == "Add") r = p + q;
-      else if (op == "Sub") r = p - q;
-      else if (op == "Mul") r = p * q;
-      else if (op == "Div") r = f ? p / q : (q == 0 ? 0 : std::trunc(p / q));
-      else if (op == "Min") r = std::min(p, q);
-      else if (op == "Max") r = std::max(p, q);
-      else if (op == "Equal") r = p == q ? 1 : 0;
-      v[k] = op == "Equal" ? r : cast_value(r, x.type);
-    }
-    set_out(0, make_literal(op == "Equal" ? kBool : x.type, out, std::move(v)));
   }
+  return (this->*(it->second.fold))(a);
+}
+
+bool Importer::fold_shape(AttrReader& a) {
+  Operand& x = in(0);
+  const std::int64_t r = rank_of(x.shape);
+  auto clampi = [&](std::int64_t v) { return std::clamp(v < 0 ? v + r : v, std::int64_t{0}, r); };
+  const std::int64_t start = clampi(a.i("start", 0));
+  const std::int64_t end = clampi(a.i("end", r));
+  Values v;
+  for (std::int64_t d = start; d < end; ++d) v.push_back(static_cast<double>(x.shape[sz(d)]));
+  set_out(0, make_literal(kInt64, {i64(v.size())}, v));
+  return true;
+}
+
+bool Importer::fold_size(AttrReader& /*a*/) {
+  set_out(0, make_literal(kInt64, {}, {static_cast<double>(element_count(in(0).shape))}));
+  return true;
+}
+
+bool Importer::fold_constant_of_shape(AttrReader& a) {
+  const Literal& s = lit_in(0, "the shape");
+  Shape shape;
+  for (double d : s.values) shape.push_back(to_int64(d, "shape value"));
+  Values fill{0.0};
+  int type = kFloat;
+  if (const auto* t = a.tensor("value")) {
+    Literal v = decode_tensor(*t, label());
+    expect(v.values.size() == 1, "value must hold one element");
+    fill = v.values;
+    type = v.type;
+  }
+  for (auto d : shape) {
+    if (d < 1) unsupported("empty tensors are not supported (shape " + to_string(shape) + ")");
+  }
+  expect(element_count(shape) <= kMaxFoldedElements,
+         "shape " + to_string(shape) + " is too large to fold at import");
+  set_out(0, make_literal(type, shape, Values(sz(element_count(shape)), fill[0])));
+  return true;
+}
+
+bool Importer::fold_identity(AttrReader& /*a*/) {
+  set_out(0, in(0));
+  return true;
+}
+
+bool Importer::fold_cast(AttrReader& a) {
+  const Literal& x = *in(0).literal;
+  const int to = static_cast<int>(a.i("to", kFloat));
+  Values v(x.values.size());
+  for (std::size_t k = 0; k < v.size(); ++k) v[k] = cast_value(x.values[k], to);
+  set_out(0, make_literal(to, x.shape, std::move(v)));
+  return true;
+}
+
+bool Importer::fold_transpose(AttrReader& a) {
+  const Literal& x = *in(0).literal;
+  Ints perm = a.ints("perm");
+  if (perm.empty()) {
+    for (std::size_t d = x.shape.size(); d-- > 0;) perm.push_back(i64(d));
+  }
+  check_permutation(perm, x.shape.size());
+  Shape out;
+  Values v = transpose_values(x.values, x.shape, perm, out);
+  set_out(0, make_literal(x.type, out, std::move(v)));
+  return true;
+}
+
+bool Importer::fold_concat(AttrReader& a) {
+  const Literal& x = *in(0).literal;
+  expect(!x.shape.empty(), "inputs must have rank >= 1");
+  const std::int64_t axis = normalize_axis(a.i("axis", 0), rank_of(x.shape), "axis");
+  Shape out = x.shape;
+  out[sz(axis)] = 0;
+  for (std::size_t k = 0; k < num_inputs(); ++k) {
+    const Shape& s = in(k).shape;
+    bool same = s.size() == x.shape.size();
+    for (std::size_t d = 0; same && d < s.size(); ++d) same = i64(d) == axis || s[d] == x.shape[d];
+    expect(same, "input " + std::to_string(k) + " " + to_string(s) + " differs from input 0 " +
+                     to_string(x.shape) + " outside the concat axis");
+    out[sz(axis)] += s[sz(axis)];
+  }
+  (void)element_count(out);
+  const std::int64_t outer = dims_product(x.shape, 0, axis);
+  Values v;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::size_t k = 0; k < num_inputs(); ++k) {
+      const Literal& l = *in(k).literal;
+      const std::int64_t chunk = element_count(l.shape) / std::max<std::int64_t>(outer, 1);
+      v.insert(v.end(), l.values.begin() + o * chunk, l.values.begin() + (o + 1) * chunk);
+    }
+  }
+  set_out(0, make_literal(x.type, out, std::move(v)));
+  return true;
+}
+
+bool Importer::fold_gather(AttrReader& a) {
+  const Literal& x = *in(0).literal;
+  const Literal& idx = *in(1).literal;
+  const std::int64_t axis = normalize_axis(a.i("axis", 0), rank_of(x.shape), "axis");
+  Shape out(x.shape.begin(), x.shape.begin() + axis);
+  out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+  out.insert(out.end(), x.shape.begin() + axis + 1, x.shape.end());
+  const std::int64_t outer = dims_product(x.shape, 0, axis);
+  const std::int64_t inner = dims_product(x.shape, axis + 1, rank_of(x.shape));
+  const std::int64_t n = x.shape[sz(axis)];
+  Values v;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (double id : idx.values) {
+      auto j = to_int64(id, "index");
+      if (j < 0) j += n;
+      expect(j >= 0 && j < n, "index " + std::to_string(j) + " out of range");
+      const auto from = x.values.begin() + (o * n + j) * inner;
+      v.insert(v.end(), from, from + inner);
+    }
+  }
+  set_out(0, make_literal(x.type, out, std::move(v)));
+  return true;
+}
+
+bool Importer::fold_slice(AttrReader& /*a*/) {
+  const Literal& x = *in(0).literal;
+  const Literal& starts = *in(1).literal;
+  const Literal& ends = *in(2).literal;
+  const std::int64_t r = rank_of(x.shape);
+  Values axes, steps;
+  if (has_in(3)) axes = in(3).literal->values;
+  if (has_in(4)) steps = in(4).literal->values;
+  if (axes.empty()) {
+    for (std::size_t d = 0; d < starts.values.size(); ++d) axes.push_back(static_cast<double>(d));
+  }
+  if (steps.empty()) steps.assign(starts.values.size(), 1.0);
+  expect(ends.values.size() == starts.values.size() && axes.size() == starts.values.size() &&
+             steps.size() == starts.values.size(),
+         "starts, ends, axes and steps differ in length");
+  std::vector<std::int64_t> lo(sz(r), 0), step(sz(r), 1), count(x.shape.begin(), x.shape.end());
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    const std::int64_t ax = normalize_axis(to_int64(axes[k], "axis"), r, "axis");
+    const std::int64_t dim = x.shape[sz(ax)];
+    const auto st = to_int64(steps[k], "step");
+    expect(st != 0, "step 0");
+    auto clampd = [&](double v, std::int64_t lo_b, std::int64_t hi_b) {
+      expect(!std::isnan(v), "a start or end is NaN");
+      double c = v < 0 ? v + static_cast<double>(dim) : v;
+      return static_cast<std::int64_t>(std::clamp(c, static_cast<double>(lo_b),
+                                                  static_cast<double>(hi_b)));
+    };
+    std::int64_t s = 0, e = 0;
+    if (st > 0) {
+      s = clampd(starts.values[k], 0, dim);
+      e = clampd(ends.values[k], 0, dim);
+      count[sz(ax)] = std::max<std::int64_t>(0, (e - s + st - 1) / st);
+    } else {
+      s = clampd(starts.values[k], 0, dim - 1);
+      e = clampd(ends.values[k], -1, dim - 1);
+      count[sz(ax)] = std::max<std::int64_t>(0, (s - e + (-st) - 1) / (-st));
+    }
+    lo[sz(ax)] = s;
+    step[sz(ax)] = st;
+  }
+  Shape out(count.begin(), count.end());
+  std::vector<std::int64_t> strides(sz(r), 1);
+  for (std::size_t d = sz(r); d-- > 1;) strides[d - 1] = strides[d] * x.shape[d];
+  Values v(sz(element_count(out)));
+  std::vector<std::int64_t> idx(sz(r), 0);
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    std::int64_t off = 0;
+    for (std::size_t d = 0; d < sz(r); ++d) off += (lo[d] + idx[d] * step[d]) * strides[d];
+    v[k] = x.values[sz(off)];
+    for (std::size_t d = sz(r); d-- > 0;) {
+      if (++idx[d] < out[d]) break;
+      idx[d] = 0;
+    }
+  }
+  set_out(0, make_literal(x.type, out, std::move(v)));
+  return true;
+}
+
+bool Importer::fold_range(AttrReader& /*a*/) {
+  const Literal& x = *in(0).literal;
+  const double start = x.values.at(0), limit = in(1).literal->values.at(0),
+               delta = in(2).literal->values.at(0);
+  expect(delta != 0.0, "delta is 0");
+  const auto n = to_int64(std::max(std::ceil((limit - start) / delta), 0.0), "element count");
+  expect(n <= kMaxFoldedElements, "Range of " + std::to_string(n) + " elements is too large to fold");
+  Values v;
+  for (std::int64_t k = 0; k < n; ++k) {
+    v.push_back(cast_value(start + static_cast<double>(k) * delta, x.type));
+  }
+  set_out(0, make_literal(x.type, {n}, std::move(v)));
+  return true;
+}
+
+bool Importer::fold_unary(AttrReader& /*a*/) {
+  const Literal& x = *in(0).literal;
+  const std::string& op = node_->op_type();
+  Values v = x.values;
+  for (double& e : v) e = op == "Neg" ? -e : op == "Floor" ? std::floor(e) : std::ceil(e);
+  set_out(0, make_literal(x.type, x.shape, std::move(v)));
+  return true;
+}
+
+// Elementwise binary with numpy broadcasting; Min/Max/Add/Mul may be variadic
+// (more than two inputs are left to the handler).
+bool Importer::fold_binary(AttrReader& /*a*/) {
+  const Literal& x = *in(0).literal;
+  const std::string& op = node_->op_type();
+  if (num_inputs() != 2) return false;
+  const Literal& y = *in(1).literal;
+  const auto shape = graph::broadcast_shapes(x.shape, y.shape);
+  expect(shape.has_value(), "shapes " + to_string(x.shape) + " and " + to_string(y.shape) +
+                                " do not broadcast");
+  const Shape out = *shape;
+  const auto ox = broadcast_offsets(x.shape, out);
+  const auto oy = broadcast_offsets(y.shape, out);
+  const bool f = x.type == kFloat;
+  Values v(ox.size());
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    const double p = x.values[ox[k]], q = y.values[oy[k]];
+    double r = 0;
+    if (op == "Add") r = p + q;
+    else if (op == "Sub") r = p - q;
+    else if (op == "Mul") r = p * q;
+    else if (op == "Div") r = f ? p / q : (q == 0 ? 0 : std::trunc(p / q));
+    else if (op == "Min") r = std::min(p, q);
+    else if (op == "Max") r = std::max(p, q);
+    else if (op == "Equal") r = p == q ? 1 : 0;
+    v[k] = op == "Equal" ? r : cast_value(r, x.type);
+  }
+  set_out(0, make_literal(op == "Equal" ? kBool : x.type, out, std::move(v)));
   return true;
 }
 
