@@ -13,6 +13,9 @@
 // the candidate (LayerOracle).
 
 #include <cmath>
+#include <optional>
+#include <string>
+#include <variant>
 
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
@@ -160,6 +163,131 @@ bool fuse_runtime_matmul(Graph& g, PassContext& ctx, NodeId id) {
   return true;
 }
 
+// A layer whose input and weights are dequantized int8: what the rewrite needs.
+struct LayerMatch {
+  Dequantized x, w;
+  std::vector<float> scale;  // Sx * Sw[oc], one per output channel
+  std::optional<std::vector<float>> bias;
+  std::size_t channels = 0;
+};
+
+// Why a side is not a dequantized int8 tensor: what produces it.
+std::string producer_text(const Graph& g, ValueId v) {
+  const NodeId p = g.value(v).producer;
+  if (!p.valid()) return std::string(g.value(v).is_constant() ? "an f32 constant" : "a graph input");
+  return "'" + g.node(p).name + "' (" + std::string(to_string(g.node(p).kind)) + ")";
+}
+
+// The match for a layer with constant weights, or the reason it is refused.
+std::variant<LayerMatch, std::string> match_layer(const Graph& g, const Node& layer) {
+  const int w_axis = weights_channel_axis(layer);
+  if (w_axis < 0) {
+    return std::string(layer.kind == OpKind::Deconvolution
+                           ? "grouped deconvolution: the weights' output-channel axis is ambiguous"
+                           : "the weights' output-channel axis is unknown (not a constant 2-D matrix)");
+  }
+  const Shape& x_shape = g.value(layer.inputs[0]).shape;
+  const auto x = match_dequantize(g, layer.inputs[0], x_shape.size() > 1 ? 1 : 0);
+  const auto w = match_dequantize(g, layer.inputs[1], static_cast<std::size_t>(w_axis));
+  if (!x) {
+    return "the input is not a dequantized u8/s8 tensor per tensor; it comes from " +
+           producer_text(g, layer.inputs[0]);
+  }
+  if (!w) {
+    return "the weights are not dequantized s8 constants; they come from " +
+           producer_text(g, layer.inputs[1]);
+  }
+  if (x->scale.size() != 1) return std::string("input scale is per channel (it cannot become an output scale)");
+  const float zp = x->zero_point;
+  const bool zp_ok = is_near_integer(zp, 1e-4) && in_type_range(zp, g.value(x->quantized).type);
+  if (!zp_ok || !g.value(w->quantized).is_constant() ||
+      g.value(w->quantized).type != ElementType::s8 || w->zero_point != 0.0f) {
+    return std::string("zero points do not allow an int8 layer");
+  }
+  LayerMatch m{*x, *w, {}, std::nullopt, 0};
+  const Shape& out_shape = g.value(layer.outputs[0]).shape;
+  const bool spatial = layer.kind == OpKind::Convolution || layer.kind == OpKind::Deconvolution;
+  m.channels = static_cast<std::size_t>(spatial ? out_shape[1] : out_shape.back());
+  m.scale = expand(w->scale, m.channels);
+  for (float& s : m.scale) s *= x->scale[0];
+  if (layer.inputs.size() == 3) {
+    m.bias = constant_f32(g, layer.inputs[2]);
+    if (!m.bias) return std::string("bias is not constant");
+  }
+  return m;
+}
+
+struct Candidate {
+  QuantizedLayerAttrs attrs;
+  std::vector<ValueId> inputs;
+};
+
+// The quantized layer computing `layer` from its match: scale Sx * Sw[oc]
+// leading the chain, the bias in accumulator units (added to the graph as a
+// constant), and the source zero point folded into that bias where every
+// window lies inside the input.
+Candidate make_candidate(Graph& g, const Node& layer, const LayerMatch& m) {
+  Candidate c;
+  QuantizedLayerAttrs& attrs = c.attrs;
+  if (const auto* a = std::get_if<ConvAttrs>(&layer.attrs)) attrs.geometry = *a;
+  if (const auto* a = std::get_if<DeconvAttrs>(&layer.attrs)) attrs.geometry = *a;
+  if (const auto* a = std::get_if<MatMulAttrs>(&layer.attrs)) attrs.geometry = *a;
+  if (layer.kind == OpKind::FullyConnected) attrs.geometry = NoAttrs{};
+  attrs.src_zero_point = static_cast<std::int32_t>(std::lround(m.x.zero_point));
+  attrs.chain.channels = static_cast<int>(m.channels);
+  attrs.chain.dst_type = composer::DataType::f32;
+  attrs.chain.anchor = layer.kind == OpKind::Convolution     ? composer::AnchorKind::convolution
+                       : layer.kind == OpKind::Deconvolution ? composer::AnchorKind::deconvolution
+                                                             : composer::AnchorKind::inner_product;
+  attrs.chain.steps.push_back(
+      composer::Scale{all_equal(m.scale) ? std::vector<float>{m.scale[0]} : m.scale});
+  c.inputs = {m.x.quantized, m.w.quantized};
+  // Bias in accumulator units, plus the source zero point of a matrix
+  // product or an unpadded convolution:
+  // sum_k w[n,k] * (x[k] - z) = sum_k w[n,k] * x[k] - z * sum_k w[n,k],
+  // exact where every window lies inside the input (no padding). oneDNN
+  // 2.6 refuses source zero points on int8 inner products, and on
+  // convolutions takes them only in kernels slower than brgconv.
+  std::vector<float> acc_bias(m.channels, 0.0f);
+  bool use_acc_bias = false;
+  if (m.bias) {
+    // A zero scale, or one so small that the bias overflows f32 in
+    // accumulator units: the bias stays a real-valued shift.
+    bool divisible = true;
+    for (std::size_t k = 0; k < m.channels; ++k) {
+      acc_bias[k] = m.scale[k] != 0.0f ? (*m.bias)[k] / m.scale[k] : 0.0f;
+      divisible = divisible && m.scale[k] != 0.0f && std::isfinite(acc_bias[k]);
+    }
+    if (divisible) {
+      use_acc_bias = true;
+    } else {
+      std::fill(acc_bias.begin(), acc_bias.end(), 0.0f);
+      attrs.chain.steps.push_back(composer::Shift{*m.bias});
+    }
+  }
+  const bool spatial = layer.kind == OpKind::Convolution || layer.kind == OpKind::Deconvolution;
+  const auto* conv = std::get_if<ConvAttrs>(&layer.attrs);
+  const bool unpadded =
+      conv != nullptr && layer.kind == OpKind::Convolution &&
+      std::all_of(conv->pads_begin.begin(), conv->pads_begin.end(), [](auto p) { return p == 0; }) &&
+      std::all_of(conv->pads_end.begin(), conv->pads_end.end(), [](auto p) { return p == 0; });
+  if ((!spatial || unpadded) && attrs.src_zero_point != 0) {
+    const std::vector<double> sums = weight_sums(g, m.w.quantized, layer, m.channels);
+    for (std::size_t k = 0; k < m.channels; ++k) {
+      acc_bias[k] -= static_cast<float>(attrs.src_zero_point * sums[k]);
+    }
+    attrs.src_zero_point = 0;
+    use_acc_bias = true;
+  }
+  if (use_acc_bias) {
+    attrs.has_bias = true;
+    c.inputs.push_back(g.add_constant(
+        layer.name + ".bias.acc",
+        Tensor::from_vector<float>({static_cast<std::int64_t>(m.channels)}, acc_bias)));
+  }
+  return c;
+}
+
 }  // namespace
 
 bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
@@ -170,137 +298,30 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
       if (fuse_runtime_matmul(g, ctx, id)) return true;
       continue;
     }
-    const int w_axis = weights_channel_axis(layer);
-    if (w_axis < 0) {
-      ctx.reject(kPass, layer.name,
-                 layer.kind == OpKind::Deconvolution
-                     ? "grouped deconvolution: the weights' output-channel axis is ambiguous"
-                     : "the weights' output-channel axis is unknown (not a constant 2-D matrix)");
+    auto matched = match_layer(g, layer);
+    if (const auto* why = std::get_if<std::string>(&matched)) {
+      ctx.reject(kPass, layer.name, *why);
       continue;
     }
-    const Shape x_shape = g.value(layer.inputs[0]).shape;
-    auto x = match_dequantize(g, layer.inputs[0], x_shape.size() > 1 ? 1 : 0);
-    auto w = match_dequantize(g, layer.inputs[1], static_cast<std::size_t>(w_axis));
-    // Why a side is not a dequantized int8 tensor: what produces it.
-    const auto producer_text = [&g](ValueId v) {
-      const NodeId p = g.value(v).producer;
-      if (!p.valid()) return std::string(g.value(v).is_constant() ? "an f32 constant" : "a graph input");
-      return "'" + g.node(p).name + "' (" + std::string(to_string(g.node(p).kind)) + ")";
-    };
-    if (!x) {
-      ctx.reject(kPass, layer.name, "the input is not a dequantized u8/s8 tensor per tensor; it comes from " +
-                                        producer_text(layer.inputs[0]));
-      continue;
-    }
-    if (!w) {
-      ctx.reject(kPass, layer.name, "the weights are not dequantized s8 constants; they come from " +
-                                        producer_text(layer.inputs[1]));
-      continue;
-    }
-    if (x->scale.size() != 1) {
-      ctx.reject(kPass, layer.name, "input scale is per channel (it cannot become an output scale)");
-      continue;
-    }
-    const ElementType xt = g.value(x->quantized).type;
-    const float zp = x->zero_point;
-    const bool zp_ok = is_near_integer(zp, 1e-4) &&
-                       (xt == ElementType::u8 ? zp >= 0.0f && zp <= 255.0f
-                                              : zp >= -128.0f && zp <= 127.0f);
-    if (!zp_ok || !g.value(w->quantized).is_constant() ||
-        g.value(w->quantized).type != ElementType::s8 || w->zero_point != 0.0f) {
-      ctx.reject(kPass, layer.name, "zero points do not allow an int8 layer");
-      continue;
-    }
+    const LayerMatch& m = std::get<LayerMatch>(matched);
+    Candidate c = make_candidate(g, layer, m);
     const Shape out_shape = g.value(layer.outputs[0]).shape;
-    const bool spatial = layer.kind == OpKind::Convolution || layer.kind == OpKind::Deconvolution;
-    const auto channels = static_cast<std::size_t>(spatial ? out_shape[1] : out_shape.back());
-    std::vector<float> scale = expand(w->scale, channels);
-    for (float& s : scale) s *= x->scale[0];
-
-    QuantizedLayerAttrs attrs;
-    if (const auto* a = std::get_if<ConvAttrs>(&layer.attrs)) attrs.geometry = *a;
-    if (const auto* a = std::get_if<DeconvAttrs>(&layer.attrs)) attrs.geometry = *a;
-    if (const auto* a = std::get_if<MatMulAttrs>(&layer.attrs)) attrs.geometry = *a;
-    if (layer.kind == OpKind::FullyConnected) attrs.geometry = NoAttrs{};
-    attrs.src_zero_point = static_cast<std::int32_t>(std::lround(zp));
-    attrs.chain.channels = static_cast<int>(channels);
-    attrs.chain.dst_type = composer::DataType::f32;
-    attrs.chain.anchor = layer.kind == OpKind::Convolution     ? composer::AnchorKind::convolution
-                         : layer.kind == OpKind::Deconvolution ? composer::AnchorKind::deconvolution
-                                                               : composer::AnchorKind::inner_product;
-    attrs.chain.steps.push_back(composer::Scale{all_equal(scale) ? std::vector<float>{scale[0]} : scale});
-
-    std::vector<ValueId> inputs{x->quantized, w->quantized};
-    std::optional<std::vector<float>> bias;
-    if (layer.inputs.size() == 3) {
-      bias = constant_f32(g, layer.inputs[2]);
-      if (!bias) {
-        ctx.reject(kPass, layer.name, "bias is not constant");
-        continue;
-      }
-    }
-    // Bias in accumulator units, plus the source zero point of a matrix
-    // product or an unpadded convolution:
-    // sum_k w[n,k] * (x[k] - z) = sum_k w[n,k] * x[k] - z * sum_k w[n,k],
-    // exact where every window lies inside the input (no padding). oneDNN
-    // 2.6 refuses source zero points on int8 inner products, and on
-    // convolutions takes them only in kernels slower than brgconv.
-    std::vector<float> acc_bias(channels, 0.0f);
-    bool use_acc_bias = false;
-    if (bias) {
-      // A zero scale, or one so small that the bias overflows f32 in
-      // accumulator units: the bias stays a real-valued shift.
-      bool divisible = true;
-      for (std::size_t c = 0; c < channels; ++c) {
-        acc_bias[c] = scale[c] != 0.0f ? (*bias)[c] / scale[c] : 0.0f;
-        divisible = divisible && scale[c] != 0.0f && std::isfinite(acc_bias[c]);
-      }
-      if (divisible) {
-        use_acc_bias = true;
-      } else {
-        std::fill(acc_bias.begin(), acc_bias.end(), 0.0f);
-        attrs.chain.steps.push_back(composer::Shift{*bias});
-      }
-    }
-    const auto* conv = std::get_if<ConvAttrs>(&layer.attrs);
-    const bool unpadded =
-        conv != nullptr && layer.kind == OpKind::Convolution &&
-        std::all_of(conv->pads_begin.begin(), conv->pads_begin.end(), [](auto p) { return p == 0; }) &&
-        std::all_of(conv->pads_end.begin(), conv->pads_end.end(), [](auto p) { return p == 0; });
-    if ((!spatial || unpadded) && attrs.src_zero_point != 0) {
-      const std::vector<double> sums = weight_sums(g, w->quantized, layer, channels);
-      for (std::size_t c = 0; c < channels; ++c) {
-        acc_bias[c] -= static_cast<float>(attrs.src_zero_point * sums[c]);
-      }
-      attrs.src_zero_point = 0;
-      use_acc_bias = true;
-    }
-    if (use_acc_bias) {
-      attrs.has_bias = true;
-      inputs.push_back(g.add_constant(
-          layer.name + ".bias.acc",
-          Tensor::from_vector<float>({static_cast<std::int64_t>(channels)}, acc_bias)));
-    }
-    // The steps after the scale act on the accumulator plus this bias.
-    if (attrs.has_bias && !attrs.chain.steps.empty() && bias && !use_acc_bias) {
-      ctx.reject(kPass, layer.name, "internal bias order");
-      continue;
-    }
-    Node candidate{layer.name, quantized_kind(layer.kind), inputs, {}, attrs, false};
+    Node candidate{layer.name, quantized_kind(layer.kind), c.inputs, {}, c.attrs, false};
     if (auto reason = ctx.check_layer(g, candidate, out_shape)) {
       ctx.reject(kPass, layer.name, "backend refuses the int8 layer: " + *reason);
       continue;
     }
+    // The rewrite: the quantized layer in place of the f32 one.
     const std::string name = layer.name;
     const ValueId old_out = layer.outputs[0];
-    const NodeId q = g.add_node(candidate.kind, name, inputs, attrs);
+    const NodeId q = g.add_node(candidate.kind, name, c.inputs, c.attrs);
     infer_node(g, q);
     replace_value(g, old_out, g.node(q).outputs[0]);
     g.erase_node(id);
     ctx.log(kPass, name + " -> " + std::string(to_string(candidate.kind)) + " (" +
-                       std::string(to_string(xt)) + " x s8" +
-                       (attrs.src_zero_point ? ", src zero point " + std::to_string(attrs.src_zero_point) : "") +
-                       (attrs.has_bias ? ", bias" : "") + ")");
+                       std::string(to_string(g.value(m.x.quantized).type)) + " x s8" +
+                       (c.attrs.src_zero_point ? ", src zero point " + std::to_string(c.attrs.src_zero_point) : "") +
+                       (c.attrs.has_bias ? ", bias" : "") + ")");
     return true;
   }
   return false;
