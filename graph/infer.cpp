@@ -1,0 +1,811 @@
+// Shape inference: each node's output shapes and types from its inputs and
+// attributes (infer_node, infer_shapes). Each operator has one checker that
+// validates its inputs and attributes as it infers; every error names the
+// node, the operator and the problem. Graph-level validation is verify.cpp.
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "graph/broadcast.hpp"
+#include "graph/graph.hpp"
+#include "graph/op_info.hpp"
+#include "qfuse/error.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+struct OutputSpec {
+  Shape shape;
+  ElementType type;
+};
+
+std::string ints_to_string(const Ints& v) { return to_string(Shape(v.begin(), v.end())); }
+
+class NodeChecker {
+ public:
+  NodeChecker(Graph& graph, Node& node) : graph_(graph), node_(node) {}
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw GraphError("validate " + std::string(to_string(node_.kind)) + " node '" + node_.name +
+                     "': " + problem);
+  }
+
+  void expect(bool condition, const std::string& problem) const {
+    if (!condition) fail(problem);
+  }
+
+  // The op table's arity (kVariadic: no upper bound).
+  void expect_inputs(std::size_t lo, std::size_t hi) const {
+    const std::size_t n = node_.inputs.size();
+    if (n < lo || (hi != kVariadic && n > hi)) {
+      std::ostringstream os;
+      os << "wrong number of inputs (expected ";
+      if (lo == hi) {
+        os << lo;
+      } else if (hi == kVariadic) {
+        os << "at least " << lo;
+      } else {
+        os << lo << " to " << hi;
+      }
+      os << ", got " << n << ')';
+      fail(os.str());
+    }
+  }
+
+  const Node& node() const { return node_; }
+  const Value& in(std::size_t i) const { return graph_.value(node_.inputs[i]); }
+  const Shape& shape(std::size_t i) const { return in(i).shape; }
+  std::size_t rank(std::size_t i) const { return shape(i).size(); }
+
+  void expect_type(std::size_t i, ElementType type) const {
+    if (in(i).type != type) {
+      fail("input " + std::to_string(i) + " '" + in(i).name + "' has type " +
+           std::string(to_string(in(i).type)) + " (expected " + std::string(to_string(type)) + ")");
+    }
+  }
+
+  void expect_rank(std::size_t i, std::size_t lo, std::size_t hi) const {
+    if (rank(i) < lo || rank(i) > hi) {
+      fail("input " + std::to_string(i) + " '" + in(i).name + "' has rank " +
+           std::to_string(rank(i)) + " (expected " + std::to_string(lo) +
+           (lo == hi ? "" : " to " + std::to_string(hi)) + ")");
+    }
+  }
+
+  // Fills an empty per-spatial-dim attribute with `fill`, then checks its length.
+  void spatial_attr(Ints& v, std::size_t spatial, std::int64_t fill, const char* what,
+                    std::int64_t min_value) const {
+    if (v.empty()) v.assign(spatial, fill);
+    if (v.size() != spatial) {
+      fail(std::string(what) + " has " + std::to_string(v.size()) + " values (expected " +
+           std::to_string(spatial) + ", one per spatial dimension)");
+    }
+    for (auto x : v) {
+      if (x < min_value) {
+        fail(std::string(what) + " " + ints_to_string(v) + " has a value below " +
+             std::to_string(min_value));
+      }
+    }
+  }
+
+  // Element types of a layer's inputs: all f32, or for a quantized layer
+  // (checked separately by check_quantized) nothing here.
+  void expect_layer_types() const {
+    if (quantized_) return;
+    for (std::size_t i = 0; i < node_.inputs.size(); ++i) expect_type(i, ElementType::f32);
+  }
+
+  Graph& graph_;
+  Node& node_;
+  bool quantized_ = false;
+};
+
+// What convolution and deconvolution share: inputs x, w[, b] of one rank
+// (1D to 3D spatial), groups, and the per-spatial-dim attributes (filled
+// with their defaults when empty). Returns the number of spatial dims.
+template <class Attrs>
+std::size_t check_windowed_layer(NodeChecker& c, Attrs& a, const char* weights_layout) {
+  c.expect_rank(0, 3, 5);
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
+  const std::size_t spatial = x.size() - 2;
+  c.expect(w.size() == x.size(), "weights " + to_string(w) + " must have the rank of the input " +
+                                     to_string(x) + " (expected " + weights_layout + ")");
+  c.expect(a.groups >= 1, "groups must be >= 1 (got " + std::to_string(a.groups) + ")");
+  c.spatial_attr(a.strides, spatial, 1, "strides", 1);
+  c.spatial_attr(a.dilations, spatial, 1, "dilations", 1);
+  c.spatial_attr(a.pads_begin, spatial, 0, "pads_begin", 0);
+  c.spatial_attr(a.pads_end, spatial, 0, "pads_end", 0);
+  return spatial;
+}
+
+OutputSpec check_conv(NodeChecker& c, ConvAttrs& a) {
+  const std::size_t spatial = check_windowed_layer(c, a, "OC, IC/groups, k...");
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
+  c.expect(x[1] == w[1] * a.groups,
+           "input channels do not match the weights (expected " + std::to_string(w[1] * a.groups) +
+               " = weights dim 1 * groups, got " + std::to_string(x[1]) + ")");
+  c.expect(w[0] % a.groups == 0, "output channels " + std::to_string(w[0]) +
+                                     " are not divisible by groups " + std::to_string(a.groups));
+  if (c.node_.inputs.size() == 3) {
+    c.expect(c.shape(2) == Shape{w[0]}, "bias shape " + to_string(c.shape(2)) + " (expected [" +
+                                            std::to_string(w[0]) + "])");
+  }
+  c.expect_layer_types();
+  Shape out{x[0], w[0]};
+  for (std::size_t i = 0; i < spatial; ++i) {
+    const std::int64_t extent = (w[i + 2] - 1) * a.dilations[i] + 1;
+    const std::int64_t padded = x[i + 2] + a.pads_begin[i] + a.pads_end[i];
+    c.expect(padded >= extent, "kernel extent " + std::to_string(extent) +
+                                   " exceeds the padded input " + std::to_string(padded) +
+                                   " in spatial dim " + std::to_string(i));
+    out.push_back((padded - extent) / a.strides[i] + 1);
+  }
+  return {out, ElementType::f32};
+}
+
+OutputSpec check_deconv(NodeChecker& c, DeconvAttrs& a) {
+  const std::size_t spatial = check_windowed_layer(c, a, "IC, OC/groups, k...");
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
+  c.spatial_attr(a.output_padding, spatial, 0, "output_padding", 0);
+  c.expect(x[1] == w[0], "input channels do not match the weights (expected " +
+                             std::to_string(w[0]) + " = weights dim 0, got " +
+                             std::to_string(x[1]) + ")");
+  c.expect(w[0] % a.groups == 0, "input channels " + std::to_string(w[0]) +
+                                     " are not divisible by groups " + std::to_string(a.groups));
+  const std::int64_t oc = w[1] * a.groups;
+  if (c.node_.inputs.size() == 3) {
+    c.expect(c.shape(2) == Shape{oc},
+             "bias shape " + to_string(c.shape(2)) + " (expected [" + std::to_string(oc) + "])");
+  }
+  c.expect_layer_types();
+  Shape out{x[0], oc};
+  for (std::size_t i = 0; i < spatial; ++i) {
+    c.expect(a.output_padding[i] < std::max(a.strides[i], a.dilations[i]),
+             "output_padding " + ints_to_string(a.output_padding) +
+                 " must be smaller than the stride or the dilation");
+    const std::int64_t o = (x[i + 2] - 1) * a.strides[i] + (w[i + 2] - 1) * a.dilations[i] + 1 -
+                           a.pads_begin[i] - a.pads_end[i] + a.output_padding[i];
+    c.expect(o >= 1, "output spatial dim " + std::to_string(i) + " would be " + std::to_string(o));
+    out.push_back(o);
+  }
+  return {out, ElementType::f32};
+}
+
+OutputSpec check_fully_connected(NodeChecker& c) {
+  c.expect_rank(0, 2, 8);
+  c.expect_rank(1, 2, 2);
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
+  c.expect(x.back() == w[1], "input features do not match the weights (expected " +
+                                 std::to_string(w[1]) + ", got " + std::to_string(x.back()) + ")");
+  if (c.node_.inputs.size() == 3) {
+    c.expect(c.shape(2) == Shape{w[0]}, "bias shape " + to_string(c.shape(2)) + " (expected [" +
+                                            std::to_string(w[0]) + "])");
+  }
+  c.expect_layer_types();
+  Shape out = x;
+  out.back() = w[0];
+  return {out, ElementType::f32};
+}
+
+OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
+  // After a and b: in a compiled graph, the run-time operands of the binary
+  // post-ops the MatMul absorbed (plugin/f32_post_ops.hpp), f32 like a and b.
+  c.expect_rank(0, 2, 8);
+  c.expect_rank(1, 2, 8);
+  c.expect_layer_types();
+  // x and y as the product reads them.
+  const auto permuted = [&c](const Shape& s, const Ints& perm, const char* what) {
+    if (perm.empty()) return s;
+    Ints sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    bool ok = sorted.size() == s.size();
+    for (std::size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<std::int64_t>(i);
+    c.expect(ok, std::string(what) + " is not a permutation of the " + std::to_string(s.size()) + " dims");
+    Shape p(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) p[i] = s[static_cast<std::size_t>(perm[i])];
+    return p;
+  };
+  Shape x = permuted(c.shape(0), a.perm_a, "perm_a");
+  Shape y = permuted(c.shape(1), a.perm_b, "perm_b");
+  if (a.transpose_a) std::swap(x[x.size() - 1], x[x.size() - 2]);
+  if (a.transpose_b) std::swap(y[y.size() - 1], y[y.size() - 2]);
+  const std::int64_t m = x[x.size() - 2], k = x.back(), k2 = y[y.size() - 2], n = y.back();
+  c.expect(k == k2, "inner dimensions differ (expected " + std::to_string(k) + ", got " +
+                        std::to_string(k2) + ")");
+  auto batch = broadcast_shapes(Shape(x.begin(), x.end() - 2), Shape(y.begin(), y.end() - 2));
+  c.expect(batch.has_value(), "batch dimensions of " + to_string(c.shape(0)) + " and " +
+                                  to_string(c.shape(1)) + " do not broadcast");
+  Shape out = *batch;
+  out.push_back(m);
+  out.push_back(n);
+  return {permuted(out, a.perm_y, "perm_y"), ElementType::f32};
+}
+
+OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
+  const std::size_t inputs = c.node().inputs.size();
+  c.expect(inputs != kFakeQuantizeRangeInputs + 1,
+           "takes a scale and a zero point together (got a scale alone)");
+  c.expect(a.levels >= 2 && a.levels <= 65536,
+           "levels must be in [2, 65536] (got " + std::to_string(a.levels) + ")");
+  const Shape& x = c.shape(0);
+  static const char* kNames[] = {"x",           "input_low", "input_high", "output_low",
+                                 "output_high", "scale",     "zero_point"};
+  for (std::size_t i = 0; i < inputs; ++i) {
+    c.expect_type(i, ElementType::f32);
+    // (The messages below are built only on failure: this runs for every
+    // element of every range of every FakeQuantize.)
+    if (i > 0 && !broadcasts_to(c.shape(i), x)) {
+      c.fail(std::string(kNames[i]) + " shape " + to_string(c.shape(i)) +
+             " does not broadcast to the input " + to_string(x));
+    }
+  }
+  // Constant ranges are finite, and the input range is not empty: the
+  // quantization step divides by input_high - input_low.
+  for (std::size_t i = 1; i < 5; ++i) {
+    if (!c.in(i).is_constant()) continue;
+    const auto v = c.in(i).constant->data<float>();
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      if (!std::isfinite(v[k])) {
+        c.fail(std::string(kNames[i]) + " is " + std::to_string(v[k]) +
+               (v.size() > 1 ? " at index " + std::to_string(k) : std::string()) +
+               " (ranges must be finite)");
+      }
+    }
+  }
+  if (c.in(1).is_constant() && c.in(2).is_constant()) {
+    const auto lo = c.in(1).constant->data<float>();
+    const auto hi = c.in(2).constant->data<float>();
+    if (lo.size() == hi.size() || lo.size() == 1 || hi.size() == 1) {
+      const std::size_t n = std::max(lo.size(), hi.size());
+      for (std::size_t k = 0; k < n; ++k) {
+        const float l = lo[lo.size() == 1 ? 0 : k], h = hi[hi.size() == 1 ? 0 : k];
+        if (l == h) {
+          c.fail("input range [" + std::to_string(l) + ", " + std::to_string(h) + "]" +
+                 (n > 1 ? " at index " + std::to_string(k) : std::string()) +
+                 " is empty (the quantization step would divide by zero)");
+        }
+      }
+    }
+  }
+  if (inputs == kFakeQuantizeLinearInputs) {
+    // ONNX's grid: positive finite f32 scales, integer zero points (constants).
+    c.expect(c.in(5).is_constant() && c.in(6).is_constant(),
+             "scale and zero point must be constants");
+    for (const float s : c.in(5).constant->data<float>()) {
+      if (!(std::isfinite(s) && s > 0.0f)) {
+        c.fail("scale " + std::to_string(s) + " is not a positive finite f32");
+      }
+    }
+    for (const float z : c.in(6).constant->data<float>()) {
+      if (!(std::isfinite(z) && z == std::nearbyint(z))) {
+        c.fail("zero point " + std::to_string(z) + " is not an integer");
+      }
+    }
+  }
+  return {x, ElementType::f32};
+}
+
+OutputSpec check_binary(NodeChecker& c, OpKind kind) {
+  c.expect_type(0, ElementType::f32);
+  c.expect_type(1, ElementType::f32);
+  // A constant operand holds no NaN, and a constant factor or divisor (a
+  // scale, as pre-quantized models write one) is finite. (Infinite addends
+  // stay: attention masks use them.)
+  const bool scales = kind == OpKind::Multiply || kind == OpKind::Divide;
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (!c.in(i).is_constant()) continue;
+    const auto v = c.in(i).constant->data<float>();
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      if (std::isnan(v[k]) || (scales && std::isinf(v[k]))) {
+        c.fail("constant input " + std::to_string(i) + " ('" + c.in(i).name + "') is " +
+               std::to_string(v[k]) + (v.size() > 1 ? " at index " + std::to_string(k) : std::string()) +
+               (scales ? " (a factor must be finite)" : " (NaN)"));
+      }
+    }
+  }
+  auto out = broadcast_shapes(c.shape(0), c.shape(1));
+  c.expect(out.has_value(), "shapes " + to_string(c.shape(0)) + " and " + to_string(c.shape(1)) +
+                                " do not broadcast");
+  return {*out, ElementType::f32};
+}
+
+OutputSpec check_unary(NodeChecker& c) {
+  c.expect_type(0, ElementType::f32);
+  return {c.shape(0), ElementType::f32};
+}
+
+bool is_float_or_int8(ElementType t) {
+  return t == ElementType::f32 || t == ElementType::u8 || t == ElementType::s8;
+}
+
+// Data movement and pooling run on f32 and on u8 / s8 alike.
+void expect_float_or_int8(NodeChecker& c, std::size_t i) {
+  c.expect(is_float_or_int8(c.in(i).type),
+           "input " + std::to_string(i) + " '" + c.in(i).name + "' has type " +
+               std::string(to_string(c.in(i).type)) + " (expected f32, u8 or s8)");
+}
+
+OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
+  expect_float_or_int8(c, 0);
+  c.expect_rank(0, 3, 5);
+  const Shape& x = c.shape(0);
+  const std::size_t spatial = x.size() - 2;
+  c.expect(a.kernel.size() == spatial, "kernel " + ints_to_string(a.kernel) + " has " +
+                                           std::to_string(a.kernel.size()) +
+                                           " values (expected " + std::to_string(spatial) + ")");
+  c.spatial_attr(a.kernel, spatial, 1, "kernel", 1);
+  c.spatial_attr(a.strides, spatial, 1, "strides", 1);
+  c.spatial_attr(a.pads_begin, spatial, 0, "pads_begin", 0);
+  c.spatial_attr(a.pads_end, spatial, 0, "pads_end", 0);
+  c.spatial_attr(a.dilations, spatial, 1, "dilations", 1);
+  if (!is_max) {
+    c.expect(std::all_of(a.dilations.begin(), a.dilations.end(), [](auto d) { return d == 1; }),
+             "dilations " + ints_to_string(a.dilations) + " are not supported by AvgPool");
+  }
+  if (a.out_scale != 1.0f || a.out_shift != 0.0f) {
+    c.expect(!is_max && c.in(0).type != ElementType::f32,
+             "an output requantization (out_scale, out_shift) needs an AvgPool on u8/s8");
+    c.expect(std::isfinite(a.out_scale) && a.out_scale > 0.0f && std::isfinite(a.out_shift),
+             "out_scale " + std::to_string(a.out_scale) + " must be positive and finite");
+  }
+  if (a.to_f32) {
+    c.expect(!is_max && c.in(0).type != ElementType::f32,
+             "an f32 mean of codes (to_f32) needs an AvgPool on u8/s8");
+    bool global = true;
+    for (std::size_t i = 0; i < spatial && i < a.kernel.size(); ++i) {
+      global = global && a.kernel[i] == x[i + 2] && a.pads_begin[i] == 0 && a.pads_end[i] == 0;
+    }
+    c.expect(global, "an f32 mean of codes (to_f32) needs a global window, kernel " +
+                         ints_to_string(a.kernel) + " without padding");
+  }
+  Shape out{x[0], x[1]};
+  for (std::size_t i = 0; i < spatial; ++i) {
+    const std::int64_t extent = (a.kernel[i] - 1) * a.dilations[i] + 1;
+    c.expect(a.pads_begin[i] < extent && a.pads_end[i] < extent,
+             "padding must be smaller than the kernel extent in spatial dim " + std::to_string(i));
+    const std::int64_t padded = x[i + 2] + a.pads_begin[i] + a.pads_end[i];
+    c.expect(padded >= extent, "kernel extent " + std::to_string(extent) +
+                                   " exceeds the padded input " + std::to_string(padded));
+    out.push_back((padded - extent) / a.strides[i] + 1);
+  }
+  return {out, a.to_f32 ? ElementType::f32 : c.in(0).type};
+}
+
+std::int64_t normalize_axis(NodeChecker& c, std::int64_t axis, std::int64_t rank,
+                            bool inclusive_end) {
+  const std::int64_t hi = inclusive_end ? rank : rank - 1;
+  if (axis < 0) axis += rank;
+  c.expect(axis >= 0 && axis <= hi, "axis out of range (expected -" + std::to_string(rank) +
+                                        " to " + std::to_string(hi) + ")");
+  return axis;
+}
+
+OutputSpec check_node(NodeChecker& c);
+
+OutputSpec check_slice(NodeChecker& c, const SliceAttrs& a) {
+  const Shape& x = c.shape(0);
+  c.expect(a.begin.size() == x.size() && a.size.size() == x.size(),
+           "begin " + ints_to_string(a.begin) + " and size " + to_string(a.size) +
+               " must have the input's rank " + std::to_string(x.size()));
+  for (std::size_t d = 0; d < x.size(); ++d) {
+    c.expect(a.begin[d] >= 0 && a.size[d] >= 1 && a.begin[d] + a.size[d] <= x[d],
+             "the box begin " + ints_to_string(a.begin) + " size " + to_string(a.size) +
+                 " is not inside the input " + to_string(x));
+  }
+  return {a.size, c.in(0).type};
+}
+
+OutputSpec check_reduce(NodeChecker& c, ReduceAttrs& a) {
+  c.expect_type(0, ElementType::f32);
+  const auto rank = static_cast<std::int64_t>(c.rank(0));
+  for (auto& axis : a.axes) axis = normalize_axis(c, axis, rank, false);
+  std::sort(a.axes.begin(), a.axes.end());
+  c.expect(std::adjacent_find(a.axes.begin(), a.axes.end()) == a.axes.end() && !a.axes.empty(),
+           "axes " + ints_to_string(a.axes) + " must be distinct and not empty");
+  Shape out = c.shape(0);
+  for (auto axis : a.axes) out[static_cast<std::size_t>(axis)] = 1;
+  return {out, ElementType::f32};
+}
+
+// A quantized layer: its own input types and chain, then the geometry of the
+// f32 op it replaces, checked on a view holding x, w[, bias].
+OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
+  const std::size_t base = a.first_external_input();
+  c.expect(c.node_.inputs.size() >= base,
+           "wrong number of inputs (expected at least " + std::to_string(base) + ", got " +
+               std::to_string(c.node_.inputs.size()) + ")");
+  c.expect(c.in(0).type == ElementType::u8 || c.in(0).type == ElementType::s8,
+           "input 0 '" + c.in(0).name + "' has type " + std::string(to_string(c.in(0).type)) +
+               " (expected u8 or s8)");
+  if (c.node_.kind == OpKind::QuantizedMatMul && !c.in(1).is_constant()) {
+    c.expect(c.in(1).type == ElementType::u8 || c.in(1).type == ElementType::s8,
+             "run-time weights '" + c.in(1).name + "' have type " +
+                 std::string(to_string(c.in(1).type)) + " (expected u8 or s8)");
+  } else {
+    c.expect_type(1, ElementType::s8);
+    c.expect(c.in(1).is_constant(), "weights '" + c.in(1).name + "' must be constant");
+    c.expect(a.weights_zero_point == 0, "constant weights have no zero point");
+  }
+  if (a.has_bias) c.expect_type(2, ElementType::f32);
+  if (a.dynamic) {
+    c.expect(c.node_.kind == OpKind::QuantizedFullyConnected && !a.has_bias &&
+                 a.src_zero_point == 0,
+             "a dynamic layer is a fully-connected one without bias or constant zero point");
+    c.expect_type(2, c.in(0).type);
+    c.expect(element_count(c.shape(2)) == 1, "the run-time zero point must have one value");
+    c.expect_type(3, ElementType::f32);
+  }
+  c.expect(a.dst_type() != ElementType::s32, "destination type s32 is not supported");
+  const int externals = static_cast<int>(c.node_.inputs.size() - base);
+  for (const composer::Step& step : a.chain.steps) {
+    int input = -1;
+    if (const auto* sum = std::get_if<composer::Sum>(&step)) input = sum->input;
+    if (const auto* bin = std::get_if<composer::Binary>(&step)) input = bin->input;
+    c.expect(input < externals, "post-op chain reads external input " + std::to_string(input) +
+                                    " but the node has " + std::to_string(externals));
+  }
+  Node view = c.node_;
+  // MatMul has no bias input of its own: check it here and leave it out.
+  const bool matmul_bias = c.node_.kind == OpKind::QuantizedMatMul && a.has_bias;
+  view.inputs.resize(matmul_bias || a.dynamic ? 2 : base);
+  view.attrs = std::visit([](const auto& g) -> Attributes { return g; }, a.geometry);
+  switch (c.node_.kind) {
+    case OpKind::QuantizedConvolution: view.kind = OpKind::Convolution; break;
+    case OpKind::QuantizedDeconvolution: view.kind = OpKind::Deconvolution; break;
+    case OpKind::QuantizedFullyConnected: view.kind = OpKind::FullyConnected; break;
+    default: view.kind = OpKind::MatMul; break;
+  }
+  NodeChecker inner(c.graph_, view);
+  inner.quantized_ = true;
+  OutputSpec spec = check_node(inner);
+  const std::optional<std::size_t> axis = output_channel_axis(view.kind, spec.shape.size());
+  c.expect(axis.has_value(), "output " + to_string(spec.shape) + " has no channel axis");
+  const std::int64_t channels = spec.shape[*axis];
+  c.expect(a.chain.channels == channels, "post-op chain has " + std::to_string(a.chain.channels) +
+                                             " channels (expected " + std::to_string(channels) +
+                                             ")");
+  if (a.dynamic) {
+    const std::int64_t scales = element_count(c.shape(3));
+    const auto weight_scales = static_cast<std::int64_t>(a.dynamic_weight_scales.size());
+    c.expect(scales == 1 || (weight_scales == 0 && scales == channels && c.shape(3).back() == channels),
+             "the run-time scale has shape " + to_string(c.shape(3)) + " (expected one value" +
+                 (weight_scales == 0 ? " or [" + std::to_string(channels) + "]" : "") + ")");
+    c.expect(weight_scales == 0 || weight_scales == 1 || weight_scales == channels,
+             "the layer has " + std::to_string(weight_scales) + " weight scales (expected 1 or " +
+                 std::to_string(channels) + ")");
+  } else {
+    c.expect(a.dynamic_weight_scales.empty(), "only a dynamic layer has run-time weight scales");
+  }
+  if (matmul_bias) {
+    c.expect(c.shape(2) == Shape{channels}, "bias shape " + to_string(c.shape(2)) +
+                                                 " (expected [" + std::to_string(channels) + "])");
+  }
+  spec.type = a.dst_type();
+  return spec;
+}
+
+OutputSpec check_prelu(NodeChecker& c) {
+  c.expect_type(0, ElementType::f32);
+  c.expect_type(1, ElementType::f32);
+  c.expect(broadcasts_to(c.shape(1), c.shape(0)),
+           "slope shape " + to_string(c.shape(1)) + " does not broadcast to the input " +
+               to_string(c.shape(0)));
+  return {c.shape(0), ElementType::f32};
+}
+
+OutputSpec check_convert(NodeChecker& c) {
+  Node& n = c.node_;
+  const auto& a = std::get<ConvertAttrs>(n.attrs);
+  c.expect(c.in(0).type != ElementType::s64 ||
+               (!a.quantizes() && (a.to == ElementType::f32 || a.to == ElementType::s32 ||
+                                   a.to == ElementType::s64)),
+           "converts s64 to f32 or s32 only (got " + std::string(to_string(a.to)) + ")");
+  c.expect(a.levels == 256 || (a.quantizes_linear() && a.levels >= 2 && a.levels < 256),
+           "levels " + std::to_string(a.levels) +
+               " (expected 256, or 2..255 when it quantizes by a scale)");
+  if (a.quantizes()) {
+    c.expect_type(0, ElementType::f32);
+    c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,
+             "a quantizing Convert writes u8 or s8");
+    if (a.quantizes_linear()) {
+      c.expect(std::isfinite(a.scale), "scale " + std::to_string(a.scale) + " is not finite");
+    } else {
+      c.expect(std::isfinite(a.input_low) && std::isfinite(a.input_high) &&
+                   a.input_low < a.input_high,
+               "input range [" + std::to_string(a.input_low) + ", " +
+                   std::to_string(a.input_high) + "] is empty or not finite");
+    }
+  }
+  return {c.shape(0), a.to};
+}
+
+OutputSpec check_batch_normalization(NodeChecker& c) {
+  Node& n = c.node_;
+  c.expect_rank(0, 2, 5);
+  const Shape channel{c.shape(0)[1]};
+  for (std::size_t i = 0; i < 5; ++i) c.expect_type(i, ElementType::f32);
+  for (std::size_t i = 1; i < 5; ++i) {
+    c.expect(c.shape(i) == channel, "parameter " + std::to_string(i) + " has shape " +
+                                        to_string(c.shape(i)) + " (expected " +
+                                        to_string(channel) + ")");
+  }
+  c.expect(std::get<BatchNormAttrs>(n.attrs).epsilon >= 0.0f, "epsilon must be >= 0");
+  return {c.shape(0), ElementType::f32};
+}
+
+OutputSpec check_reshape(NodeChecker& c) {
+  Node& n = c.node_;
+  const Shape& target = std::get<ReshapeAttrs>(n.attrs).shape;
+  c.expect(std::all_of(target.begin(), target.end(), [](auto d) { return d >= 1; }),
+           "target shape " + to_string(target) + " has a dimension < 1");
+  c.expect(element_count(target) == element_count(c.shape(0)),
+           "target shape " + to_string(target) + " has " +
+               std::to_string(element_count(target)) + " elements (expected " +
+               std::to_string(element_count(c.shape(0))) + ")");
+  return {target, c.in(0).type};
+}
+
+OutputSpec check_flatten(NodeChecker& c) {
+  Node& n = c.node_;
+  auto& a = std::get<FlattenAttrs>(n.attrs);
+  const Shape& x = c.shape(0);
+  a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(x.size()), true);
+  const auto split = x.begin() + a.axis;
+  // Each part checked on its own: a zero dim in one must not hide an
+  // overflow in the other.
+  const std::int64_t outer = element_count(Shape(x.begin(), split));
+  const std::int64_t inner = element_count(Shape(split, x.end()));
+  return {{outer, inner}, c.in(0).type};
+}
+
+OutputSpec check_transpose(NodeChecker& c) {
+  Node& n = c.node_;
+  auto& a = std::get<TransposeAttrs>(n.attrs);
+  const Shape& x = c.shape(0);
+  if (a.perm.empty()) {
+    for (std::size_t i = x.size(); i-- > 0;) a.perm.push_back(static_cast<std::int64_t>(i));
+  }
+  Ints sorted = a.perm;
+  std::sort(sorted.begin(), sorted.end());
+  Ints identity(x.size());
+  std::iota(identity.begin(), identity.end(), 0);
+  c.expect(sorted == identity, "perm " + ints_to_string(a.perm) +
+                                   " is not a permutation of the input's " +
+                                   std::to_string(x.size()) + " axes");
+  Shape out;
+  for (auto p : a.perm) out.push_back(x[static_cast<std::size_t>(p)]);
+  return {out, c.in(0).type};
+}
+
+OutputSpec check_shuffle_channels(NodeChecker& c) {
+  Node& n = c.node_;
+  const auto& a = std::get<ShuffleChannelsAttrs>(n.attrs);
+  c.expect_rank(0, 2, 5);
+  expect_float_or_int8(c, 0);
+  const std::int64_t channels = c.shape(0)[1];
+  c.expect(a.groups >= 1 && channels % a.groups == 0,
+           "groups " + std::to_string(a.groups) + " do not divide the " +
+               std::to_string(channels) + " channels");
+  return {c.shape(0), c.in(0).type};
+}
+
+OutputSpec check_concat(NodeChecker& c) {
+  Node& n = c.node_;
+  auto& a = std::get<ConcatAttrs>(n.attrs);
+  const Shape& first = c.shape(0);
+  a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(first.size()), false);
+  Shape out = first;
+  for (std::size_t i = 1; i < n.inputs.size(); ++i) {
+    Shape s = c.shape(i);
+    c.expect(s.size() == first.size() && c.in(i).type == c.in(0).type,
+             "input " + std::to_string(i) + " " + to_string(s) +
+                 " differs in rank or type from input 0 " + to_string(first));
+    out[static_cast<std::size_t>(a.axis)] += s[static_cast<std::size_t>(a.axis)];
+    s[static_cast<std::size_t>(a.axis)] = first[static_cast<std::size_t>(a.axis)];
+    c.expect(s == first, "input " + std::to_string(i) + " " + to_string(c.shape(i)) +
+                             " differs from input 0 " + to_string(first) +
+                             " outside the concat axis");
+  }
+  return {out, c.in(0).type};
+}
+
+OutputSpec check_resize(NodeChecker& c) {
+  Node& n = c.node_;
+  auto& a = std::get<ResizeAttrs>(n.attrs);
+  if (a.mode == ResizeMode::nearest) {
+    expect_float_or_int8(c, 0);
+  } else {
+    c.expect_type(0, ElementType::f32);
+  }
+  const Shape& x = c.shape(0);
+  c.expect(a.sizes.size() == x.size(), "sizes " + to_string(a.sizes) +
+                                           " must have the input's rank " +
+                                           std::to_string(x.size()));
+  c.expect(std::all_of(a.sizes.begin(), a.sizes.end(), [](auto d) { return d >= 1; }),
+           "sizes " + to_string(a.sizes) + " has a dimension < 1");
+  c.expect(a.scales.empty() || a.scales.size() == x.size(),
+           "scales has " + std::to_string(a.scales.size()) + " values (expected 0 or " +
+               std::to_string(x.size()) + ")");
+  c.expect(std::all_of(a.scales.begin(), a.scales.end(), [](float s) { return s > 0.0f; }),
+           "scales must be > 0");
+  return {a.sizes, c.in(0).type};
+}
+
+OutputSpec check_lookup(NodeChecker& c) {
+  Node& n = c.node_;
+  const auto& a = std::get<LookupAttrs>(n.attrs);
+  const ElementType in = c.in(0).type;
+  c.expect(in == ElementType::u8 || in == ElementType::s8, "a Lookup reads u8 or s8");
+  c.expect(a.to == ElementType::u8 || a.to == ElementType::s8, "a Lookup writes u8 or s8");
+  c.expect(a.table.size() == 256, "a Lookup table has 256 entries, not " +
+                                      std::to_string(a.table.size()));
+  return {c.shape(0), a.to};
+}
+
+OutputSpec check_gate_multiply(NodeChecker& c) {
+  Node& n = c.node_;
+  const auto& a = std::get<GateMultiplyAttrs>(n.attrs);
+  const ElementType in = c.in(0).type;
+  c.expect(in == ElementType::u8 || in == ElementType::s8, "a GateMultiply reads u8 or s8 codes");
+  c.expect_type(1, ElementType::f32);
+  c.expect(a.quantize.quantizes() &&
+               (a.quantize.to == ElementType::u8 || a.quantize.to == ElementType::s8),
+           "a GateMultiply quantizes to u8 or s8");
+  const Shape& x = c.shape(0);
+  const Shape& g = c.shape(1);
+  bool per_channel = x.size() >= 2 && g.size() == x.size() && (g[0] == x[0] || g[0] == 1) &&
+                     g[1] == x[1];
+  for (std::size_t d = 2; per_channel && d < g.size(); ++d) per_channel = g[d] == 1;
+  c.expect(per_channel, "the gate must be [N or 1, C, 1, ...] for x " + to_string(x) +
+                            " (got " + to_string(g) + ")");
+  return {x, a.quantize.to};
+}
+
+OutputSpec check_layer_norm(NodeChecker& c) {
+  Node& n = c.node_;
+  for (std::size_t i = 0; i < 3; ++i) c.expect_type(i, ElementType::f32);
+  c.expect(c.rank(0) >= 2, "the input must have rank >= 2");
+  const Shape channel{c.shape(0).back()};
+  c.expect(c.shape(1) == channel && c.shape(2) == channel,
+           "scale and bias must be " + to_string(channel) + " (the last dimension; got " +
+               to_string(c.shape(1)) + " and " + to_string(c.shape(2)) + ")");
+  const float eps = std::get<LayerNormAttrs>(n.attrs).epsilon;
+  c.expect(std::isfinite(eps) && eps >= 0.0f, "epsilon must be finite and >= 0");
+  return {c.shape(0), ElementType::f32};
+}
+
+OutputSpec check_gather(NodeChecker& c) {
+  Node& n = c.node_;
+  const ElementType it = c.in(1).type;
+  c.expect(it == ElementType::s32 || it == ElementType::s64 || it == ElementType::f32,
+           "indices must be s32, s64 or f32 (got " + std::string(to_string(it)) + ")");
+  auto& a = std::get<GatherAttrs>(n.attrs);
+  c.expect(c.rank(0) >= 1, "data must have rank >= 1");
+  a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(c.rank(0)), false);
+  const Shape& data = c.shape(0);
+  const auto axis = static_cast<std::size_t>(a.axis);
+  Shape out(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(axis));
+  out.insert(out.end(), c.shape(1).begin(), c.shape(1).end());
+  out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(axis) + 1, data.end());
+  return {out, c.in(0).type};
+}
+
+OutputSpec check_softmax(NodeChecker& c) {
+  Node& n = c.node_;
+  c.expect_type(0, ElementType::f32);
+  auto& a = std::get<SoftmaxAttrs>(n.attrs);
+  a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(c.rank(0)), false);
+  if (!a.quantizes()) return {c.shape(0), ElementType::f32};
+  c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,
+           "a quantizing Softmax writes u8 or s8 (got " + std::string(to_string(a.to)) + ")");
+  c.expect(std::isfinite(a.quantize_scale), "the quantization scale must be finite");
+  return {c.shape(0), a.to};
+}
+
+OutputSpec check_node(NodeChecker& c) {
+  Node& n = c.node_;
+  const OpInfo& info = op_info(n.kind);
+  c.expect_inputs(info.min_inputs, info.max_inputs);
+  switch (n.kind) {
+    case OpKind::Convolution: return check_conv(c, std::get<ConvAttrs>(n.attrs));
+    case OpKind::Deconvolution: return check_deconv(c, std::get<DeconvAttrs>(n.attrs));
+    case OpKind::FullyConnected: return check_fully_connected(c);
+    case OpKind::MatMul: return check_matmul(c, std::get<MatMulAttrs>(n.attrs));
+    case OpKind::FakeQuantize:
+      return check_fake_quantize(c, std::get<FakeQuantizeAttrs>(n.attrs));
+    case OpKind::Multiply:
+    case OpKind::Add:
+    case OpKind::Subtract:
+    case OpKind::Divide:
+    case OpKind::Minimum:
+    case OpKind::Maximum: return check_binary(c, n.kind);
+    case OpKind::Clamp: {
+      const auto& a = std::get<ClampAttrs>(n.attrs);
+      c.expect(a.lo <= a.hi, "lo " + std::to_string(a.lo) + " exceeds hi " + std::to_string(a.hi));
+      return check_unary(c);
+    }
+    case OpKind::Round:
+    case OpKind::Relu:
+    case OpKind::LeakyRelu:
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Elu:
+    case OpKind::Gelu:
+    case OpKind::HSwish:
+    case OpKind::HSigmoid:
+    case OpKind::Swish:
+    case OpKind::Exp:
+    case OpKind::Abs:
+    case OpKind::Sqrt: return check_unary(c);  // is_elementwise_unary, less Clamp (above)
+    case OpKind::PRelu: return check_prelu(c);
+    case OpKind::Convert: return check_convert(c);
+    case OpKind::BatchNormalization: return check_batch_normalization(c);
+    case OpKind::MaxPool: return check_pool(c, std::get<PoolAttrs>(n.attrs), true);
+    case OpKind::AvgPool: return check_pool(c, std::get<PoolAttrs>(n.attrs), false);
+    case OpKind::Reshape: return check_reshape(c);
+    case OpKind::Flatten: return check_flatten(c);
+    case OpKind::Transpose: return check_transpose(c);
+    case OpKind::ShuffleChannels: return check_shuffle_channels(c);
+    case OpKind::Concat: return check_concat(c);
+    case OpKind::QuantizedConvolution:
+    case OpKind::QuantizedDeconvolution:
+    case OpKind::QuantizedFullyConnected:
+    case OpKind::QuantizedMatMul:
+      return check_quantized(c, std::get<QuantizedLayerAttrs>(n.attrs));
+    case OpKind::Resize: return check_resize(c);
+    case OpKind::Slice: return check_slice(c, std::get<SliceAttrs>(n.attrs));
+    case OpKind::ReduceMean: return check_reduce(c, std::get<ReduceAttrs>(n.attrs));
+    case OpKind::Power: return check_unary(c);
+    case OpKind::Lookup: return check_lookup(c);
+    case OpKind::GateMultiply: return check_gate_multiply(c);
+    case OpKind::LayerNorm: return check_layer_norm(c);
+    case OpKind::Gather: return check_gather(c);
+    case OpKind::DynamicQuantize: {
+      // The codes; infer_node adds the scale and zero point outputs.
+      c.expect_type(0, ElementType::f32);
+      return {c.shape(0), ElementType::u8};
+    }
+    case OpKind::Softmax: return check_softmax(c);
+  }
+  c.fail("unknown operator");
+}
+
+}  // namespace
+
+void infer_node(Graph& graph, NodeId id) {
+  Node& node = graph.node(id);
+  NodeChecker checker(graph, node);
+  for (ValueId in : node.inputs) {
+    const Value& v = graph.value(in);
+    for (auto d : v.shape) {
+      checker.expect(d >= 1, "input '" + v.name + "' has an unbound or empty shape " +
+                                 to_string(v.shape));
+    }
+  }
+  const std::size_t outputs = node.kind == OpKind::DynamicQuantize ? 3 : 1;
+  checker.expect(node.outputs.size() == outputs, "expected " + std::to_string(outputs) +
+                                                     " output(s), got " +
+                                                     std::to_string(node.outputs.size()));
+  OutputSpec spec = check_node(checker);
+  Value& out = graph.value(node.outputs[0]);
+  out.shape = std::move(spec.shape);
+  out.type = spec.type;
+  if (node.kind == OpKind::DynamicQuantize) {
+    graph.value(node.outputs[1]).shape = Shape{1};
+    graph.value(node.outputs[1]).type = ElementType::f32;
+    graph.value(node.outputs[2]).shape = Shape{1};
+    graph.value(node.outputs[2]).type = ElementType::u8;
+  }
+}
+
+void infer_shapes(Graph& graph) {
+  for (NodeId id : graph.topological_order()) infer_node(graph, id);
+}
+
+}  // namespace qfuse::graph
