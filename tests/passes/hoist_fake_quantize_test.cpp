@@ -1,0 +1,99 @@
+// hoist_fake_quantize: a per-tensor FakeQuantize after data movement (here a
+// MaxPool and a Transpose) moves above it, and one that repeats its input's
+// grid is dropped; checked by structure and against the graph before the
+// pass. Named negatives: per-channel ranges, data movement whose input has
+// other readers.
+
+#include "pass_test_util.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+using namespace pass_test;
+
+ValueId fq(Builder& b, ValueId x, const std::string& name) {
+  return b.fake_quantize(x, -1.0f, 1.55f, -1.0f, 1.55f, 256, name);
+}
+
+PoolAttrs max_pool_2x2() {
+  PoolAttrs p;
+  p.kernel = {2, 2};
+  p.strides = {2, 2};
+  p.pads_begin = {0, 0};
+  p.pads_end = {0, 0};
+  return p;
+}
+
+// Index of node `name`'s kind in execution order, or -1.
+int position(const Graph& g, OpKind kind) {
+  int i = 0;
+  for (NodeId id : g.topological_order()) {
+    if (g.node(id).kind == kind) return i;
+    ++i;
+  }
+  return -1;
+}
+
+TEST(HoistFakeQuantize, MovesAboveMaxPoolAndTranspose) {
+  for (const bool pool : {true, false}) {
+    Graph g;
+    Builder b(g);
+    const ValueId x = b.input("x", {1, 3, 4, 4});
+    const ValueId y = b.unary(OpKind::Tanh, x, "tanh");
+    const ValueId m = pool ? b.op(OpKind::MaxPool, {y}, max_pool_2x2(), "mover")
+                           : b.op(OpKind::Transpose, {y}, TransposeAttrs{{0, 2, 3, 1}}, "mover");
+    b.output(fq(b, m, "fq"));
+    const Graph before = g;
+    PassContext ctx = context();
+    EXPECT_TRUE(hoist_fake_quantize(g, ctx));
+    EXPECT_LT(position(g, OpKind::FakeQuantize), position(g, pool ? OpKind::MaxPool : OpKind::Transpose));
+    const Tensor xt = input_tensor({1, 3, 4, 4}, -3.0f, 3.0f, 41);
+    EXPECT_EQ(run(g, xt), run(before, xt));
+  }
+}
+
+TEST(HoistFakeQuantize, ASecondFakeQuantizeOnTheSameGridIsDropped) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 3, 4, 4});
+  b.output(fq(b, fq(b, x, "fq1"), "fq2"));
+  const Graph before = g;
+  PassContext ctx = context();
+  EXPECT_TRUE(hoist_fake_quantize(g, ctx));
+  EXPECT_EQ(count(g, OpKind::FakeQuantize), 1u);
+  const Tensor xt = input_tensor({1, 3, 4, 4}, -3.0f, 3.0f, 42);
+  EXPECT_EQ(run(g, xt), run(before, xt));
+}
+
+TEST(HoistFakeQuantizeNegative, PerChannelRangesStayBelow) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 3, 4, 4});
+  const ValueId m = b.op(OpKind::MaxPool, {b.unary(OpKind::Tanh, x)}, max_pool_2x2(), "mover");
+  const ValueId lo = b.constant("lo", {1, 3, 1, 1}, {-1.0f, -2.0f, -0.5f});
+  const ValueId hi = b.constant("hi", {1, 3, 1, 1}, {1.0f, 2.0f, 0.5f});
+  b.output(b.fake_quantize(m, lo, hi, lo, hi, 256, "fq"));
+  PassContext ctx = context();
+  EXPECT_FALSE(hoist_fake_quantize(g, ctx));
+  EXPECT_GT(position(g, OpKind::FakeQuantize), position(g, OpKind::MaxPool));
+}
+
+TEST(HoistFakeQuantizeNegative, AMoverWhoseInputHasOtherReadersStays) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 3, 4, 4});
+  const ValueId y = b.unary(OpKind::Tanh, x, "tanh");
+  b.output(fq(b, b.op(OpKind::MaxPool, {y}, max_pool_2x2(), "mover"), "fq"));
+  b.output(y);
+  PassContext ctx = context();
+  EXPECT_FALSE(hoist_fake_quantize(g, ctx));
+  EXPECT_GT(position(g, OpKind::FakeQuantize), position(g, OpKind::MaxPool));
+  bool explained = false;
+  for (const Refusal& r : ctx.refusals()) explained |= r.reason.find("other readers") != std::string::npos;
+  ctx.end_phase();
+  for (const Refusal& r : ctx.refusals()) explained |= r.reason.find("other readers") != std::string::npos;
+  EXPECT_TRUE(explained);
+}
+
+}  // namespace
+}  // namespace qfuse::graph
