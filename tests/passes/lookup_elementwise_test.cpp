@@ -1,4 +1,4 @@
-// An elementwise function that reads one quantized tensor twice and ends
+// lookup_elementwise: an elementwise function that reads one quantized tensor twice and ends
 // quantized becomes one Lookup of its codes: quantized SiLU as ONNX Runtime's
 // quantizer writes it (x * Q(sigmoid(x))), and x + tanh(x). The layer before
 // writes its codes, the layer after reads the Lookup's; fused matches
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fusion_test_util.hpp"
+#include "tests/fusion/fusion_test_util.hpp"
 
 namespace qfuse::test::fusion {
 namespace {
