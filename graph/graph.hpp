@@ -18,6 +18,9 @@
 
 namespace qfuse::graph {
 
+// u8 or s8: the element types of quantized codes.
+inline bool is_int8(ElementType t) { return t == ElementType::u8 || t == ElementType::s8; }
+
 template <class Tag>
 struct Id {
   static constexpr std::uint32_t kInvalid = std::numeric_limits<std::uint32_t>::max();

@@ -154,7 +154,7 @@ std::vector<TensorInfo> CompiledModel::outputs() const {
 
 namespace {
 
-bool is_int8(ElementType t) { return t == ElementType::u8 || t == ElementType::s8; }
+using graph::is_int8;
 
 std::string precision_of(const graph::Graph& g, const graph::Node& n) {
   if (graph::is_quantized_layer(n.kind)) return "int8";

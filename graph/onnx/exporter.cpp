@@ -36,7 +36,7 @@ constexpr int kOpset = 14;
 
 int onnx_type(ElementType t) { return detail::to_onnx_type(t); }
 
-bool is_int8(ElementType t) { return t == ElementType::u8 || t == ElementType::s8; }
+using graph::is_int8;
 
 template <typename T>
 bool uniform(const std::vector<T>& v) {

@@ -24,7 +24,6 @@ constexpr std::string_view kPass = "fuse_dynamic_quantized_layer";
 using namespace pattern;
 namespace cp = composer;
 
-bool is_int8(ElementType t) { return t == ElementType::u8 || t == ElementType::s8; }
 
 // codes -> Convert(f32) -> Subtract(Convert(z)) ending at `v`: codes and z
 // (a one-element run-time tensor of the codes' type). nullopt otherwise.

@@ -42,7 +42,6 @@ namespace {
 constexpr std::string_view kPass = "lookup_elementwise";
 using namespace pattern;
 
-bool is_int8(ElementType t) { return t == ElementType::u8 || t == ElementType::s8; }
 
 // A per-tensor FakeQuantize: its ranges, and ONNX's grid when it has one.
 struct Ranges {
