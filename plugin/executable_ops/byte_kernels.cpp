@@ -112,31 +112,43 @@ __attribute__((target("avx512f,avx512bw"))) inline __m512i max_codes(__m512i a, 
 template <bool Signed>
 __attribute__((target("avx512f,avx512bw"))) void max_pool_row_avx512(
     const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometry& g, std::int64_t h0,
-    std::int64_t h1, std::int64_t oh, std::uint8_t* rows) {
+    std::int64_t h1, std::int64_t oh) {
   const __m512i lowest = _mm512_set1_epi8(Signed ? static_cast<char>(-128) : 0);
-  const std::int64_t width = g.iw * g.c;
-  for (std::int64_t k = 0; k < width; k += 64) {
-    const __mmask64 m = width - k >= 64 ? ~__mmask64{0} : (~__mmask64{0}) >> (64 - (width - k));
-    __m512i acc = lowest;
-    for (std::int64_t i = h0; i < h1; ++i) {
-      const std::int64_t ih = oh * g.sh - g.ph + i * g.dh;
-      acc = max_codes<Signed>(acc, _mm512_maskz_loadu_epi8(m, x + ih * width + k));
-    }
-    _mm512_mask_storeu_epi8(rows + k, m, acc);
-  }
-  for (std::int64_t ow = 0; ow < g.ow; ++ow) {
-    const std::int64_t wstart = ow * g.sw - g.pw;
-    std::int64_t w0 = 0, w1 = g.kw;
-    while (w0 < w1 && wstart + w0 * g.dw < 0) ++w0;
-    while (w1 > w0 && wstart + (w1 - 1) * g.dw >= g.iw) --w1;
-    std::uint8_t* out = y + ow * g.c;
-    for (std::int64_t c = 0; c < g.c; c += 64) {
-      const __mmask64 m = g.c - c >= 64 ? ~__mmask64{0} : (~__mmask64{0}) >> (64 - (g.c - c));
+  // The window rows' max over the input columns a strip of outputs reads,
+  // then the columns' max per output. The strip is as wide as the buffer
+  // allows (the caller checks that one window's columns fit).
+  alignas(64) std::uint8_t rows[kMaxPoolRowBytes];
+  const std::int64_t span = (g.kw - 1) * g.dw + 1;
+  const std::int64_t per_strip = 1 + (kMaxPoolRowBytes / g.c - span) / g.sw;
+  for (std::int64_t ow0 = 0; ow0 < g.ow; ow0 += per_strip) {
+    const std::int64_t ow1 = std::min(g.ow, ow0 + per_strip);
+    const std::int64_t col0 = std::max<std::int64_t>(0, ow0 * g.sw - g.pw);
+    const std::int64_t col1 = std::min(g.iw, (ow1 - 1) * g.sw - g.pw + span);
+    const std::int64_t width = (col1 - col0) * g.c;
+    for (std::int64_t k = 0; k < width; k += 64) {
+      const __mmask64 m = width - k >= 64 ? ~__mmask64{0} : (~__mmask64{0}) >> (64 - (width - k));
       __m512i acc = lowest;
-      for (std::int64_t j = w0; j < w1; ++j) {
-        acc = max_codes<Signed>(acc, _mm512_maskz_loadu_epi8(m, rows + (wstart + j * g.dw) * g.c + c));
+      for (std::int64_t i = h0; i < h1; ++i) {
+        const std::int64_t ih = oh * g.sh - g.ph + i * g.dh;
+        acc = max_codes<Signed>(acc, _mm512_maskz_loadu_epi8(m, x + (ih * g.iw + col0) * g.c + k));
       }
-      _mm512_mask_storeu_epi8(out + c, m, acc);
+      _mm512_mask_storeu_epi8(rows + k, m, acc);
+    }
+    for (std::int64_t ow = ow0; ow < ow1; ++ow) {
+      const std::int64_t wstart = ow * g.sw - g.pw;
+      std::int64_t w0 = 0, w1 = g.kw;
+      while (w0 < w1 && wstart + w0 * g.dw < 0) ++w0;
+      while (w1 > w0 && wstart + (w1 - 1) * g.dw >= g.iw) --w1;
+      std::uint8_t* out = y + ow * g.c;
+      for (std::int64_t c = 0; c < g.c; c += 64) {
+        const __mmask64 m = g.c - c >= 64 ? ~__mmask64{0} : (~__mmask64{0}) >> (64 - (g.c - c));
+        __m512i acc = lowest;
+        for (std::int64_t j = w0; j < w1; ++j) {
+          acc = max_codes<Signed>(
+              acc, _mm512_maskz_loadu_epi8(m, rows + (wstart + j * g.dw - col0) * g.c + c));
+        }
+        _mm512_mask_storeu_epi8(out + c, m, acc);
+      }
     }
   }
 }
@@ -264,8 +276,7 @@ void interleave_planes(const std::uint8_t* planes, std::int64_t plane_stride, in
 void max_pool_bytes(const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometry& g,
                     bool is_signed, std::int64_t row_begin, std::int64_t row_end, bool vector) {
 #if defined(QFUSE_X86_KERNELS)
-  std::vector<std::uint8_t> rows;
-  if (vector && has_avx512_bw()) rows.resize(static_cast<std::size_t>(g.iw * g.c));
+  const bool strips = vector && has_avx512_bw() && max_pool_window_fits(g);
 #endif
   for (std::int64_t r = row_begin; r < row_end; ++r) {
     const std::int64_t n = r / g.oh, oh = r % g.oh;
@@ -276,11 +287,11 @@ void max_pool_bytes(const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometr
     const std::uint8_t* image = x + n * g.ih * g.iw * g.c;
     std::uint8_t* row = y + r * g.ow * g.c;
 #if defined(QFUSE_X86_KERNELS)
-    if (vector && has_avx512_bw()) {
+    if (strips) {
       if (is_signed) {
-        max_pool_row_avx512<true>(image, row, g, h0, h1, oh, rows.data());
+        max_pool_row_avx512<true>(image, row, g, h0, h1, oh);
       } else {
-        max_pool_row_avx512<false>(image, row, g, h0, h1, oh, rows.data());
+        max_pool_row_avx512<false>(image, row, g, h0, h1, oh);
       }
       continue;
     }

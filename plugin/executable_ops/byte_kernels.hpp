@@ -33,6 +33,14 @@ struct MaxPoolGeometry {
   std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
 };
 
+// The vector form keeps the window rows' max of a strip of output columns in
+// a buffer on the stack; it runs where one window's columns fit (c * ((kw - 1)
+// * dw + 1) bytes), the plain loop elsewhere.
+inline constexpr std::int64_t kMaxPoolRowBytes = 16384;
+inline bool max_pool_window_fits(const MaxPoolGeometry& g) {
+  return g.c * ((g.kw - 1) * g.dw + 1) <= kMaxPoolRowBytes;
+}
+
 // Output rows [row_begin, row_end) of n * oh; `is_signed`: s8 codes, else u8.
 void max_pool_bytes(const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometry& g,
                     bool is_signed, std::int64_t row_begin, std::int64_t row_end,

@@ -1112,7 +1112,7 @@ class MaxPoolBytesOp final : public ExecutableOp {
       return true;
     };
     if (!every_window_real(p.oh, p.kh, p.sh, p.ph, p.dh, p.ih) ||
-        !every_window_real(p.ow, p.kw, p.sw, p.pw, p.dw, p.iw)) {
+        !every_window_real(p.ow, p.kw, p.sw, p.pw, p.dw, p.iw) || !max_pool_window_fits(p)) {
       return nullptr;
     }
     return std::unique_ptr<ExecutableOp>(new MaxPoolBytesOp(node, p, x.type == ElementType::s8));
@@ -1263,25 +1263,28 @@ class DequantizedMeanOp final : public ExecutableOp {
   void execute(ExecContext& ctx) const override {
     const auto* x = static_cast<const std::uint8_t*>(ctx.in(node().inputs[0]).raw_data());
     float* y = ctx.out(node().outputs[0]).data<float>().data();
-    std::vector<std::int64_t> sums(static_cast<std::size_t>(channels_));
+    // The per-channel sums live in the request's scratchpad.
+    auto* sums = static_cast<std::int64_t*>(ctx.scratchpad());
     for (std::int64_t n = 0; n < batch_; ++n) {
       const std::uint8_t* image = x + n * channels_ * pixels_;
-      std::fill(sums.begin(), sums.end(), 0);
+      std::fill(sums, sums + channels_, 0);
       if (channels_last_) {
-        channel_sums(image, pixels_, channels_, signed_, sums.data());
+        channel_sums(image, pixels_, channels_, signed_, sums);
       } else {
         for (std::int64_t c = 0; c < channels_; ++c) {
-          channel_sums(image + c * pixels_, pixels_, 1, signed_, &sums[static_cast<std::size_t>(c)]);
+          channel_sums(image + c * pixels_, pixels_, 1, signed_, sums + c);
         }
       }
       for (std::int64_t c = 0; c < channels_; ++c) {
-        y[n * channels_ + c] =
-            static_cast<float>(scale_ * static_cast<double>(sums[static_cast<std::size_t>(c)]) + shift_);
+        y[n * channels_ + c] = static_cast<float>(scale_ * static_cast<double>(sums[c]) + shift_);
       }
     }
   }
 
   std::string implementation() const override { return "qfuse:dequantized_mean"; }
+  std::size_t scratchpad_size() const override {
+    return static_cast<std::size_t>(channels_) * sizeof(std::int64_t);
+  }
 
  private:
   bool signed_ = false, channels_last_ = false;

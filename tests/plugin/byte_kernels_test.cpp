@@ -136,6 +136,28 @@ TEST(ByteKernels, MaxPoolEqualsTheWindowMax) {
   }
 }
 
+// Rows wider than the vector form's buffer run in strips of output columns,
+// each window whole inside one strip; a window wider than the buffer takes
+// the plain loop. Strip edges fall at every offset across these widths.
+TEST(ByteKernels, MaxPoolOverRowsWiderThanItsBuffer) {
+  std::mt19937 rng(11);
+  for (const std::int64_t c : {64, 200, 3000, 5000}) {
+    for (const std::int64_t k : {2, 3, 5}) {
+      for (const std::int64_t s : {1, 2}) {
+        MaxPoolGeometry g;
+        g.n = 1, g.c = c, g.ih = 3, g.iw = kMaxPoolRowBytes / c + 7 * k;
+        g.kh = k, g.kw = k, g.sh = s, g.sw = s, g.ph = k / 2, g.pw = k / 2;
+        g.oh = (g.ih + 2 * g.ph - k) / s + 1;
+        g.ow = (g.iw + 2 * g.pw - k) / s + 1;
+        ASSERT_GT(g.iw * c, kMaxPoolRowBytes);
+        EXPECT_EQ(max_pool_window_fits(g), c * k <= kMaxPoolRowBytes);
+        check_max_pool<std::uint8_t>(rng, g, true);
+        check_max_pool<std::int8_t>(rng, g, true);
+      }
+    }
+  }
+}
+
 TEST(ByteKernels, ChannelPermutationPermutesEveryPixel) {
   std::mt19937 rng(12);
   for (const bool vector : {true, false}) {
