@@ -502,13 +502,16 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     throw CompileError(std::string("compile: cannot create the oneDNN CPU engine (") + e.what() +
                        ")");
   }
+  // The chains the passes check are composed again when their layers are built.
+  composer::ComposeMemo compose_memo;
   if (options.fuse) {
     const dnnl::engine& engine = impl->engine;
     graph::PassContext ctx(
         graph::PassOptions{options.allow_residual_round_drop, false},
-        [&engine, &options](const graph::Graph& g, const graph::Node& n, const Shape& shape) {
+        [&engine, &options, &compose_memo](const graph::Graph& g, const graph::Node& n,
+                                           const Shape& shape) {
           if (n.kind == graph::OpKind::Softmax) return plugin::check_quantizing_softmax(g, n, engine);
-          return plugin::check_quantized_layer(g, n, shape, engine, options);
+          return plugin::check_quantized_layer(g, n, shape, engine, options, &compose_memo);
         });
     graph::run_fusion_passes(impl->graph, ctx);
     impl->fusion_log = ctx.lines();
@@ -568,7 +571,8 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     try {
       if (graph::is_quantized_layer(node.kind)) {
         m.op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
-                                            impl->memory.sum_in_place[order[i].index]);
+                                            impl->memory.sum_in_place[order[i].index],
+                                            &compose_memo);
       } else if (node.kind == graph::OpKind::Convert &&
                  !node.attr<graph::ConvertAttrs>().quantizes() &&
                  (layout_of(node.inputs[0]) != plugin::Layout::plain ||

@@ -139,9 +139,11 @@ void lift_tiny_output_scales(Build& b) {
 thread_local double composer_ms = 0.0;
 
 composer::ComposeResult timed_compose(const composer::PostOpChain& chain,
-                                      const composer::ComposeOptions& options) {
+                                      const composer::ComposeOptions& options,
+                                      composer::ComposeMemo* memo) {
   const auto start = std::chrono::steady_clock::now();
-  composer::ComposeResult result = composer::compose(chain, options);
+  composer::ComposeResult result =
+      memo != nullptr ? memo->compose(chain, options) : composer::compose(chain, options);
   composer_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                      .count();
   return result;
@@ -149,12 +151,12 @@ composer::ComposeResult timed_compose(const composer::PostOpChain& chain,
 
 Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_shape,
                       const dnnl::engine& engine, const CompileOptions& options,
-                      Layout src_layout, Layout dst_layout) {
+                      Layout src_layout, Layout dst_layout, composer::ComposeMemo* memo) {
   const auto& a = node.attr<QuantizedLayerAttrs>();
   composer::ComposeOptions copts;
   copts.allow_residual_round_drop = options.allow_residual_round_drop;
   copts.fixed_point_eta = options.integer_eta;
-  const composer::ComposeResult composed = timed_compose(a.chain, copts);
+  const composer::ComposeResult composed = timed_compose(a.chain, copts, memo);
   if (!composed.fused()) throw std::invalid_argument("composer: " + composed.reason);
   Build b;
   b.plan = *composed.plan;
@@ -740,10 +742,11 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
                                                  const graph::Node& node,
                                                  const Shape& output_shape,
                                                  const dnnl::engine& engine,
-                                                 const CompileOptions& options) {
+                                                 const CompileOptions& options,
+                                                 composer::ComposeMemo* memo) {
   try {
     Build b = build_primitive(graph, node, output_shape, engine, options, Layout::channels_last,
-                              Layout::channels_last);
+                              Layout::channels_last, memo);
     const std::string impl = b.pd.impl_info_str();
     if (impl.find("ref") != std::string::npos) {
       return "oneDNN offers only its reference implementation (" + impl + ")";
@@ -759,9 +762,9 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
 std::unique_ptr<ExecutableOp> make_quantized_layer(
     const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
     const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of,
-    bool sum_in_place) {
+    bool sum_in_place, composer::ComposeMemo* memo) {
   Build b = build_primitive(graph, node, graph.value(node.outputs[0]).shape, engine, options,
-                            Layout::channels_last, Layout::channels_last);
+                            Layout::channels_last, Layout::channels_last, memo);
   return std::make_unique<QuantizedLayerOp>(graph, node, engine, std::move(b), layout_of,
                                             sum_in_place);
 }
