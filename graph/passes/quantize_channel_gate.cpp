@@ -60,10 +60,12 @@ bool quantize_channel_gate(Graph& g, PassContext& ctx) {
       attrs.zero_point = d->zero_point;
       attrs.scale = d->scale;
       attrs.quantize = cv.attr<ConvertAttrs>();
+      // Copied before emit(): adding a node may move the nodes `cv` and `mul` refer to.
       const std::string name = mul->name, cv_name = cv.name;
       const NodeId mul_id = g.value(cv.inputs[0]).producer;
+      const ValueId quantized = cv.outputs[0];
       const ValueId y = emit(g, OpKind::GateMultiply, name, {d->stored, gate}, attrs);
-      replace_value(g, cv.outputs[0], y);
+      replace_value(g, quantized, y);
       g.erase_node(id);
       g.erase_node(mul_id);
       ctx.log(kPass, name + " + " + cv_name + " -> one GateMultiply on the codes of '" +
