@@ -119,9 +119,12 @@ std::size_t check_windowed_layer(NodeChecker& c, Attrs& a, const char* weights_l
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
   const std::size_t spatial = x.size() - 2;
-  c.expect(w.size() == x.size(), [&] { return "weights " + to_string(w) + " must have the rank of the input " +
-                                     to_string(x) + " (expected " + weights_layout + ")"; });
-  c.expect(a.groups >= 1, [&] { return "groups must be >= 1 (got " + std::to_string(a.groups) + ")"; });
+  c.expect(w.size() == x.size(), [&] {
+    return "weights " + to_string(w) + " must have the rank of the input " + to_string(x) +
+           " (expected " + weights_layout + ")";
+  });
+  c.expect(a.groups >= 1,
+           [&] { return "groups must be >= 1 (got " + std::to_string(a.groups) + ")"; });
   c.spatial_attr(a.strides, spatial, 1, "strides", 1);
   c.spatial_attr(a.dilations, spatial, 1, "dilations", 1);
   c.spatial_attr(a.pads_begin, spatial, 0, "pads_begin", 0);
@@ -133,22 +136,28 @@ OutputSpec check_conv(NodeChecker& c, ConvAttrs& a) {
   const std::size_t spatial = check_windowed_layer(c, a, "OC, IC/groups, k...");
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
-  c.expect(x[1] == w[1] * a.groups, [&] { return "input channels do not match the weights (expected " + std::to_string(w[1] * a.groups) +
-               " = weights dim 1 * groups, got " + std::to_string(x[1]) + ")"; });
-  c.expect(w[0] % a.groups == 0, [&] { return "output channels " + std::to_string(w[0]) +
-                                     " are not divisible by groups " + std::to_string(a.groups); });
+  c.expect(x[1] == w[1] * a.groups, [&] {
+    return "input channels do not match the weights (expected " + std::to_string(w[1] * a.groups) +
+           " = weights dim 1 * groups, got " + std::to_string(x[1]) + ")";
+  });
+  c.expect(w[0] % a.groups == 0, [&] {
+    return "output channels " + std::to_string(w[0]) + " are not divisible by groups " +
+           std::to_string(a.groups);
+  });
   if (c.node_.inputs.size() == 3) {
-    c.expect(c.shape(2) == Shape{w[0]}, [&] { return "bias shape " + to_string(c.shape(2)) + " (expected [" +
-                                            std::to_string(w[0]) + "])"; });
+    c.expect(c.shape(2) == Shape{w[0]}, [&] {
+      return "bias shape " + to_string(c.shape(2)) + " (expected [" + std::to_string(w[0]) + "])";
+    });
   }
   c.expect_layer_types();
   Shape out{x[0], w[0]};
   for (std::size_t i = 0; i < spatial; ++i) {
     const std::int64_t extent = (w[i + 2] - 1) * a.dilations[i] + 1;
     const std::int64_t padded = x[i + 2] + a.pads_begin[i] + a.pads_end[i];
-    c.expect(padded >= extent, [&] { return "kernel extent " + std::to_string(extent) +
-                                   " exceeds the padded input " + std::to_string(padded) +
-                                   " in spatial dim " + std::to_string(i); });
+    c.expect(padded >= extent, [&] {
+      return "kernel extent " + std::to_string(extent) + " exceeds the padded input " +
+             std::to_string(padded) + " in spatial dim " + std::to_string(i);
+    });
     out.push_back((padded - extent) / a.strides[i] + 1);
   }
   return {out, ElementType::f32};
@@ -159,23 +168,32 @@ OutputSpec check_deconv(NodeChecker& c, DeconvAttrs& a) {
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
   c.spatial_attr(a.output_padding, spatial, 0, "output_padding", 0);
-  c.expect(x[1] == w[0], [&] { return "input channels do not match the weights (expected " +
-                             std::to_string(w[0]) + " = weights dim 0, got " +
-                             std::to_string(x[1]) + ")"; });
-  c.expect(w[0] % a.groups == 0, [&] { return "input channels " + std::to_string(w[0]) +
-                                     " are not divisible by groups " + std::to_string(a.groups); });
+  c.expect(x[1] == w[0], [&] {
+    return "input channels do not match the weights (expected " + std::to_string(w[0]) +
+           " = weights dim 0, got " + std::to_string(x[1]) + ")";
+  });
+  c.expect(w[0] % a.groups == 0, [&] {
+    return "input channels " + std::to_string(w[0]) + " are not divisible by groups " +
+           std::to_string(a.groups);
+  });
   const std::int64_t oc = w[1] * a.groups;
   if (c.node_.inputs.size() == 3) {
-    c.expect(c.shape(2) == Shape{oc}, [&] { return "bias shape " + to_string(c.shape(2)) + " (expected [" + std::to_string(oc) + "])"; });
+    c.expect(c.shape(2) == Shape{oc}, [&] {
+      return "bias shape " + to_string(c.shape(2)) + " (expected [" + std::to_string(oc) + "])";
+    });
   }
   c.expect_layer_types();
   Shape out{x[0], oc};
   for (std::size_t i = 0; i < spatial; ++i) {
-    c.expect(a.output_padding[i] < std::max(a.strides[i], a.dilations[i]), [&] { return "output_padding " + ints_to_string(a.output_padding) +
-                 " must be smaller than the stride or the dilation"; });
+    c.expect(a.output_padding[i] < std::max(a.strides[i], a.dilations[i]), [&] {
+      return "output_padding " + ints_to_string(a.output_padding) +
+             " must be smaller than the stride or the dilation";
+    });
     const std::int64_t o = (x[i + 2] - 1) * a.strides[i] + (w[i + 2] - 1) * a.dilations[i] + 1 -
                            a.pads_begin[i] - a.pads_end[i] + a.output_padding[i];
-    c.expect(o >= 1, [&] { return "output spatial dim " + std::to_string(i) + " would be " + std::to_string(o); });
+    c.expect(o >= 1, [&] {
+      return "output spatial dim " + std::to_string(i) + " would be " + std::to_string(o);
+    });
     out.push_back(o);
   }
   return {out, ElementType::f32};
@@ -186,11 +204,14 @@ OutputSpec check_fully_connected(NodeChecker& c) {
   c.expect_rank(1, 2, 2);
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
-  c.expect(x.back() == w[1], [&] { return "input features do not match the weights (expected " +
-                                 std::to_string(w[1]) + ", got " + std::to_string(x.back()) + ")"; });
+  c.expect(x.back() == w[1], [&] {
+    return "input features do not match the weights (expected " + std::to_string(w[1]) + ", got " +
+           std::to_string(x.back()) + ")";
+  });
   if (c.node_.inputs.size() == 3) {
-    c.expect(c.shape(2) == Shape{w[0]}, [&] { return "bias shape " + to_string(c.shape(2)) + " (expected [" +
-                                            std::to_string(w[0]) + "])"; });
+    c.expect(c.shape(2) == Shape{w[0]}, [&] {
+      return "bias shape " + to_string(c.shape(2)) + " (expected [" + std::to_string(w[0]) + "])";
+    });
   }
   c.expect_layer_types();
   Shape out = x;
@@ -211,7 +232,10 @@ OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
     std::sort(sorted.begin(), sorted.end());
     bool ok = sorted.size() == s.size();
     for (std::size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<std::int64_t>(i);
-    c.expect(ok, [&] { return std::string(what) + " is not a permutation of the " + std::to_string(s.size()) + " dims"; });
+    c.expect(ok, [&] {
+      return std::string(what) + " is not a permutation of the " + std::to_string(s.size()) +
+             " dims";
+    });
     Shape p(s.size());
     for (std::size_t i = 0; i < s.size(); ++i) p[i] = s[static_cast<std::size_t>(perm[i])];
     return p;
@@ -221,11 +245,15 @@ OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
   if (a.transpose_a) std::swap(x[x.size() - 1], x[x.size() - 2]);
   if (a.transpose_b) std::swap(y[y.size() - 1], y[y.size() - 2]);
   const std::int64_t m = x[x.size() - 2], k = x.back(), k2 = y[y.size() - 2], n = y.back();
-  c.expect(k == k2, [&] { return "inner dimensions differ (expected " + std::to_string(k) + ", got " +
-                        std::to_string(k2) + ")"; });
+  c.expect(k == k2, [&] {
+    return "inner dimensions differ (expected " + std::to_string(k) + ", got " +
+           std::to_string(k2) + ")";
+  });
   auto batch = broadcast_shapes(Shape(x.begin(), x.end() - 2), Shape(y.begin(), y.end() - 2));
-  c.expect(batch.has_value(), [&] { return "batch dimensions of " + to_string(c.shape(0)) + " and " +
-                                  to_string(c.shape(1)) + " do not broadcast"; });
+  c.expect(batch.has_value(), [&] {
+    return "batch dimensions of " + to_string(c.shape(0)) + " and " + to_string(c.shape(1)) +
+           " do not broadcast";
+  });
   Shape out = *batch;
   out.push_back(m);
   out.push_back(n);
@@ -236,7 +264,8 @@ OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
   const std::size_t inputs = c.node().inputs.size();
   c.expect(inputs != kFakeQuantizeRangeInputs + 1,
            "takes a scale and a zero point together (got a scale alone)");
-  c.expect(a.levels >= 2 && a.levels <= 65536, [&] { return "levels must be in [2, 65536] (got " + std::to_string(a.levels) + ")"; });
+  c.expect(a.levels >= 2 && a.levels <= 65536,
+           [&] { return "levels must be in [2, 65536] (got " + std::to_string(a.levels) + ")"; });
   const Shape& x = c.shape(0);
   static const char* kNames[] = {"x",           "input_low", "input_high", "output_low",
                                  "output_high", "scale",     "zero_point"};
@@ -314,8 +343,10 @@ OutputSpec check_binary(NodeChecker& c, OpKind kind) {
     }
   }
   auto out = broadcast_shapes(c.shape(0), c.shape(1));
-  c.expect(out.has_value(), [&] { return "shapes " + to_string(c.shape(0)) + " and " + to_string(c.shape(1)) +
-                                " do not broadcast"; });
+  c.expect(out.has_value(), [&] {
+    return "shapes " + to_string(c.shape(0)) + " and " + to_string(c.shape(1)) +
+           " do not broadcast";
+  });
   return {*out, ElementType::f32};
 }
 
@@ -330,8 +361,10 @@ bool is_float_or_int8(ElementType t) {
 
 // Data movement and pooling run on f32 and on u8 / s8 alike.
 void expect_float_or_int8(NodeChecker& c, std::size_t i) {
-  c.expect(is_float_or_int8(c.in(i).type), [&] { return "input " + std::to_string(i) + " '" + c.in(i).name + "' has type " +
-               std::string(to_string(c.in(i).type)) + " (expected f32, u8 or s8)"; });
+  c.expect(is_float_or_int8(c.in(i).type), [&] {
+    return "input " + std::to_string(i) + " '" + c.in(i).name + "' has type " +
+           std::string(to_string(c.in(i).type)) + " (expected f32, u8 or s8)";
+  });
 }
 
 OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
@@ -339,21 +372,27 @@ OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
   c.expect_rank(0, 3, 5);
   const Shape& x = c.shape(0);
   const std::size_t spatial = x.size() - 2;
-  c.expect(a.kernel.size() == spatial, [&] { return "kernel " + ints_to_string(a.kernel) + " has " +
-                                           std::to_string(a.kernel.size()) +
-                                           " values (expected " + std::to_string(spatial) + ")"; });
+  c.expect(a.kernel.size() == spatial, [&] {
+    return "kernel " + ints_to_string(a.kernel) + " has " + std::to_string(a.kernel.size()) +
+           " values (expected " + std::to_string(spatial) + ")";
+  });
   c.spatial_attr(a.kernel, spatial, 1, "kernel", 1);
   c.spatial_attr(a.strides, spatial, 1, "strides", 1);
   c.spatial_attr(a.pads_begin, spatial, 0, "pads_begin", 0);
   c.spatial_attr(a.pads_end, spatial, 0, "pads_end", 0);
   c.spatial_attr(a.dilations, spatial, 1, "dilations", 1);
   if (!is_max) {
-    c.expect(std::all_of(a.dilations.begin(), a.dilations.end(), [](auto d) { return d == 1; }), [&] { return "dilations " + ints_to_string(a.dilations) + " are not supported by AvgPool"; });
+    c.expect(std::all_of(a.dilations.begin(), a.dilations.end(), [](auto d) { return d == 1; }),
+             [&] {
+               return "dilations " + ints_to_string(a.dilations) + " are not supported by AvgPool";
+             });
   }
   if (a.out_scale != 1.0f || a.out_shift != 0.0f) {
     c.expect(!is_max && c.in(0).type != ElementType::f32,
              "an output requantization (out_scale, out_shift) needs an AvgPool on u8/s8");
-    c.expect(std::isfinite(a.out_scale) && a.out_scale > 0.0f && std::isfinite(a.out_shift), [&] { return "out_scale " + std::to_string(a.out_scale) + " must be positive and finite"; });
+    c.expect(std::isfinite(a.out_scale) && a.out_scale > 0.0f && std::isfinite(a.out_shift), [&] {
+      return "out_scale " + std::to_string(a.out_scale) + " must be positive and finite";
+    });
   }
   if (a.to_f32) {
     c.expect(!is_max && c.in(0).type != ElementType::f32,
@@ -362,16 +401,22 @@ OutputSpec check_pool(NodeChecker& c, PoolAttrs& a, bool is_max) {
     for (std::size_t i = 0; i < spatial && i < a.kernel.size(); ++i) {
       global = global && a.kernel[i] == x[i + 2] && a.pads_begin[i] == 0 && a.pads_end[i] == 0;
     }
-    c.expect(global, [&] { return "an f32 mean of codes (to_f32) needs a global window, kernel " +
-                         ints_to_string(a.kernel) + " without padding"; });
+    c.expect(global, [&] {
+      return "an f32 mean of codes (to_f32) needs a global window, kernel " +
+             ints_to_string(a.kernel) + " without padding";
+    });
   }
   Shape out{x[0], x[1]};
   for (std::size_t i = 0; i < spatial; ++i) {
     const std::int64_t extent = (a.kernel[i] - 1) * a.dilations[i] + 1;
-    c.expect(a.pads_begin[i] < extent && a.pads_end[i] < extent, [&] { return "padding must be smaller than the kernel extent in spatial dim " + std::to_string(i); });
+    c.expect(a.pads_begin[i] < extent && a.pads_end[i] < extent, [&] {
+      return "padding must be smaller than the kernel extent in spatial dim " + std::to_string(i);
+    });
     const std::int64_t padded = x[i + 2] + a.pads_begin[i] + a.pads_end[i];
-    c.expect(padded >= extent, [&] { return "kernel extent " + std::to_string(extent) +
-                                   " exceeds the padded input " + std::to_string(padded); });
+    c.expect(padded >= extent, [&] {
+      return "kernel extent " + std::to_string(extent) + " exceeds the padded input " +
+             std::to_string(padded);
+    });
     out.push_back((padded - extent) / a.strides[i] + 1);
   }
   return {out, a.to_f32 ? ElementType::f32 : c.in(0).type};
@@ -381,8 +426,10 @@ std::int64_t normalize_axis(NodeChecker& c, std::int64_t axis, std::int64_t rank
                             bool inclusive_end) {
   const std::int64_t hi = inclusive_end ? rank : rank - 1;
   if (axis < 0) axis += rank;
-  c.expect(axis >= 0 && axis <= hi, [&] { return "axis out of range (expected -" + std::to_string(rank) +
-                                        " to " + std::to_string(hi) + ")"; });
+  c.expect(axis >= 0 && axis <= hi, [&] {
+    return "axis out of range (expected -" + std::to_string(rank) + " to " + std::to_string(hi) +
+           ")";
+  });
   return axis;
 }
 
@@ -390,11 +437,15 @@ OutputSpec check_node(NodeChecker& c);
 
 OutputSpec check_slice(NodeChecker& c, const SliceAttrs& a) {
   const Shape& x = c.shape(0);
-  c.expect(a.begin.size() == x.size() && a.size.size() == x.size(), [&] { return "begin " + ints_to_string(a.begin) + " and size " + to_string(a.size) +
-               " must have the input's rank " + std::to_string(x.size()); });
+  c.expect(a.begin.size() == x.size() && a.size.size() == x.size(), [&] {
+    return "begin " + ints_to_string(a.begin) + " and size " + to_string(a.size) +
+           " must have the input's rank " + std::to_string(x.size());
+  });
   for (std::size_t d = 0; d < x.size(); ++d) {
-    c.expect(a.begin[d] >= 0 && a.size[d] >= 1 && a.begin[d] + a.size[d] <= x[d], [&] { return "the box begin " + ints_to_string(a.begin) + " size " + to_string(a.size) +
-                 " is not inside the input " + to_string(x); });
+    c.expect(a.begin[d] >= 0 && a.size[d] >= 1 && a.begin[d] + a.size[d] <= x[d], [&] {
+      return "the box begin " + ints_to_string(a.begin) + " size " + to_string(a.size) +
+             " is not inside the input " + to_string(x);
+    });
   }
   return {a.size, c.in(0).type};
 }
@@ -404,7 +455,8 @@ OutputSpec check_reduce(NodeChecker& c, ReduceAttrs& a) {
   const auto rank = static_cast<std::int64_t>(c.rank(0));
   for (auto& axis : a.axes) axis = normalize_axis(c, axis, rank, false);
   std::sort(a.axes.begin(), a.axes.end());
-  c.expect(std::adjacent_find(a.axes.begin(), a.axes.end()) == a.axes.end() && !a.axes.empty(), [&] { return "axes " + ints_to_string(a.axes) + " must be distinct and not empty"; });
+  c.expect(std::adjacent_find(a.axes.begin(), a.axes.end()) == a.axes.end() && !a.axes.empty(),
+           [&] { return "axes " + ints_to_string(a.axes) + " must be distinct and not empty"; });
   Shape out = c.shape(0);
   for (auto axis : a.axes) out[static_cast<std::size_t>(axis)] = 1;
   return {out, ElementType::f32};
@@ -414,16 +466,23 @@ OutputSpec check_reduce(NodeChecker& c, ReduceAttrs& a) {
 // f32 op it replaces, checked on a view holding x, w[, bias].
 OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
   const std::size_t base = a.first_external_input();
-  c.expect(c.node_.inputs.size() >= base, [&] { return "wrong number of inputs (expected at least " + std::to_string(base) + ", got " +
-               std::to_string(c.node_.inputs.size()) + ")"; });
-  c.expect(c.in(0).type == ElementType::u8 || c.in(0).type == ElementType::s8, [&] { return "input 0 '" + c.in(0).name + "' has type " + std::string(to_string(c.in(0).type)) +
-               " (expected u8 or s8)"; });
+  c.expect(c.node_.inputs.size() >= base, [&] {
+    return "wrong number of inputs (expected at least " + std::to_string(base) + ", got " +
+           std::to_string(c.node_.inputs.size()) + ")";
+  });
+  c.expect(c.in(0).type == ElementType::u8 || c.in(0).type == ElementType::s8, [&] {
+    return "input 0 '" + c.in(0).name + "' has type " + std::string(to_string(c.in(0).type)) +
+           " (expected u8 or s8)";
+  });
   if (c.node_.kind == OpKind::QuantizedMatMul && !c.in(1).is_constant()) {
-    c.expect(c.in(1).type == ElementType::u8 || c.in(1).type == ElementType::s8, [&] { return "run-time weights '" + c.in(1).name + "' have type " +
-                 std::string(to_string(c.in(1).type)) + " (expected u8 or s8)"; });
+    c.expect(c.in(1).type == ElementType::u8 || c.in(1).type == ElementType::s8, [&] {
+      return "run-time weights '" + c.in(1).name + "' have type " +
+             std::string(to_string(c.in(1).type)) + " (expected u8 or s8)";
+    });
   } else {
     c.expect_type(1, ElementType::s8);
-    c.expect(c.in(1).is_constant(), [&] { return "weights '" + c.in(1).name + "' must be constant"; });
+    c.expect(c.in(1).is_constant(),
+             [&] { return "weights '" + c.in(1).name + "' must be constant"; });
     c.expect(a.weights_zero_point == 0, "constant weights have no zero point");
   }
   if (a.has_bias) c.expect_type(2, ElementType::f32);
@@ -441,8 +500,10 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
     int input = -1;
     if (const auto* sum = std::get_if<composer::Sum>(&step)) input = sum->input;
     if (const auto* bin = std::get_if<composer::Binary>(&step)) input = bin->input;
-    c.expect(input < externals, [&] { return "post-op chain reads external input " + std::to_string(input) +
-                                    " but the node has " + std::to_string(externals); });
+    c.expect(input < externals, [&] {
+      return "post-op chain reads external input " + std::to_string(input) + " but the node has " +
+             std::to_string(externals);
+    });
   }
   Node view = c.node_;
   // MatMul has no bias input of its own: check it here and leave it out.
@@ -459,24 +520,34 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
   inner.quantized_ = true;
   OutputSpec spec = check_node(inner);
   const std::optional<std::size_t> axis = output_channel_axis(view.kind, spec.shape.size());
-  c.expect(axis.has_value(), [&] { return "output " + to_string(spec.shape) + " has no channel axis"; });
+  c.expect(axis.has_value(),
+           [&] { return "output " + to_string(spec.shape) + " has no channel axis"; });
   const std::int64_t channels = spec.shape[*axis];
-  c.expect(a.chain.channels == channels, [&] { return "post-op chain has " + std::to_string(a.chain.channels) +
-                                             " channels (expected " + std::to_string(channels) +
-                                             ")"; });
+  c.expect(a.chain.channels == channels, [&] {
+    return "post-op chain has " + std::to_string(a.chain.channels) + " channels (expected " +
+           std::to_string(channels) + ")";
+  });
   if (a.dynamic) {
     const std::int64_t scales = element_count(c.shape(3));
     const auto weight_scales = static_cast<std::int64_t>(a.dynamic_weight_scales.size());
-    c.expect(scales == 1 || (weight_scales == 0 && scales == channels && c.shape(3).back() == channels), [&] { return "the run-time scale has shape " + to_string(c.shape(3)) + " (expected one value" +
-                 (weight_scales == 0 ? " or [" + std::to_string(channels) + "]" : "") + ")"; });
-    c.expect(weight_scales == 0 || weight_scales == 1 || weight_scales == channels, [&] { return "the layer has " + std::to_string(weight_scales) + " weight scales (expected 1 or " +
-                 std::to_string(channels) + ")"; });
+    c.expect(
+        scales == 1 || (weight_scales == 0 && scales == channels && c.shape(3).back() == channels),
+        [&] {
+          return "the run-time scale has shape " + to_string(c.shape(3)) + " (expected one value" +
+                 (weight_scales == 0 ? " or [" + std::to_string(channels) + "]" : "") + ")";
+        });
+    c.expect(weight_scales == 0 || weight_scales == 1 || weight_scales == channels, [&] {
+      return "the layer has " + std::to_string(weight_scales) + " weight scales (expected 1 or " +
+             std::to_string(channels) + ")";
+    });
   } else {
     c.expect(a.dynamic_weight_scales.empty(), "only a dynamic layer has run-time weight scales");
   }
   if (matmul_bias) {
-    c.expect(c.shape(2) == Shape{channels}, [&] { return "bias shape " + to_string(c.shape(2)) +
-                                                 " (expected [" + std::to_string(channels) + "])"; });
+    c.expect(c.shape(2) == Shape{channels}, [&] {
+      return "bias shape " + to_string(c.shape(2)) + " (expected [" + std::to_string(channels) +
+             "])";
+    });
   }
   spec.type = a.dst_type();
   return spec;
@@ -485,29 +556,39 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
 OutputSpec check_prelu(NodeChecker& c) {
   c.expect_type(0, ElementType::f32);
   c.expect_type(1, ElementType::f32);
-  c.expect(broadcasts_to(c.shape(1), c.shape(0)), [&] { return "slope shape " + to_string(c.shape(1)) + " does not broadcast to the input " +
-               to_string(c.shape(0)); });
+  c.expect(broadcasts_to(c.shape(1), c.shape(0)), [&] {
+    return "slope shape " + to_string(c.shape(1)) + " does not broadcast to the input " +
+           to_string(c.shape(0));
+  });
   return {c.shape(0), ElementType::f32};
 }
 
 OutputSpec check_convert(NodeChecker& c) {
   Node& n = c.node_;
   const auto& a = std::get<ConvertAttrs>(n.attrs);
-  c.expect(c.in(0).type != ElementType::s64 ||
-               (!a.quantizes() && (a.to == ElementType::f32 || a.to == ElementType::s32 ||
-                                   a.to == ElementType::s64)), [&] { return "converts s64 to f32 or s32 only (got " + std::string(to_string(a.to)) + ")"; });
-  c.expect(a.levels == 256 || (a.quantizes_linear() && a.levels >= 2 && a.levels < 256), [&] { return "levels " + std::to_string(a.levels) +
-               " (expected 256, or 2..255 when it quantizes by a scale)"; });
+  c.expect(
+      c.in(0).type != ElementType::s64 ||
+          (!a.quantizes() &&
+           (a.to == ElementType::f32 || a.to == ElementType::s32 || a.to == ElementType::s64)),
+      [&] { return "converts s64 to f32 or s32 only (got " + std::string(to_string(a.to)) + ")"; });
+  c.expect(a.levels == 256 || (a.quantizes_linear() && a.levels >= 2 && a.levels < 256), [&] {
+    return "levels " + std::to_string(a.levels) +
+           " (expected 256, or 2..255 when it quantizes by a scale)";
+  });
   if (a.quantizes()) {
     c.expect_type(0, ElementType::f32);
     c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,
              "a quantizing Convert writes u8 or s8");
     if (a.quantizes_linear()) {
-      c.expect(std::isfinite(a.scale), [&] { return "scale " + std::to_string(a.scale) + " is not finite"; });
+      c.expect(std::isfinite(a.scale),
+               [&] { return "scale " + std::to_string(a.scale) + " is not finite"; });
     } else {
-      c.expect(std::isfinite(a.input_low) && std::isfinite(a.input_high) &&
-                   a.input_low < a.input_high, [&] { return "input range [" + std::to_string(a.input_low) + ", " +
-                   std::to_string(a.input_high) + "] is empty or not finite"; });
+      c.expect(
+          std::isfinite(a.input_low) && std::isfinite(a.input_high) && a.input_low < a.input_high,
+          [&] {
+            return "input range [" + std::to_string(a.input_low) + ", " +
+                   std::to_string(a.input_high) + "] is empty or not finite";
+          });
     }
   }
   return {c.shape(0), a.to};
@@ -519,9 +600,10 @@ OutputSpec check_batch_normalization(NodeChecker& c) {
   const Shape channel{c.shape(0)[1]};
   for (std::size_t i = 0; i < 5; ++i) c.expect_type(i, ElementType::f32);
   for (std::size_t i = 1; i < 5; ++i) {
-    c.expect(c.shape(i) == channel, [&] { return "parameter " + std::to_string(i) + " has shape " +
-                                        to_string(c.shape(i)) + " (expected " +
-                                        to_string(channel) + ")"; });
+    c.expect(c.shape(i) == channel, [&] {
+      return "parameter " + std::to_string(i) + " has shape " + to_string(c.shape(i)) +
+             " (expected " + to_string(channel) + ")";
+    });
   }
   c.expect(std::get<BatchNormAttrs>(n.attrs).epsilon >= 0.0f, "epsilon must be >= 0");
   return {c.shape(0), ElementType::f32};
@@ -530,10 +612,12 @@ OutputSpec check_batch_normalization(NodeChecker& c) {
 OutputSpec check_reshape(NodeChecker& c) {
   Node& n = c.node_;
   const Shape& target = std::get<ReshapeAttrs>(n.attrs).shape;
-  c.expect(std::all_of(target.begin(), target.end(), [](auto d) { return d >= 1; }), [&] { return "target shape " + to_string(target) + " has a dimension < 1"; });
-  c.expect(element_count(target) == element_count(c.shape(0)), [&] { return "target shape " + to_string(target) + " has " +
-               std::to_string(element_count(target)) + " elements (expected " +
-               std::to_string(element_count(c.shape(0))) + ")"; });
+  c.expect(std::all_of(target.begin(), target.end(), [](auto d) { return d >= 1; }),
+           [&] { return "target shape " + to_string(target) + " has a dimension < 1"; });
+  c.expect(element_count(target) == element_count(c.shape(0)), [&] {
+    return "target shape " + to_string(target) + " has " + std::to_string(element_count(target)) +
+           " elements (expected " + std::to_string(element_count(c.shape(0))) + ")";
+  });
   return {target, c.in(0).type};
 }
 
@@ -561,9 +645,10 @@ OutputSpec check_transpose(NodeChecker& c) {
   std::sort(sorted.begin(), sorted.end());
   Ints identity(x.size());
   std::iota(identity.begin(), identity.end(), 0);
-  c.expect(sorted == identity, [&] { return "perm " + ints_to_string(a.perm) +
-                                   " is not a permutation of the input's " +
-                                   std::to_string(x.size()) + " axes"; });
+  c.expect(sorted == identity, [&] {
+    return "perm " + ints_to_string(a.perm) + " is not a permutation of the input's " +
+           std::to_string(x.size()) + " axes";
+  });
   Shape out;
   for (auto p : a.perm) out.push_back(x[static_cast<std::size_t>(p)]);
   return {out, c.in(0).type};
@@ -575,8 +660,10 @@ OutputSpec check_shuffle_channels(NodeChecker& c) {
   c.expect_rank(0, 2, 5);
   expect_float_or_int8(c, 0);
   const std::int64_t channels = c.shape(0)[1];
-  c.expect(a.groups >= 1 && channels % a.groups == 0, [&] { return "groups " + std::to_string(a.groups) + " do not divide the " +
-               std::to_string(channels) + " channels"; });
+  c.expect(a.groups >= 1 && channels % a.groups == 0, [&] {
+    return "groups " + std::to_string(a.groups) + " do not divide the " + std::to_string(channels) +
+           " channels";
+  });
   return {c.shape(0), c.in(0).type};
 }
 
@@ -588,13 +675,16 @@ OutputSpec check_concat(NodeChecker& c) {
   Shape out = first;
   for (std::size_t i = 1; i < n.inputs.size(); ++i) {
     Shape s = c.shape(i);
-    c.expect(s.size() == first.size() && c.in(i).type == c.in(0).type, [&] { return "input " + std::to_string(i) + " " + to_string(s) +
-                 " differs in rank or type from input 0 " + to_string(first); });
+    c.expect(s.size() == first.size() && c.in(i).type == c.in(0).type, [&] {
+      return "input " + std::to_string(i) + " " + to_string(s) +
+             " differs in rank or type from input 0 " + to_string(first);
+    });
     out[static_cast<std::size_t>(a.axis)] += s[static_cast<std::size_t>(a.axis)];
     s[static_cast<std::size_t>(a.axis)] = first[static_cast<std::size_t>(a.axis)];
-    c.expect(s == first, [&] { return "input " + std::to_string(i) + " " + to_string(c.shape(i)) +
-                             " differs from input 0 " + to_string(first) +
-                             " outside the concat axis"; });
+    c.expect(s == first, [&] {
+      return "input " + std::to_string(i) + " " + to_string(c.shape(i)) + " differs from input 0 " +
+             to_string(first) + " outside the concat axis";
+    });
   }
   return {out, c.in(0).type};
 }
@@ -608,12 +698,16 @@ OutputSpec check_resize(NodeChecker& c) {
     c.expect_type(0, ElementType::f32);
   }
   const Shape& x = c.shape(0);
-  c.expect(a.sizes.size() == x.size(), [&] { return "sizes " + to_string(a.sizes) +
-                                           " must have the input's rank " +
-                                           std::to_string(x.size()); });
-  c.expect(std::all_of(a.sizes.begin(), a.sizes.end(), [](auto d) { return d >= 1; }), [&] { return "sizes " + to_string(a.sizes) + " has a dimension < 1"; });
-  c.expect(a.scales.empty() || a.scales.size() == x.size(), [&] { return "scales has " + std::to_string(a.scales.size()) + " values (expected 0 or " +
-               std::to_string(x.size()) + ")"; });
+  c.expect(a.sizes.size() == x.size(), [&] {
+    return "sizes " + to_string(a.sizes) + " must have the input's rank " +
+           std::to_string(x.size());
+  });
+  c.expect(std::all_of(a.sizes.begin(), a.sizes.end(), [](auto d) { return d >= 1; }),
+           [&] { return "sizes " + to_string(a.sizes) + " has a dimension < 1"; });
+  c.expect(a.scales.empty() || a.scales.size() == x.size(), [&] {
+    return "scales has " + std::to_string(a.scales.size()) + " values (expected 0 or " +
+           std::to_string(x.size()) + ")";
+  });
   c.expect(std::all_of(a.scales.begin(), a.scales.end(), [](float s) { return s > 0.0f; }),
            "scales must be > 0");
   return {a.sizes, c.in(0).type};
@@ -625,8 +719,8 @@ OutputSpec check_lookup(NodeChecker& c) {
   const ElementType in = c.in(0).type;
   c.expect(in == ElementType::u8 || in == ElementType::s8, "a Lookup reads u8 or s8");
   c.expect(a.to == ElementType::u8 || a.to == ElementType::s8, "a Lookup writes u8 or s8");
-  c.expect(a.table.size() == 256, [&] { return "a Lookup table has 256 entries, not " +
-                                      std::to_string(a.table.size()); });
+  c.expect(a.table.size() == 256,
+           [&] { return "a Lookup table has 256 entries, not " + std::to_string(a.table.size()); });
   return {c.shape(0), a.to};
 }
 
@@ -644,8 +738,10 @@ OutputSpec check_gate_multiply(NodeChecker& c) {
   bool per_channel = x.size() >= 2 && g.size() == x.size() && (g[0] == x[0] || g[0] == 1) &&
                      g[1] == x[1];
   for (std::size_t d = 2; per_channel && d < g.size(); ++d) per_channel = g[d] == 1;
-  c.expect(per_channel, [&] { return "the gate must be [N or 1, C, 1, ...] for x " + to_string(x) +
-                            " (got " + to_string(g) + ")"; });
+  c.expect(per_channel, [&] {
+    return "the gate must be [N or 1, C, 1, ...] for x " + to_string(x) + " (got " + to_string(g) +
+           ")";
+  });
   return {x, a.quantize.to};
 }
 
@@ -654,8 +750,10 @@ OutputSpec check_layer_norm(NodeChecker& c) {
   for (std::size_t i = 0; i < 3; ++i) c.expect_type(i, ElementType::f32);
   c.expect(c.rank(0) >= 2, "the input must have rank >= 2");
   const Shape channel{c.shape(0).back()};
-  c.expect(c.shape(1) == channel && c.shape(2) == channel, [&] { return "scale and bias must be " + to_string(channel) + " (the last dimension; got " +
-               to_string(c.shape(1)) + " and " + to_string(c.shape(2)) + ")"; });
+  c.expect(c.shape(1) == channel && c.shape(2) == channel, [&] {
+    return "scale and bias must be " + to_string(channel) + " (the last dimension; got " +
+           to_string(c.shape(1)) + " and " + to_string(c.shape(2)) + ")";
+  });
   const float eps = std::get<LayerNormAttrs>(n.attrs).epsilon;
   c.expect(std::isfinite(eps) && eps >= 0.0f, "epsilon must be finite and >= 0");
   return {c.shape(0), ElementType::f32};
@@ -664,7 +762,9 @@ OutputSpec check_layer_norm(NodeChecker& c) {
 OutputSpec check_gather(NodeChecker& c) {
   Node& n = c.node_;
   const ElementType it = c.in(1).type;
-  c.expect(it == ElementType::s32 || it == ElementType::s64 || it == ElementType::f32, [&] { return "indices must be s32, s64 or f32 (got " + std::string(to_string(it)) + ")"; });
+  c.expect(it == ElementType::s32 || it == ElementType::s64 || it == ElementType::f32, [&] {
+    return "indices must be s32, s64 or f32 (got " + std::string(to_string(it)) + ")";
+  });
   auto& a = std::get<GatherAttrs>(n.attrs);
   c.expect(c.rank(0) >= 1, "data must have rank >= 1");
   a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(c.rank(0)), false);
@@ -682,7 +782,9 @@ OutputSpec check_softmax(NodeChecker& c) {
   auto& a = std::get<SoftmaxAttrs>(n.attrs);
   a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(c.rank(0)), false);
   if (!a.quantizes()) return {c.shape(0), ElementType::f32};
-  c.expect(a.to == ElementType::u8 || a.to == ElementType::s8, [&] { return "a quantizing Softmax writes u8 or s8 (got " + std::string(to_string(a.to)) + ")"; });
+  c.expect(a.to == ElementType::u8 || a.to == ElementType::s8, [&] {
+    return "a quantizing Softmax writes u8 or s8 (got " + std::string(to_string(a.to)) + ")";
+  });
   c.expect(std::isfinite(a.quantize_scale), "the quantization scale must be finite");
   return {c.shape(0), a.to};
 }
@@ -706,7 +808,9 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::Maximum: return check_binary(c, n.kind);
     case OpKind::Clamp: {
       const auto& a = std::get<ClampAttrs>(n.attrs);
-      c.expect(a.lo <= a.hi, [&] { return "lo " + std::to_string(a.lo) + " exceeds hi " + std::to_string(a.hi); });
+      c.expect(a.lo <= a.hi, [&] {
+        return "lo " + std::to_string(a.lo) + " exceeds hi " + std::to_string(a.hi);
+      });
       return check_unary(c);
     }
     case OpKind::Round:
