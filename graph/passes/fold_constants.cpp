@@ -57,10 +57,18 @@ ValueId fold_constant_node(Graph& g, NodeId id) {
     const Shape sa = g.value(n.inputs[0]).shape, sb = g.value(n.inputs[1]).shape;
     const std::vector<float> a = as_floats(*g.value(n.inputs[0]).constant);
     const std::vector<float> b = as_floats(*g.value(n.inputs[1]).constant);
-    const std::vector<std::size_t> ia = broadcast_offsets(sa, shape), ib = broadcast_offsets(sb, shape);
+    // An operand with every element, or one, is read by index; others
+    // through their broadcast offsets.
+    const auto offsets = [&result, &shape](const std::vector<float>& v, const Shape& s) {
+      return v.size() == result.size() || v.size() == 1 ? std::vector<std::size_t>{}
+                                                         : broadcast_offsets(s, shape);
+    };
+    const std::vector<std::size_t> ia = offsets(a, sa), ib = offsets(b, sb);
+    const auto at = [](const std::vector<float>& v, const std::vector<std::size_t>& o,
+                       std::size_t i) { return !o.empty() ? v[o[i]] : v.size() == 1 ? v[0] : v[i]; };
     for (std::size_t i = 0; i < result.size(); ++i) {
-      const float x = a[ia[i]];
-      const float y = b[ib[i]];
+      const float x = at(a, ia, i);
+      const float y = at(b, ib, i);
       result[i] = n.kind == OpKind::Multiply ? x * y : n.kind == OpKind::Add ? x + y : x - y;
     }
   }
