@@ -29,7 +29,9 @@ class Key {
   std::string s_;
 };
 
-std::string key_of(const PostOpChain& chain, const ComposeOptions& options) {
+}  // namespace
+
+std::string chain_key(const PostOpChain& chain, const ComposeOptions& options) {
   Key k;
   k.put(options.allow_residual_round_drop);
   k.put(options.fixed_point_eta);
@@ -75,10 +77,8 @@ std::string key_of(const PostOpChain& chain, const ComposeOptions& options) {
   return k.take();
 }
 
-}  // namespace
-
 ComposeResult ComposeMemo::compose(const PostOpChain& chain, const ComposeOptions& options) {
-  std::string key = key_of(chain, options);
+  std::string key = chain_key(chain, options);
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (const auto it = results_.find(key); it != results_.end()) {

@@ -15,6 +15,10 @@
 
 namespace qfuse::composer {
 
+// Every field of the chain and the options as bytes: equal keys, equal
+// inputs to compose().
+std::string chain_key(const PostOpChain& chain, const ComposeOptions& options = {});
+
 class ComposeMemo {
  public:
   ComposeResult compose(const PostOpChain& chain, const ComposeOptions& options = {});

@@ -504,14 +504,17 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   }
   // The chains the passes check are composed again when their layers are built.
   composer::ComposeMemo compose_memo;
+  // The layers the passes accepted, built once (see LayerBuildCache).
+  plugin::LayerBuildCache layer_builds;
   if (options.fuse) {
     const dnnl::engine& engine = impl->engine;
     graph::PassContext ctx(
         graph::PassOptions{options.allow_residual_round_drop, false},
-        [&engine, &options, &compose_memo](const graph::Graph& g, const graph::Node& n,
-                                           const Shape& shape) {
+        [&engine, &options, &compose_memo, &layer_builds](
+            const graph::Graph& g, const graph::Node& n, const Shape& shape) {
           if (n.kind == graph::OpKind::Softmax) return plugin::check_quantizing_softmax(g, n, engine);
-          return plugin::check_quantized_layer(g, n, shape, engine, options, &compose_memo);
+          return plugin::check_quantized_layer(g, n, shape, engine, options, &compose_memo,
+                                               &layer_builds);
         });
     graph::run_fusion_passes(impl->graph, ctx);
     impl->fusion_log = ctx.lines();
@@ -572,7 +575,7 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
       if (graph::is_quantized_layer(node.kind)) {
         m.op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
                                             impl->memory.sum_in_place[order[i].index],
-                                            &compose_memo);
+                                            &compose_memo, &layer_builds);
       } else if (node.kind == graph::OpKind::Convert &&
                  !node.attr<graph::ConvertAttrs>().quantizes() &&
                  (layout_of(node.inputs[0]) != plugin::Layout::plain ||
@@ -650,8 +653,9 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   impl->times.primitives_ms = since(phase);
   impl->times.composer_ms =
       plugin::composer_ms_on_this_thread() - composer_before + helpers_composer_ms;
-  spdlog::info("compile: {} executable nodes ({})", impl->ops.size(),
-               options.fuse ? "fused" : "unfused");
+  spdlog::info("compile: {} executable nodes ({}); {} int8 layers reused the primitive descriptor "
+               "their fusion check made",
+               impl->ops.size(), options.fuse ? "fused" : "unfused", layer_builds.reused());
   spdlog::info(
       "compile: intermediate tensors in a {:.2f} MiB arena ({:.2f} MiB unshared), {} views, {} in place",
       static_cast<double>(impl->memory.arena_bytes) / (1 << 20),

@@ -11,9 +11,13 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <numeric>
 #include <unordered_map>
 
+#include <omp.h>
+
+#include "composer/compose_memo.hpp"
 #include "composer/composer.hpp"
 #include "composer/integer_plan.hpp"
 #include "plugin/executable_ops/integer_kernels.hpp"
@@ -738,18 +742,96 @@ dnnl::memory::desc layout_desc(const Shape& shape, ElementType type, Layout layo
   return permuted_desc(stored, inv, type);
 }
 
+// One accepted check: everything build_primitive() read, and what it built.
+struct LayerBuildCache::Impl {
+  struct Input {
+    Shape shape;
+    ElementType type = ElementType::f32;
+    std::shared_ptr<const Tensor> constant;  // held, so its address names it
+  };
+  struct Entry {
+    OpKind kind = OpKind::QuantizedConvolution;
+    std::vector<Input> inputs;
+    Shape out_shape;
+    QuantizedLayerAttrs attrs;
+    std::string chain;  // composer::chain_key of attrs.chain
+    int threads = 1;    // omp_get_max_threads() when the descriptor was made
+    Build build;
+  };
+
+  static Entry describe(const graph::Graph& g, const Node& node, const Shape& out_shape,
+                        const CompileOptions& options) {
+    Entry e;
+    e.kind = node.kind;
+    for (const graph::ValueId id : node.inputs) {
+      const graph::Value& v = g.value(id);
+      e.inputs.push_back({v.shape, v.type, v.constant});
+    }
+    e.out_shape = out_shape;
+    e.attrs = node.attr<QuantizedLayerAttrs>();
+    composer::ComposeOptions copts;
+    copts.allow_residual_round_drop = options.allow_residual_round_drop;
+    copts.fixed_point_eta = options.integer_eta;
+    e.chain = composer::chain_key(e.attrs.chain, copts);
+    e.threads = omp_get_max_threads();
+    return e;
+  }
+
+  static bool same(const Entry& a, const Entry& b) {
+    if (a.kind != b.kind || a.out_shape != b.out_shape || a.threads != b.threads ||
+        a.chain != b.chain || a.inputs.size() != b.inputs.size()) {
+      return false;
+    }
+    for (std::size_t i = 0; i < a.inputs.size(); ++i) {
+      const Input &x = a.inputs[i], &y = b.inputs[i];
+      // An activation may have been replaced by another of its shape and
+      // type (a later pass rewrote its producer): the build reads only those.
+      if (x.shape != y.shape || x.type != y.type || x.constant != y.constant) {
+        return false;
+      }
+    }
+    const QuantizedLayerAttrs &p = a.attrs, &q = b.attrs;
+    const auto& ps = p.dynamic_weight_scales;
+    const auto& qs = q.dynamic_weight_scales;
+    return p.geometry == q.geometry && p.src_zero_point == q.src_zero_point &&
+           p.weights_zero_point == q.weights_zero_point && p.has_bias == q.has_bias &&
+           p.dynamic == q.dynamic && ps.size() == qs.size() &&
+           std::memcmp(ps.data(), qs.data(), ps.size() * sizeof(float)) == 0;
+  }
+
+  std::mutex mutex;
+  std::unordered_map<std::string, Entry> by_node;  // the last accepted candidate per node name
+  std::size_t reused = 0;
+};
+
+LayerBuildCache::LayerBuildCache() : impl_(std::make_unique<Impl>()) {}
+LayerBuildCache::~LayerBuildCache() = default;
+
+std::size_t LayerBuildCache::reused() const {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->reused;
+}
+
 std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
                                                  const graph::Node& node,
                                                  const Shape& output_shape,
                                                  const dnnl::engine& engine,
                                                  const CompileOptions& options,
-                                                 composer::ComposeMemo* memo) {
+                                                 composer::ComposeMemo* memo,
+                                                 LayerBuildCache* builds) {
   try {
     Build b = build_primitive(graph, node, output_shape, engine, options, Layout::channels_last,
                               Layout::channels_last, memo);
     const std::string impl = b.pd.impl_info_str();
     if (impl.find("ref") != std::string::npos) {
       return "oneDNN offers only its reference implementation (" + impl + ")";
+    }
+    if (builds != nullptr) {
+      LayerBuildCache::Impl::Entry e =
+          LayerBuildCache::Impl::describe(graph, node, output_shape, options);
+      e.build = std::move(b);
+      const std::lock_guard<std::mutex> lock(builds->impl_->mutex);
+      builds->impl_->by_node.insert_or_assign(node.name, std::move(e));
     }
     return std::nullopt;
   } catch (const dnnl::error& e) {
@@ -762,9 +844,23 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
 std::unique_ptr<ExecutableOp> make_quantized_layer(
     const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
     const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of,
-    bool sum_in_place, composer::ComposeMemo* memo) {
-  Build b = build_primitive(graph, node, graph.value(node.outputs[0]).shape, engine, options,
-                            Layout::channels_last, Layout::channels_last, memo);
+    bool sum_in_place, composer::ComposeMemo* memo, LayerBuildCache* builds) {
+  const Shape& out_shape = graph.value(node.outputs[0]).shape;
+  std::optional<Build> reused;
+  if (builds != nullptr) {
+    const LayerBuildCache::Impl::Entry now =
+        LayerBuildCache::Impl::describe(graph, node, out_shape, options);
+    const std::lock_guard<std::mutex> lock(builds->impl_->mutex);
+    const auto it = builds->impl_->by_node.find(node.name);
+    if (it != builds->impl_->by_node.end() && LayerBuildCache::Impl::same(it->second, now)) {
+      reused = std::move(it->second.build);
+      builds->impl_->by_node.erase(it);
+      ++builds->impl_->reused;
+    }
+  }
+  Build b = reused ? std::move(*reused)
+                   : build_primitive(graph, node, out_shape, engine, options,
+                                     Layout::channels_last, Layout::channels_last, memo);
   return std::make_unique<QuantizedLayerOp>(graph, node, engine, std::move(b), layout_of,
                                             sum_in_place);
 }

@@ -3,6 +3,7 @@
 // FullyConnected / MatMul) as one oneDNN int8 primitive each.
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -14,6 +15,35 @@ namespace qfuse::plugin {
 
 dnnl::memory::desc layout_desc(const Shape& shape, ElementType type, Layout layout);
 
+// What the passes' layer checks built, for compile() to reuse: the candidate
+// the last check accepted for a layer is usually the node compile() builds,
+// and its primitive descriptor is most of a layer's compile time. A build is
+// reused only when the node, its inputs (shapes, types, the same constant
+// tensors), its attributes (the chain bit for bit) and the thread count it
+// was made for are all the same. Safe to use from several threads.
+class LayerBuildCache {
+ public:
+  LayerBuildCache();
+  ~LayerBuildCache();
+  LayerBuildCache(const LayerBuildCache&) = delete;
+  LayerBuildCache& operator=(const LayerBuildCache&) = delete;
+
+  std::size_t reused() const;
+  struct Impl;
+
+ private:
+  friend std::optional<std::string> check_quantized_layer(const graph::Graph&, const graph::Node&,
+                                                          const Shape&, const dnnl::engine&,
+                                                          const CompileOptions&,
+                                                          composer::ComposeMemo*,
+                                                          LayerBuildCache*);
+  friend std::unique_ptr<ExecutableOp> make_quantized_layer(
+      const graph::Graph&, const graph::Node&, const dnnl::engine&, const CompileOptions&,
+      const std::function<Layout(graph::ValueId)>&, bool, composer::ComposeMemo*,
+      LayerBuildCache*);
+  std::unique_ptr<Impl> impl_;
+};
+
 // nullopt when the backend can run `node` (not yet in the graph) as one
 // primitive; otherwise why not. Used by the fusion passes. Both functions
 // compose the layer's chain through `memo` when one is given (one per
@@ -23,7 +53,8 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
                                                  const Shape& output_shape,
                                                  const dnnl::engine& engine,
                                                  const CompileOptions& options,
-                                                 composer::ComposeMemo* memo = nullptr);
+                                                 composer::ComposeMemo* memo = nullptr,
+                                                 LayerBuildCache* builds = nullptr);
 
 // `layout_of(value)` gives the layout of the node's input and output buffers.
 // `sum_in_place`: the output shares the buffer of the residual the sum
@@ -31,7 +62,7 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
 std::unique_ptr<ExecutableOp> make_quantized_layer(
     const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
     const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of,
-    bool sum_in_place, composer::ComposeMemo* memo = nullptr);
+    bool sum_in_place, composer::ComposeMemo* memo = nullptr, LayerBuildCache* builds = nullptr);
 
 // Milliseconds this thread has spent composing post-op chains so far
 // (compile() reads it before and after, for CompileTimes::composer_ms).
