@@ -40,11 +40,14 @@ void init_logging() {
 namespace plugin {
 
 std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n) {
+  return layer_macs(g, n, g.value(n.outputs[0]).shape);
+}
+
+std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n, const Shape& out) {
   using graph::OpKind;
   const bool layer = graph::is_quantized_layer(n.kind) || n.kind == OpKind::Convolution ||
                      n.kind == OpKind::Deconvolution || n.kind == OpKind::FullyConnected ||
                      n.kind == OpKind::MatMul;
-  const Shape& out = g.value(n.outputs[0]).shape;
   if (!layer || n.inputs.size() < 2 || out.size() < 2) return 0;
   const Shape& w = g.value(n.inputs[1]).shape;
   const Shape& in = g.value(n.inputs[0]).shape;
@@ -442,12 +445,18 @@ bool is_matrix_product(graph::OpKind k) {
          k == graph::OpKind::QuantizedFullyConnected || k == graph::OpKind::QuantizedMatMul;
 }
 
-bool runs_single_threaded(const graph::Graph& g, const graph::Node& n) {
-  const std::int64_t macs = plugin::layer_macs(g, n);
-  const std::int64_t elements = element_count(g.value(n.outputs[0]).shape);
+// `out`: the node's output shape (a candidate the passes check is not in the
+// graph yet).
+bool runs_single_threaded(const graph::Graph& g, const graph::Node& n, const Shape& out) {
+  const std::int64_t macs = plugin::layer_macs(g, n, out);
+  const std::int64_t elements = element_count(out);
   if (macs > 0 && is_matrix_product(n.kind)) return macs < kSerialMatrixMacs;
   if (macs > 0) return macs < kSerialMacs && elements < 2 * kSerialElements;
   return elements < kSerialElements;
+}
+
+bool runs_single_threaded(const graph::Graph& g, const graph::Node& n) {
+  return runs_single_threaded(g, n, g.value(n.outputs[0]).shape);
 }
 
 }  // namespace
@@ -513,8 +522,13 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
         [&engine, &options, &compose_memo, &layer_builds](
             const graph::Graph& g, const graph::Node& n, const Shape& shape) {
           if (n.kind == graph::OpKind::Softmax) return plugin::check_quantizing_softmax(g, n, engine);
-          return plugin::check_quantized_layer(g, n, shape, engine, options, &compose_memo,
-                                               &layer_builds);
+          // Checked for the team it will run on, so that its build can be reused.
+          const int team = omp_get_max_threads();
+          if (runs_single_threaded(g, n, shape)) omp_set_num_threads(1);
+          auto refusal = plugin::check_quantized_layer(g, n, shape, engine, options,
+                                                       &compose_memo, &layer_builds);
+          omp_set_num_threads(team);
+          return refusal;
         });
     graph::run_fusion_passes(impl->graph, ctx);
     impl->fusion_log = ctx.lines();

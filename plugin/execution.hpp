@@ -103,6 +103,8 @@ class ExecutableOp {
 // Multiply-adds per inference of a convolution / deconvolution /
 // fully-connected / matmul node (f32 or quantized); 0 for any other node.
 std::int64_t layer_macs(const graph::Graph& graph, const graph::Node& node);
+// The same for a node whose output has shape `out` (one not in the graph yet).
+std::int64_t layer_macs(const graph::Graph& graph, const graph::Node& node, const Shape& out);
 
 // Creates the unfused executable for one node. Throws CompileError naming the
 // node when oneDNN refuses it.
