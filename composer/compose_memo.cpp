@@ -21,7 +21,7 @@ class Key {
   }
   void put(const std::vector<float>& v) {
     put(v.size());
-    s_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    if (!v.empty()) s_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
   }
   std::string take() { return std::move(s_); }
 

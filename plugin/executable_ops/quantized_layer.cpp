@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <any>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -791,12 +792,14 @@ struct LayerBuildCache::Impl {
       }
     }
     const QuantizedLayerAttrs &p = a.attrs, &q = b.attrs;
-    const auto& ps = p.dynamic_weight_scales;
-    const auto& qs = q.dynamic_weight_scales;
+    const auto same_bits = [](float x, float y) {
+      return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
+    };
     return p.geometry == q.geometry && p.src_zero_point == q.src_zero_point &&
            p.weights_zero_point == q.weights_zero_point && p.has_bias == q.has_bias &&
-           p.dynamic == q.dynamic && ps.size() == qs.size() &&
-           std::memcmp(ps.data(), qs.data(), ps.size() * sizeof(float)) == 0;
+           p.dynamic == q.dynamic &&
+           std::equal(p.dynamic_weight_scales.begin(), p.dynamic_weight_scales.end(),
+                      q.dynamic_weight_scales.begin(), q.dynamic_weight_scales.end(), same_bits);
   }
 
   std::mutex mutex;

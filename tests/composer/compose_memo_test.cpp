@@ -1,6 +1,8 @@
 // ComposeMemo against compose() itself: a hit returns what compose() returns
 // for that chain, and chains that differ in any bit are different keys.
-#include <cstring>
+#include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,10 +22,11 @@ void expect_same(const ComposeResult& got, const ComposeResult& want, const std:
   const PostOpsPlan& g = *got.plan;
   const PostOpsPlan& w = *want.plan;
   EXPECT_EQ(describe(g), describe(w)) << what;
-  ASSERT_EQ(g.output_scales.size(), w.output_scales.size()) << what;
-  EXPECT_EQ(std::memcmp(g.output_scales.data(), w.output_scales.data(),
-                        w.output_scales.size() * sizeof(float)),
-            0)
+  const auto same_bits = [](float x, float y) {
+    return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
+  };
+  EXPECT_TRUE(std::equal(g.output_scales.begin(), g.output_scales.end(),
+                         w.output_scales.begin(), w.output_scales.end(), same_bits))
       << what;
   EXPECT_EQ(g.dst_zero_point, w.dst_zero_point) << what;
   EXPECT_EQ(g.fixed_output_scales.size(), w.fixed_output_scales.size()) << what;
