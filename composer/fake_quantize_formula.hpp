@@ -82,11 +82,16 @@ inline double fake_quantize_level(double x, double il, double ih, double steps) 
 // FakeQuantize's output by the range definition, in double: ol for
 // x <= min(il, ih), oh for x > max(il, ih) (exactly, not through the level),
 // else level * (oh - ol) / steps + ol.
+// The output of level `level` (0 .. steps) by the range definition.
+inline double fake_quantize_output(double level, double ol, double oh, double steps) {
+  return level * (oh - ol) / steps + ol;
+}
+
 inline double fake_quantize_value(double x, double il, double ih, double ol, double oh,
                                   double steps) {
   if (x <= (il < ih ? il : ih)) return ol;
   if (x > (il < ih ? ih : il)) return oh;
-  return fake_quantize_level(x, il, ih, steps) * (oh - ol) / steps + ol;
+  return fake_quantize_output(fake_quantize_level(x, il, ih, steps), ol, oh, steps);
 }
 
 // Per-tensor parameters of one channel, in double so that Zi of a tuned FQ

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "graph/graph.hpp"
-#include "graph/op_info.hpp"
 #include "qfuse/error.hpp"
 
 namespace qfuse::graph {

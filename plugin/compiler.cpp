@@ -17,6 +17,7 @@
 
 #include "composer/composer.hpp"
 #include "composer/post_op_chain.hpp"
+#include "graph/op_info.hpp"
 #include "graph/pass_manager.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantized_layer.hpp"
@@ -45,9 +46,7 @@ std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n) {
 
 std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n, const Shape& out) {
   using graph::OpKind;
-  const bool layer = graph::is_quantized_layer(n.kind) || n.kind == OpKind::Convolution ||
-                     n.kind == OpKind::Deconvolution || n.kind == OpKind::FullyConnected ||
-                     n.kind == OpKind::MatMul;
+  const bool layer = graph::is_quantized_layer(n.kind) || graph::is_layer(n.kind);
   if (!layer || n.inputs.size() < 2 || out.size() < 2) return 0;
   const Shape& w = g.value(n.inputs[1]).shape;
   const Shape& in = g.value(n.inputs[0]).shape;
@@ -304,8 +303,8 @@ const std::vector<FusionRefusal>& CompiledModel::refusals() const { return impl(
 namespace {
 
 bool is_spatial_quantized(graph::OpKind kind) {
-  return kind == graph::OpKind::QuantizedConvolution ||
-         kind == graph::OpKind::QuantizedDeconvolution;
+  return graph::is_quantized_layer(kind) &&
+         graph::op_info(kind).channels == graph::ChannelAxis::second;
 }
 
 // Ops that run on channels-last buffers as well as plain ones, and which of
@@ -441,8 +440,7 @@ constexpr std::int64_t kSerialMatrixMacs = std::int64_t{1} << 17;
 constexpr std::int64_t kSerialElements = 16384;
 
 bool is_matrix_product(graph::OpKind k) {
-  return k == graph::OpKind::FullyConnected || k == graph::OpKind::MatMul ||
-         k == graph::OpKind::QuantizedFullyConnected || k == graph::OpKind::QuantizedMatMul;
+  return graph::op_info(k).channels == graph::ChannelAxis::last;
 }
 
 // `out`: the node's output shape (a candidate the passes check is not in the

@@ -67,7 +67,8 @@ double fake_quantize_output(std::int32_t q, const Ranges& r) {
   if (r.grid->dequantizes_to_grid) {
     return composer::dequantize_linear(q, r.grid->zero_point[0], r.grid->scale[0]);
   }
-  return r.ol + static_cast<double>(q - r.grid->code_low) * (r.oh - r.ol) / r.steps;
+  return composer::fake_quantize_output(static_cast<double>(q - r.grid->code_low), r.ol, r.oh,
+                                        r.steps);
 }
 
 // The FakeQuantize as the runtime computes it: ONNX's arithmetic with a

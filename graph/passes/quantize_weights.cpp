@@ -92,7 +92,9 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
     std::vector<double> zero(channels);
     bool ok = true;
     for (std::size_t c = 0; c < channels && ok; ++c) {
-      const double so = (static_cast<double>(r[3][c]) - r[2][c]) / steps;
+      const composer::FakeQuantizeScales fs = composer::fake_quantize_scales(
+          r[0][c], r[1][c], r[2][c], r[3][c], static_cast<int>(fq.attr<FakeQuantizeAttrs>().levels));
+      const double so = fs.output_scale;
       scale[c] = static_cast<float>(so);
       if (grid) {
         // q - zp is the weight; a scaled output range scales the step.
@@ -101,8 +103,8 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
         ok = so != 0.0;
         continue;
       }
-      ok = so != 0.0 && is_near_integer(-r[2][c] / so);
-      if (ok) zero[c] = std::round(-r[2][c] / so);
+      ok = so != 0.0 && is_near_integer(fs.output_zero);
+      if (ok) zero[c] = std::round(fs.output_zero);
     }
     if (!ok) {
       ctx.reject(kPass, fq.name, "output zero point is not an integer");

@@ -88,15 +88,9 @@ constexpr double kRoundHalfEven = 6755399441055744.0;
 // so the same results.
 void fake_quantize_span(const float* x, float* y, std::int64_t n, double il, double ih,
                         double ol, double oh, double steps) {
-  const double range = ih - il, out_range = oh - ol;
-  const auto one = [&](double v) {
-    if (v <= il) return ol;
-    if (v > ih) return oh;
-    const double q = ((v - il) * steps / range + kRoundHalfEven) - kRoundHalfEven;
-    return q * out_range / steps + ol;
-  };
   std::int64_t i = 0;
 #if defined(__SSE2__)
+  const double range = ih - il, out_range = oh - ol;
   const __m128d vil = _mm_set1_pd(il), vih = _mm_set1_pd(ih), vol = _mm_set1_pd(ol);
   const __m128d voh = _mm_set1_pd(oh), vsteps = _mm_set1_pd(steps), vrange = _mm_set1_pd(range);
   const __m128d vout = _mm_set1_pd(out_range), vround = _mm_set1_pd(kRoundHalfEven);
@@ -115,7 +109,10 @@ void fake_quantize_span(const float* x, float* y, std::int64_t n, double il, dou
     _mm_storeu_ps(y + i, _mm_movelh_ps(lo, hi));
   }
 #endif
-  for (; i < n; ++i) y[i] = static_cast<float>(one(static_cast<double>(x[i])));
+  for (; i < n; ++i) {
+    y[i] = static_cast<float>(
+        composer::fake_quantize_value(static_cast<double>(x[i]), il, ih, ol, oh, steps));
+  }
 }
 
 // One scale and zero point of ONNX's grid; codes in [lo, hi].
