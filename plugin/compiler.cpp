@@ -509,22 +509,20 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     throw CompileError(std::string("compile: cannot create the oneDNN CPU engine (") + e.what() +
                        ")");
   }
-  // The chains the passes check are composed again when their layers are built.
-  composer::ComposeMemo compose_memo;
   // The layers the passes accepted, built once (see LayerBuildCache).
   plugin::LayerBuildCache layer_builds;
   if (options.fuse) {
     const dnnl::engine& engine = impl->engine;
     graph::PassContext ctx(
         graph::PassOptions{options.allow_residual_round_drop, false},
-        [&engine, &options, &compose_memo, &layer_builds](
+        [&engine, &options, &layer_builds](
             const graph::Graph& g, const graph::Node& n, const Shape& shape) {
           if (n.kind == graph::OpKind::Softmax) return plugin::check_quantizing_softmax(g, n, engine);
           // Checked for the team it will run on, so that its build can be reused.
           const int team = omp_get_max_threads();
           if (runs_single_threaded(g, n, shape)) omp_set_num_threads(1);
-          auto refusal = plugin::check_quantized_layer(g, n, shape, engine, options,
-                                                       &compose_memo, &layer_builds);
+          auto refusal =
+              plugin::check_quantized_layer(g, n, shape, engine, options, &layer_builds);
           omp_set_num_threads(team);
           return refusal;
         });
@@ -587,7 +585,7 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
       if (graph::is_quantized_layer(node.kind)) {
         m.op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
                                             impl->memory.sum_in_place[order[i].index],
-                                            &compose_memo, &layer_builds);
+                                            &layer_builds);
       } else if (node.kind == graph::OpKind::Convert &&
                  !node.attr<graph::ConvertAttrs>().quantizes() &&
                  (layout_of(node.inputs[0]) != plugin::Layout::plain ||

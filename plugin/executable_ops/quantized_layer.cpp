@@ -18,7 +18,7 @@
 
 #include <omp.h>
 
-#include "composer/compose_memo.hpp"
+#include "composer/chain_key.hpp"
 #include "composer/composer.hpp"
 #include "composer/integer_plan.hpp"
 #include "plugin/executable_ops/integer_kernels.hpp"
@@ -143,12 +143,18 @@ void lift_tiny_output_scales(Build& b) {
 
 thread_local double composer_ms = 0.0;
 
+// The composer's options a compilation's layers are composed with.
+composer::ComposeOptions compose_options(const CompileOptions& options) {
+  composer::ComposeOptions copts;
+  copts.allow_residual_round_drop = options.allow_residual_round_drop;
+  copts.fixed_point_eta = options.integer_eta;
+  return copts;
+}
+
 composer::ComposeResult timed_compose(const composer::PostOpChain& chain,
-                                      const composer::ComposeOptions& options,
-                                      composer::ComposeMemo* memo) {
+                                      const composer::ComposeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  composer::ComposeResult result =
-      memo != nullptr ? memo->compose(chain, options) : composer::compose(chain, options);
+  composer::ComposeResult result = composer::compose(chain, options);
   composer_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                      .count();
   return result;
@@ -156,12 +162,9 @@ composer::ComposeResult timed_compose(const composer::PostOpChain& chain,
 
 Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_shape,
                       const dnnl::engine& engine, const CompileOptions& options,
-                      Layout src_layout, Layout dst_layout, composer::ComposeMemo* memo) {
+                      Layout src_layout, Layout dst_layout) {
   const auto& a = node.attr<QuantizedLayerAttrs>();
-  composer::ComposeOptions copts;
-  copts.allow_residual_round_drop = options.allow_residual_round_drop;
-  copts.fixed_point_eta = options.integer_eta;
-  const composer::ComposeResult composed = timed_compose(a.chain, copts, memo);
+  const composer::ComposeResult composed = timed_compose(a.chain, compose_options(options));
   if (!composed.fused()) throw std::invalid_argument("composer: " + composed.reason);
   Build b;
   b.plan = *composed.plan;
@@ -770,10 +773,7 @@ struct LayerBuildCache::Impl {
     }
     e.out_shape = out_shape;
     e.attrs = node.attr<QuantizedLayerAttrs>();
-    composer::ComposeOptions copts;
-    copts.allow_residual_round_drop = options.allow_residual_round_drop;
-    copts.fixed_point_eta = options.integer_eta;
-    e.chain = composer::chain_key(e.attrs.chain, copts);
+    e.chain = composer::chain_key(e.attrs.chain, compose_options(options));
     e.threads = omp_get_max_threads();
     return e;
   }
@@ -820,11 +820,10 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
                                                  const Shape& output_shape,
                                                  const dnnl::engine& engine,
                                                  const CompileOptions& options,
-                                                 composer::ComposeMemo* memo,
                                                  LayerBuildCache* builds) {
   try {
     Build b = build_primitive(graph, node, output_shape, engine, options, Layout::channels_last,
-                              Layout::channels_last, memo);
+                              Layout::channels_last);
     const std::string impl = b.pd.impl_info_str();
     if (impl.find("ref") != std::string::npos) {
       return "oneDNN offers only its reference implementation (" + impl + ")";
@@ -847,7 +846,7 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
 std::unique_ptr<ExecutableOp> make_quantized_layer(
     const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
     const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of,
-    bool sum_in_place, composer::ComposeMemo* memo, LayerBuildCache* builds) {
+    bool sum_in_place, LayerBuildCache* builds) {
   const Shape& out_shape = graph.value(node.outputs[0]).shape;
   std::optional<Build> reused;
   if (builds != nullptr) {
@@ -863,7 +862,7 @@ std::unique_ptr<ExecutableOp> make_quantized_layer(
   }
   Build b = reused ? std::move(*reused)
                    : build_primitive(graph, node, out_shape, engine, options,
-                                     Layout::channels_last, Layout::channels_last, memo);
+                                     Layout::channels_last, Layout::channels_last);
   return std::make_unique<QuantizedLayerOp>(graph, node, engine, std::move(b), layout_of,
                                             sum_in_place);
 }

@@ -7,7 +7,6 @@
 #include <optional>
 #include <string>
 
-#include "composer/compose_memo.hpp"
 #include "plugin/execution.hpp"
 #include "plugin/layout.hpp"
 
@@ -35,25 +34,21 @@ class LayerBuildCache {
   friend std::optional<std::string> check_quantized_layer(const graph::Graph&, const graph::Node&,
                                                           const Shape&, const dnnl::engine&,
                                                           const CompileOptions&,
-                                                          composer::ComposeMemo*,
                                                           LayerBuildCache*);
   friend std::unique_ptr<ExecutableOp> make_quantized_layer(
       const graph::Graph&, const graph::Node&, const dnnl::engine&, const CompileOptions&,
-      const std::function<Layout(graph::ValueId)>&, bool, composer::ComposeMemo*,
-      LayerBuildCache*);
+      const std::function<Layout(graph::ValueId)>&, bool, LayerBuildCache*);
   std::unique_ptr<Impl> impl_;
 };
 
 // nullopt when the backend can run `node` (not yet in the graph) as one
-// primitive; otherwise why not. Used by the fusion passes. Both functions
-// compose the layer's chain through `memo` when one is given (one per
-// compilation), so that a chain checked by the passes is not composed again.
+// primitive; otherwise why not. Used by the fusion passes. With `builds`, an
+// accepted layer's build is kept there for make_quantized_layer to reuse.
 std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
                                                  const graph::Node& node,
                                                  const Shape& output_shape,
                                                  const dnnl::engine& engine,
                                                  const CompileOptions& options,
-                                                 composer::ComposeMemo* memo = nullptr,
                                                  LayerBuildCache* builds = nullptr);
 
 // `layout_of(value)` gives the layout of the node's input and output buffers.
@@ -62,7 +57,7 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
 std::unique_ptr<ExecutableOp> make_quantized_layer(
     const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
     const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of,
-    bool sum_in_place, composer::ComposeMemo* memo = nullptr, LayerBuildCache* builds = nullptr);
+    bool sum_in_place, LayerBuildCache* builds = nullptr);
 
 // Milliseconds this thread has spent composing post-op chains so far
 // (compile() reads it before and after, for CompileTimes::composer_ms).

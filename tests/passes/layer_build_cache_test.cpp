@@ -13,15 +13,13 @@ using namespace pass_test;
 
 struct Checked {
   Graph g = quantized_block(true);
-  composer::ComposeMemo memo;
   plugin::LayerBuildCache builds;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
 
   // The fusion passes with the plugin's check, as compile() runs them.
   Checked() {
     PassContext ctx(PassOptions{}, [this](const Graph& graph, const Node& n, const Shape& shape) {
-      return plugin::check_quantized_layer(graph, n, shape, engine, CompileOptions{}, &memo,
-                                           &builds);
+      return plugin::check_quantized_layer(graph, n, shape, engine, CompileOptions{}, &builds);
     });
     run_fusion_passes(g, ctx);
   }
@@ -37,7 +35,7 @@ struct Checked {
   std::string make(NodeId id) {
     const auto op = plugin::make_quantized_layer(
         g, g.node(id), engine, CompileOptions{},
-        [](ValueId) { return plugin::Layout::channels_last; }, false, &memo, &builds);
+        [](ValueId) { return plugin::Layout::channels_last; }, false, &builds);
     return op->implementation();
   }
 };
@@ -53,7 +51,8 @@ TEST(LayerBuildCache, EachAcceptedLayerIsBuiltFromItsCheck) {
   Checked c;
   const std::vector<NodeId> layers = c.layers();
   ASSERT_EQ(layers.size(), 2u);
-  for (const NodeId id : layers) EXPECT_THAT(c.make(id), ::testing::Not(::testing::HasSubstr("ref")));
+  for (const NodeId id : layers)
+    EXPECT_THAT(c.make(id), ::testing::Not(::testing::HasSubstr("ref")));
   EXPECT_EQ(c.builds.reused(), layers.size());
   // Each build is taken once: a second op for a layer is made afresh.
   c.make(layers[0]);

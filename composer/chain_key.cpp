@@ -1,6 +1,7 @@
-#include "composer/compose_memo.hpp"
+#include "composer/chain_key.hpp"
 
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -75,34 +76,6 @@ std::string chain_key(const PostOpChain& chain, const ComposeOptions& options) {
         step);
   }
   return k.take();
-}
-
-ComposeResult ComposeMemo::compose(const PostOpChain& chain, const ComposeOptions& options) {
-  std::string key = chain_key(chain, options);
-  {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    if (const auto it = results_.find(key); it != results_.end()) {
-      ++hits_;
-      return it->second;
-    }
-    ++misses_;
-  }
-  // Composed outside the lock; two threads may compose one chain at once,
-  // with the same result.
-  ComposeResult result = composer::compose(chain, options);
-  const std::lock_guard<std::mutex> lock(mutex_);
-  results_.emplace(std::move(key), result);
-  return result;
-}
-
-std::size_t ComposeMemo::hits() const {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  return hits_;
-}
-
-std::size_t ComposeMemo::misses() const {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  return misses_;
 }
 
 }  // namespace qfuse::composer
