@@ -79,6 +79,26 @@ inline double fake_quantize_level(double x, double il, double ih, double steps) 
   return std::nearbyint((x - il) * steps / (ih - il));
 }
 
+// The quantizing Convert's level (FakeQuantize onto levels 0 .. steps over
+// [il, il + range]): clamp((x - il) * steps / range, 0, steps) rounded half
+// to even, in double. The clamp comes before rounding and sends NaN to
+// `steps` (each comparison keeps its second operand, as SSE's minpd does);
+// for every other x it equals fake_quantize_level.
+inline double saturated_level(double x, double il, double range, double steps) {
+  double t = (x - il) * steps / range;
+  t = t < steps ? t : steps;  // NaN -> steps
+  t = t > 0.0 ? t : 0.0;
+  return std::nearbyint(t);
+}
+
+// Convert to a u8 / s8 code in [lo, lo + 255]: rounded half to even and
+// saturated; NaN lands on the top, as saturated_level's does.
+inline double convert_to_code(double x, double lo) {
+  if (std::isnan(x)) return lo + 255.0;
+  const double q = std::nearbyint(x);
+  return q < lo ? lo : q > lo + 255.0 ? lo + 255.0 : q;
+}
+
 // FakeQuantize's output by the range definition, in double: ol for
 // x <= min(il, ih), oh for x > max(il, ih) (exactly, not through the level),
 // else level * (oh - ol) / steps + ol.

@@ -52,6 +52,9 @@ struct OpInfo {
   std::optional<composer::EltwiseAlg> eltwise;
   EltwiseArgs eltwise_args;
   ChannelAxis channels;
+  // Each output element is an element of the one data input (Resize: in
+  // nearest mode only), so a per-tensor grid passes through unchanged.
+  bool moves_values;
 };
 
 const OpInfo& op_info(OpKind kind);

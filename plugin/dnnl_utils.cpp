@@ -15,6 +15,19 @@ dnnl::memory::data_type to_dnnl(ElementType type) {
   return dnnl::memory::data_type::undef;
 }
 
+dnnl::algorithm binary_algorithm(graph::OpKind kind) {
+  using graph::OpKind;
+  switch (kind) {
+    case OpKind::Add: return dnnl::algorithm::binary_add;
+    case OpKind::Subtract: return dnnl::algorithm::binary_sub;
+    case OpKind::Multiply: return dnnl::algorithm::binary_mul;
+    case OpKind::Divide: return dnnl::algorithm::binary_div;
+    case OpKind::Minimum: return dnnl::algorithm::binary_min;
+    case OpKind::Maximum: return dnnl::algorithm::binary_max;
+    default: return dnnl::algorithm::undef;
+  }
+}
+
 dnnl::memory::dims plain_strides(const dnnl::memory::dims& dims) {
   dnnl::memory::dims strides(dims.size(), 1);
   for (std::size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];

@@ -9,6 +9,10 @@ namespace qfuse::plugin {
 
 dnnl::memory::data_type to_dnnl(ElementType type);
 
+// oneDNN's binary algorithm for an elementwise binary op (a op b), or
+// algorithm::undef for any other op.
+dnnl::algorithm binary_algorithm(graph::OpKind kind);
+
 // Dense row-major strides of `dims`.
 dnnl::memory::dims plain_strides(const dnnl::memory::dims& dims);
 

@@ -36,16 +36,10 @@ std::optional<F32PostOp> binary_step(const graph::Graph& g, const graph::Node& c
   if (other.type != ElementType::f32 || (!other.is_constant() && !runtime_operands)) {
     return std::nullopt;
   }
-  algorithm alg = algorithm::undef;
-  switch (c.kind) {
-    case OpKind::Add: alg = algorithm::binary_add; break;
-    case OpKind::Multiply: alg = algorithm::binary_mul; break;
-    case OpKind::Minimum: alg = algorithm::binary_min; break;
-    case OpKind::Maximum: alg = algorithm::binary_max; break;
-    case OpKind::Subtract: alg = which == 0 ? algorithm::binary_sub : algorithm::undef; break;
-    case OpKind::Divide: alg = which == 0 ? algorithm::binary_div : algorithm::undef; break;
-    default: break;
-  }
+  // oneDNN's binary post-op computes (running value) op (operand): the running
+  // value may be either input of a commutative op, only the first of the others.
+  const algorithm alg =
+      which == 0 || graph::is_commutative(c.kind) ? binary_algorithm(c.kind) : algorithm::undef;
   if (alg == algorithm::undef || other.shape.size() > shape.size()) return std::nullopt;
   // Right-aligned, every dim 1 but the channel axis.
   const std::size_t lead = shape.size() - other.shape.size();
@@ -107,7 +101,7 @@ std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,
     // run-time tensors does (the constant-weights ops hold theirs).
     const bool runtime_operands = matmul && !constant_weights;
     const Shape shape = out.shape;
-    const std::size_t axis = layer.kind == OpKind::Convolution ? 1 : shape.size() - 1;
+    const std::size_t axis = *graph::output_channel_axis(layer.kind, shape.size());
     F32Chain chain;
     std::vector<NodeId> absorbed;
     ValueId cur = layer.outputs[0];

@@ -83,7 +83,6 @@ double fake_quantize(double x, const Ranges& r) {
   return composer::fake_quantize_value(x, r.il, r.ih, r.ol, r.oh, r.steps);
 }
 
-
 // A node the table can evaluate, given its non-constant inputs.
 bool evaluable(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1) return false;
@@ -96,13 +95,6 @@ bool evaluable(const Graph& g, const Node& n) {
   }
   if (n.kind == OpKind::FakeQuantize) return fq_ranges(g, n).has_value();
   return n.kind == OpKind::Convert;
-}
-
-// A stored u8/s8 value from `lo`: rounded half to even and saturated; NaN (a
-// function undefined at some code) lands on the top, as qfuse's quantize does.
-double to_code(double x, double lo) {
-  if (std::isnan(x)) return lo + 255.0;
-  return std::clamp(std::nearbyint(x), lo, lo + 255.0);
 }
 
 // One node on scalars; f32 results are rounded to float.
@@ -126,7 +118,7 @@ double evaluate(const Graph& g, const Node& n, const std::vector<double>& in) {
             x, {a.input_low, a.input_high, 0.0, 255.0, 255.0, std::nullopt});
         return level + lo;
       }
-      return to_code(x, lo);
+      return composer::convert_to_code(x, lo);  // NaN (undefined at some code): the top
     }
     default: {
       // Binary, on f32 operands.
@@ -276,7 +268,7 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
         for (ValueId v : n.inputs) in.push_back(read(v));
         value[n.outputs[0].index] = evaluate(g, n, in);
       }
-      const double code = to_code(fake_quantize(read(fq->inputs[0]), *out), lo);
+      const double code = composer::convert_to_code(fake_quantize(read(fq->inputs[0]), *out), lo);
       attrs.table[static_cast<std::size_t>(k)] =
           static_cast<std::uint8_t>(static_cast<std::int32_t>(code) & 0xff);
     }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/op_info.hpp"
+
 namespace qfuse::graph::pattern {
 
 std::optional<NodeId> sole_consumer(const Graph& g, ValueId v) {
@@ -102,15 +104,8 @@ int weights_channel_axis(const Node& layer) {
 }
 
 bool moves_data(const Node& n) {
-  switch (n.kind) {
-    case OpKind::Reshape:
-    case OpKind::Flatten:
-    case OpKind::Transpose:
-    case OpKind::Slice:
-    case OpKind::MaxPool: return true;
-    case OpKind::Resize: return n.attr<ResizeAttrs>().mode == ResizeMode::nearest;
-    default: return false;
-  }
+  if (!op_info(n.kind).moves_values) return false;
+  return n.kind != OpKind::Resize || n.attr<ResizeAttrs>().mode == ResizeMode::nearest;
 }
 
 bool is_scalar_affine(const Graph& g, const Node& n) {

@@ -56,8 +56,9 @@ int weights_channel_axis(const Node& layer);
 // MatMul [K, N], or [N, K] when it transposes them).
 std::vector<double> weight_sums(const Graph& g, ValueId wq, const Node& layer, std::size_t n);
 
-// Moves values without computing new ones, and keeps a per-tensor grid:
-// Reshape, Flatten, Transpose, Slice, Resize (nearest), MaxPool.
+// Moves values of its one data input without computing new ones, and so
+// keeps a per-tensor grid (OpInfo::moves_values: Reshape, Flatten, Transpose,
+// Slice, Resize in nearest mode, MaxPool, ShuffleChannels).
 bool moves_data(const Node& n);
 
 // Multiply / Subtract / Add of a one-element constant to a runtime tensor.

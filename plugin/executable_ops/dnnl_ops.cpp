@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "graph/op_info.hpp"
 #include "graph/passes/pattern.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/ops.hpp"
@@ -223,15 +224,17 @@ class ConstantWeightsOp final : public ExecutableOp {
 // The primitive attributes of an f32 layer: user scratchpad, and the post-ops
 // of the chain it absorbed (their constant operands go to `args`, the
 // run-time ones, a MatMul's only, to `runtime`).
-dnnl::primitive_attr layer_attr(const Operands& o, const dnnl::engine& engine, int channel_axis,
-                                int rank, std::vector<std::pair<int, memory>>& args,
+// `rank` is the rank of the primitive's destination (a fully-connected layer
+// runs on a 2D view); the op table says where the channels lie in it.
+dnnl::primitive_attr layer_attr(const Operands& o, const dnnl::engine& engine, std::size_t rank,
+                                std::vector<std::pair<int, memory>>& args,
                                 std::vector<RuntimeOperand>* runtime = nullptr) {
   dnnl::primitive_attr attr = user_scratchpad();
   if (o.chain != nullptr) {
     const Shape& out = o.out().shape;
-    const std::int64_t channels =
-        out[channel_axis == 1 ? std::size_t{1} : out.size() - 1];
-    args = apply_chain(*o.chain, attr, engine, channels, channel_axis, rank, runtime);
+    const std::int64_t channels = out[*graph::output_channel_axis(o.node.kind, out.size())];
+    const auto axis = static_cast<int>(*graph::output_channel_axis(o.node.kind, rank));
+    args = apply_chain(*o.chain, attr, engine, channels, axis, static_cast<int>(rank), runtime);
   }
   return attr;
 }
@@ -253,8 +256,7 @@ std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::en
     const memory::desc w_any(w_plain.dims(), memory::data_type::f32, memory::format_tag::any);
     const memory::desc b_md = o.has(2) ? o.in_md(2) : memory::desc();
     std::vector<std::pair<int, memory>> post_args;
-    const dnnl::primitive_attr attr =
-        layer_attr(o, engine, 1, static_cast<int>(o.out().shape.size()), post_args);
+    const dnnl::primitive_attr attr = layer_attr(o, engine, o.out().shape.size(), post_args);
     const auto make_pd = [&](const memory::desc& src, const memory::desc& dst) {
       dnnl::convolution_forward::desc desc(
           prop_kind::forward_inference, algorithm::convolution_direct, src, w_any, b_md, dst,
@@ -367,7 +369,7 @@ std::unique_ptr<ExecutableOp> make_fully_connected(const Operands& o,
     // Constant weights: reordered once into the layout the kernel picks.
     const memory::desc w_any(o.in_md(1).dims(), memory::data_type::f32, memory::format_tag::any);
     std::vector<std::pair<int, memory>> post_args;
-    const dnnl::primitive_attr attr = layer_attr(o, engine, 1, 2, post_args);
+    const dnnl::primitive_attr attr = layer_attr(o, engine, 2, post_args);
     dnnl::inner_product_forward::desc desc(prop_kind::forward_inference, x_md, w_any, b_md, y_md);
     dnnl::inner_product_forward::primitive_desc pd(desc, attr, engine);
     return std::make_unique<ConstantWeightsOp>(o.node, engine, std::move(pd), o.in_md(1),
@@ -415,10 +417,9 @@ std::unique_ptr<ExecutableOp> make_matmul(const Operands& o, const dnnl::engine&
   // Post-ops it absorbed: channels are the last dim.
   std::vector<std::pair<int, memory>> post_args;
   std::vector<RuntimeOperand> runtime;
-  const int r = static_cast<int>(rank);
   if (o.in(1).is_constant()) {
     // Constant right operand: reordered once into the kernel's layout.
-    const dnnl::primitive_attr attr = layer_attr(o, engine, r - 1, r, post_args);
+    const dnnl::primitive_attr attr = layer_attr(o, engine, rank, post_args);
     const memory::desc b_any(b_md.dims(), memory::data_type::f32, memory::format_tag::any);
     dnnl::matmul::desc desc(a_md, b_any, y_md);
     dnnl::matmul::primitive_desc pd(desc, attr, engine);
@@ -426,7 +427,7 @@ std::unique_ptr<ExecutableOp> make_matmul(const Operands& o, const dnnl::engine&
                                                *o.in(1).constant, nullptr, y_md,
                                                std::move(post_args), chain_text(o));
   }
-  const dnnl::primitive_attr attr = layer_attr(o, engine, r - 1, r, post_args, &runtime);
+  const dnnl::primitive_attr attr = layer_attr(o, engine, rank, post_args, &runtime);
   dnnl::matmul::desc desc(a_md, b_md, y_md);
   dnnl::matmul::primitive_desc pd(desc, attr, engine);
   std::vector<Binding> bindings{{DNNL_ARG_SRC, o.node.inputs[0], a_md},
@@ -496,18 +497,6 @@ std::unique_ptr<ExecutableOp> make_eltwise_sequence(const Operands& o, const dnn
                        steps[i].alpha, steps[i].beta);
   }
   return std::make_unique<EltwiseSequenceOp>(o.node, engine, o.in_md(0), o.out_md(), descs);
-}
-
-algorithm binary_algorithm(OpKind kind) {
-  switch (kind) {
-    case OpKind::Add: return algorithm::binary_add;
-    case OpKind::Subtract: return algorithm::binary_sub;
-    case OpKind::Multiply: return algorithm::binary_mul;
-    case OpKind::Divide: return algorithm::binary_div;
-    case OpKind::Minimum: return algorithm::binary_min;
-    case OpKind::Maximum: return algorithm::binary_max;
-    default: return algorithm::undef;
-  }
 }
 
 std::unique_ptr<ExecutableOp> make_binary(const Operands& o, const dnnl::engine& engine) {

@@ -299,21 +299,16 @@ class FakeQuantizeOp final : public ExecutableOp {
   std::vector<LinearCodes> grid_;  // per tensor or per channel (axis 1): the straight loop
 };
 
-// The quantization level of x by FakeQuantize's f64 formula, stored as T:
-// clamp((x - il) * 255 / range, 0, 255) rounded half to even, plus lo; NaN
-// lands on 255.
-
+// The quantization level of x (composer::saturated_level over 255 steps),
+// stored as T from lo.
 template <typename T>
 T quantize_level(float x, double il, double range, int lo) {
-  double t = (static_cast<double>(x) - il) * 255.0 / range;
-  t = t < 255.0 ? t : 255.0;
-  t = t > 0.0 ? t : 0.0;
-  t = (t + kRoundHalfEven) - kRoundHalfEven;
-  return static_cast<T>(static_cast<int>(t) + lo);
+  return static_cast<T>(
+      static_cast<int>(composer::saturated_level(static_cast<double>(x), il, range, 255.0)) + lo);
 }
 
 // quantize_level over a contiguous span, four values per step with SSE2 (the
-// same f64 operations, so the same results).
+// same f64 operations as saturated_level, so the same results).
 template <typename T>
 void quantize_span(const float* x, T* y, std::int64_t n, double il, double range, int lo) {
   std::int64_t i = 0;

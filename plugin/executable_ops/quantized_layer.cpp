@@ -21,6 +21,7 @@
 #include "composer/chain_key.hpp"
 #include "composer/composer.hpp"
 #include "composer/integer_plan.hpp"
+#include "graph/op_info.hpp"
 #include "plugin/executable_ops/integer_kernels.hpp"
 #include "plugin/post_ops_attr.hpp"
 #include "plugin/dnnl_utils.hpp"
@@ -76,8 +77,8 @@ struct Build {
   std::size_t dynamic_scales = 0;
   std::vector<float> dynamic_weight_scales;  // QuantizedLayerAttrs'
   std::vector<std::int64_t> weight_sums;
-  // A matmul of two run-time tensors: where its output channels are (the
-  // last dim), and whether its u8 weights are shifted to s8 each run.
+  // Where the output channels lie in dst_dims; for a matmul of two run-time
+  // tensors, whether its u8 weights are shifted to s8 each run.
   std::size_t channel_axis = 1;
   bool runtime_weights = false;
   bool shift_weights = false;
@@ -248,7 +249,6 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     b.dst_md = plain_desc(out_shape, dst_type);
     b.out_md = plain_desc(out_shape, a.dst_type());
     b.dst_dims = out_shape;
-    b.channel_axis = out_shape.size() - 1;
   } else {
     // Matrix products run on 2D views: rows = every leading dim.
     const std::int64_t k = x.shape.back();
@@ -259,6 +259,9 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     b.out_md = plain_desc(Shape{rows, oc}, a.dst_type());
     b.dst_dims = {rows, oc};
   }
+  // Where the output channels lie in the primitive's destination (a
+  // matrix product runs on a 2D view unless both operands come at run time).
+  b.channel_axis = *graph::output_channel_axis(node.kind, b.dst_dims.size());
   dnnl::primitive_attr attr = b.integer ? dnnl::primitive_attr()
                                          : make_primitive_attr(b.plan, b.dst_dims, b.full_layout,
                                                                b.channel_axis);
