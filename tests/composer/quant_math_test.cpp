@@ -45,5 +45,40 @@ TEST(FakeQuantizeFormula, ScalesAndZeroPoints) {
   EXPECT_DOUBLE_EQ(fake_quantize_scales(-1.0, 2.0, -1.0, 2.0, 4).input_zero, 1.0);
 }
 
+// The quantizing Convert's level is FakeQuantize's level by the range
+// definition (a loop here: the bounds, ties, values past either end) except
+// that NaN lands on the top level.
+TEST(FakeQuantizeFormula, SaturatedLevelIsTheRangeLevelWithNaNOnTop) {
+  // Levels 1/16 apart: every x below and its level are exact in double.
+  const double il = -8.0, range = 15.9375, steps = 255.0;
+  for (int k = -300; k <= 600; ++k) {
+    for (double frac : {0.0, 0.25, 0.5, 0.75}) {
+      const double x = il + (k + frac) / 16.0;  // ties at frac 0.5
+      EXPECT_EQ(saturated_level(x, il, range, steps), fake_quantize_level(x, il, il + range, steps))
+          << x;
+      double want = (k + frac) < 0.0 ? 0.0 : (k + frac) > steps ? steps : k + frac;
+      if (frac == 0.5 && want == k + frac) want = k % 2 == 0 ? k : k + 1;  // half to even
+      if (frac == 0.25 && want == k + frac) want = k;
+      if (frac == 0.75 && want == k + frac) want = k + 1;
+      EXPECT_EQ(saturated_level(x, il, range, steps), want) << x;
+    }
+  }
+  EXPECT_EQ(saturated_level(std::numeric_limits<double>::quiet_NaN(), il, range, steps), steps);
+  EXPECT_EQ(saturated_level(-std::numeric_limits<double>::infinity(), il, range, steps), 0.0);
+  EXPECT_EQ(saturated_level(std::numeric_limits<double>::infinity(), il, range, steps), steps);
+}
+
+TEST(FakeQuantizeFormula, ConvertToCodeRoundsHalfToEvenAndSaturates) {
+  for (double lo : {0.0, -128.0}) {
+    EXPECT_EQ(convert_to_code(lo - 7.0, lo), lo);
+    EXPECT_EQ(convert_to_code(lo + 300.0, lo), lo + 255.0);
+    EXPECT_EQ(convert_to_code(lo + 2.5, lo), lo + 2.0);
+    EXPECT_EQ(convert_to_code(lo + 3.5, lo), lo + 4.0);
+    EXPECT_EQ(convert_to_code(lo + 254.5, lo), lo + 254.0);
+    EXPECT_EQ(convert_to_code(lo + 254.6, lo), lo + 255.0);
+    EXPECT_EQ(convert_to_code(std::numeric_limits<double>::quiet_NaN(), lo), lo + 255.0);
+  }
+}
+
 }  // namespace
 }  // namespace qfuse::composer
