@@ -236,9 +236,17 @@ void Importer::op_reduce_mean(AttrReader& a) {
       dropped.push_back(x.shape[sz(d)]);
     }
   }
-  Operand y = make_float(emit(OpKind::ReduceMean, {f32(x)},
-                              graph::ReduceAttrs{Ints(reduced.begin(), reduced.end())}),
-                         kept);
+  // The mean over the height and width of an image (torchvision's
+  // x.mean([2, 3])) is a global average pool, which the passes run on the
+  // codes when a quantized layer writes x (requantize_avg_pool).
+  const bool global_pool = r == 4 && reduced == std::set<std::int64_t>{2, 3};
+  graph::PoolAttrs pool;
+  pool.kernel.assign(x.shape.begin() + 2, x.shape.end());
+  Operand y = global_pool
+                  ? make_float(emit(OpKind::AvgPool, {f32(x)}, pool), kept)
+                  : make_float(emit(OpKind::ReduceMean, {f32(x)},
+                                    graph::ReduceAttrs{Ints(reduced.begin(), reduced.end())}),
+                               kept);
   if (!keepdims) reshape_to(y, dropped);
   set_out(0, y);
 }

@@ -209,6 +209,44 @@ TEST(OnnxFloat, SliceReduceMeanPowMatchNaiveLoops) {
   }
 }
 
+// torchvision's x.mean([2, 3]) is a global average pool: imported as one, so
+// the passes can run it on codes. Other means stay ReduceMean.
+TEST(OnnxFloat, SpatialReduceMeanIsAGlobalAveragePool) {
+  const std::vector<float> xv = random_floats(2 * 3 * 4 * 5, -2.0f, 2.0f, 7);
+  for (const bool keepdims : {false, true}) {
+    Model m;
+    m.input("x", kFloat, {2, 3, 4, 5});
+    auto& mean = m.node("ReduceMean", {"x"}, {"y"});
+    attr(mean, "axes", Dims{-2, 3});
+    attr(mean, "keepdims", std::int64_t{keepdims ? 1 : 0});
+    m.output("y", kFloat);
+    const graph::Graph g = onnx::import_bytes(m.bytes());
+    EXPECT_EQ(count_nodes(g, graph::OpKind::AvgPool), 1u);
+    EXPECT_EQ(count_nodes(g, graph::OpKind::ReduceMean), 0u);
+    for (bool fuse : {false, true}) {
+      const Tensor y = run(g, fuse, "x", Tensor::from_vector<float>({2, 3, 4, 5}, xv), "y");
+      ASSERT_EQ(y.shape(), keepdims ? (Shape{2, 3, 1, 1}) : (Shape{2, 3}));
+      for (int nc = 0; nc < 6; ++nc) {
+        double sum = 0.0;
+        for (int i = 0; i < 20; ++i) sum += xv[static_cast<std::size_t>(nc * 20 + i)];
+        EXPECT_NEAR(y.data<float>()[nc], sum / 20.0, 1e-6) << nc;
+      }
+    }
+  }
+  // Not the spatial axes of an image: the channels, or the last axis of a rank-3 tensor.
+  for (const auto& [shape, axes] : {std::pair{Dims{2, 3, 4, 5}, Dims{1}},
+                                    std::pair{Dims{2, 3, 4, 5}, Dims{1, 2, 3}},
+                                    std::pair{Dims{2, 3, 5}, Dims{2}}}) {
+    Model m;
+    m.input("x", kFloat, shape);
+    attr(m.node("ReduceMean", {"x"}, {"y"}), "axes", axes);
+    m.output("y", kFloat);
+    const graph::Graph g = onnx::import_bytes(m.bytes());
+    EXPECT_EQ(count_nodes(g, graph::OpKind::ReduceMean), 1u);
+    EXPECT_EQ(count_nodes(g, graph::OpKind::AvgPool), 0u);
+  }
+}
+
 TEST(OnnxShapes, SymbolicDimsBindByInputAndByName) {
   Model m;
   m.input("a", kFloat, {-1, 3, -2, -3});
