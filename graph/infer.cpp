@@ -510,12 +510,7 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
   const bool matmul_bias = c.node_.kind == OpKind::QuantizedMatMul && a.has_bias;
   view.inputs.resize(matmul_bias || a.dynamic ? 2 : base);
   view.attrs = std::visit([](const auto& g) -> Attributes { return g; }, a.geometry);
-  switch (c.node_.kind) {
-    case OpKind::QuantizedConvolution: view.kind = OpKind::Convolution; break;
-    case OpKind::QuantizedDeconvolution: view.kind = OpKind::Deconvolution; break;
-    case OpKind::QuantizedFullyConnected: view.kind = OpKind::FullyConnected; break;
-    default: view.kind = OpKind::MatMul; break;
-  }
+  view.kind = float_form(c.node_.kind);
   NodeChecker inner(c.graph_, view);
   inner.quantized_ = true;
   OutputSpec spec = check_node(inner);

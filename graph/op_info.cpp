@@ -2,6 +2,9 @@
 
 #include <array>
 #include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "graph/graph.hpp"
 
@@ -78,6 +81,14 @@ constexpr bool in_kind_order() {
 }
 static_assert(in_kind_order(), "kOps must hold one row per OpKind, in OpKind's order");
 
+// Each f32 layer and its int8 form.
+constexpr std::array<std::pair<OpKind, OpKind>, 4> kQuantizedForms{{
+    {OpKind::Convolution, OpKind::QuantizedConvolution},
+    {OpKind::Deconvolution, OpKind::QuantizedDeconvolution},
+    {OpKind::FullyConnected, OpKind::QuantizedFullyConnected},
+    {OpKind::MatMul, OpKind::QuantizedMatMul},
+}};
+
 }  // namespace
 
 const OpInfo& op_info(OpKind kind) { return kOps[static_cast<std::size_t>(kind)]; }
@@ -113,6 +124,20 @@ std::optional<composer::Eltwise> eltwise_of(const Node& n) {
                                0.0f, 0.0f};
   }
   return std::nullopt;
+}
+
+OpKind quantized_form(OpKind layer) {
+  for (const auto& [f32, int8] : kQuantizedForms) {
+    if (f32 == layer) return int8;
+  }
+  throw std::invalid_argument("quantized_form: " + std::string(to_string(layer)) + " is not a layer");
+}
+
+OpKind float_form(OpKind kind) {
+  for (const auto& [f32, int8] : kQuantizedForms) {
+    if (int8 == kind) return f32;
+  }
+  return kind;
 }
 
 std::optional<std::size_t> output_channel_axis(OpKind kind, std::size_t rank) {

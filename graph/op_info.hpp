@@ -64,6 +64,11 @@ std::optional<OpKind> op_kind_named(std::string_view name);
 // The eltwise (algorithm, alpha, beta) that computes unary node `n`, if one does.
 std::optional<composer::Eltwise> eltwise_of(const Node& n);
 
+// The int8 form of an f32 layer (is_layer), and back: float_form of a
+// quantized layer is its f32 layer; of any other op, the op itself.
+OpKind quantized_form(OpKind layer);
+OpKind float_form(OpKind kind);
+
 // The output channel axis of a layer (f32 or quantized) whose output has
 // `rank` dimensions; nullopt for other ops.
 std::optional<std::size_t> output_channel_axis(OpKind kind, std::size_t rank);

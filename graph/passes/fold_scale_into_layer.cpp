@@ -13,6 +13,7 @@
 // only the Multiply; the factor varies at most along the output channels.
 
 #include "graph/passes/passes.hpp"
+#include "graph/op_info.hpp"
 #include "graph/passes/pattern.hpp"
 
 namespace qfuse::graph {
@@ -48,7 +49,9 @@ bool fold_scale_into_layer(Graph& g, PassContext& ctx) {
     const ValueId other = mul.inputs[0] == layer.outputs[0] ? mul.inputs[1] : mul.inputs[0];
     const Shape shape = g.value(layer.outputs[0]).shape;
     if (g.value(mul.outputs[0]).shape != shape) continue;
-    const std::size_t axis = layer.kind == OpKind::FullyConnected ? shape.size() - 1 : 1;
+    const auto layer_axis = output_channel_axis(layer.kind, shape.size());
+    if (!layer_axis) continue;
+    const std::size_t axis = *layer_axis;
     const auto c = channel_vector(g, other, shape, axis);
     if (!c) continue;
     const auto channels = static_cast<std::size_t>(shape[axis]);

@@ -10,6 +10,7 @@
 // constant. MatMul has no bias input and is left to the post-op chain.
 
 #include "graph/passes/passes.hpp"
+#include "graph/op_info.hpp"
 #include "graph/passes/pattern.hpp"
 
 namespace qfuse::graph {
@@ -34,7 +35,9 @@ bool fuse_bias(Graph& g, PassContext& ctx) {
     const ValueId other = add.inputs[0] == layer.outputs[0] ? add.inputs[1] : add.inputs[0];
     const Shape shape = g.value(layer.outputs[0]).shape;
     if (g.value(add.outputs[0]).shape != shape) continue;
-    const std::size_t axis = layer.kind == OpKind::FullyConnected ? shape.size() - 1 : 1;
+    const auto layer_axis = output_channel_axis(layer.kind, shape.size());
+    if (!layer_axis) continue;
+    const std::size_t axis = *layer_axis;
     auto c = channel_vector(g, other, shape, axis);
     if (!c) continue;
     const auto channels = static_cast<std::size_t>(shape[axis]);

@@ -18,6 +18,7 @@
 #include <variant>
 
 #include "graph/passes/passes.hpp"
+#include "graph/op_info.hpp"
 #include "graph/passes/pattern.hpp"
 
 namespace qfuse::graph {
@@ -60,15 +61,6 @@ std::optional<Dequantized> match_dequantize(const Graph& g, ValueId v, std::size
   const ElementType t = g.value(d.quantized).type;
   if (t != ElementType::u8 && t != ElementType::s8) return std::nullopt;
   return d;
-}
-
-OpKind quantized_kind(OpKind kind) {
-  switch (kind) {
-    case OpKind::Convolution: return OpKind::QuantizedConvolution;
-    case OpKind::Deconvolution: return OpKind::QuantizedDeconvolution;
-    case OpKind::FullyConnected: return OpKind::QuantizedFullyConnected;
-    default: return OpKind::QuantizedMatMul;
-  }
 }
 
 
@@ -306,7 +298,7 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
     const LayerMatch& m = std::get<LayerMatch>(matched);
     Candidate c = make_candidate(g, layer, m);
     const Shape out_shape = g.value(layer.outputs[0]).shape;
-    Node candidate{layer.name, quantized_kind(layer.kind), c.inputs, {}, c.attrs, false};
+    Node candidate{layer.name, quantized_form(layer.kind), c.inputs, {}, c.attrs, false};
     if (auto reason = ctx.check_layer(g, candidate, out_shape)) {
       ctx.reject(kPass, layer.name, "backend refuses the int8 layer: " + *reason);
       continue;

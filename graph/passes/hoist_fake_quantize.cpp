@@ -5,8 +5,8 @@
 //   FQa -> FQb              ==>  FQa                   (same grid)
 //   Concat(a, FQa(b)) -> FQ ==>  Concat(FQ(a), FQa(b)) (FQa has FQ's grid)
 //
-// M moves data without computing new values: Reshape, Flatten, Transpose,
-// Slice, Resize (nearest) and MaxPool. A per-tensor FakeQuantize with
+// M moves data without computing new values (pattern::moves_data: Reshape,
+// Transpose, Slice, MaxPool, ...; the op table's moves_values). A per-tensor FakeQuantize with
 // increasing ranges is a non-decreasing function applied to each element, so
 // it commutes with all of them (a max of quantized values is the quantized
 // max). Moving it up lets the layer that makes y end its chain with the

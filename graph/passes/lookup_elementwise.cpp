@@ -114,9 +114,8 @@ double evaluate(const Graph& g, const Node& n, const std::vector<double>& in) {
                                          a.code_min(), a.code_max());
       }
       if (a.quantizes()) {
-        const double level = fake_quantize(
-            x, {a.input_low, a.input_high, 0.0, 255.0, 255.0, std::nullopt});
-        return level + lo;
+        const double il = a.input_low;
+        return composer::saturated_level(x, il, static_cast<double>(a.input_high) - il, 255.0) + lo;
       }
       return composer::convert_to_code(x, lo);  // NaN (undefined at some code): the top
     }

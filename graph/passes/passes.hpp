@@ -21,9 +21,8 @@ bool fuse_bias(Graph& g, PassContext& ctx);
 // into its input ranges.
 bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx);
 
-// A per-tensor FakeQuantize after Reshape / Flatten / Transpose / Slice /
-// Resize(nearest) / MaxPool / Concat moves above it; one that repeats its
-// input's grid is dropped.
+// A per-tensor FakeQuantize after an op that moves values (pattern::moves_data)
+// or a Concat moves above it; one that repeats its input's grid is dropped.
 bool hoist_fake_quantize(Graph& g, PassContext& ctx);
 
 // FakeQuantize on constant weights -> s8 constant, Convert, per-channel Multiply.
@@ -38,9 +37,9 @@ bool split_fake_quantize(Graph& g, PassContext& ctx);
 // codes to codes (quantized SiLU: x * Q(sigmoid(x)) -> Q).
 bool lookup_elementwise(Graph& g, PassContext& ctx);
 
-// Data movement (Reshape, Flatten, Transpose, Slice, Resize nearest, MaxPool,
-// Concat of equal grids) below a per-tensor dequantize moves onto the int8
-// tensor, so it runs on int8 and the dequantize reaches the layer after it.
+// Data movement (pattern::moves_data, and a Concat of equal grids) below a
+// per-tensor dequantize moves onto the int8 tensor, so it runs on int8 and
+// the dequantize reaches the layer after it.
 bool hoist_data_movement_above_dequantize(Graph& g, PassContext& ctx);
 
 // AvgPool between a dequantize and a quantize-only FakeQuantize pools the

@@ -59,6 +59,9 @@ graph::Graph load_model(const std::string& model,
 // MODEL, from the <input>.npy files in --inputs DIR. Defined in conformance.cpp.
 std::map<std::string, Shape> shape_bindings(const Args& args, const std::string& model);
 
+// Whether a layer report's op name is an int8 layer (QuantizedConvolution, ...).
+bool is_int8_layer_op(const std::string& op);
+
 int run_command(const Args& args);
 int bench_command(const Args& args);
 int dump_command(const Args& args);

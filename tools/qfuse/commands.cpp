@@ -174,6 +174,11 @@ void write_dot(std::ostream& out, const graph::Graph& g, const std::vector<Layer
 
 }  // namespace
 
+bool is_int8_layer_op(const std::string& op) {
+  const std::optional<graph::OpKind> kind = graph::op_kind_named(op);
+  return kind && graph::is_quantized_layer(*kind);
+}
+
 graph::Graph load_model(const std::string& model, const std::map<std::string, Shape>& shapes) {
   if (model.size() > 5 && model.ends_with(".onnx")) {
 #ifdef QFUSE_HAVE_ONNX
@@ -389,7 +394,7 @@ int run_command(const Args& args) {
   }
 
   std::size_t int8_layers = 0;
-  for (const LayerInfo& l : model.layers()) int8_layers += l.op.starts_with("Quantized") ? 1 : 0;
+  for (const LayerInfo& l : model.layers()) int8_layers += is_int8_layer_op(l.op) ? 1 : 0;
   std::cout << "model " << model_name << ": " << model.layers().size() << " executable nodes, "
             << int8_layers << " int8 layers (" << (args.flag("--unfused") ? "unfused" : "fused")
             << ")\n";
@@ -561,8 +566,8 @@ int bench_command(const Args& args) {
 
 // The op a node came from: a fused layer counts as its f32 operator.
 std::string source_op(const std::string& op) {
-  constexpr std::string_view kPrefix = "Quantized";
-  return op.rfind(kPrefix, 0) == 0 ? op.substr(kPrefix.size()) : op;
+  const std::optional<graph::OpKind> kind = graph::op_kind_named(op);
+  return kind ? std::string(graph::to_string(graph::float_form(*kind))) : op;
 }
 
 // A convolution, deconvolution, fully-connected or matmul layer, f32 or int8.

@@ -151,7 +151,7 @@ int compare_command(const Args& args) {
   const std::vector<TensorDiff> tensors = cmp->tensors();
   const std::vector<LayerInfo> layers = cmp->fused().layers();
   std::size_t int8_layers = 0;
-  for (const LayerInfo& l : layers) int8_layers += l.op.starts_with("Quantized") ? 1 : 0;
+  for (const LayerInfo& l : layers) int8_layers += is_int8_layer_op(l.op) ? 1 : 0;
   std::cout << "model " << model_name << ": fused " << layers.size() << " nodes (" << int8_layers
             << " int8 layers), unfused " << cmp->unfused().layers().size() << " nodes; "
             << inputs_desc << (options.allow_residual_round_drop ? "; allow_residual_round_drop" : "")
