@@ -99,14 +99,14 @@ inline double convert_to_code(double x, double lo) {
   return q < lo ? lo : q > lo + 255.0 ? lo + 255.0 : q;
 }
 
-// FakeQuantize's output by the range definition, in double: ol for
-// x <= min(il, ih), oh for x > max(il, ih) (exactly, not through the level),
-// else level * (oh - ol) / steps + ol.
 // The output of level `level` (0 .. steps) by the range definition.
 inline double fake_quantize_output(double level, double ol, double oh, double steps) {
   return level * (oh - ol) / steps + ol;
 }
 
+// FakeQuantize's output by the range definition, in double: ol for
+// x <= min(il, ih), oh for x > max(il, ih) (exactly, not through the level),
+// else level * (oh - ol) / steps + ol.
 inline double fake_quantize_value(double x, double il, double ih, double ol, double oh,
                                   double steps) {
   if (x <= (il < ih ? il : ih)) return ol;

@@ -1,7 +1,8 @@
 // quantize_by_convert
 //
 //   x -> FQ(il, ih, lo, lo + L - 1, L) -> Convert(t)
-//     ==>  x -> Convert(t, scale 1 / Si, zero point lo - il / Si)
+//     ==>  x -> Convert(t, ONNX's scale and zero point when FQ has them,
+//                         else its input range [il, ih])
 //
 // A quantize-only FakeQuantize that no layer took (the network input, a
 // tensor made by an f32 op) and its Convert to u8/s8 become one quantizing
