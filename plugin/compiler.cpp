@@ -331,7 +331,7 @@ std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph
     group.push_back(n.outputs[0]);
     return group;
   }
-  if (plugin::is_binary_on_dnnl(g, n)) {
+  if (plugin::dnnl_binary_first_source(g, n)) {
     std::vector<graph::ValueId> group{n.outputs[0]};
     for (graph::ValueId v : n.inputs) {
       if (g.value(v).shape == out) group.push_back(v);

@@ -16,10 +16,14 @@ using graph::NodeId;
 using graph::OpKind;
 using graph::ValueId;
 
-bool is_binary_on_dnnl(const graph::Graph& g, const graph::Node& n) {
-  if (!graph::is_elementwise_binary(n.kind)) return false;
+std::optional<std::size_t> dnnl_binary_first_source(const graph::Graph& g, const graph::Node& n) {
+  if (!graph::is_elementwise_binary(n.kind)) return std::nullopt;
   const Shape& out = g.value(n.outputs[0]).shape;
-  return g.value(n.inputs[0]).shape == out || g.value(n.inputs[1]).shape == out;
+  if (pad_rank(g.value(n.inputs[0]).shape, out.size()) == out) return 0;
+  if (graph::is_commutative(n.kind) && pad_rank(g.value(n.inputs[1]).shape, out.size()) == out) {
+    return 1;
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -34,16 +38,10 @@ std::size_t aligned(std::size_t bytes) {
 // residual of an int8 layer's sum post-op. Invalid when there is none.
 ValueId overwritable_input(const graph::Graph& g, const graph::Node& n) {
   if (n.outputs.size() != 1) return {};
-  const Shape& out = g.value(n.outputs[0]).shape;
   if (graph::is_elementwise_unary(n.kind)) return n.inputs[0];
-  if (is_binary_on_dnnl(g, n)) {
-    const std::size_t rank = out.size();
-    // make_binary's choice of its first source.
-    if (pad_rank(g.value(n.inputs[0]).shape, rank) == out) return n.inputs[0];
-    if (graph::is_commutative(n.kind) && pad_rank(g.value(n.inputs[1]).shape, rank) == out) {
-      return n.inputs[1];
-    }
-    return {};
+  if (graph::is_elementwise_binary(n.kind)) {
+    const std::optional<std::size_t> first = dnnl_binary_first_source(g, n);
+    return first ? n.inputs[*first] : ValueId{};
   }
   if (graph::is_quantized_layer(n.kind)) {
     const auto& a = n.attr<graph::QuantizedLayerAttrs>();

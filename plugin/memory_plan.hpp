@@ -9,6 +9,7 @@
 // layer's sum post-op write over an input that nothing reads afterwards.
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "graph/graph.hpp"
@@ -30,9 +31,12 @@ struct MemoryPlan {
 };
 
 
-// A binary op with an operand of the output's shape (oneDNN's binary
-// primitive; the rest broadcast both operands in a loop).
-bool is_binary_on_dnnl(const graph::Graph& g, const graph::Node& n);
+// The operand an elementwise binary op gives oneDNN's binary primitive as its
+// first source, which must have the output's shape (ranks right-aligned; a
+// commutative op may swap its operands), or nullopt when neither can: then a
+// loop broadcasts both. make_binary, the memory plan and compile's layout
+// groups all read it.
+std::optional<std::size_t> dnnl_binary_first_source(const graph::Graph& g, const graph::Node& n);
 
 // `order` is the execution order, `layouts` each value's buffer layout.
 MemoryPlan plan_memory(const graph::Graph& g, const std::vector<graph::NodeId>& order,

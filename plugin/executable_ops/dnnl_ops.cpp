@@ -14,6 +14,7 @@
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/f32_post_ops.hpp"
+#include "plugin/memory_plan.hpp"
 
 namespace qfuse::plugin {
 namespace {
@@ -500,17 +501,13 @@ std::unique_ptr<ExecutableOp> make_eltwise_sequence(const Operands& o, const dnn
 }
 
 std::unique_ptr<ExecutableOp> make_binary(const Operands& o, const dnnl::engine& engine) {
-  // oneDNN broadcasts only its second source; the first must have the
-  // destination's shape. Commutative ops may swap; the rest use the loop.
+  // oneDNN broadcasts only its second source; without a first source of the
+  // destination's shape a loop broadcasts both.
+  const std::optional<std::size_t> first_source = dnnl_binary_first_source(o.graph, o.node);
+  if (!first_source) return make_broadcast_binary(o.graph, o.node);
   const Shape& out = o.out().shape;
   const std::size_t rank = out.size();
-  std::size_t first = 0;
-  if (pad_rank(o.in(0).shape, rank) != out) {
-    if (!graph::is_commutative(o.node.kind) || pad_rank(o.in(1).shape, rank) != out) {
-      return make_broadcast_binary(o.graph, o.node);
-    }
-    first = 1;
-  }
+  const std::size_t first = *first_source;
   const std::size_t second = 1 - first;
   // A full-shape operand in its buffer's layout; a broadcast one is plain
   // (with size-1 spatial dims both layouts are the same bytes).

@@ -89,6 +89,31 @@ TEST(MemoryPlan, AChainReusesTwoBuffers) {
   expect_no_live_overlap(g, plan);
 }
 
+// oneDNN's binary primitive takes as its first source an operand of the
+// output's shape (ranks right-aligned); a commutative op may swap; otherwise
+// a loop broadcasts both, and no operand's bytes can hold the result.
+TEST(MemoryPlan, BinaryFirstSourceIsTheFullShapeOperand) {
+  graph::Graph g;
+  graph::Builder b(g);
+  const ValueId full = b.input("full", {1, 4, 3, 3});
+  const ValueId unbatched = b.input("unbatched", {4, 3, 3});
+  const ValueId per_channel = b.constant("c", {1, 4, 1, 1}, {1.0f, 2.0f, 3.0f, 4.0f});
+  const auto first = [&](OpKind kind, ValueId x, ValueId y) {
+    const ValueId out = b.binary(kind, x, y);
+    const std::optional<std::size_t> f = plugin::dnnl_binary_first_source(g, g.node(g.value(out).producer));
+    return f ? static_cast<int>(*f) : -1;
+  };
+  EXPECT_EQ(first(OpKind::Subtract, full, per_channel), 0);
+  EXPECT_EQ(first(OpKind::Subtract, per_channel, full), -1);  // c - x: the loop
+  EXPECT_EQ(first(OpKind::Divide, per_channel, full), -1);
+  EXPECT_EQ(first(OpKind::Add, per_channel, full), 1);        // swapped
+  EXPECT_EQ(first(OpKind::Maximum, per_channel, full), 1);
+  EXPECT_EQ(first(OpKind::Multiply, unbatched, per_channel), 0);  // [4, 3, 3] is [1, 4, 3, 3]
+  EXPECT_EQ(first(OpKind::Subtract, per_channel, unbatched), -1);
+  const ValueId r = b.relu(full);  // not a binary op
+  EXPECT_FALSE(plugin::dnnl_binary_first_source(g, g.node(g.value(r).producer)));
+}
+
 // A value read again later keeps its bytes: Relu(x) may not overwrite x when
 // x + Relu(x) follows; views of a value keep it alive.
 graph::Graph branchy(Shape shape) {
