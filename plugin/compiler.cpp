@@ -19,6 +19,7 @@
 #include "composer/post_op_chain.hpp"
 #include "graph/op_info.hpp"
 #include "graph/pass_manager.hpp"
+#include "graph/release_memory.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantized_layer.hpp"
 #include "plugin/execution.hpp"
@@ -463,7 +464,9 @@ CompiledModel compile(const Model& model, const CompileOptions& options) {
   return compile(model_graph(model), options);
 }
 
-CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) {
+namespace {
+
+CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& options) {
   init_logging();
   if (!options.log_level.empty()) {
     const auto level = spdlog::level::from_str(options.log_level);
@@ -672,6 +675,14 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
       static_cast<double>(impl->memory.unshared_bytes) / (1 << 20), impl->memory.views,
       impl->memory.in_place);
   return CompiledModel(std::move(impl));
+}
+
+}  // namespace
+
+CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) {
+  CompiledModel model = compile_graph(graph, options);
+  release_free_memory();  // what the passes, checks and reorders allocated for a while
+  return model;
 }
 
 }  // namespace qfuse

@@ -126,7 +126,8 @@ inline std::string dims_text(const Shape& s) { return to_string(s); }
 
 class Importer {
  public:
-  Importer(const ::onnx::ModelProto& model, const ImportOptions& options, std::string origin)
+  // The importer releases each initializer's bytes once it has decoded them.
+  Importer(::onnx::ModelProto& model, const ImportOptions& options, std::string origin)
       : model_(model), options_(options), origin_(std::move(origin)), b_(graph_) {}
 
   graph::Graph run();
@@ -428,7 +429,7 @@ class Importer {
   // when B is a constant matrix, else a MatMul.
   ValueId integer_matmul(ValueId a, Operand& B, const Values& b_zp, const std::string& name);
 
-  const ::onnx::ModelProto& model_;
+  ::onnx::ModelProto& model_;
   const ImportOptions& options_;
   std::string origin_;
   graph::Graph graph_;
@@ -438,7 +439,7 @@ class Importer {
   // (find_tensor decodes them then), so that a model's weights are not all
   // held in double at once; lookups are const in meaning, hence mutable.
   mutable std::unordered_map<std::string, Operand> tensors_;
-  mutable std::unordered_map<std::string, const ::onnx::TensorProto*> undecoded_;
+  mutable std::unordered_map<std::string, ::onnx::TensorProto*> undecoded_;
   std::set<std::string> used_names_;
   const ::onnx::NodeProto* node_ = nullptr;
   std::string base_;

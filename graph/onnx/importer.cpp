@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "graph/onnx/import_internal.hpp"
+#include "graph/release_memory.hpp"
 #include "qfuse/qfuse.hpp"
 
 namespace qfuse::onnx {
@@ -193,10 +194,12 @@ Operand* Importer::find_tensor(const std::string& name) const {
   if (const auto it = tensors_.find(name); it != tensors_.end()) return &it->second;
   const auto u = undecoded_.find(name);
   if (u == undecoded_.end()) return nullptr;
-  const ::onnx::TensorProto& t = *u->second;
+  ::onnx::TensorProto& t = *u->second;
   undecoded_.erase(u);
   Literal lit = decode_tensor(t, origin_ + " initializer '" + t.name() + "'",
                               options_.external_data_dir);
+  // Decoded once: the parsed bytes are not read again.
+  if (t.has_raw_data()) delete t.release_raw_data();
   Operand o;
   o.type = lit.type;
   o.shape = lit.shape;
@@ -216,7 +219,7 @@ graph::Graph Importer::run() {
   }
   const auto& g = model_.graph();
   std::set<std::string> initializers;
-  for (const auto& t : g.initializer()) {
+  for (auto& t : *model_.mutable_graph()->mutable_initializer()) {
     undecoded_[t.name()] = &t;
     initializers.insert(t.name());
   }
@@ -779,18 +782,27 @@ graph::Graph import_bytes(std::string_view bytes, const ImportOptions& options,
                           std::string_view origin) {
   // QFUSE_LOG_LEVEL applies from the import on (why a pattern was not taken).
   init_logging();
-  const ::onnx::ModelProto model = parse_model(bytes, origin);
+  ::onnx::ModelProto model = parse_model(bytes, origin);
   Importer importer(model, options, std::string(origin));
   return importer.run();
 }
 
 graph::Graph import_file(const std::filesystem::path& path, const ImportOptions& options) {
-  if (options.external_data_dir.empty()) {
-    ImportOptions with_dir = options;
+  init_logging();
+  ImportOptions with_dir = options;
+  if (with_dir.external_data_dir.empty()) {
     with_dir.external_data_dir = path.has_parent_path() ? path.parent_path() : ".";
-    return import_bytes(read_file(path), with_dir, path.string());
   }
-  return import_bytes(read_file(path), options, path.string());
+  // The file's bytes go once parsed: the import then holds the parsed model
+  // and what it has decoded, not a third copy of every weight.
+  graph::Graph g;
+  {
+    ::onnx::ModelProto model = parse_model(read_file(path), path.string());
+    Importer importer(model, with_dir, path.string());
+    g = importer.run();
+  }
+  release_free_memory();
+  return g;
 }
 
 std::vector<InputInfo> list_inputs(const std::filesystem::path& path) {
