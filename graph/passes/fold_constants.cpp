@@ -9,6 +9,7 @@
 // operation the unfused runtime would do.
 
 #include <cmath>
+#include <span>
 
 #include "graph/broadcast.hpp"
 #include "graph/passes/passes.hpp"
@@ -29,6 +30,28 @@ std::vector<float> as_floats(const Tensor& t) {
     case ElementType::s64: return widen(t.data<std::int64_t>());
   }
   return {};
+}
+
+// A constant operand's elements as floats: an f32 tensor's own data, any
+// other type widened into `copy` (a weight tensor is not copied to be read).
+std::span<const float> floats_of(const Tensor& t, std::vector<float>& copy) {
+  if (t.type() == ElementType::f32) return t.data<float>();
+  copy = as_floats(t);
+  return copy;
+}
+
+// An f32 constant that no node reads any more (and that is no graph output)
+// gives its data up, as an erased node's outputs do; a folded weight chain
+// would otherwise keep every intermediate tensor (a dequantized f32 copy of
+// each int8 weight) until the compiled model goes. Integer constants stay:
+// the codes quantize_weights made are the record of a weight's quantization
+// even when its layer ends up f32 (four times smaller, too).
+void release_if_unread(Graph& g, ValueId v) {
+  Value& value = g.value(v);
+  if (value.is_constant() && value.type == ElementType::f32 && !g.is_graph_output(v) &&
+      g.consumers(v).empty()) {
+    value.constant.reset();
+  }
 }
 
 }  // namespace
@@ -55,16 +78,17 @@ ValueId fold_constant_node(Graph& g, NodeId id) {
     result = as_floats(*g.value(n.inputs[0]).constant);
   } else {
     const Shape sa = g.value(n.inputs[0]).shape, sb = g.value(n.inputs[1]).shape;
-    const std::vector<float> a = as_floats(*g.value(n.inputs[0]).constant);
-    const std::vector<float> b = as_floats(*g.value(n.inputs[1]).constant);
+    std::vector<float> copy_a, copy_b;
+    const std::span<const float> a = floats_of(*g.value(n.inputs[0]).constant, copy_a);
+    const std::span<const float> b = floats_of(*g.value(n.inputs[1]).constant, copy_b);
     // An operand with every element, or one, is read by index; others
     // through their broadcast offsets.
-    const auto offsets = [&result, &shape](const std::vector<float>& v, const Shape& s) {
+    const auto offsets = [&result, &shape](std::span<const float> v, const Shape& s) {
       return v.size() == result.size() || v.size() == 1 ? std::vector<std::size_t>{}
                                                          : broadcast_offsets(s, shape);
     };
     const std::vector<std::size_t> ia = offsets(a, sa), ib = offsets(b, sb);
-    const auto at = [](const std::vector<float>& v, const std::vector<std::size_t>& o,
+    const auto at = [](std::span<const float> v, const std::vector<std::size_t>& o,
                        std::size_t i) { return !o.empty() ? v[o[i]] : v.size() == 1 ? v[0] : v[i]; };
     for (std::size_t i = 0; i < result.size(); ++i) {
       const float x = at(a, ia, i);
@@ -74,9 +98,11 @@ ValueId fold_constant_node(Graph& g, NodeId id) {
   }
   const std::string name = n.name;
   const ValueId old_out = n.outputs[0];
+  const std::vector<ValueId> inputs = n.inputs;
   const ValueId c = g.add_constant(name + ".folded", Tensor::from_vector<float>(shape, std::move(result)));
   pattern::replace_value(g, old_out, c);
   g.erase_node(id);
+  for (ValueId in : inputs) release_if_unread(g, in);
   return c;
 }
 
