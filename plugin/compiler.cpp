@@ -351,6 +351,7 @@ bool takes_channels_last(const graph::Graph& g, const graph::Node& n, graph::Val
       g.value(n.inputs[0]).type == ElementType::f32) {
     return v == n.inputs[0] || v == n.outputs[0];
   }
+  if (plugin::is_shuffled_1x1_deconvolution(g, n)) return v == n.inputs[0] || v == n.outputs[0];
   if (n.kind == OpKind::Slice) return true;  // a reorder from a view, any layouts
   if (n.kind == OpKind::Convert) {
     return n.attr<graph::ConvertAttrs>().to != ElementType::s32 &&

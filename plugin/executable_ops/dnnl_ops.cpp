@@ -167,8 +167,9 @@ class ConstantWeightsOp final : public ExecutableOp {
     // point them at the buffers.
     struct State {
       std::unordered_map<int, memory> args;
-      memory user_dst;  // the staged destination's target
-      memory user_src;  // the staged source's origin
+      memory user_dst;     // the staged destination's target
+      memory user_src;     // the staged source's origin
+      memory staged_view;  // the staged destination as the shuffle reads it
     };
     std::any& slot = ctx.op_state();
     if (!slot.has_value()) {
@@ -181,6 +182,7 @@ class ConstantWeightsOp final : public ExecutableOp {
       st.args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), engine_, nullptr));
       st.user_dst = memory(user_dst_md_, engine_, nullptr);
       if (src_reorder_) st.user_src = memory(user_src_md_, engine_, nullptr);
+      if (staged_view_md_) st.staged_view = memory(staged_view_md_, engine_, nullptr);
       slot = std::move(st);
     }
     State& st = std::any_cast<State&>(slot);
@@ -199,7 +201,9 @@ class ConstantWeightsOp final : public ExecutableOp {
     primitive_.execute(ctx.stream(), st.args);
     if (dst_reorder_) {
       st.user_dst.set_data_handle(user_dst);
-      ctx.staged([&] { dst_reorder_.execute(ctx.stream(), st.args.at(DNNL_ARG_DST), st.user_dst); });
+      memory& staged = st.staged_view ? st.staged_view : st.args.at(DNNL_ARG_DST);
+      if (st.staged_view) st.staged_view.set_data_handle(scratch + stage_offset_);
+      ctx.staged([&] { dst_reorder_.execute(ctx.stream(), staged, st.user_dst); });
     }
     ctx.stream().wait();
   }
@@ -209,11 +213,25 @@ class ConstantWeightsOp final : public ExecutableOp {
   std::size_t scratchpad_size() const override { return scratch_; }
   int staged_reorders() const override { return (dst_reorder_ ? 1 : 0) + (src_reorder_ ? 1 : 0); }
 
+  // The primitive's destination is staged and then copied into the output
+  // through two views of the same dims: `staged` over the staged buffer,
+  // `user` over the output's (a pixel shuffle).
+  void shuffle_destination(const memory::desc& staged, const memory::desc& user) {
+    if (!dst_reorder_) {
+      stage_offset_ = (scratch_ + 63) / 64 * 64;
+      scratch_ = stage_offset_ + pd_.dst_desc().get_size();
+    }
+    staged_view_md_ = staged;
+    user_dst_md_ = user;
+    dst_reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, staged, engine_, user));
+    implementation_ = std::string(pd_.impl_info_str()) + " + pixel shuffle";
+  }
+
  private:
   dnnl::engine engine_;
   dnnl::primitive_desc pd_;
   dnnl::primitive primitive_;
-  memory::desc user_src_md_, user_dst_md_;
+  memory::desc user_src_md_, user_dst_md_, staged_view_md_;
   memory weights_, bias_;
   dnnl::reorder dst_reorder_, src_reorder_;
   std::size_t scratch_ = 0, stage_offset_ = 0, src_offset_ = 0;
@@ -306,7 +324,67 @@ std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::en
   return make_op(o.node, engine, pd, std::move(bindings));
 }
 
+// y[n, oc, h * kh + i, w * kw + j] = b[oc] + sum_ic x[n, ic, h, w] W[ic, oc, i, j]
+// (is_shuffled_1x1_deconvolution): a 1x1 convolution to channels
+// c = (i * kw + j) * OC + oc, stored channels last, then each pixel's
+// channels copied to its kh x kw block: as 6D views [n, h, w, i, j, oc] of
+// both buffers, one oneDNN reorder.
+std::unique_ptr<ExecutableOp> make_shuffled_1x1_deconvolution(const Operands& o,
+                                                              const dnnl::engine& engine) {
+  const Shape& x = o.in(0).shape;
+  const Shape& w = o.in(1).shape;  // [IC, OC, kh, kw]
+  const Shape& y = o.out().shape;
+  const std::int64_t n = x[0], ic = x[1], h = x[2], wd = x[3];
+  const std::int64_t oc = w[1], kh = w[2], kw = w[3];
+  const std::int64_t c = kh * kw * oc, ho = y[2], wo = y[3];
+  std::vector<float> weights(static_cast<std::size_t>(c * ic));
+  const auto src = o.in(1).constant->data<float>();
+  for (std::int64_t i = 0; i < kh; ++i) {
+    for (std::int64_t j = 0; j < kw; ++j) {
+      for (std::int64_t k = 0; k < oc; ++k) {
+        for (std::int64_t m = 0; m < ic; ++m) {
+          weights[static_cast<std::size_t>(((i * kw + j) * oc + k) * ic + m)] =
+              src[static_cast<std::size_t>(((m * oc + k) * kh + i) * kw + j)];
+        }
+      }
+    }
+  }
+  const Tensor conv_weights = Tensor::from_vector<float>({c, ic, 1, 1}, std::move(weights));
+  std::optional<Tensor> conv_bias;
+  if (o.has(2)) {
+    const auto b = o.in(2).constant->data<float>();
+    std::vector<float> repeated(static_cast<std::size_t>(c));
+    for (std::int64_t k = 0; k < c; ++k) repeated[static_cast<std::size_t>(k)] = b[static_cast<std::size_t>(k % oc)];
+    conv_bias = Tensor::from_vector<float>({c}, std::move(repeated));
+  }
+  const memory::desc staged({n, c, h, wd}, memory::data_type::f32, memory::format_tag::nhwc);
+  const memory::desc w_plain({c, ic, 1, 1}, memory::data_type::f32, memory::format_tag::oihw);
+  const memory::desc w_any({c, ic, 1, 1}, memory::data_type::f32, memory::format_tag::any);
+  const memory::desc b_md = conv_bias ? plain_desc(Shape{c}, ElementType::f32) : memory::desc();
+  dnnl::convolution_forward::desc desc(prop_kind::forward_inference,
+                                       algorithm::convolution_direct, o.in_md(0), w_any, b_md,
+                                       staged, {1, 1}, {0, 0}, {0, 0});
+  dnnl::convolution_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  auto op = std::make_unique<ConstantWeightsOp>(o.node, engine, pd, w_plain, conv_weights,
+                                                conv_bias ? &*conv_bias : nullptr,
+                                                pd.dst_desc());
+  // Both views [n, h, w, i, j, oc]; the output in its buffer's layout.
+  const memory::dims dims{n, h, wd, kh, kw, oc};
+  const memory::desc staged_view(dims, memory::data_type::f32,
+                                 memory::dims{h * wd * c, wd * c, c, kw * oc, oc, 1});
+  const bool channels_last = o.layout(o.node.outputs[0]) == Layout::channels_last;
+  const memory::desc user_view(
+      dims, memory::data_type::f32,
+      channels_last ? memory::dims{ho * wo * oc, kh * wo * oc, kw * oc, wo * oc, oc, 1}
+                    : memory::dims{oc * ho * wo, kh * wo, kw, wo, 1, ho * wo});
+  op->shuffle_destination(staged_view, user_view);
+  return op;
+}
+
 std::unique_ptr<ExecutableOp> make_deconvolution(const Operands& o, const dnnl::engine& engine) {
+  if (is_shuffled_1x1_deconvolution(o.graph, o.node)) {
+    return make_shuffled_1x1_deconvolution(o, engine);
+  }
   const auto& a = o.node.attr<graph::DeconvAttrs>();
   const Shape& w = o.in(1).shape;
   // Stored weights are [IC, OC/g, k...] = [g, IC/g, OC/g, k...]; oneDNN wants
@@ -754,6 +832,29 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
     case OpKind::Softmax: return make_softmax(o, engine);
     default: return nullptr;
   }
+}
+
+bool is_shuffled_1x1_deconvolution(const graph::Graph& graph, const graph::Node& node) {
+  if (node.kind != OpKind::Deconvolution || node.inputs.size() < 2) return false;
+  const graph::Value& x = graph.value(node.inputs[0]);
+  const graph::Value& w = graph.value(node.inputs[1]);
+  if (x.type != ElementType::f32 || x.shape.size() != 4 || !w.is_constant() ||
+      w.type != ElementType::f32 || w.shape.size() != 4) {
+    return false;
+  }
+  if (node.inputs.size() > 2 && !graph.value(node.inputs[2]).is_constant()) return false;
+  const auto& a = node.attr<graph::DeconvAttrs>();
+  if (a.groups != 1) return false;
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (a.strides.size() != 2 || a.strides[i] != w.shape[2 + i] ||
+        (!a.dilations.empty() && a.dilations[i] != 1) ||
+        (!a.pads_begin.empty() && a.pads_begin[i] != 0) ||
+        (!a.pads_end.empty() && a.pads_end[i] != 0) ||
+        (!a.output_padding.empty() && a.output_padding[i] != 0)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace qfuse::plugin

@@ -31,6 +31,14 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
 std::unique_ptr<ExecutableOp> make_native_op(const graph::Graph& graph, const graph::Node& node,
                                              const LayoutOf& layout_of = {});
 
+// An f32 2D deconvolution whose kernel equals its stride (no padding,
+// dilation or groups, constant weights): each input pixel writes its own
+// kh x kw output block, so it is a 1x1 convolution to kh * kw * OC channels
+// followed by a pixel shuffle, which oneDNN runs with its 1x1 kernels instead
+// of its im2col gemm (and without the gemm's kernels generated at the first
+// inference). It reads and writes channels last.
+bool is_shuffled_1x1_deconvolution(const graph::Graph& graph, const graph::Node& node);
+
 // Whether oneDNN runs a quantizing Softmax (u8 / s8 destination, output
 // scale) with an implementation of its own: nullopt, else why not.
 std::optional<std::string> check_quantizing_softmax(const graph::Graph& graph,

@@ -260,8 +260,55 @@ INSTANTIATE_TEST_SUITE_P(
         DeconvCase{"deconv2d_mixed_strides_output_padding", {1, 3, 4, 5}, {3, 2, 3, 2}, true,
                    {{3, 2}, {1, 1}, {1, 0}, {0, 1}, {2, 1}, 1}},
         DeconvCase{"deconv3d_stride2_bias", {1, 2, 3, 3, 3}, {2, 3, 2, 2, 2}, true,
-                   {{2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 1}}),
+                   {{2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 1}},
+        // Kernel == stride: a 1x1 convolution and a pixel shuffle.
+        DeconvCase{"deconv2d_kernel_is_stride_bias_batch2", {2, 3, 4, 5}, {3, 4, 2, 2}, true,
+                   {{2, 2}, {1, 1}, {0, 0}, {0, 0}, {0, 0}, 1}},
+        DeconvCase{"deconv2d_kernel_is_stride_3x2", {1, 5, 3, 4}, {5, 2, 3, 2}, false,
+                   {{3, 2}, {1, 1}, {0, 0}, {0, 0}, {0, 0}, 1}},
+        DeconvCase{"deconv2d_kernel_is_stride_one_output_channel", {1, 24, 6, 6}, {24, 1, 2, 2},
+                   true, {{2, 2}, {1, 1}, {0, 0}, {0, 0}, {0, 0}, 1}}),
     CaseName{});
+
+// Kernel == stride between two f32 convolutions: source and destination are
+// channels last, and the pixel shuffle writes that layout.
+TEST(Deconvolution, KernelIsStrideBetweenConvolutionsMatchesLoops) {
+  std::mt19937 rng(99);
+  const Tensor x = random_tensor({2, 3, 5, 4}, rng);
+  const Tensor w1 = random_tensor({8, 3, 1, 1}, rng);
+  const Tensor w2 = random_tensor({8, 6, 2, 2}, rng);  // deconvolution [IC, OC, kh, kw]
+  const Tensor b2 = random_tensor({6}, rng);
+  const Tensor w3 = random_tensor({4, 6, 1, 1}, rng);
+  const ConvAttrs one{{1, 1}, {1, 1}, {0, 0}, {0, 0}, 1};
+  const DeconvAttrs up{{2, 2}, {1, 1}, {0, 0}, {0, 0}, {0, 0}, 1};
+  graph::Graph g;
+  graph::Builder b(g);
+  const graph::ValueId in = b.input("x", x.shape());
+  const graph::ValueId c1 = b.op(OpKind::Convolution, {in, b.constant("w1", w1)}, one, "conv1");
+  const graph::ValueId d = b.op(OpKind::Deconvolution,
+                                {c1, b.constant("w2", w2), b.constant("b2", b2)}, up, "up");
+  const graph::ValueId c3 = b.op(OpKind::Convolution, {d, b.constant("w3", w3)}, one, "conv3");
+  b.output(c3);
+  const CompiledModel model = compile(g, {.fuse = false});
+  bool shuffled = false;
+  for (const LayerInfo& l : model.layers()) {
+    if (l.node == "up") shuffled = l.implementation.find("pixel shuffle") != std::string::npos;
+  }
+  EXPECT_TRUE(shuffled);
+  InferRequest request = model.create_infer_request();
+  request.set_input("x", x);
+  request.infer();
+  const auto as_tensor = [](const Expected& e) {
+    std::vector<float> v(e.values.begin(), e.values.end());
+    return Tensor::from_vector<float>(e.shape, v);
+  };
+  const Tensor r1 = as_tensor(conv_reference(x, w1, nullptr, one));
+  const Tensor r2 = as_tensor(deconv_reference(r1, w2, &b2, up));
+  const Expected e = conv_reference(r2, w3, nullptr, one);
+  const Tensor& y = request.output(g.value(c3).name);
+  ASSERT_EQ(y.shape(), e.shape);
+  EXPECT_TRUE(all_close(y, e.values, relative_tolerance(e.values, 1e-5, 1e-5)));
+}
 
 }  // namespace
 }  // namespace qfuse::test
