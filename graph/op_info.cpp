@@ -130,7 +130,8 @@ OpKind quantized_form(OpKind layer) {
   for (const auto& [f32, int8] : kQuantizedForms) {
     if (f32 == layer) return int8;
   }
-  throw std::invalid_argument("quantized_form: " + std::string(to_string(layer)) + " is not a layer");
+  throw std::invalid_argument("quantized_form: " + std::string(to_string(layer)) +
+                              " is not a layer");
 }
 
 OpKind float_form(OpKind kind) {

@@ -7,7 +7,8 @@
 // M moves data (pattern::moves_data: Reshape, Transpose, Slice, Resize in
 // nearest mode, ...; the op table's moves_values), MaxPool among them, which
 // also commutes with an increasing affine map (s > 0). A per-tensor
-// dequantize is elementwise with scalars, so it commutes with all of them; moving M onto the int8 tensor makes it run on u8/s8 and lets the
+// dequantize is elementwise with scalars, so it commutes with all of them;
+// moving M onto the int8 tensor makes it run on u8/s8 and lets the
 // dequantize meet the layer (pool -> flatten -> fully-connected, or
 // conv -> maxpool -> conv). One step per application: M swaps with the node
 // right above it; when that node has other readers too (a channel split's two

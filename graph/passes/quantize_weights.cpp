@@ -113,8 +113,9 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
     if (grid && !grid->dequantizes_to_grid) {
       // Codes from code_low map onto [ol, oh]: an integer output zero point.
       for (std::size_t c = 0; c < channels && ok; ++c) {
-        const composer::FakeQuantizeScales fs = composer::fake_quantize_scales(
-            r[0][c], r[1][c], r[2][c], r[3][c], static_cast<int>(fq.attr<FakeQuantizeAttrs>().levels));
+        const composer::FakeQuantizeScales fs =
+            composer::fake_quantize_scales(r[0][c], r[1][c], r[2][c], r[3][c],
+                                           static_cast<int>(fq.attr<FakeQuantizeAttrs>().levels));
         const double z = grid->code_low + fs.output_zero;
         ok = fs.output_scale != 0.0 && is_near_integer(z);
         zero[c] = std::round(z);

@@ -354,7 +354,9 @@ std::unique_ptr<ExecutableOp> make_shuffled_1x1_deconvolution(const Operands& o,
   if (o.has(2)) {
     const auto b = o.in(2).constant->data<float>();
     std::vector<float> repeated(static_cast<std::size_t>(c));
-    for (std::int64_t k = 0; k < c; ++k) repeated[static_cast<std::size_t>(k)] = b[static_cast<std::size_t>(k % oc)];
+    for (std::int64_t k = 0; k < c; ++k) {
+      repeated[static_cast<std::size_t>(k)] = b[static_cast<std::size_t>(k % oc)];
+    }
     conv_bias = Tensor::from_vector<float>({c}, std::move(repeated));
   }
   const memory::desc staged({n, c, h, wd}, memory::data_type::f32, memory::format_tag::nhwc);

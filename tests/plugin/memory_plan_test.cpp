@@ -100,7 +100,8 @@ TEST(MemoryPlan, BinaryFirstSourceIsTheFullShapeOperand) {
   const ValueId per_channel = b.constant("c", {1, 4, 1, 1}, {1.0f, 2.0f, 3.0f, 4.0f});
   const auto first = [&](OpKind kind, ValueId x, ValueId y) {
     const ValueId out = b.binary(kind, x, y);
-    const std::optional<std::size_t> f = plugin::dnnl_binary_first_source(g, g.node(g.value(out).producer));
+    const std::optional<std::size_t> f =
+        plugin::dnnl_binary_first_source(g, g.node(g.value(out).producer));
     return f ? static_cast<int>(*f) : -1;
   };
   EXPECT_EQ(first(OpKind::Subtract, full, per_channel), 0);
