@@ -11,6 +11,7 @@
 #include <numeric>
 #include <set>
 
+#include "composer/fake_quantize_formula.hpp"
 #include "graph/onnx/proto_utils.hpp"
 #include "graph/ops.hpp"
 #include "graph/passes/pattern.hpp"
@@ -738,8 +739,9 @@ class Exporter {
     // ranges): QuantizeLinear -> DequantizeLinear with S = (ih - il) / 255.
     if (a.levels == 256 && il && ih && ol && oh && il->size() == 1 && ih->size() == 1 &&
         *il == *ol && *ih == *oh) {
-      const double s = (static_cast<double>((*ih)[0]) - (*il)[0]) / 255.0;
-      const double z = -static_cast<double>((*il)[0]) / s;
+      const composer::FakeQuantizeScales fs =
+          composer::fake_quantize_scales((*il)[0], (*ih)[0], (*ol)[0], (*oh)[0], 256);
+      const double s = fs.input_scale, z = fs.input_zero;
       if (graph::pattern::is_near_integer(z) && std::nearbyint(z) >= 0 && std::nearbyint(z) <= 255) {
         const std::string sc = w_.scalar(b + "/scale", s);
         const std::string zc = w_.constant(b + "/zero_point", kUint8, std::vector<double>{std::nearbyint(z)}, {});
@@ -880,9 +882,11 @@ class Exporter {
       }
       return;
     }
-    const double scale = (static_cast<double>(a.input_high) - a.input_low) / 255.0;
+    const composer::FakeQuantizeScales fs =
+        composer::fake_quantize_scales(a.input_low, a.input_high, 0.0, 255.0, 256);
+    const double scale = fs.input_scale;
     const double type_min = to == ElementType::s8 ? -128.0 : 0.0;
-    const double zp = -static_cast<double>(a.input_low) / scale + type_min;
+    const double zp = fs.input_zero + type_min;
     if (std::abs(zp - std::nearbyint(zp)) < 1e-4) {
       w_.node("QuantizeLinear", base,
               {xin, w_.constant(base + "/scale", kFloat, std::vector<double>{scale}, {}),
