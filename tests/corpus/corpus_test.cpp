@@ -126,21 +126,6 @@ void expect_same_answer(const CompiledModel& fused, const CompiledModel& unfused
                                  << ") than unfused (" << eu << ")";
 }
 
-// A Deconvolution node whose kernel equals its stride on every axis.
-bool non_overlapping_deconvolution(const graph::Graph& g, const std::string& node) {
-  for (const graph::NodeId id : g.topological_order()) {
-    const graph::Node& n = g.node(id);
-    if (n.name != node || n.kind != graph::OpKind::Deconvolution) continue;
-    const auto& a = n.attr<graph::DeconvAttrs>();
-    const Shape& w = g.value(n.inputs[1]).shape;
-    for (std::size_t i = 0; i < a.strides.size(); ++i) {
-      if (w[i + 2] != a.strides[i]) return false;
-    }
-    return true;
-  }
-  return false;
-}
-
 class Corpus : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
@@ -154,16 +139,12 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
   int int8_layers = 0;
   for (const LayerInfo& l : fused.layers()) {
     // No op on oneDNN's reference kernels or im2col gemm (qfuse dump
-    // --summary's "slow kernels"): each runs on a jit / brgemm kernel.
-    // The exception: an f32 deconvolution whose windows do not overlap
-    // (kernel = stride, the detector's 2x2 / 2 upsampling) is one GEMM, and
-    // oneDNN's gemm runs it fastest (1 thread, AVX-512: 24->24 channels from
-    // 80x80 1077 us on gemm, 1277 us channels last, 1723 us blocked).
+    // --summary's "slow kernels"): each runs on a jit / brgemm kernel (the
+    // detector's 2x2 / 2 f32 upsampling as a 1x1 convolution and a pixel
+    // shuffle).
     const std::string& impl = l.implementation;
-    const bool gemm_is_best = l.op == "Deconvolution" && l.precision == "f32" &&
-                              non_overlapping_deconvolution(g, l.node);
-    EXPECT_TRUE((impl.find("gemm:jit") == std::string::npos || gemm_is_best) &&
-                impl.rfind("ref:", 0) != 0 && impl.rfind("ref_", 0) != 0)
+    EXPECT_TRUE(impl.find("gemm:jit") == std::string::npos && impl.rfind("ref:", 0) != 0 &&
+                impl.rfind("ref_", 0) != 0)
         << l.node << " [" << l.op << "] " << impl;
     if (!is_layer_op(l.op)) continue;
     if (l.precision == "int8") {
