@@ -1,7 +1,6 @@
 #include "composer/tie_hazard.hpp"
 
 #include "composer/eltwise_math.hpp"
-#include "composer/fake_quantize_formula.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -368,7 +367,7 @@ class Checker {
     }
     if (p_.dst_zero_point) y += *p_.dst_zero_point;
     if (p_.dst_type == DataType::f32) return y;
-    return convert_to_code(y, res_lo_);  // the s8 / u8 store
+    return std::clamp(std::nearbyint(y), static_cast<double>(res_lo_), static_cast<double>(res_hi_));
   }
 
   // The outputs for y entering op `first` with the op at `flip_at` rounding

@@ -332,7 +332,11 @@ std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph
     group.push_back(n.outputs[0]);
     return group;
   }
-  if (plugin::dnnl_binary_first_source(g, n)) {
+  if (const auto first = plugin::dnnl_binary_first_source(g, n)) {
+    // make_binary describes a source of the output's very shape in its
+    // buffer's layout and a rank-padded or broadcast one plain: the output
+    // shares a layout with the first only when that is the former.
+    if (g.value(n.inputs[*first]).shape != out) return {};
     std::vector<graph::ValueId> group{n.outputs[0]};
     for (graph::ValueId v : n.inputs) {
       if (g.value(v).shape == out) group.push_back(v);

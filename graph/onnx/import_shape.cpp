@@ -241,7 +241,7 @@ void Importer::op_reduce_mean(AttrReader& a) {
   // codes when a quantized layer writes x (requantize_avg_pool).
   const bool global_pool = r == 4 && reduced == std::set<std::int64_t>{2, 3};
   graph::PoolAttrs pool;
-  pool.kernel.assign(x.shape.begin() + 2, x.shape.end());
+  if (global_pool) pool.kernel.assign(x.shape.begin() + 2, x.shape.end());
   Operand y = global_pool
                   ? make_float(emit(OpKind::AvgPool, {f32(x)}, pool), kept)
                   : make_float(emit(OpKind::ReduceMean, {f32(x)},

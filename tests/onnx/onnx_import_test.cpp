@@ -233,10 +233,11 @@ TEST(OnnxFloat, SpatialReduceMeanIsAGlobalAveragePool) {
       }
     }
   }
-  // Not the spatial axes of an image: the channels, or the last axis of a rank-3 tensor.
+  // Not the spatial axes of an image: the channels, the last axis of a rank-3
+  // tensor, or a vector.
   for (const auto& [shape, axes] : {std::pair{Dims{2, 3, 4, 5}, Dims{1}},
                                     std::pair{Dims{2, 3, 4, 5}, Dims{1, 2, 3}},
-                                    std::pair{Dims{2, 3, 5}, Dims{2}}}) {
+                                    std::pair{Dims{2, 3, 5}, Dims{2}}, std::pair{Dims{6}, Dims{0}}}) {
     Model m;
     m.input("x", kFloat, shape);
     attr(m.node("ReduceMean", {"x"}, {"y"}), "axes", axes);

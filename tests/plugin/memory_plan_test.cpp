@@ -115,6 +115,44 @@ TEST(MemoryPlan, BinaryFirstSourceIsTheFullShapeOperand) {
   EXPECT_FALSE(plugin::dnnl_binary_first_source(g, g.node(g.value(r).producer)));
 }
 
+// A binary op whose first source matches the output only once its rank is
+// padded ([4, 3, 3] + [1, 4, 1, 1] -> [1, 4, 3, 3]) reads that source plain,
+// so its output stays plain too (a channels-last output beside a plain source
+// sends oneDNN to its reference kernel), even when an f32 convolution that
+// takes channels last reads it.
+TEST(MemoryPlan, ARankPaddedBinaryStaysOnAJitKernel) {
+  graph::Graph g;
+  graph::Builder b(g);
+  std::mt19937 rng(5);
+  const ValueId x = b.input("x", {4, 3, 3});
+  const ValueId c = b.constant("c", {1, 4, 1, 1}, {0.5f, -1.0f, 2.0f, 0.25f});
+  const ValueId sum = b.binary(OpKind::Add, x, c, "add");
+  const Tensor w = random_tensor({2, 4, 1, 1}, rng);
+  const ValueId y = b.op(OpKind::Convolution, {sum, b.constant("w", w)},
+                         graph::ConvAttrs{{1, 1}, {1, 1}, {0, 0}, {0, 0}, 1}, "conv");
+  b.output(y);
+  const CompiledModel model = compile(g, {.fuse = false});
+  for (const LayerInfo& l : model.layers()) {
+    EXPECT_EQ(l.implementation.rfind("ref", 0), std::string::npos) << l.node << " " << l.implementation;
+  }
+  const Tensor xv = random_tensor({4, 3, 3}, rng);
+  InferRequest request = model.create_infer_request();
+  request.set_input("x", xv);
+  request.infer();
+  const float cv[4] = {0.5f, -1.0f, 2.0f, 0.25f};
+  std::vector<double> want(18);
+  for (int o = 0; o < 2; ++o) {
+    for (int p = 0; p < 9; ++p) {
+      double acc = 0.0;
+      for (int k = 0; k < 4; ++k) {
+        acc += (static_cast<double>(xv.data<float>()[k * 9 + p]) + cv[k]) * w.data<float>()[o * 4 + k];
+      }
+      want[static_cast<std::size_t>(o * 9 + p)] = acc;
+    }
+  }
+  EXPECT_TRUE(all_close(request.output(g.value(y).name), want, relative_tolerance(want, 1e-5, 1e-5)));
+}
+
 // A value read again later keeps its bytes: Relu(x) may not overwrite x when
 // x + Relu(x) follows; views of a value keep it alive.
 graph::Graph branchy(Shape shape) {
