@@ -73,7 +73,7 @@ void forget_primitives(benchmark::State& state) {
 
 void run_first_inference(const CompiledModel& model) {
   qfuse::InferRequest request = model.create_infer_request();
-  const auto inputs = qfuse::tools::random_inputs(compiled_graph(model), 0);
+  const auto inputs = qfuse::tools::random_inputs(executed_graph(model), 0);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     request.set_input(model.input_names()[i], inputs[i]);
   }

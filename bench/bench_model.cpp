@@ -11,7 +11,7 @@ void run_model(benchmark::State& state, bool fuse) {
   const qfuse::graph::Graph g = qfuse::tools::make_bundled_model("synthetic");
   const qfuse::CompiledModel model = qfuse::compile(g, {.fuse = fuse});
   qfuse::InferRequest request = model.create_infer_request();
-  const auto inputs = qfuse::tools::random_inputs(compiled_graph(model), 0);
+  const auto inputs = qfuse::tools::random_inputs(executed_graph(model), 0);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     request.set_input(model.input_names()[i], inputs[i]);
   }

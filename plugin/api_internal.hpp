@@ -19,8 +19,14 @@ namespace qfuse {
 
 // compile(make_model(graph), options) without the copy.
 CompiledModel compile(const graph::Graph& graph, const CompileOptions& options = {});
-// The compiled (fused) graph.
+// The compiled (fused) graph, every constant readable: the ones a layer holds
+// in its own layout alone (int8 weights) are restored from it on the first
+// call, into a copy of the graph that lives as long as the model.
 const graph::Graph& compiled_graph(const CompiledModel& model);
+// The graph the ops run: the same nodes and values, but a constant a layer
+// holds alone is a placeholder of its type and shape with no memory behind
+// it (Tensor::raw_data() is null). For what reads no constant data.
+const graph::Graph& executed_graph(const CompiledModel& model);
 // Integer-only mode: the integer plan node `node` of the compiled graph runs,
 // else null (another op, or a layer that kept float scales).
 const composer::IntegerPlan* integer_plan(const CompiledModel& model, const graph::Node& node);

@@ -138,6 +138,7 @@ class ConstantWeightsOp final : public ExecutableOp {
         post_ops_(std::move(post_ops)) {
     primitive_ = dnnl::primitive(pd_.get());
     weights_ = memory(pd_.weights_desc(), engine_);
+    weights_plain_md_ = w_plain;
     memory plain(w_plain, engine_, const_cast<void*>(weights.raw_data()));
     reorder_at_compile(engine_, plain, weights_);
     if (bias != nullptr) {
@@ -212,6 +213,18 @@ class ConstantWeightsOp final : public ExecutableOp {
   std::string post_ops() const override { return post_ops_; }
   std::size_t scratchpad_size() const override { return scratch_; }
   int staged_reorders() const override { return (dst_reorder_ ? 1 : 0) + (src_reorder_ ? 1 : 0); }
+  // `weights` were the node's input 1 as stored (w_plain describes its
+  // bytes), except for the pixel-shuffle form, which rearranged them.
+  bool keeps_constant(graph::ValueId id) const override {
+    return !staged_view_md_ && id == node().inputs[1];
+  }
+  Tensor plain_constant(graph::ValueId id, const graph::Value& value) const override {
+    if (!keeps_constant(id)) return ExecutableOp::plain_constant(id, value);
+    Tensor plain(value.type, value.shape);
+    memory dst(weights_plain_md_, engine_, plain.raw_data());
+    reorder_at_compile(engine_, weights_, dst);
+    return plain;
+  }
 
   // The primitive's destination is staged and then copied into the output
   // through two views of the same dims: `staged` over the staged buffer,
@@ -231,7 +244,7 @@ class ConstantWeightsOp final : public ExecutableOp {
   dnnl::engine engine_;
   dnnl::primitive_desc pd_;
   dnnl::primitive primitive_;
-  memory::desc user_src_md_, user_dst_md_, staged_view_md_;
+  memory::desc user_src_md_, user_dst_md_, staged_view_md_, weights_plain_md_;
   memory weights_, bias_;
   dnnl::reorder dst_reorder_, src_reorder_;
   std::size_t scratch_ = 0, stage_offset_ = 0, src_offset_ = 0;

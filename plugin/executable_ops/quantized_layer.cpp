@@ -616,6 +616,21 @@ class QuantizedLayerOp final : public ExecutableOp {
   }
 
   std::string implementation() const override { return implementation_; }
+  // Constant weights live in weights_ alone once compile is done. A layout
+  // whose reorder scaled them (s8 sources on CPUs without VNNI) does not give
+  // them back exactly, and keeps the graph's copy.
+  bool keeps_constant(graph::ValueId id) const override {
+    if (!weights_ || id != node().inputs[1]) return false;
+    const auto& extra = b_.pd.weights_desc().data.extra;
+    return (extra.flags & dnnl_memory_extra_flag_scale_adjust) == 0 || extra.scale_adjust == 1.0f;
+  }
+  Tensor plain_constant(graph::ValueId id, const graph::Value& value) const override {
+    if (!keeps_constant(id)) return ExecutableOp::plain_constant(id, value);
+    Tensor plain(value.type, value.shape);
+    memory dst(b_.weights_md_plain, engine_, plain.raw_data());
+    reorder_at_compile(engine_, weights_, dst);
+    return plain;
+  }
   const composer::PostOpsPlan* plan() const override { return &b_.plan; }
   std::string post_ops() const override {
     if (b_.integer) return "integer: " + composer::describe(*b_.integer);

@@ -90,7 +90,7 @@ CompileOptions compile_options(const Args& args) {
 // Inputs from <dir>/<name>.npy, or deterministic random ones.
 void fill_inputs(const CompiledModel& model, InferRequest& request,
                  const std::optional<std::string>& dir) {
-  const graph::Graph& g = compiled_graph(model);
+  const graph::Graph& g = executed_graph(model);
   if (!dir) {
     const std::vector<Tensor> inputs = tools::random_inputs(g, 0);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -640,7 +640,7 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
     }
   }
   // Why each other op stays f32, counted per op type and cause.
-  const graph::Graph& g = compiled_graph(model);
+  const graph::Graph& g = executed_graph(model);
   std::map<std::string, graph::NodeId> node_of;
   for (graph::NodeId id : g.topological_order()) node_of[g.node(id).name] = id;
   std::map<std::string, std::map<std::string, int>> causes;

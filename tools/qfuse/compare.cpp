@@ -142,7 +142,7 @@ int compare_command(const Args& args) {
       inputs_desc = "the inputs in " + *dir;
     } else {
       const auto seed = static_cast<unsigned>(args.int_value("--random", 0));
-      const std::vector<Tensor> random = tools::random_inputs(compiled_graph(cmp->unfused()), seed);
+      const std::vector<Tensor> random = tools::random_inputs(executed_graph(cmp->unfused()), seed);
       for (std::size_t i = 0; i < random.size(); ++i) inputs[cmp->unfused().input_names()[i]] = random[i];
       inputs_desc = "random inputs (seed " + std::to_string(seed) + ")";
     }
