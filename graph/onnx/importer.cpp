@@ -776,15 +776,28 @@ std::string read_file(const std::filesystem::path& path) {
   return bytes;
 }
 
+// Both entry points: the parsed model and what the import decoded from it go
+// before the graph is returned, and the heap they held goes back to the
+// system.
+graph::Graph import_model(::onnx::ModelProto model, const ImportOptions& options,
+                          std::string_view origin) {
+  graph::Graph g;
+  {
+    Importer importer(model, options, std::string(origin));
+    g = importer.run();
+    model = ::onnx::ModelProto();
+  }
+  release_free_memory();
+  return g;
+}
+
 }  // namespace
 
 graph::Graph import_bytes(std::string_view bytes, const ImportOptions& options,
                           std::string_view origin) {
   // QFUSE_LOG_LEVEL applies from the import on (why a pattern was not taken).
   init_logging();
-  ::onnx::ModelProto model = parse_model(bytes, origin);
-  Importer importer(model, options, std::string(origin));
-  return importer.run();
+  return import_model(parse_model(bytes, origin), options, origin);
 }
 
 graph::Graph import_file(const std::filesystem::path& path, const ImportOptions& options) {
@@ -795,14 +808,7 @@ graph::Graph import_file(const std::filesystem::path& path, const ImportOptions&
   }
   // The file's bytes go once parsed: the import then holds the parsed model
   // and what it has decoded, not a third copy of every weight.
-  graph::Graph g;
-  {
-    ::onnx::ModelProto model = parse_model(read_file(path), path.string());
-    Importer importer(model, with_dir, path.string());
-    g = importer.run();
-  }
-  release_free_memory();
-  return g;
+  return import_model(parse_model(read_file(path), path.string()), with_dir, path.string());
 }
 
 std::vector<InputInfo> list_inputs(const std::filesystem::path& path) {
