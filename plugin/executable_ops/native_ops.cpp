@@ -372,31 +372,36 @@ __attribute__((target("avx512f"))) std::int64_t quantize_linear_avx512(
   return i;
 }
 
-// GateMultiply's row, channels last, ONNX's QuantizeLinear: sixteen codes
-// at a time, ((x - z) * s) * g[c], divided by the scale, clamped, rounded
-// half to even, plus the zero point: the f32 operations of the scalar path in
-// the same order. Returns how many were done (a multiple of 16).
+// GateMultiply over whole pixels, channels last, ONNX's QuantizeLinear:
+// sixteen codes at a time, ((x - z) * s) * g[c], divided by the scale,
+// clamped, rounded half to even, plus the zero point: the f32 operations of
+// the scalar path in the same order. `x` starts at a pixel's first channel;
+// `g_ext` is the gate row followed by its first 16 values again (C + 16
+// floats), so that the gates of any 16 consecutive codes are contiguous.
+// Returns how many were done (a multiple of 16).
 template <typename In, typename Out>
 __attribute__((target("avx512f"))) std::int64_t gate_multiply_avx512(
-    const In* x, const float* g, Out* y, std::int64_t n, float z, float s, float scale,
-    std::int32_t zero_point, std::int32_t hi) {
+    const In* x, const float* g_ext, std::int64_t channels, Out* y, std::int64_t n, float z,
+    float s, float scale, std::int32_t zero_point, std::int32_t hi) {
   constexpr std::int32_t lo = std::numeric_limits<Out>::min();
   const __m512 vz = _mm512_set1_ps(z), vs = _mm512_set1_ps(s), vscale = _mm512_set1_ps(scale);
   const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo - zero_point));
   const __m512 vhi = _mm512_set1_ps(static_cast<float>(hi - zero_point));
   const __m512i vzp = _mm512_set1_epi32(zero_point);
-  std::int64_t i = 0;
+  std::int64_t i = 0, c = 0;  // c: the channel of x[i]
   for (; i + 16 <= n; i += 16) {
     const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
     const __m512i wide = std::is_same_v<In, std::uint8_t> ? _mm512_cvtepu8_epi32(codes)
                                                           : _mm512_cvtepi8_epi32(codes);
     const __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(wide), vz), vs);
-    __m512 q = _mm512_div_ps(_mm512_mul_ps(v, _mm512_loadu_ps(g + i)), vscale);
+    __m512 q = _mm512_div_ps(_mm512_mul_ps(v, _mm512_loadu_ps(g_ext + c)), vscale);
     q = _mm512_min_ps(_mm512_max_ps(q, vlo), vhi);
-    const __m512i c = _mm512_add_epi32(_mm512_cvtps_epi32(q), vzp);
-    const __m128i b = std::is_same_v<Out, std::uint8_t> ? _mm512_cvtusepi32_epi8(c)
-                                                        : _mm512_cvtsepi32_epi8(c);
+    const __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(q), vzp);
+    const __m128i b = std::is_same_v<Out, std::uint8_t> ? _mm512_cvtusepi32_epi8(r)
+                                                        : _mm512_cvtsepi32_epi8(r);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), b);
+    c += 16;
+    while (c >= channels) c -= channels;
   }
   return i;
 }
@@ -993,8 +998,51 @@ class GateMultiplyOp final : public ExecutableOp {
     }
   }
 
+  // Channels last with AVX-512: each task runs whole pixels as one span, the
+  // gates of any 16 consecutive codes read from the gate row extended by its
+  // first 16 values (a per-row call cost more than the row's work:
+  // MobileNetV3-large's 40-channel 16x16 gate, 6.2 us).
+  template <typename In, typename Out>
+  bool run_pixels(const In* x, const float* gate, Out* y) const {
+#if defined(QFUSE_AVX512_KERNELS)
+    if (!channels_last_ || !q_.quantizes_linear() || !has_avx512()) return false;
+    const float z = zero_point_, s = scale_;
+    constexpr std::int64_t kPixels = 1024;  // per task
+    const std::int64_t tasks = (inner_ + kPixels - 1) / kPixels;
+    const std::int64_t ext = gate_batch_ * (channels_ + 16);
+    constexpr std::int64_t kOnStack = 4096;
+    float on_stack[kOnStack];
+    std::vector<float> on_heap(static_cast<std::size_t>(ext > kOnStack ? ext : 0));
+    float* const g_ext = ext > kOnStack ? on_heap.data() : on_stack;
+    for (std::int64_t n = 0; n < gate_batch_; ++n) {
+      float* row = g_ext + n * (channels_ + 16);
+      std::copy_n(gate + n * channels_, channels_, row);
+      for (std::int64_t c = 0; c < 16; ++c) row[channels_ + c] = row[c % channels_];
+    }
+    parallel_for(batch_ * inner_ * channels_ >= (1 << 18), batch_ * tasks, [&](std::int64_t t) {
+      const std::int64_t n = t / tasks, first = (t % tasks) * kPixels;
+      const std::int64_t count = std::min(kPixels, inner_ - first) * channels_;
+      const float* g = g_ext + (gate_batch_ == 1 ? 0 : n * (channels_ + 16));
+      const std::int64_t offset = (n * inner_ + first) * channels_;
+      const std::int64_t done = gate_multiply_avx512(x + offset, g, channels_, y + offset, count,
+                                                     z, s, q_.scale, q_.zero_point, q_.code_max());
+      float p[16];
+      for (std::int64_t i = done; i < count; ++i) {
+        const float v = (static_cast<float>(x[offset + i]) - z) * s;
+        p[i - done] = v * g[i % channels_];
+      }
+      if (done < count) quantize(p, y + offset + done, count - done);
+    });
+    return true;
+#else
+    (void)x, (void)gate, (void)y;
+    return false;
+#endif
+  }
+
   template <typename In, typename Out>
   void run(const In* x, const float* gate, Out* y) const {
+    if (run_pixels(x, gate, y)) return;
     const std::int64_t rows = channels_last_ ? batch_ * inner_ : batch_ * channels_;
     const std::int64_t row = channels_last_ ? channels_ : inner_;
     const float z = zero_point_, s = scale_;
@@ -1007,18 +1055,11 @@ class GateMultiplyOp final : public ExecutableOp {
       for (std::int64_t k = 0; k < row; k += kChunk) {
         const std::int64_t m = std::min(kChunk, row - k);
         if (channels_last_) {
-          std::int64_t done = 0;
-#if defined(QFUSE_AVX512_KERNELS)
-          if (q_.quantizes_linear() && has_avx512()) {
-            done = gate_multiply_avx512(src + k, g + k, dst + k, m, z, s, q_.scale,
-                                        q_.zero_point, q_.code_max());
-          }
-#endif
-          for (std::int64_t i = done; i < m; ++i) {
+          for (std::int64_t i = 0; i < m; ++i) {
             const float v = (static_cast<float>(src[k + i]) - z) * s;
             p[i] = v * g[k + i];
           }
-          if (done < m) quantize(p + done, dst + k + done, m - done);
+          quantize(p, dst + k, m);
           continue;
         }
         const float gc = g[r % channels_];

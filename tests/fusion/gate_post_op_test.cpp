@@ -21,6 +21,20 @@ ValueId act_q(Builder& b, ValueId x, const std::string& name) {
   return b.fake_quantize(x, 0.0f, 255 * kAct, 0.0f, 255 * kAct, 256, name);
 }
 
+// ONNX's QuantizeLinear -> DequantizeLinear as the importer writes it: the
+// grid's ranges, then its scale and zero point (u8).
+ValueId linear_q(Builder& b, ValueId x, float scale, int zero_point, const std::string& name) {
+  const float lo = static_cast<float>(-zero_point) * scale;
+  const float hi = static_cast<float>(255 - zero_point) * scale;
+  const Shape one{1, 1, 1, 1};
+  const ValueId il = b.constant(name + ".il", one, {lo});
+  const ValueId ih = b.constant(name + ".ih", one, {hi});
+  const ValueId s = b.constant(name + ".scale", one, {scale});
+  const ValueId z = b.constant(name + ".zero_point", one, {static_cast<float>(zero_point)});
+  return b.op(OpKind::FakeQuantize, {x, il, ih, il, ih, s, z}, graph::FakeQuantizeAttrs{256, 0},
+              name);
+}
+
 // sigmoid(1x1 conv(GlobalAveragePool(t))): one gate value per channel, [1, oc, 1, 1].
 ValueId gate_of(Builder& b, ValueId t, std::int64_t oc) {
   const Shape s = b.graph().value(t).shape;
@@ -137,15 +151,18 @@ TEST(GatePostOp, PlainResidualIsStagedChannelsLast) {
 // [0, 1) (scale 1/256) and the product quantized again. conv1 then writes
 // codes and the Mul is one GateMultiply on them. `full_gate` makes the gate
 // a full [1, 8, 8, 8] tensor instead (named negative: not per channel).
-SmallNet torch_se(bool conv_after, bool full_gate = false) {
+// `in` and `channels`: the input's shape and conv1's output channels;
+// `linear`: the product quantized by ONNX's scale and zero point.
+SmallNet torch_se(bool conv_after, bool full_gate = false, const Shape& in = {1, 4, 8, 8},
+                  std::int64_t channels = 8, bool linear = false) {
   SmallNet net;
   Builder b(net.graph);
-  const ValueId x = act_q(b, b.input("x", {1, 4, 8, 8}), "x.q");
+  const ValueId x = act_q(b, b.input("x", in), "x.q");
   const FqRange xr = make_range(Quant::asym, 0.03, 85);
-  const ValueId y = b.fake_quantize(b.relu(quantized_conv(b, x, 8, 1, "conv1")), xr.il, xr.ih,
-                                    xr.il, xr.ih, 256, "conv1.q");
+  const ValueId y = b.fake_quantize(b.relu(quantized_conv(b, x, channels, 1, "conv1")), xr.il,
+                                    xr.ih, xr.il, xr.ih, 256, "conv1.q");
   ValueId gate = full_gate ? b.unary(OpKind::Sigmoid, quantized_conv(b, x, 8, 3, "gate_conv"), "gate")
-                           : gate_of(b, y, 8);
+                           : gate_of(b, y, channels);
   gate = b.fake_quantize(gate, 0.0f, 255.0f / 256.0f, 0.0f, 255.0f / 256.0f, 256, "gate.q");
   const ValueId prod = b.binary(OpKind::Multiply, gate, y, "gate_mul");
   if (!conv_after) {
@@ -156,7 +173,7 @@ SmallNet torch_se(bool conv_after, bool full_gate = false) {
     net.output = net.graph.value(z).name;
     return net;
   }
-  const ValueId z = act_q(b, prod, "gated.q");
+  const ValueId z = linear ? linear_q(b, prod, kAct, 3, "gated.q") : act_q(b, prod, "gated.q");
   close_with_s8_output(b, quantized_conv(b, z, 8, 2, "conv2"), net);
   return net;
 }
@@ -198,6 +215,42 @@ TEST(GateMultiply, GatedCodesEqualTheUnfusedOnes) {
     EXPECT_EQ(t.isolated.elements, 4 * 512) << t.name;
   }
   EXPECT_TRUE(found);
+}
+
+// The same over pixel counts and channel counts where the 16-code steps
+// cross pixels and a tail is left (24, 40 and 20 channels), a gate per image
+// (batches 2 and 3), and fewer channels than a step (8); with ONNX's scale
+// and zero point (the AVX-512 kernel's form) and with ranges: every code
+// equal.
+TEST(GateMultiply, GatedCodesEqualTheUnfusedOnesAcrossPixelsAndImages) {
+  struct Case {
+    Shape in;
+    std::int64_t channels;
+    bool linear;
+  };
+  for (const Case& c : {Case{{2, 4, 5, 3}, 24, true}, Case{{1, 4, 3, 3}, 40, true},
+                        Case{{1, 4, 7, 7}, 8, true}, Case{{3, 4, 2, 2}, 20, true},
+                        Case{{2, 4, 5, 3}, 24, false}}) {
+    const SmallNet net = torch_se(true, false, c.in, c.channels, c.linear);
+    const CompiledModel fused = compile(net.graph, {.fuse = true});
+    ASSERT_EQ(op_of(fused, "gate_mul"), "GateMultiply int8") << describe_layers(fused);
+    qfuse::Comparison cmp(qfuse::make_model(net.graph));
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> d(0.0f, 5.0f);
+    for (int run = 0; run < 3; ++run) {
+      std::vector<float> xv(static_cast<std::size_t>(element_count(c.in)));
+      for (float& v : xv) v = d(rng);
+      cmp.run({{"x", Tensor::from_vector<float>(c.in, xv)}});
+    }
+    bool found = false;
+    for (const TensorDiff& t : cmp.tensors()) {
+      if (t.node != "gate_mul") continue;
+      found = true;
+      EXPECT_EQ(t.isolated.equal_share, 1.0) << to_string(c.in) << " x " << c.channels;
+      EXPECT_EQ(t.isolated.elements, 3 * c.in[0] * c.channels * c.in[2] * c.in[3]);
+    }
+    EXPECT_TRUE(found) << to_string(c.in) << " x " << c.channels;
+  }
 }
 
 // Named negative: a gate with a value per element is no channel gate; the
