@@ -83,6 +83,20 @@ class BroadcastBinaryOp final : public ExecutableOp {
 // (the default rounding mode does the rounding); NaN stays NaN.
 constexpr double kRoundHalfEven = 6755399441055744.0;
 
+#if defined(__SSE2__)
+// fake_quantize_level's f64 operations on two values with their ranges.
+__m128d fake_quantize_two(__m128d v, __m128d il, __m128d ih, __m128d ol, __m128d oh,
+                          __m128d steps) {
+  const __m128d round = _mm_set1_pd(kRoundHalfEven);
+  __m128d q = _mm_div_pd(_mm_mul_pd(_mm_sub_pd(v, il), steps), _mm_sub_pd(ih, il));
+  q = _mm_sub_pd(_mm_add_pd(q, round), round);
+  const __m128d mid = _mm_add_pd(_mm_div_pd(_mm_mul_pd(q, _mm_sub_pd(oh, ol)), steps), ol);
+  const __m128d le = _mm_cmple_pd(v, il), gt = _mm_cmpgt_pd(v, ih);
+  const __m128d upper = _mm_or_pd(_mm_and_pd(gt, oh), _mm_andnot_pd(gt, mid));
+  return _mm_or_pd(_mm_and_pd(le, ol), _mm_andnot_pd(le, upper));
+}
+#endif
+
 // FakeQuantize with per-tensor ranges il < ih over a contiguous span: the
 // same f64 operations as fake_quantize_level, two values per step with SSE2,
 // so the same results.
@@ -90,17 +104,10 @@ void fake_quantize_span(const float* x, float* y, std::int64_t n, double il, dou
                         double ol, double oh, double steps) {
   std::int64_t i = 0;
 #if defined(__SSE2__)
-  const double range = ih - il, out_range = oh - ol;
   const __m128d vil = _mm_set1_pd(il), vih = _mm_set1_pd(ih), vol = _mm_set1_pd(ol);
-  const __m128d voh = _mm_set1_pd(oh), vsteps = _mm_set1_pd(steps), vrange = _mm_set1_pd(range);
-  const __m128d vout = _mm_set1_pd(out_range), vround = _mm_set1_pd(kRoundHalfEven);
+  const __m128d voh = _mm_set1_pd(oh), vsteps = _mm_set1_pd(steps);
   const auto two = [&](__m128d v) {
-    __m128d q = _mm_div_pd(_mm_mul_pd(_mm_sub_pd(v, vil), vsteps), vrange);
-    q = _mm_sub_pd(_mm_add_pd(q, vround), vround);
-    const __m128d mid = _mm_add_pd(_mm_div_pd(_mm_mul_pd(q, vout), vsteps), vol);
-    const __m128d le = _mm_cmple_pd(v, vil), gt = _mm_cmpgt_pd(v, vih);
-    const __m128d upper = _mm_or_pd(_mm_and_pd(gt, voh), _mm_andnot_pd(gt, mid));
-    return _mm_cvtpd_ps(_mm_or_pd(_mm_and_pd(le, vol), _mm_andnot_pd(le, upper)));
+    return _mm_cvtpd_ps(fake_quantize_two(v, vil, vih, vol, voh, vsteps));
   };
   for (; i + 4 <= n; i += 4) {
     const __m128 f = _mm_loadu_ps(x + i);
@@ -112,6 +119,31 @@ void fake_quantize_span(const float* x, float* y, std::int64_t n, double il, dou
   for (; i < n; ++i) {
     y[i] = static_cast<float>(
         composer::fake_quantize_value(static_cast<double>(x[i]), il, ih, ol, oh, steps));
+  }
+}
+
+// The same over a span of channels, one value each, with their own ranges
+// (range[k][c]: il, ih, ol, oh of channel c): a per-channel FakeQuantize on
+// [N, C] or [N, C, 1, 1], whose planes are single values.
+void fake_quantize_channels(const float* x, float* y, std::int64_t n,
+                            const std::vector<double> (&range)[4], double steps) {
+  std::int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128d vsteps = _mm_set1_pd(steps);
+  for (; i + 2 <= n; i += 2) {
+    const auto u = static_cast<std::size_t>(i);
+    const __m128 pair = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x + i)));
+    const __m128d v = _mm_cvtps_pd(pair);
+    const __m128d r = fake_quantize_two(v, _mm_loadu_pd(&range[0][u]), _mm_loadu_pd(&range[1][u]),
+                                        _mm_loadu_pd(&range[2][u]), _mm_loadu_pd(&range[3][u]),
+                                        vsteps);
+    _mm_store_sd(reinterpret_cast<double*>(y + i), _mm_castps_pd(_mm_cvtpd_ps(r)));
+  }
+#endif
+  for (; i < n; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    y[i] = static_cast<float>(composer::fake_quantize_value(
+        static_cast<double>(x[i]), range[0][u], range[1][u], range[2][u], range[3][u], steps));
   }
 }
 
@@ -239,10 +271,18 @@ class FakeQuantizeOp final : public ExecutableOp {
       return;
     }
     if (per_channel_) {
-      // One span per (n, c) plane with that channel's ranges.
+      // One span per (n, c) plane with that channel's ranges; planes of one
+      // value (a classifier's [1, C]) one span of channels per image.
       const std::int64_t channels = out_shape_[1];
       const std::int64_t inner = element_count(out_shape_) / (out_shape_[0] * channels);
       const std::int64_t planes = out_shape_[0] * channels;
+      if (inner == 1) {
+        for (std::int64_t b = 0; b < out_shape_[0]; ++b) {
+          fake_quantize_channels(in[0] + b * channels, y + b * channels, channels,
+                                 channel_ranges_, steps);
+        }
+        return;
+      }
       parallel_for(planes * inner >= 32768, planes, [&](std::int64_t p) {
         const auto c = static_cast<std::size_t>(p % channels);
         fake_quantize_span(in[0] + p * inner, y + p * inner, inner, channel_ranges_[0][c],

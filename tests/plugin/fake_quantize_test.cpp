@@ -110,7 +110,11 @@ INSTANTIATE_TEST_SUITE_P(
                       FqCase{"per_tensor_inverted_L16", {1, 2, 5, 5}, {1}, 16},
                       FqCase{"per_weight_channel_L255", {8, 3, 3, 3}, {8, 1, 1, 1}, 255},
                       FqCase{"full_shape_ranges_L256", {1, 2, 3, 4}, {1, 2, 3, 4}, 256},
-                      FqCase{"rank2_per_column_L256", {5, 6}, {6}, 256}),
+                      FqCase{"rank2_per_column_L256", {5, 6}, {6}, 256},
+                      // Planes of one value (a classifier's [N, C] and [N, C, 1, 1]),
+                      // an odd channel count leaving a tail.
+                      FqCase{"rank2_per_column_odd_L256", {3, 7}, {7}, 256},
+                      FqCase{"per_channel_1x1_L255", {2, 9, 1, 1}, {1, 9, 1, 1}, 255}),
     CaseName{});
 
 // Ties: with il = 0, ih = L - 1 the quantization step is 1 and x = k + 0.5 is an
