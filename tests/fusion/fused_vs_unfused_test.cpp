@@ -250,6 +250,29 @@ std::vector<LayerCase> layer_cases() {
     c.tail = Tail::relu;
     c.output_quant = Quant::u8;
   }));
+  // Kernel == stride with few output channels: a 1x1 convolution and a pixel
+  // shuffle (a detector's upsampling to its map; kh != kw; per-channel steps
+  // repeated over the kernel positions; batch 2 with a source zero point).
+  add(with(deconv("Deconv2x2Stride2_OneChannel_Sigmoid", {2, 2}, 0, 0), [](LayerCase& c) {
+    c.input = {1, 24, 5, 7};
+    c.out_channels = 1;
+    c.tail = Tail::fq_sigmoid_fq;
+    c.output_quant = Quant::u8;
+  }));
+  add(with(deconv("Deconv3x2Stride3x2_Batch2_AsymInput_ChannelMulAdd", {3, 2}, 0, 0),
+           [](LayerCase& c) {
+             c.input = {2, 8, 4, 5};
+             c.out_channels = 3;
+             c.strides = {3, 2};
+             c.input_quant = Quant::asym;
+             c.tail = Tail::channel_mul_add_signed;
+           }));
+  add(with(deconv("Deconv2x2Stride2_FiveChannels_IntoNextLayer", {2, 2}, 0, 0), [](LayerCase& c) {
+    c.out_channels = 5;
+    c.tail = Tail::fq_relu_fq;
+    c.output_quant = Quant::u8;
+    c.next_layer = true;
+  }));
   add(with(deconv("Deconv4x4Stride2_Pad1_Pow2Scales_Ties", {4, 4}, 1, 0),
            [](LayerCase& c) { c.power_of_two_scales = true; }));
   add(with(deconv("Deconv3x3Stride2_OutPad1_AsymInput_IntoNextLayer", {3, 3}, 1, 1),

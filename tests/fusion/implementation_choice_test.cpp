@@ -113,6 +113,53 @@ TEST(ImplementationChoice, OnePixelLayerTakesItsGateChainOnAJitKernel) {
   expect_within_one_lsb(net, fused, 8, 0.99);
 }
 
+// An int8 deconvolution whose kernel equals its stride runs as a 1x1
+// convolution and a pixel shuffle when it has fewer than 16 output channels
+// (the direct kernel spreads output channels over a vector's lanes); with 16,
+// or a kernel larger than the stride, it stays a deconvolution. Each within
+// one code of the unfused graph.
+TEST(ImplementationChoice, FewChannelKernelIsStrideDeconvolutionIsAShuffledConvolution) {
+  struct Case {
+    std::int64_t out_channels, kernel, stride;
+    bool shuffled;
+  };
+  for (const Case& c : {Case{1, 2, 2, true}, Case{5, 3, 3, true}, Case{16, 2, 2, false},
+                        Case{4, 3, 2, false}}) {
+    SmallNet net;
+    Builder b(net.graph);
+    const ValueId x =
+        b.fake_quantize(b.input("x", {1, 4, 8, 8}), 0.0f, 5.1f, 0.0f, 5.1f, 256, "x.q");
+    std::mt19937 rng(static_cast<unsigned>(c.out_channels));
+    std::normal_distribution<float> d(0.0f, 0.3f);
+    std::vector<float> w(static_cast<std::size_t>(4 * c.out_channels * c.kernel * c.kernel));
+    for (float& v : w) v = d(rng);
+    const float s = 1.0f / 127.0f;
+    const ValueId wq = b.fake_quantize(
+        b.constant("up.w", {4, c.out_channels, c.kernel, c.kernel}, w), -128 * s, 127 * s,
+        -128 * s, 127 * s, 256, "up.wq");
+    graph::DeconvAttrs a;
+    a.strides = {c.stride, c.stride};
+    a.dilations = {1, 1};
+    a.pads_begin = {0, 0};
+    a.pads_end = {0, 0};
+    a.output_padding = {0, 0};
+    a.groups = 1;
+    net.out = make_range(Quant::u8, 0.02);
+    const ValueId y = b.fake_quantize(b.relu(b.deconvolution(x, wq, std::nullopt, a, "up")),
+                                      net.out.il, net.out.ih, net.out.il, net.out.ih, 256, "up.q");
+    b.output(y);
+    net.output = net.graph.value(y).name;
+    const CompiledModel fused = compile(net.graph, {.fuse = true});
+    ASSERT_EQ(quantized_layers(fused).size(), 1u) << describe_layers(fused);
+    for (const LayerInfo& l : fused.layers()) {
+      if (l.node != "up") continue;
+      EXPECT_EQ(l.implementation.find("pixel shuffle") != std::string::npos, c.shuffled)
+          << c.out_channels << " channels, kernel " << c.kernel << ": " << l.implementation;
+    }
+    expect_within_one_lsb(net, fused, 4);
+  }
+}
+
 // An f32 1x1 convolution whose source a Transpose wrote (plain layout, as in
 // the PP-OCRv4 recognizer's neck): on that layout oneDNN 2.6 offers only
 // im2col gemm; the source is staged channels last by one reorder and the
