@@ -159,8 +159,8 @@ Comparison::Comparison(const Model& model, const CompileOptions& options,
                        const CompileOptions& reference) {
   const graph::Graph& graph = model_graph(model);
   impl_ = std::make_unique<Impl>(compile(graph, options), compile(graph, reference));
-  const graph::Graph& fg = compiled_graph(impl_->fused);
-  const graph::Graph& ug = compiled_graph(impl_->unfused);
+  const graph::Graph& fg = executed_graph(impl_->fused);
+  const graph::Graph& ug = executed_graph(impl_->unfused);
   std::unordered_map<std::string, graph::ValueId> model_values;
   for (std::uint32_t i = 0; i < ug.value_count(); ++i) {
     const graph::Value& v = ug.value(graph::ValueId{i});

@@ -41,9 +41,9 @@ void init_logging() {
 
 namespace plugin {
 
-Tensor ExecutableOp::plain_constant(graph::ValueId id, const graph::Value& value) const {
-  throw std::logic_error("node '" + node().name + "' does not keep constant '" + value.name +
-                         "' (value " + std::to_string(id.index) + ")");
+Tensor ExecutableOp::plain_input(std::size_t index, const graph::Value& value) const {
+  throw std::logic_error("node '" + node().name + "' does not keep its input " +
+                         std::to_string(index) + " ('" + value.name + "')");
 }
 
 std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n) {
@@ -114,9 +114,9 @@ const graph::Graph& compiled_graph(const CompiledModel& model) {
   if (impl.kept_constants.empty()) return impl.graph;
   std::call_once(impl.restore_once, [&impl] {
     auto g = std::make_unique<graph::Graph>(impl.graph);
-    for (const auto& [id, op] : impl.kept_constants) {
-      graph::Value& v = g->value(id);
-      v.constant = std::make_shared<const Tensor>(impl.ops[op]->plain_constant(id, v));
+    for (const CompiledModel::Impl::KeptConstant& k : impl.kept_constants) {
+      graph::Value& v = g->value(k.value);
+      v.constant = std::make_shared<const Tensor>(impl.ops[k.op]->plain_input(k.input, v));
     }
     impl.restored = std::move(g);
   });
@@ -457,28 +457,28 @@ std::vector<plugin::Layout> plan_layouts(const graph::Graph& g) {
 // and compiled_graph() restores them from the op when a tool asks.
 void evict_kept_constants(CompiledModel::Impl& impl) {
   graph::Graph& g = impl.graph;
-  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> keeper(g.value_count(), kNone);
+  std::vector<std::optional<CompiledModel::Impl::KeptConstant>> keeper(g.value_count());
   std::vector<bool> read_otherwise(g.value_count(), false);
   for (graph::ValueId v : g.outputs()) read_otherwise[v.index] = true;
   for (std::size_t i = 0; i < impl.ops.size(); ++i) {
     const plugin::ExecutableOp& op = *impl.ops[i];
-    for (graph::ValueId v : op.node().inputs) {
-      if (!g.value(v).is_constant()) continue;
-      if (op.keeps_constant(v)) {
-        keeper[v.index] = i;
+    const std::vector<graph::ValueId>& inputs = op.node().inputs;
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      if (!g.value(inputs[k]).is_constant()) continue;
+      if (op.keeps_input(k)) {
+        keeper[inputs[k].index] = CompiledModel::Impl::KeptConstant{inputs[k], i, k};
       } else {
-        read_otherwise[v.index] = true;
+        read_otherwise[inputs[k].index] = true;
       }
     }
   }
   std::size_t bytes = 0;
   for (std::uint32_t i = 0; i < g.value_count(); ++i) {
-    if (keeper[i] == kNone || read_otherwise[i]) continue;
+    if (!keeper[i] || read_otherwise[i]) continue;
     graph::Value& v = g.value(graph::ValueId{i});
     bytes += v.constant->byte_size();
     v.constant = std::make_shared<const Tensor>(Tensor::view(v.type, v.shape, nullptr));
-    impl.kept_constants.emplace_back(graph::ValueId{i}, keeper[i]);
+    impl.kept_constants.push_back(*keeper[i]);
   }
   spdlog::info("compile: {} constants ({:.2f} MiB) held only in their layers' layouts",
                impl.kept_constants.size(), static_cast<double>(bytes) / (1 << 20));

@@ -94,11 +94,12 @@ class ExecutableOp {
   // fused layer kept its float scales (empty otherwise).
   virtual const composer::IntegerPlan* integer_plan() const { return nullptr; }
   virtual std::string integer_refusal() const { return {}; }
-  // A constant input the op holds in its primitive's own layout (weights
-  // reordered once), so that the compiled graph need not hold it too; and
-  // the same values plain again, of `value`'s type and shape.
-  virtual bool keeps_constant(graph::ValueId) const { return false; }
-  virtual Tensor plain_constant(graph::ValueId id, const graph::Value& value) const;
+  // Whether the op's input `index`, a constant, is held in its primitive's
+  // own layout (weights reordered once) and never read from the graph, so
+  // that the compiled graph need not hold it too; and the same values plain
+  // again, of `value`'s type and shape.
+  virtual bool keeps_input(std::size_t) const { return false; }
+  virtual Tensor plain_input(std::size_t index, const graph::Value& value) const;
 
   const graph::Node& node() const { return node_; }
 
@@ -144,11 +145,15 @@ struct CompiledModel::Impl {
   // (an average pool) kept float arithmetic.
   std::unordered_map<std::size_t, std::string> integer_refusals;
   CompileTimes times;
-  // Constants every reader of which keeps its own copy (keeps_constant): the
+  // Constants every reader of which keeps its own copy (keeps_input): the
   // graph holds a placeholder of their type and shape (a view of no memory,
   // which no op reads), and compiled_graph() gives the graph with them
-  // restored from the op named here (by op index), made on first need.
-  std::vector<std::pair<graph::ValueId, std::size_t>> kept_constants;
+  // restored from the op and input named here, made on first need.
+  struct KeptConstant {
+    graph::ValueId value;
+    std::size_t op = 0, input = 0;
+  };
+  std::vector<KeptConstant> kept_constants;
   mutable std::once_flag restore_once;
   mutable std::unique_ptr<graph::Graph> restored;
 };

@@ -808,7 +808,8 @@ graph::Graph import_file(const std::filesystem::path& path, const ImportOptions&
   }
   // The file's bytes go once parsed: the import then holds the parsed model
   // and what it has decoded, not a third copy of every weight.
-  return import_model(parse_model(read_file(path), path.string()), with_dir, path.string());
+  ::onnx::ModelProto model = parse_model(read_file(path), path.string());
+  return import_model(std::move(model), with_dir, path.string());
 }
 
 std::vector<InputInfo> list_inputs(const std::filesystem::path& path) {

@@ -215,11 +215,9 @@ class ConstantWeightsOp final : public ExecutableOp {
   int staged_reorders() const override { return (dst_reorder_ ? 1 : 0) + (src_reorder_ ? 1 : 0); }
   // `weights` were the node's input 1 as stored (w_plain describes its
   // bytes), except for the pixel-shuffle form, which rearranged them.
-  bool keeps_constant(graph::ValueId id) const override {
-    return !staged_view_md_ && id == node().inputs[1];
-  }
-  Tensor plain_constant(graph::ValueId id, const graph::Value& value) const override {
-    if (!keeps_constant(id)) return ExecutableOp::plain_constant(id, value);
+  bool keeps_input(std::size_t index) const override { return !staged_view_md_ && index == 1; }
+  Tensor plain_input(std::size_t index, const graph::Value& value) const override {
+    if (!keeps_input(index)) return ExecutableOp::plain_input(index, value);
     Tensor plain(value.type, value.shape);
     memory dst(weights_plain_md_, engine_, plain.raw_data());
     reorder_at_compile(engine_, weights_, dst);

@@ -89,6 +89,7 @@ struct Build {
   struct Shuffle {
     std::int64_t kh = 1, kw = 1, oc = 1;
     Shape out;  // the deconvolution's output
+    composer::PostOpsPlan layer_plan;  // the plan over the layer's own channels, as reported
   };
   std::optional<Shuffle> shuffle;
 };
@@ -291,6 +292,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
   if (!b.integer) lift_tiny_output_scales(b);
   if (!b.integer) {
     b.shuffle = shuffle_form(g, node, out_shape);
+    if (b.shuffle) b.shuffle->layer_plan = b.plan;
     if (b.shuffle && !repeat_channels(b, b.shuffle->kh * b.shuffle->kw)) {
       b.plan = *composed.plan;
       b.bias_factor.clear();
@@ -748,22 +750,26 @@ class QuantizedLayerOp final : public ExecutableOp {
   // Constant weights live in weights_ alone once compile is done. A layout
   // whose reorder scaled them (s8 sources on CPUs without VNNI) does not give
   // them back exactly, and keeps the graph's copy.
-  bool keeps_constant(graph::ValueId id) const override {
-    if (!weights_ || id != node().inputs[1]) return false;
+  bool keeps_input(std::size_t index) const override {
+    if (!weights_ || index != 1) return false;
     const auto& extra = b_.pd.weights_desc().data.extra;
     return (extra.flags & dnnl_memory_extra_flag_scale_adjust) == 0 || extra.scale_adjust == 1.0f;
   }
-  Tensor plain_constant(graph::ValueId id, const graph::Value& value) const override {
-    if (!keeps_constant(id)) return ExecutableOp::plain_constant(id, value);
+  Tensor plain_input(std::size_t index, const graph::Value& value) const override {
+    if (!keeps_input(index)) return ExecutableOp::plain_input(index, value);
     Tensor plain(value.type, value.shape);
     memory dst(b_.weights_md_plain, engine_, plain.raw_data());
     reorder_at_compile(engine_, weights_, dst);
     return plain;
   }
-  const composer::PostOpsPlan* plan() const override { return &b_.plan; }
+  // A pixel-shuffled deconvolution reports its plan over its own channels,
+  // not the one its primitive runs with each value repeated kh * kw times.
+  const composer::PostOpsPlan* plan() const override {
+    return b_.shuffle ? &b_.shuffle->layer_plan : &b_.plan;
+  }
   std::string post_ops() const override {
     if (b_.integer) return "integer: " + composer::describe(*b_.integer);
-    std::string text = composer::describe(b_.plan) + (sum_in_place_ ? " (sum in place)" : "");
+    std::string text = composer::describe(*plan()) + (sum_in_place_ ? " (sum in place)" : "");
     if (!b_.weight_sums.empty()) {
       // A dynamic layer: the output scales and the zero point come with the input.
       const std::string none = "output_scales (none)";
