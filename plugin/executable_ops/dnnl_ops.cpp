@@ -215,10 +215,17 @@ class ConstantWeightsOp final : public ExecutableOp {
   int staged_reorders() const override { return (dst_reorder_ ? 1 : 0) + (src_reorder_ ? 1 : 0); }
   // `weights` were the node's input 1 as stored (w_plain describes its
   // bytes), except for the pixel-shuffle form, which rearranged them.
-  bool keeps_input(std::size_t index) const override { return !staged_view_md_ && index == 1; }
+  // The bias too, copied as given.
+  bool keeps_input(std::size_t index) const override {
+    return !staged_view_md_ && (index == 1 || (index == 2 && bias_));
+  }
   Tensor plain_input(std::size_t index, const graph::Value& value) const override {
     if (!keeps_input(index)) return ExecutableOp::plain_input(index, value);
     Tensor plain(value.type, value.shape);
+    if (index == 2) {
+      std::memcpy(plain.raw_data(), bias_.get_data_handle(), plain.byte_size());
+      return plain;
+    }
     memory dst(weights_plain_md_, engine_, plain.raw_data());
     reorder_at_compile(engine_, weights_, dst);
     return plain;

@@ -750,7 +750,10 @@ class QuantizedLayerOp final : public ExecutableOp {
   // Constant weights live in weights_ alone once compile is done. A layout
   // whose reorder scaled them (s8 sources on CPUs without VNNI) does not give
   // them back exactly, and keeps the graph's copy.
+  // So does an f32 bias bias_ holds as given (not scaled by a lifted output
+  // scale, nor repeated for a pixel shuffle).
   bool keeps_input(std::size_t index) const override {
+    if (index == 2) return bias_ && b_.bias_factor.empty() && !b_.shuffle && b_.weight_sums.empty();
     if (!weights_ || index != 1) return false;
     const auto& extra = b_.pd.weights_desc().data.extra;
     return (extra.flags & dnnl_memory_extra_flag_scale_adjust) == 0 || extra.scale_adjust == 1.0f;
@@ -758,6 +761,10 @@ class QuantizedLayerOp final : public ExecutableOp {
   Tensor plain_input(std::size_t index, const graph::Value& value) const override {
     if (!keeps_input(index)) return ExecutableOp::plain_input(index, value);
     Tensor plain(value.type, value.shape);
+    if (index == 2) {
+      std::memcpy(plain.raw_data(), bias_.get_data_handle(), plain.byte_size());
+      return plain;
+    }
     memory dst(b_.weights_md_plain, engine_, plain.raw_data());
     reorder_at_compile(engine_, weights_, dst);
     return plain;

@@ -28,16 +28,20 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
          std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()) == 0;
 }
 
-// conv (int8 once fused) -> FakeQuantize -> f32 1x1 convolution whose weights
-// are plain constants.
-graph::Graph two_layers(const Tensor& f32_weights) {
+// conv + per-channel bias (int8 once fused) -> FakeQuantize -> f32 1x1
+// convolution whose weights and bias are plain constants.
+graph::Graph two_layers(const Tensor& f32_weights, const Tensor& f32_bias) {
   graph::Graph g;
   Builder b(g);
   ValueId y = b.fake_quantize(b.input("x", {1, 8, 6, 6}), 0.0f, 2.55f, 0.0f, 2.55f, 256, "x.q");
   y = quantized_conv(b, y, 16, 3, "conv");
+  std::vector<float> shift(16);
+  for (std::size_t c = 0; c < shift.size(); ++c) shift[c] = 0.05f * static_cast<float>(c) - 0.4f;
+  y = b.binary(OpKind::Add, y, b.constant("conv.shift", {1, 16, 1, 1}, shift), "conv.add");
   y = b.fake_quantize(y, -1.28f, 1.27f, -1.28f, 1.27f, 256, "conv.out");
   graph::ConvAttrs one;
-  y = b.convolution(y, b.constant("head.w", f32_weights), std::nullopt, one, "head");
+  y = b.convolution(y, b.constant("head.w", f32_weights), b.constant("head.b", f32_bias), one,
+                    "head");
   b.output(y);
   return g;
 }
@@ -48,7 +52,8 @@ TEST(HeldConstants, LayerWeightsLiveOnlyInTheLayerAndComeBackExactly) {
   std::vector<float> wv(4 * 16);
   for (float& v : wv) v = d(rng);
   const Tensor head = Tensor::from_vector<float>({4, 16, 1, 1}, wv);
-  const graph::Graph g = two_layers(head);
+  const Tensor head_bias = Tensor::from_vector<float>({4}, {0.25f, -1.5f, 3.0f, 0.125f});
+  const graph::Graph g = two_layers(head, head_bias);
   const CompiledModel fused = compile(g, {.fuse = true});
   ASSERT_EQ(quantized_layers(fused).size(), 1u) << describe_layers(fused);
 
@@ -79,8 +84,20 @@ TEST(HeldConstants, LayerWeightsLiveOnlyInTheLayerAndComeBackExactly) {
   const graph::Value& head_ran = value_named(ran, "head.w");
   EXPECT_EQ(head_ran.constant->raw_data(), nullptr);
   EXPECT_EQ(head_ran.constant->shape(), head.shape());
-  // The f32 weights come back bit for bit.
+  // The f32 weights and bias come back bit for bit.
   EXPECT_TRUE(same_bytes(*value_named(restored, "head.w").constant, head));
+  EXPECT_EQ(value_named(ran, "head.b").constant->raw_data(), nullptr);
+  EXPECT_TRUE(same_bytes(*value_named(restored, "head.b").constant, head_bias));
+  // The int8 layer's bias (the Add folded in, in accumulator units) too.
+  ASSERT_GE(conv->inputs.size(), 3u);
+  EXPECT_EQ(ran.value(conv->inputs[2]).constant->raw_data(), nullptr);
+  const Tensor& acc_bias = *restored.value(conv->inputs[2]).constant;
+  ASSERT_EQ(acc_bias.shape(), (Shape{16}));
+  const auto ab = acc_bias.data<float>();
+  for (std::size_t c = 0; c < ab.size(); ++c) {
+    // shift / (input step 0.01 * weight step 1/127), as fuse_bias computes it.
+    EXPECT_NEAR(ab[c], (0.05 * static_cast<double>(c) - 0.4) / (0.01 / 127.0), 0.05) << c;
+  }
 
   // And the model still runs them: fused against unfused.
   const CompiledModel unfused = compile(g, {.fuse = false});
