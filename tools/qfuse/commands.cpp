@@ -21,6 +21,7 @@
 #include "graph/onnx/importer.hpp"
 #include "graph/op_info.hpp"
 #include "graph/passes/pattern.hpp"
+#include "graph/release_memory.hpp"
 #endif
 #include "tools/common/compare_report.hpp"
 #include "tools/common/fashion_mnist.hpp"
@@ -177,6 +178,13 @@ void write_dot(std::ostream& out, const graph::Graph& g, const std::vector<Layer
 bool is_int8_layer_op(const std::string& op) {
   const std::optional<graph::OpKind> kind = graph::op_kind_named(op);
   return kind && graph::is_quantized_layer(*kind);
+}
+
+// The imported graph once compiled: the compiled model holds what it runs, so
+// the import's constants go (as a host that drops its Model after compile).
+void release_import(graph::Graph& g) {
+  g = graph::Graph();
+  release_free_memory();
 }
 
 graph::Graph load_model(const std::string& model, const std::map<std::string, Shape>& shapes) {
@@ -379,6 +387,7 @@ int run_command(const Args& args) {
   options.threads = threads;
   const CompiledModel model = compile(g, options);
   const double compile_ms = ms_since(t0);
+  release_import(g);
   InferRequest request = model.create_infer_request();
   request.set_threads(threads);
   fill_inputs(model, request, args.value("--inputs"));
@@ -475,6 +484,7 @@ int bench_command(const Args& args) {
   const CompiledModel model = compile(graph, options);
   const double compile_ms = ms_since(compile_start);
   const double compile_rss_mib = peak_rss_mib();
+  release_import(graph);
   const CompileTimes phases = model.compile_times();
   const bool per_layer = args.flag("--per-layer");
   // A progress bar on a terminal, drawn between request 0's inferences when
