@@ -132,12 +132,13 @@ void fake_quantize_channels(const float* x, float* y, std::int64_t n,
   const __m128d vsteps = _mm_set1_pd(steps);
   for (; i + 2 <= n; i += 2) {
     const auto u = static_cast<std::size_t>(i);
-    const __m128 pair = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x + i)));
-    const __m128d v = _mm_cvtps_pd(pair);
+    // Two floats: 8 bytes with no alignment (movq).
+    const __m128i pair = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
+    const __m128d v = _mm_cvtps_pd(_mm_castsi128_ps(pair));
     const __m128d r = fake_quantize_two(v, _mm_loadu_pd(&range[0][u]), _mm_loadu_pd(&range[1][u]),
                                         _mm_loadu_pd(&range[2][u]), _mm_loadu_pd(&range[3][u]),
                                         vsteps);
-    _mm_store_sd(reinterpret_cast<double*>(y + i), _mm_castps_pd(_mm_cvtpd_ps(r)));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), _mm_castps_si128(_mm_cvtpd_ps(r)));
   }
 #endif
   for (; i < n; ++i) {
