@@ -75,4 +75,24 @@ void reorder_at_compile(const dnnl::engine& engine, const dnnl::memory& src,
   s.wait();
 }
 
+Tensor held_constant(const dnnl::engine& engine, const dnnl::memory& held,
+                     const dnnl::memory::desc& plain, const graph::Value& value) {
+  Tensor t(value.type, value.shape);
+  reorder_at_compile(engine, held, dnnl::memory(plain, engine, t.raw_data()));
+  return t;
+}
+
+bool kernel_is_stride(const graph::DeconvAttrs& a, const Shape& weights) {
+  if (a.groups != 1 || weights.size() != 4 || a.strides.size() != 2) return false;
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (a.strides[i] != weights[2 + i] || (!a.dilations.empty() && a.dilations[i] != 1) ||
+        (!a.pads_begin.empty() && a.pads_begin[i] != 0) ||
+        (!a.pads_end.empty() && a.pads_end[i] != 0) ||
+        (!a.output_padding.empty() && a.output_padding[i] != 0)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace qfuse::plugin

@@ -34,6 +34,16 @@ dnnl::memory::dims to_dnnl_dilations(const graph::Ints& dilations);
 void reorder_at_compile(const dnnl::engine& engine, const dnnl::memory& src,
                         const dnnl::memory& dst);
 
+// A constant an op holds in its own memory (`held`), given back as a tensor
+// of `value`'s type and shape whose bytes `plain` describes (reorder_at_compile).
+Tensor held_constant(const dnnl::engine& engine, const dnnl::memory& held,
+                     const dnnl::memory::desc& plain, const graph::Value& value);
+
+// A deconvolution whose kernel equals its stride over 2D weights [IC, OC, kh,
+// kw]: no padding, dilation, output padding or groups (each output pixel
+// comes from one input pixel).
+bool kernel_is_stride(const graph::DeconvAttrs& a, const Shape& weights);
+
 // Shape right-aligned to `rank` by prepending ones.
 Shape pad_rank(const Shape& shape, std::size_t rank);
 

@@ -221,14 +221,8 @@ class ConstantWeightsOp final : public ExecutableOp {
   }
   Tensor plain_input(std::size_t index, const graph::Value& value) const override {
     if (!keeps_input(index)) return ExecutableOp::plain_input(index, value);
-    Tensor plain(value.type, value.shape);
-    if (index == 2) {
-      std::memcpy(plain.raw_data(), bias_.get_data_handle(), plain.byte_size());
-      return plain;
-    }
-    memory dst(weights_plain_md_, engine_, plain.raw_data());
-    reorder_at_compile(engine_, weights_, dst);
-    return plain;
+    return index == 2 ? held_constant(engine_, bias_, bias_.get_desc(), value)
+                      : held_constant(engine_, weights_, weights_plain_md_, value);
   }
 
   // The primitive's destination is staged and then copied into the output
@@ -863,18 +857,7 @@ bool is_shuffled_1x1_deconvolution(const graph::Graph& graph, const graph::Node&
     return false;
   }
   if (node.inputs.size() > 2 && !graph.value(node.inputs[2]).is_constant()) return false;
-  const auto& a = node.attr<graph::DeconvAttrs>();
-  if (a.groups != 1) return false;
-  for (std::size_t i = 0; i < 2; ++i) {
-    if (a.strides.size() != 2 || a.strides[i] != w.shape[2 + i] ||
-        (!a.dilations.empty() && a.dilations[i] != 1) ||
-        (!a.pads_begin.empty() && a.pads_begin[i] != 0) ||
-        (!a.pads_end.empty() && a.pads_end[i] != 0) ||
-        (!a.output_padding.empty() && a.output_padding[i] != 0)) {
-      return false;
-    }
-  }
-  return true;
+  return kernel_is_stride(node.attr<graph::DeconvAttrs>(), w.shape);
 }
 
 }  // namespace qfuse::plugin

@@ -113,16 +113,9 @@ std::optional<Build::Shuffle> shuffle_form(const graph::Graph& g, const Node& no
   if (a.dynamic || x.shape.size() != 4 || w.shape.size() != 4 || !w.is_constant()) {
     return std::nullopt;
   }
-  const auto& c = std::get<graph::DeconvAttrs>(a.geometry);
-  if (c.groups != 1 || w.shape[1] >= kShuffleMaxChannels) return std::nullopt;
-  for (std::size_t i = 0; i < 2; ++i) {
-    if (c.strides.size() != 2 || c.strides[i] != w.shape[2 + i] ||
-        (!c.dilations.empty() && c.dilations[i] != 1) ||
-        (!c.pads_begin.empty() && c.pads_begin[i] != 0) ||
-        (!c.pads_end.empty() && c.pads_end[i] != 0) ||
-        (!c.output_padding.empty() && c.output_padding[i] != 0)) {
-      return std::nullopt;
-    }
+  if (w.shape[1] >= kShuffleMaxChannels ||
+      !kernel_is_stride(std::get<graph::DeconvAttrs>(a.geometry), w.shape)) {
+    return std::nullopt;
   }
   return Build::Shuffle{w.shape[2], w.shape[3], w.shape[1], out_shape};
 }
@@ -760,14 +753,8 @@ class QuantizedLayerOp final : public ExecutableOp {
   }
   Tensor plain_input(std::size_t index, const graph::Value& value) const override {
     if (!keeps_input(index)) return ExecutableOp::plain_input(index, value);
-    Tensor plain(value.type, value.shape);
-    if (index == 2) {
-      std::memcpy(plain.raw_data(), bias_.get_data_handle(), plain.byte_size());
-      return plain;
-    }
-    memory dst(b_.weights_md_plain, engine_, plain.raw_data());
-    reorder_at_compile(engine_, weights_, dst);
-    return plain;
+    return index == 2 ? held_constant(engine_, bias_, bias_.get_desc(), value)
+                      : held_constant(engine_, weights_, b_.weights_md_plain, value);
   }
   // A pixel-shuffled deconvolution reports its plan over its own channels,
   // not the one its primitive runs with each value repeated kh * kw times.
