@@ -719,6 +719,29 @@ OutputSpec check_lookup(NodeChecker& c) {
   return {c.shape(0), a.to};
 }
 
+OutputSpec check_mean_inner_product(NodeChecker& c) {
+  Node& n = c.node_;
+  const auto& a = std::get<MeanInnerProductAttrs>(n.attrs);
+  const ElementType in = c.in(0).type;
+  c.expect(in == ElementType::u8 || in == ElementType::s8,
+           "a MeanInnerProduct reads u8 or s8 codes");
+  c.expect_type(1, ElementType::s8);
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
+  c.expect(x.size() >= 2 && w.size() == 2 && w[1] == x[1], [&] {
+    return "the weights must be [O, K] for codes [N, K, ...] " + to_string(x) + " (got " +
+           to_string(w) + ")";
+  });
+  const auto channels = static_cast<std::size_t>(w[0]);
+  c.expect(a.scale.size() == channels && a.shift.size() == channels,
+           "a MeanInnerProduct has a scale and a shift per output channel");
+  c.expect(a.out_rank >= 2, "a MeanInnerProduct writes [N, O] or [N, O, 1, ...]");
+  Shape out(static_cast<std::size_t>(a.out_rank), 1);
+  out[0] = x[0];
+  out[1] = w[0];
+  return {out, ElementType::f32};
+}
+
 OutputSpec check_gate_multiply(NodeChecker& c) {
   Node& n = c.node_;
   const auto& a = std::get<GateMultiplyAttrs>(n.attrs);
@@ -826,6 +849,7 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::Power: return check_unary(c);
     case OpKind::Lookup: return check_lookup(c);
     case OpKind::GateMultiply: return check_gate_multiply(c);
+    case OpKind::MeanInnerProduct: return check_mean_inner_product(c);
     case OpKind::LayerNorm: return check_layer_norm(c);
     case OpKind::Gather: return check_gather(c);
     case OpKind::DynamicQuantize: {

@@ -9,6 +9,7 @@
 // Dilations count like ONNX: 1 means dense.
 
 #include <cstdint>
+#include <limits>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -80,6 +81,10 @@ enum class OpKind : std::uint8_t {
   // Transpose(0, 2, 1, ...) -> Reshape [N, C, ...] computes, made by the
   // passes so that it runs on either layout.
   ShuffleChannels,
+  // A layer over the global mean of u8/s8 codes, in integers
+  // (MeanInnerProductAttrs), made by the passes from a squeeze-excitation's
+  // or a classifier's mean -> fc.
+  MeanInnerProduct,
 };
 
 // Each from the op table (graph/op_info.hpp).
@@ -370,6 +375,21 @@ struct GateMultiplyAttrs {
   bool operator==(const GateMultiplyAttrs&) const = default;
 };
 
+// MeanInnerProduct: inputs x (u8/s8 codes [N, K, spatial...]) and w (s8
+// constant [O, K]). With S[n, k] the sum of x[n, k] over the P pixels,
+//   y[n, o] = clamp(scale[o] * sum_k w[o, k] * (S[n, k] - zero_point * P) + shift[o], lo, hi)
+// (f32, [N, O] or [N, O, 1, ...] as `out_rank` says): a layer with s8
+// weights over the dequantized mean (S / P - z) * s, its scale s * Sw[o] / P
+// and its bias `shift`, the integer sum exact in int64 and scaled once.
+struct MeanInnerProductAttrs {
+  std::vector<float> scale, shift;  // one per output channel
+  std::int32_t zero_point = 0;
+  float lo = -std::numeric_limits<float>::infinity();
+  float hi = std::numeric_limits<float>::infinity();
+  std::int64_t out_rank = 2;
+  bool operator==(const MeanInnerProductAttrs&) const = default;
+};
+
 // Gather: inputs data, indices (s32, s64, or integral f32; negative ones
 // count from the end of `axis`, as ONNX's). Output: data's shape with `axis`
 // replaced by the indices' shape; an index outside [-d, d) is an inference
@@ -392,6 +412,7 @@ using Attributes =
                  AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
                  FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
                  PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs, GatherAttrs,
-                 LayerNormAttrs, GateMultiplyAttrs, ShuffleChannelsAttrs>;
+                 LayerNormAttrs, GateMultiplyAttrs, ShuffleChannelsAttrs,
+                 MeanInnerProductAttrs>;
 
 }  // namespace qfuse::graph

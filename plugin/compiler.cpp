@@ -52,11 +52,14 @@ std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n) {
 
 std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n, const Shape& out) {
   using graph::OpKind;
-  const bool layer = graph::is_quantized_layer(n.kind) || graph::is_layer(n.kind);
+  const bool layer = graph::is_quantized_layer(n.kind) || graph::is_layer(n.kind) ||
+                     n.kind == OpKind::MeanInnerProduct;
   if (!layer || n.inputs.size() < 2 || out.size() < 2) return 0;
   const Shape& w = g.value(n.inputs[1]).shape;
   const Shape& in = g.value(n.inputs[0]).shape;
   const std::int64_t out_elements = element_count(out);
+  // The layer over the mean, as the model counts it: [N, K] x [K, O].
+  if (n.kind == OpKind::MeanInnerProduct) return out_elements * w[1];
   switch (n.kind) {
     case OpKind::Convolution:
     case OpKind::QuantizedConvolution: return element_count(w) * (out_elements / out[1]);
@@ -183,7 +186,7 @@ namespace {
 using graph::is_int8;
 
 std::string precision_of(const graph::Graph& g, const graph::Node& n) {
-  if (graph::is_quantized_layer(n.kind)) return "int8";
+  if (graph::is_quantized_layer(n.kind) || n.kind == graph::OpKind::MeanInnerProduct) return "int8";
   const bool in8 = !n.inputs.empty() && is_int8(g.value(n.inputs[0]).type);
   const bool out8 = is_int8(g.value(n.outputs[0]).type);
   if (in8 && out8) return "int8";
@@ -380,6 +383,8 @@ bool takes_channels_last(const graph::Graph& g, const graph::Node& n, graph::Val
   }
   if (plugin::is_shuffled_1x1_deconvolution(g, n)) return v == n.inputs[0] || v == n.outputs[0];
   if (n.kind == OpKind::Slice) return true;  // a reorder from a view, any layouts
+  // Sums over the pixels in either layout; one pixel out.
+  if (n.kind == OpKind::MeanInnerProduct) return true;
   if (n.kind == OpKind::Convert) {
     return n.attr<graph::ConvertAttrs>().to != ElementType::s32 &&
            g.value(n.inputs[0]).type != ElementType::s32;  // the s32 loop is plain

@@ -520,6 +520,7 @@ class Exporter {
       case OpKind::FakeQuantize: require_f32(); return fake_quantize(n, y);
       case OpKind::Lookup: return lookup(n, y);
       case OpKind::GateMultiply: return gate_multiply(n, y);
+      case OpKind::MeanInnerProduct: return mean_inner_product(n, y);
       case OpKind::DynamicQuantize: require_f32(); return dynamic_quantize(n, y);
       case OpKind::Convert:
       case OpKind::Reshape:
@@ -920,6 +921,60 @@ class Exporter {
               {t, w_.constant(n.name + "/s", kFloat, std::vector<float>{a.scale}, {})});
     t = w_.op("Mul", n.name + "/gate", {t, in(n.inputs[1])});
     quantize_as(a.quantize, a.quantize.to, t, n.name, y);
+  }
+
+  // The layer over the mean of codes, as a QDQ model writes it:
+  // DequantizeLinear(x, 1, z), GlobalAveragePool, Flatten, MatMul with the
+  // weights DequantizeLinear(codes [K, O], scale * P per column), Add(shift),
+  // Clip, then the output's rank (which the import fuses back into this op).
+  void mean_inner_product(const Node& n, const std::string& y) {
+    const auto& a = n.attr<graph::MeanInnerProductAttrs>();
+    const graph::Value& x = g_.value(n.inputs[0]);
+    const graph::Value& w = g_.value(n.inputs[1]);
+    if (!is_int8(x.type)) refuse(n, "a MeanInnerProduct reads u8 or s8 codes");
+    if (!w.is_constant()) refuse(n, "the weights are not constant");
+    const std::int64_t outs = w.shape[0], ins = w.shape[1];
+    std::int64_t pixels = 1;
+    for (std::size_t d = 2; d < x.shape.size(); ++d) pixels *= x.shape[d];
+    std::string t = w_.op("DequantizeLinear", n.name + "/dequantize",
+                          {in(n.inputs[0]), w_.scalar(n.name + "/one", 1.0),
+                           w_.constant(n.name + "/z", onnx_type(x.type),
+                                       std::vector<std::int32_t>{a.zero_point}, {})});
+    if (x.shape.size() > 2) t = w_.op("GlobalAveragePool", n.name + "/mean", {t});
+    t = w_.op("Flatten", n.name + "/flatten", {t});
+    const auto codes = w.constant->data<std::int8_t>();
+    std::vector<std::int32_t> wt(static_cast<std::size_t>(ins * outs));
+    for (std::int64_t o = 0; o < outs; ++o) {
+      for (std::int64_t k = 0; k < ins; ++k) {
+        wt[static_cast<std::size_t>(k * outs + o)] = codes[static_cast<std::size_t>(o * ins + k)];
+      }
+    }
+    std::vector<float> scale(a.scale);
+    for (float& v : scale) v = static_cast<float>(static_cast<double>(v) * pixels);
+    const std::string wd = w_.op(
+        "DequantizeLinear", n.name + "/weights",
+        {w_.constant(n.name + "/weights", kInt8, wt, {ins, outs}),
+         w_.constant(n.name + "/weight_scale", kFloat, scale, {outs}),
+         w_.constant(n.name + "/weight_zero", kInt8, std::vector<std::int32_t>(
+                                                         static_cast<std::size_t>(outs), 0),
+                     {outs})});
+    Writer::int_attr(*w_.producer(wd), "axis", 1);
+    t = w_.op("MatMul", n.name, {t, wd});
+    t = w_.op("Add", n.name + "/shift",
+              {t, w_.constant(n.name + "/shift", kFloat, a.shift, {outs})});
+    if (std::isfinite(a.lo) || std::isfinite(a.hi)) {
+      std::vector<std::string> bounds{t};
+      bounds.push_back(std::isfinite(a.lo) ? w_.scalar(n.name + "/lo", a.lo) : "");
+      if (std::isfinite(a.hi)) bounds.push_back(w_.scalar(n.name + "/hi", a.hi));
+      t = w_.op("Clip", n.name + "/clip", bounds);
+    }
+    if (a.out_rank > 2) {
+      std::vector<std::int64_t> shape(static_cast<std::size_t>(a.out_rank), 1);
+      shape[0] = 0;  // the batch, as it comes
+      shape[1] = outs;
+      t = w_.op("Reshape", n.name + "/rank", {t, w_.ints64(n.name + "/shape", shape)});
+    }
+    w_.finish(t, y, n.name);
   }
 
   // QuantizeLinear(x, 1, 0 of type zt) into `out`.

@@ -11,7 +11,19 @@
 // Preconditions: Sx and Zx per tensor, Zx an integer in the storage type's
 // range; Sw per tensor or per output channel; b constant; the backend accepts
 // the candidate (LayerOracle).
+//
+// The second form is a squeeze-excitation's fc1 or a classifier: the export
+// quantizes nothing between the mean of P pixels and the layer, so its input
+// (S / P - Zx) * Sx, with S the channel sums of the codes, lies on no 8-bit
+// grid. It is linear in S, so sum_k wq[oc, k] * (S[k] - Zx * P) is an exact
+// integer and the layer is that integer times Sx * Sw[oc] / P plus b, which
+// MeanInnerProduct computes (in int64, scaled once in double); a Relu read by
+// nothing else becomes its clamp at 0. The unfused layer rounds the mean and
+// each product to f32, so the two differ by f32 roundings, far below a step of
+// the next quantization. Preconditions as above, the weights per output
+// channel of a layer that reads nothing but the mean (a 1x1 kernel, no groups).
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -280,6 +292,128 @@ Candidate make_candidate(Graph& g, const Node& layer, const LayerMatch& m) {
   return c;
 }
 
+// The global pool of codes `v` is the dequantized mean of, directly or
+// through a Reshape or Flatten to [N, K].
+const Node* mean_of_codes(const Graph& g, ValueId v) {
+  const Node* n = g.value(v).producer.valid() ? &g.node(g.value(v).producer) : nullptr;
+  if (n != nullptr && (n->kind == OpKind::Reshape || n->kind == OpKind::Flatten) &&
+      g.value(v).shape.size() == 2) {
+    n = g.value(n->inputs[0]).producer.valid() ? &g.node(g.value(n->inputs[0]).producer) : nullptr;
+  }
+  if (n == nullptr || n->kind != OpKind::AvgPool || !n->attr<PoolAttrs>().to_f32 ||
+      !pools_globally(g, *n)) {
+    return nullptr;
+  }
+  return n;
+}
+
+// A MatMul of a matrix by constant weights, nothing permuted or transposed
+// on the left.
+bool plain_matmul(const Node& layer) {
+  if (layer.kind != OpKind::MatMul || layer.inputs.size() > 3) return false;
+  const auto& m = layer.attr<MatMulAttrs>();
+  return !m.transpose_a && m.perm_a.empty() && m.perm_b.empty() && m.perm_y.empty();
+}
+
+// The second form above: true when it rewrote `id`; a refusal is logged.
+bool fuse_mean_layer(Graph& g, PassContext& ctx, NodeId id, const Node& pool) {
+  const Node& layer = g.node(id);
+  const PoolAttrs& pa = pool.attr<PoolAttrs>();
+  const ValueId codes = pool.inputs[0];
+  const Shape& x = g.value(codes).shape;
+  const Shape out_shape = g.value(layer.outputs[0]).shape;
+  const auto refuse = [&](const std::string& why) {
+    ctx.reject(kPass, layer.name, "its input is the mean of '" + pool.name + "''s codes; " + why);
+    return false;
+  };
+  const int w_axis = weights_channel_axis(layer);
+  const auto w =
+      w_axis < 0 ? std::nullopt
+                 : match_dequantize(g, layer.inputs[1], static_cast<std::size_t>(w_axis));
+  if (!w || !g.value(w->quantized).is_constant() || g.value(w->quantized).type != ElementType::s8 ||
+      w->zero_point != 0.0f) {
+    return refuse("the weights are not dequantized s8 constants without a zero point");
+  }
+  const Shape& ws = g.value(w->quantized).shape;
+  const std::int64_t k = x[1];
+  std::int64_t o = 0;
+  if (layer.kind == OpKind::Convolution) {
+    const auto& c = layer.attr<ConvAttrs>();
+    const bool one_by_one = ws.size() == x.size() &&
+                            std::all_of(ws.begin() + 2, ws.end(), [](auto d) { return d == 1; });
+    if (c.groups != 1 || !one_by_one || ws[1] != k) {
+      return refuse("only a 1x1 convolution without groups reads the mean alone");
+    }
+    o = ws[0];
+  } else if (layer.kind == OpKind::FullyConnected || plain_matmul(layer)) {
+    if (ws.size() != 2 || ws[w_axis == 0 ? 1 : 0] != k) {
+      return refuse("the weights are not a [K, O] or [O, K] matrix");
+    }
+    o = ws[static_cast<std::size_t>(w_axis)];
+  } else {
+    return refuse("a " + std::string(to_string(layer.kind)) + " of it has no integer form here");
+  }
+  if (!(pa.out_scale > 0.0f)) return refuse("the mean's scale is not positive");
+  const double z = -static_cast<double>(pa.out_shift) / pa.out_scale;
+  const ElementType xt = g.value(codes).type;
+  if (!in_type_range(static_cast<float>(z), xt)) {
+    return refuse("the mean's zero point " + std::to_string(z) + " is not an integer of " +
+                  std::string(to_string(xt)));
+  }
+  // Each plane of the sums times the weights stays in int32 below 2^31 / (255 * 127).
+  if (k > 65535) return refuse("more than 65535 input channels");
+  std::optional<std::vector<float>> bias;
+  if (layer.inputs.size() == 3) {
+    bias = constant_f32(g, layer.inputs[2]);
+    if (!bias || bias->size() != static_cast<std::size_t>(o)) {
+      return refuse("the bias is not a constant per output channel");
+    }
+  }
+  std::int64_t pixels = 1;
+  for (std::size_t d = 2; d < x.size(); ++d) pixels *= x[d];
+
+  MeanInnerProductAttrs a;
+  const std::vector<float> sw = expand(w->scale, static_cast<std::size_t>(o));
+  a.scale.resize(static_cast<std::size_t>(o));
+  for (std::size_t c = 0; c < a.scale.size(); ++c) {
+    a.scale[c] = static_cast<float>(static_cast<double>(pa.out_scale) * sw[c] /
+                                    static_cast<double>(pixels));
+  }
+  a.shift = bias ? *bias : std::vector<float>(static_cast<std::size_t>(o), 0.0f);
+  a.zero_point = static_cast<std::int32_t>(std::lround(z));
+  a.out_rank = static_cast<std::int64_t>(out_shape.size());
+  // The weights as [O, K] codes.
+  const auto src = g.value(w->quantized).constant->data<std::int8_t>();
+  std::vector<std::int8_t> wk(static_cast<std::size_t>(o * k));
+  const bool transposed = layer.kind == OpKind::MatMul && w_axis == 1;
+  for (std::int64_t r = 0; r < o; ++r) {
+    for (std::int64_t c = 0; c < k; ++c) {
+      wk[static_cast<std::size_t>(r * k + c)] =
+          src[static_cast<std::size_t>(transposed ? c * o + r : r * k + c)];
+    }
+  }
+  // A Relu that nothing else reads becomes the clamp at 0.
+  ValueId result = layer.outputs[0];
+  std::vector<NodeId> absorbed;
+  const auto relu = sole_consumer(g, result);
+  if (relu && g.node(*relu).kind == OpKind::Relu && !g.is_graph_output(result)) {
+    a.lo = 0.0f;
+    result = g.node(*relu).outputs[0];
+    absorbed.push_back(*relu);
+  }
+  const std::string name = layer.name, pool_name = pool.name;
+  const ValueId weights = g.add_constant(
+      name + ".weights.s8", Tensor::from_vector<std::int8_t>({o, k}, wk));
+  const ValueId y = emit(g, OpKind::MeanInnerProduct, name, {codes, weights}, a);
+  replace_value(g, result, y);
+  for (NodeId r : absorbed) g.erase_node(r);
+  g.erase_node(id);
+  ctx.log(kPass, name + " -> MeanInnerProduct (the mean of '" + pool_name + "''s " +
+                     std::string(to_string(xt)) + " codes x s8 in integers" +
+                     (a.lo == 0.0f ? ", Relu" : "") + ")");
+  return true;
+}
+
 }  // namespace
 
 bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
@@ -288,6 +422,10 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
     if (!is_layer(layer.kind)) continue;
     if (layer.kind == OpKind::MatMul && !from_constant(g, layer.inputs[1])) {
       if (fuse_runtime_matmul(g, ctx, id)) return true;
+      continue;
+    }
+    if (const Node* pool = mean_of_codes(g, layer.inputs[0])) {
+      if (fuse_mean_layer(g, ctx, id, *pool)) return true;
       continue;
     }
     auto matched = match_layer(g, layer);

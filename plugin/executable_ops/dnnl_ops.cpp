@@ -5,6 +5,7 @@
 // builder only describes the primitive and which graph value feeds which
 // oneDNN argument; DnnlOp does the rest.
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "graph/op_info.hpp"
 #include "graph/passes/pattern.hpp"
 #include "plugin/dnnl_utils.hpp"
+#include "plugin/executable_ops/byte_kernels.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/f32_post_ops.hpp"
 #include "plugin/memory_plan.hpp"
@@ -787,6 +789,146 @@ std::unique_ptr<ExecutableOp> make_softmax(const Operands& o, const dnnl::engine
                   {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
 }
 
+// MeanInnerProduct (graph/ops.hpp): the codes' channel sums S, exact in
+// int64, split into byte planes S = sum_p 256^p * B_p (s8 codes shifted to u8
+// first: S + 128 * P), so that the layer is one u8 x s8 -> s32 oneDNN matmul
+// over the planes' rows; the rows recombine in int64, less the zero point's
+// z * P * sum_k w[o, k], and are scaled once in double. Each row's products
+// stay below 255 * 127 * K, in int32 for K < 66K (the pass's limit).
+class MeanInnerProductOp final : public ExecutableOp {
+ public:
+  MeanInnerProductOp(const graph::Graph& g, const Node& node, const dnnl::engine& engine,
+                     bool channels_last)
+      : ExecutableOp(node), engine_(engine), channels_last_(channels_last) {
+    const auto& a = node.attr<graph::MeanInnerProductAttrs>();
+    const graph::Value& x = g.value(node.inputs[0]);
+    const graph::Value& w = g.value(node.inputs[1]);
+    if (!w.is_constant()) {
+      throw CompileError("compile MeanInnerProduct node '" + node.name +
+                         "': the weights must be constant");
+    }
+    signed_ = x.type == ElementType::s8;
+    batch_ = x.shape[0];
+    inputs_ = x.shape[1];
+    outputs_ = w.shape[0];
+    for (std::size_t d = 2; d < x.shape.size(); ++d) pixels_ *= x.shape[d];
+    // Bytes of the largest sum, 255 * pixels.
+    for (std::int64_t top = 255 * pixels_; top > 0; top >>= 8) ++planes_;
+    const std::int64_t rows = batch_ * planes_;
+    src_md_ = memory::desc({rows, inputs_}, memory::data_type::u8, memory::format_tag::ab);
+    dst_md_ = memory::desc({rows, outputs_}, memory::data_type::s32, memory::format_tag::ab);
+    const memory::desc any({inputs_, outputs_}, memory::data_type::s8, memory::format_tag::any);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md_, any, dst_md_),
+                                          user_scratchpad(), engine_);
+    primitive_ = dnnl::matmul(pd);
+    implementation_ = "qfuse:mean+" + std::string(pd.impl_info_str());
+    scratchpad_md_ = pd.scratchpad_desc();
+    // The graph holds [O, K]: the matrix [K, O] stored transposed.
+    weights_plain_ =
+        memory::desc({inputs_, outputs_}, memory::data_type::s8, memory::format_tag::ba);
+    weights_ = memory(pd.weights_desc(), engine_);
+    reorder_at_compile(engine_,
+                       memory(weights_plain_, engine_, const_cast<void*>(w.constant->raw_data())),
+                       weights_);
+    const auto codes = w.constant->data<std::int8_t>();
+    const std::int64_t z = a.zero_point + (signed_ ? 128 : 0);
+    correction_.resize(static_cast<std::size_t>(outputs_));
+    for (std::int64_t o = 0; o < outputs_; ++o) {
+      std::int64_t sum = 0;
+      for (std::int64_t k = 0; k < inputs_; ++k) {
+        sum += codes[static_cast<std::size_t>(o * inputs_ + k)];
+      }
+      correction_[static_cast<std::size_t>(o)] = z * pixels_ * sum;
+    }
+    scale_ = a.scale;
+    shift_ = a.shift;
+    lo_ = a.lo;
+    hi_ = a.hi;
+    const auto align = [](std::size_t b) { return (b + 63) / 64 * 64; };
+    sums_offset_ = align(scratchpad_md_.get_size());
+    planes_offset_ = sums_offset_ + align(static_cast<std::size_t>(batch_ * inputs_) * 8);
+    acc_offset_ = planes_offset_ + align(static_cast<std::size_t>(rows * inputs_));
+    scratch_ = acc_offset_ + static_cast<std::size_t>(rows * outputs_) * 4;
+  }
+
+  void execute(ExecContext& ctx) const override {
+    auto* scratch = static_cast<std::uint8_t*>(ctx.scratchpad());
+    const auto* x = static_cast<const std::uint8_t*>(ctx.in(node().inputs[0]).raw_data());
+    auto* sums = reinterpret_cast<std::int64_t*>(scratch + sums_offset_);
+    std::uint8_t* planes = scratch + planes_offset_;
+    std::fill(sums, sums + batch_ * inputs_, 0);
+    const std::int64_t offset = signed_ ? 128 * pixels_ : 0;
+    for (std::int64_t n = 0; n < batch_; ++n) {
+      const std::uint8_t* image = x + n * inputs_ * pixels_;
+      std::int64_t* s = sums + n * inputs_;
+      if (channels_last_) {
+        channel_sums(image, pixels_, inputs_, signed_, s);
+      } else {
+        for (std::int64_t k = 0; k < inputs_; ++k) {
+          channel_sums(image + k * pixels_, pixels_, 1, signed_, s + k);
+        }
+      }
+      for (std::int64_t p = 0; p < planes_; ++p) {
+        std::uint8_t* row = planes + (n * planes_ + p) * inputs_;
+        for (std::int64_t k = 0; k < inputs_; ++k) {
+          row[k] = static_cast<std::uint8_t>(((s[k] + offset) >> (8 * p)) & 0xff);
+        }
+      }
+    }
+    std::any& state = ctx.op_state();
+    if (!state.has_value()) {
+      std::unordered_map<int, memory> args;
+      args.emplace(DNNL_ARG_SRC, memory(src_md_, engine_, nullptr));
+      args.emplace(DNNL_ARG_WEIGHTS, weights_);
+      args.emplace(DNNL_ARG_DST, memory(dst_md_, engine_, nullptr));
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, nullptr));
+      state = std::move(args);
+    }
+    auto& args = std::any_cast<std::unordered_map<int, memory>&>(state);
+    args.at(DNNL_ARG_SRC).set_data_handle(planes);
+    args.at(DNNL_ARG_DST).set_data_handle(scratch + acc_offset_);
+    args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
+    primitive_.execute(ctx.stream(), args);
+    ctx.stream().wait();
+    const auto* acc = reinterpret_cast<const std::int32_t*>(scratch + acc_offset_);
+    float* y = ctx.out(node().outputs[0]).data<float>().data();
+    for (std::int64_t n = 0; n < batch_; ++n) {
+      for (std::int64_t o = 0; o < outputs_; ++o) {
+        std::int64_t total = 0;
+        for (std::int64_t p = 0; p < planes_; ++p) {
+          total += static_cast<std::int64_t>(acc[(n * planes_ + p) * outputs_ + o]) << (8 * p);
+        }
+        const auto c = static_cast<std::size_t>(o);
+        const double v = static_cast<double>(scale_[c]) *
+                             static_cast<double>(total - correction_[c]) +
+                         static_cast<double>(shift_[c]);
+        y[n * outputs_ + o] = std::clamp(static_cast<float>(v), lo_, hi_);
+      }
+    }
+  }
+
+  std::string implementation() const override { return implementation_; }
+  std::size_t scratchpad_size() const override { return scratch_; }
+  bool keeps_input(std::size_t index) const override { return index == 1; }
+  Tensor plain_input(std::size_t index, const graph::Value& value) const override {
+    if (index != 1) return ExecutableOp::plain_input(index, value);
+    return held_constant(engine_, weights_, weights_plain_, value);
+  }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::primitive primitive_;
+  memory weights_;
+  memory::desc weights_plain_, src_md_, dst_md_, scratchpad_md_;
+  std::string implementation_;
+  bool signed_ = false, channels_last_ = false;
+  std::int64_t batch_ = 1, inputs_ = 1, outputs_ = 1, pixels_ = 1, planes_ = 0;
+  std::vector<std::int64_t> correction_;
+  std::vector<float> scale_, shift_;
+  float lo_ = 0.0f, hi_ = 0.0f;
+  std::size_t sums_offset_ = 0, planes_offset_ = 0, acc_offset_ = 0, scratch_ = 0;
+};
+
 }  // namespace
 
 std::optional<std::string> check_quantizing_softmax(const graph::Graph& graph,
@@ -844,6 +986,9 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
     case OpKind::ReduceMean: return make_reduce_mean(o, engine);
     case OpKind::Power: return make_power(o, engine);
     case OpKind::Softmax: return make_softmax(o, engine);
+    case OpKind::MeanInnerProduct:
+      return std::make_unique<MeanInnerProductOp>(
+          graph, node, engine, o.layout(node.inputs[0]) == Layout::channels_last);
     default: return nullptr;
   }
 }

@@ -583,7 +583,8 @@ std::string source_op(const std::string& op) {
 // A convolution, deconvolution, fully-connected or matmul layer, f32 or int8.
 bool is_layer_op(const std::string& op) {
   const std::optional<graph::OpKind> kind = graph::op_kind_named(op);
-  return kind && (graph::is_layer(*kind) || graph::is_quantized_layer(*kind));
+  return kind && (graph::is_layer(*kind) || graph::is_quantized_layer(*kind) ||
+                  *kind == graph::OpKind::MeanInnerProduct);
 }
 
 // Coverage per op type, then each layer left in f32 with the refusals that
@@ -662,6 +663,11 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
     std::string cause = "reads f32 data (nothing quantized before it in the file)";
     for (graph::ValueId in : n.inputs) {
       const graph::Value& v = g.value(in);
+      const bool from_layer =
+          v.producer.valid() && is_layer_op(std::string(graph::to_string(g.node(v.producer).kind)));
+      if (from_layer) {
+        cause = "reads a layer's f32 output (the model quantizes after it)";
+      }
       if (!v.is_constant() && (v.type != ElementType::f32 || graph::pattern::dequantize_chain(g, in))) {
         cause = "reads dequantized int8 data; no int8 form of it here";
         if (const auto it = by_node.find(l.node); it != by_node.end()) {
