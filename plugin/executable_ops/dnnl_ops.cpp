@@ -791,8 +791,8 @@ std::unique_ptr<ExecutableOp> make_softmax(const Operands& o, const dnnl::engine
 
 // MeanInnerProduct (graph/ops.hpp): the codes' channel sums S, exact in
 // int64, split into byte planes S = sum_p 256^p * B_p (s8 codes shifted to u8
-// first: S + 128 * P), so that the layer is one u8 x s8 -> s32 oneDNN matmul
-// over the planes' rows; the rows recombine in int64, less the zero point's
+// first: S + 128 * P), so that the layer is one u8 x s8 -> s32 oneDNN inner
+// product over the planes' rows; the rows recombine in int64, less the zero point's
 // z * P * sum_k w[o, k], and are scaled once in double. Each row's products
 // stay below 255 * 127 * K, in int32 for K < 66K (the pass's limit).
 class MeanInnerProductOp final : public ExecutableOp {
@@ -815,17 +815,18 @@ class MeanInnerProductOp final : public ExecutableOp {
     // Bytes of the largest sum, 255 * pixels.
     for (std::int64_t top = 255 * pixels_; top > 0; top >>= 8) ++planes_;
     const std::int64_t rows = batch_ * planes_;
-    src_md_ = memory::desc({rows, inputs_}, memory::data_type::u8, memory::format_tag::ab);
-    dst_md_ = memory::desc({rows, outputs_}, memory::data_type::s32, memory::format_tag::ab);
-    const memory::desc any({inputs_, outputs_}, memory::data_type::s8, memory::format_tag::any);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md_, any, dst_md_),
-                                          user_scratchpad(), engine_);
-    primitive_ = dnnl::matmul(pd);
+    src_md_ = memory::desc({rows, inputs_}, memory::data_type::u8, memory::format_tag::nc);
+    dst_md_ = memory::desc({rows, outputs_}, memory::data_type::s32, memory::format_tag::nc);
+    const memory::desc any({outputs_, inputs_}, memory::data_type::s8, memory::format_tag::any);
+    // An inner product rather than a matmul: 20-35% faster on these shapes
+    // (M = 2: 960 -> 240 and 480 -> 640, oneDNN 2.6 brgemm).
+    const dnnl::inner_product_forward::primitive_desc pd(
+        dnnl::inner_product_forward::desc(prop_kind::forward_inference, src_md_, any, dst_md_),
+        user_scratchpad(), engine_);
+    primitive_ = dnnl::inner_product_forward(pd);
     implementation_ = "qfuse:mean+" + std::string(pd.impl_info_str());
     scratchpad_md_ = pd.scratchpad_desc();
-    // The graph holds [O, K]: the matrix [K, O] stored transposed.
-    weights_plain_ =
-        memory::desc({inputs_, outputs_}, memory::data_type::s8, memory::format_tag::ba);
+    weights_plain_ = memory::desc({outputs_, inputs_}, memory::data_type::s8, memory::format_tag::oi);
     weights_ = memory(pd.weights_desc(), engine_);
     reorder_at_compile(engine_,
                        memory(weights_plain_, engine_, const_cast<void*>(w.constant->raw_data())),

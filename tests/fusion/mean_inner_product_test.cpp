@@ -1,7 +1,7 @@
 // A squeeze-excitation's fc1 or a classifier: a layer with quantized weights
 // reading the global mean of int8 codes, which the export quantizes nowhere
 // (the mean lies on no grid). It runs in integers as a MeanInnerProduct (the
-// codes' channel sums in byte planes through one u8 x s8 matmul), as a 1x1
+// codes' channel sums in byte planes through one u8 x s8 inner product), as a 1x1
 // convolution or through a Flatten as a MatMul, on u8 codes with and without
 // a zero point and on s8, with sums of two and of three bytes, per image of a
 // batch. Fused matches unfused within 1 LSB. Named negatives stay f32, each
