@@ -209,7 +209,11 @@ std::optional<std::string> add_of_zero_is_identity(Work& work) {
   return std::nullopt;
 }
 
-// saturate_T(clip(x, lo, hi)) == saturate_T(x)  iff the clip is the last step, T is s8/u8, lo <= min(T) and hi >= max(T)
+// saturate_T(clip(x, lo, hi)) == saturate_T(x)  iff the clip is the last step, T is s8/u8, lo <= min(T) + 0.5 and hi > max(T) - 0.5
+// The store clamps to T's range and rounds half to even, so every x below a
+// lo <= min(T) + 0.5 stores min(T) either way (min(T) is even: 0, -128), and
+// every x above a hi > max(T) - 0.5 stores max(T): FakeQuantize ranges
+// carried through floats leave such bounds (7.6e-06, 254.99998).
 std::optional<std::string> saturation_covers_final_clip(Work& work) {
   if (!is_integer_store(work.dst_type) || work.dst_zero_point || work.items.empty()) {
     return std::nullopt;
@@ -220,8 +224,8 @@ std::optional<std::string> saturation_covers_final_clip(Work& work) {
   }
   const float lo = type_min(work.dst_type);
   const float hi = type_max(work.dst_type);
-  if (!all_of(c->lo, [&](float v) { return v <= lo; }) ||
-      !all_of(c->hi, [&](float v) { return v >= hi; })) {
+  if (!all_of(c->lo, [&](float v) { return v <= lo + 0.5F; }) ||
+      !all_of(c->hi, [&](float v) { return v > hi - 0.5F; })) {
     return std::nullopt;
   }
   std::string detail = fmt::format("clip [{}, {}] covers {} [{}, {}]", text(c->lo), text(c->hi),

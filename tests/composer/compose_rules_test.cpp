@@ -1,6 +1,7 @@
 // Structure: for each rule, a chain where it applies and the exact plan
 // expected (values worked out by hand), plus named cases where it must not.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,40 @@ TEST(ComposeRules, FinalClipKeptWhenNarrowerThanType) {
       fuse(make_chain(4, DataType::u8, {Scale{{0.5F}}, Clip{{0.0F}, {15.0F}}}));
   EXPECT_FALSE(applied(plan, "saturation_covers_final_clip"));
   EXPECT_EQ(describe(plan.post_ops), "eltwise_clip(0, 15)");
+}
+
+// The store rounds half to even after clamping to the type, so a clip whose
+// bounds round onto the type's ends changes nothing. Each case also checks
+// the claim itself on a fine grid of inputs: the dropped clip never changes
+// a stored value, and each kept one changes some.
+TEST(ComposeRules, SaturationCoversFinalClipWithinHalfAStep) {
+  struct Case {
+    DataType type;
+    float lo, hi;
+    bool covered;
+  };
+  const auto store = [](DataType t, float v) {
+    const float lo = t == DataType::s8 ? -128.0F : 0.0F, hi = t == DataType::s8 ? 127.0F : 255.0F;
+    return std::nearbyint(std::clamp(v, lo, hi));  // round half to even
+  };
+  for (const Case& c : {Case{DataType::u8, 7.6293945e-06F, 255.0F, true},
+                        Case{DataType::u8, 0.0F, 254.99998F, true},
+                        Case{DataType::u8, 0.5F, 254.51F, true},
+                        Case{DataType::s8, -127.5F, 126.6F, true},
+                        Case{DataType::u8, 0.51F, 255.0F, false},
+                        Case{DataType::u8, 0.0F, 254.5F, false},
+                        Case{DataType::s8, -127.4F, 127.0F, false},
+                        Case{DataType::s8, -128.0F, 126.5F, false}}) {
+    const PostOpsPlan plan = fuse(make_chain(4, c.type, {Scale{{0.5F}}, Clip{{c.lo}, {c.hi}}}));
+    EXPECT_EQ(applied(plan, "saturation_covers_final_clip"), c.covered) << c.lo << ", " << c.hi;
+    EXPECT_EQ(plan.post_ops.empty(), c.covered) << describe(plan.post_ops);
+    bool changes = false;
+    for (int i = -300 * 512; i <= 300 * 512; ++i) {
+      const float x = static_cast<float>(i) / 512.0F;
+      changes = changes || store(c.type, std::clamp(x, c.lo, c.hi)) != store(c.type, x);
+    }
+    EXPECT_EQ(changes, !c.covered) << c.lo << ", " << c.hi;
+  }
 }
 
 TEST(ComposeRules, FinalClipKeptForF32Destination) {
