@@ -736,6 +736,8 @@ OutputSpec check_mean_inner_product(NodeChecker& c) {
   c.expect(a.scale.size() == channels && a.shift.size() == channels,
            "a MeanInnerProduct has a scale and a shift per output channel");
   c.expect(a.out_rank >= 2, "a MeanInnerProduct writes [N, O] or [N, O, 1, ...]");
+  // Each byte plane's products stay in int32: 255 * 128 * K < 2^31.
+  c.expect(w[1] <= 65535, "a MeanInnerProduct reads at most 65535 channels");
   Shape out(static_cast<std::size_t>(a.out_rank), 1);
   out[0] = x[0];
   out[1] = w[0];

@@ -310,7 +310,7 @@ const Node* mean_of_codes(const Graph& g, ValueId v) {
 // A MatMul of a matrix by constant weights, nothing permuted or transposed
 // on the left.
 bool plain_matmul(const Node& layer) {
-  if (layer.kind != OpKind::MatMul || layer.inputs.size() > 3) return false;
+  if (layer.kind != OpKind::MatMul || layer.inputs.size() != 2) return false;
   const auto& m = layer.attr<MatMulAttrs>();
   return !m.transpose_a && m.perm_a.empty() && m.perm_b.empty() && m.perm_y.empty();
 }
@@ -352,6 +352,15 @@ bool fuse_mean_layer(Graph& g, PassContext& ctx, NodeId id, const Node& pool) {
     o = ws[static_cast<std::size_t>(w_axis)];
   } else {
     return refuse("a " + std::string(to_string(layer.kind)) + " of it has no integer form here");
+  }
+  // It writes [N, O] or [N, O, 1, ...]: what the layer writes (no padding
+  // around the one pixel, the channels where the layer has them).
+  Shape expected(out_shape.size(), 1);
+  if (!expected.empty()) expected[0] = x[0];
+  if (expected.size() > 1) expected[1] = o;
+  if (out_shape != expected) {
+    return refuse("the layer writes " + to_string(out_shape) + ", not one value per image and "
+                  "output channel");
   }
   if (!(pa.out_scale > 0.0f)) return refuse("the mean's scale is not positive");
   const double z = -static_cast<double>(pa.out_shift) / pa.out_scale;

@@ -794,7 +794,10 @@ std::unique_ptr<ExecutableOp> make_softmax(const Operands& o, const dnnl::engine
 // first: S + 128 * P), so that the layer is one u8 x s8 -> s32 oneDNN inner
 // product over the planes' rows; the rows recombine in int64, less the zero point's
 // z * P * sum_k w[o, k], and are scaled once in double. Each row's products
-// stay below 255 * 127 * K, in int32 for K < 66K (the pass's limit).
+// stay below 255 * 128 * K, in int32 for K < 65536 (the op's limit). Without
+// VNNI oneDNN 2.6 multiplies u8 by s8 in pairs saturated to 16 bits
+// (vpmaddubsw), which full bytes overflow: there the rows are summed by a
+// plain integer loop instead.
 class MeanInnerProductOp final : public ExecutableOp {
  public:
   MeanInnerProductOp(const graph::Graph& g, const Node& node, const dnnl::engine& engine,
@@ -823,15 +826,23 @@ class MeanInnerProductOp final : public ExecutableOp {
     const dnnl::inner_product_forward::primitive_desc pd(
         dnnl::inner_product_forward::desc(prop_kind::forward_inference, src_md_, any, dst_md_),
         user_scratchpad(), engine_);
-    primitive_ = dnnl::inner_product_forward(pd);
-    implementation_ = "qfuse:mean+" + std::string(pd.impl_info_str());
-    scratchpad_md_ = pd.scratchpad_desc();
-    weights_plain_ = memory::desc({outputs_, inputs_}, memory::data_type::s8, memory::format_tag::oi);
-    weights_ = memory(pd.weights_desc(), engine_);
-    reorder_at_compile(engine_,
-                       memory(weights_plain_, engine_, const_cast<void*>(w.constant->raw_data())),
-                       weights_);
+    const std::string impl = pd.impl_info_str();
+    exact_ = impl.find("vnni") != std::string::npos || impl.find("amx") != std::string::npos;
+    if (exact_) {
+      primitive_ = dnnl::inner_product_forward(pd);
+      scratchpad_md_ = pd.scratchpad_desc();
+    }
+    implementation_ = exact_ ? "qfuse:mean+" + impl : "qfuse:mean";
+    weights_plain_ =
+        memory::desc({outputs_, inputs_}, memory::data_type::s8, memory::format_tag::oi);
+    if (exact_) {
+      weights_ = memory(pd.weights_desc(), engine_);
+      reorder_at_compile(
+          engine_, memory(weights_plain_, engine_, const_cast<void*>(w.constant->raw_data())),
+          weights_);
+    }
     const auto codes = w.constant->data<std::int8_t>();
+    if (!exact_) codes_.assign(codes.begin(), codes.end());
     const std::int64_t z = a.zero_point + (signed_ ? 128 : 0);
     correction_.resize(static_cast<std::size_t>(outputs_));
     for (std::int64_t o = 0; o < outputs_; ++o) {
@@ -876,22 +887,21 @@ class MeanInnerProductOp final : public ExecutableOp {
         }
       }
     }
-    std::any& state = ctx.op_state();
-    if (!state.has_value()) {
-      std::unordered_map<int, memory> args;
-      args.emplace(DNNL_ARG_SRC, memory(src_md_, engine_, nullptr));
-      args.emplace(DNNL_ARG_WEIGHTS, weights_);
-      args.emplace(DNNL_ARG_DST, memory(dst_md_, engine_, nullptr));
-      args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, nullptr));
-      state = std::move(args);
+    auto* rows_out = reinterpret_cast<std::int32_t*>(scratch + acc_offset_);
+    if (exact_) {
+      run_primitive(ctx, planes, rows_out);
+    } else {
+      for (std::int64_t r = 0; r < batch_ * planes_; ++r) {
+        for (std::int64_t o = 0; o < outputs_; ++o) {
+          const std::int8_t* w = codes_.data() + o * inputs_;
+          const std::uint8_t* b = planes + r * inputs_;
+          std::int32_t sum = 0;
+          for (std::int64_t k = 0; k < inputs_; ++k) sum += b[k] * w[k];
+          rows_out[r * outputs_ + o] = sum;
+        }
+      }
     }
-    auto& args = std::any_cast<std::unordered_map<int, memory>&>(state);
-    args.at(DNNL_ARG_SRC).set_data_handle(planes);
-    args.at(DNNL_ARG_DST).set_data_handle(scratch + acc_offset_);
-    args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
-    primitive_.execute(ctx.stream(), args);
-    ctx.stream().wait();
-    const auto* acc = reinterpret_cast<const std::int32_t*>(scratch + acc_offset_);
+    const std::int32_t* acc = rows_out;
     float* y = ctx.out(node().outputs[0]).data<float>().data();
     for (std::int64_t n = 0; n < batch_; ++n) {
       for (std::int64_t o = 0; o < outputs_; ++o) {
@@ -910,18 +920,40 @@ class MeanInnerProductOp final : public ExecutableOp {
 
   std::string implementation() const override { return implementation_; }
   std::size_t scratchpad_size() const override { return scratch_; }
-  bool keeps_input(std::size_t index) const override { return index == 1; }
+  bool keeps_input(std::size_t index) const override { return exact_ && index == 1; }
   Tensor plain_input(std::size_t index, const graph::Value& value) const override {
-    if (index != 1) return ExecutableOp::plain_input(index, value);
+    if (index != 1 || !exact_) return ExecutableOp::plain_input(index, value);
     return held_constant(engine_, weights_, weights_plain_, value);
   }
 
  private:
+  // The planes' rows times the weights, into `rows`.
+  void run_primitive(ExecContext& ctx, std::uint8_t* planes, std::int32_t* rows) const {
+    auto* scratch = static_cast<std::uint8_t*>(ctx.scratchpad());
+    std::any& state = ctx.op_state();
+    if (!state.has_value()) {
+      std::unordered_map<int, memory> args;
+      args.emplace(DNNL_ARG_SRC, memory(src_md_, engine_, nullptr));
+      args.emplace(DNNL_ARG_WEIGHTS, weights_);
+      args.emplace(DNNL_ARG_DST, memory(dst_md_, engine_, nullptr));
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, nullptr));
+      state = std::move(args);
+    }
+    auto& args = std::any_cast<std::unordered_map<int, memory>&>(state);
+    args.at(DNNL_ARG_SRC).set_data_handle(planes);
+    args.at(DNNL_ARG_DST).set_data_handle(rows);
+    args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
+    primitive_.execute(ctx.stream(), args);
+    ctx.stream().wait();
+  }
+
   dnnl::engine engine_;
   dnnl::primitive primitive_;
   memory weights_;
   memory::desc weights_plain_, src_md_, dst_md_, scratchpad_md_;
   std::string implementation_;
+  bool exact_ = false;  // oneDNN sums full bytes without saturating (VNNI, AMX)
+  std::vector<std::int8_t> codes_;  // [O, K], for the loop without VNNI
   bool signed_ = false, channels_last_ = false;
   std::int64_t batch_ = 1, inputs_ = 1, outputs_ = 1, pixels_ = 1, planes_ = 0;
   std::vector<std::int64_t> correction_;

@@ -665,7 +665,7 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
       const graph::Value& v = g.value(in);
       const bool from_layer =
           v.producer.valid() && is_layer_op(std::string(graph::to_string(g.node(v.producer).kind)));
-      if (from_layer) {
+      if (from_layer && cause.rfind("reads f32 data", 0) == 0) {
         cause = "reads a layer's f32 output (the model quantizes after it)";
       }
       if (!v.is_constant() && (v.type != ElementType::f32 || graph::pattern::dequantize_chain(g, in))) {
