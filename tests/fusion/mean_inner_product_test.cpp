@@ -42,6 +42,7 @@ struct Case {
   std::int64_t groups = 1;
   bool expect_int8 = true;
   std::string refusal;     // part of the reason a negative is refused with
+  std::int64_t pad = 0;    // fc1's padding
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
@@ -79,6 +80,8 @@ SmallNet build(const Case& c) {
   if (conv) {
     graph::ConvAttrs a;
     a.groups = c.groups;
+    a.pads_begin = {c.pad, c.pad};
+    a.pads_end = {c.pad, c.pad};
     const std::optional<ValueId> bv =
         c.bias ? std::optional<ValueId>(b.constant("fc1.b", {kOutputs}, bias)) : std::nullopt;
     y = b.convolution(y, wv, bv, a, "fc1");
@@ -153,7 +156,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"f32_weights", Form::conv, Grid{0.02f}, 8, 1, false, true, false, 1, false,
              "the weights are not dequantized s8 constants"},
         Case{"grouped", Form::conv, Grid{0.02f}, 8, 1, false, true, true, 2, false,
-             "only a 1x1 convolution without groups"}),
+             "only a 1x1 convolution without groups"},
+        // Padding 1 around the one pixel: fc1 writes 3x3, the bias on the border.
+        Case{"padded", Form::conv, Grid{0.02f}, 8, 1, false, true, true, 1, false,
+             "not one value per image and output channel", 1}),
     [](const auto& p) { return p.param.name; });
 
 }  // namespace
