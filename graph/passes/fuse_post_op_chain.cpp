@@ -70,6 +70,40 @@ cp::DataType to_composer(ElementType t) {
   }
 }
 
+// ONNX's QuantizeLinear -> DequantizeLinear (a FakeQuantize with scale S and
+// integer zero point Z whose output ranges are its input ranges):
+//   (clamp(round(x / S) + Z, lo, hi) - Z) * S == clamp(round(x / S), lo - Z, hi - Z) * S,
+// the zero point added after the rounding as ONNX adds it, so it cancels: a
+// Scale, a Round, a Clip and a Scale, where the FakeQuantize's ranges would
+// round x / S + Z (another code at a tie when Z is odd) and then take Z off
+// again (two more post-ops). `r`: the four ranges. Nullopt for any other
+// FakeQuantize.
+std::optional<std::vector<cp::Step>> quantize_linear_steps(const Graph& g, const Node& n,
+                                                           const std::vector<std::vector<float>>& r,
+                                                           const Shape& shape, std::size_t axis) {
+  if (n.inputs.size() != kFakeQuantizeLinearInputs || r[2] != r[0] || r[3] != r[1]) {
+    return std::nullopt;
+  }
+  const auto scale = channel_vector(g, n.inputs[5], shape, axis);
+  const auto zero = channel_vector(g, n.inputs[6], shape, axis);
+  if (!scale || !zero) return std::nullopt;
+  const auto& attrs = n.attr<FakeQuantizeAttrs>();
+  const float code_lo = static_cast<float>(attrs.code_low);
+  const float code_hi = static_cast<float>(attrs.code_low + attrs.levels - 1);
+  std::vector<float> inverse, lo, hi;
+  for (float s : *scale) {
+    if (!(s > 0.0f) || !std::isfinite(1.0f / s)) return std::nullopt;
+    inverse.push_back(1.0f / s);
+  }
+  for (float z : *zero) {
+    if (z != std::nearbyint(z)) return std::nullopt;
+    lo.push_back(code_lo - z);
+    hi.push_back(code_hi - z);
+  }
+  return std::vector<cp::Step>{cp::Scale{inverse}, cp::Round{}, cp::Clip{lo, hi},
+                               cp::Scale{*scale}};
+}
+
 // Steps for node `n` reading the running value `cur` (shape `shape`, output
 // channels on `axis`), or nullopt when `n` cannot join the chain.
 std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Shape& shape,
@@ -97,6 +131,10 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
         auto v = channel_vector(g, n.inputs[i], shape, axis);
         if (!v) return std::nullopt;
         r.push_back(*v);
+      }
+      if (auto steps = quantize_linear_steps(g, n, r, shape, axis)) {
+        a.steps = std::move(*steps);
+        return a;
       }
       cp::FakeQuantize fq{r[0], r[1], r[2], r[3],
                           static_cast<int>(n.attr<FakeQuantizeAttrs>().levels)};
