@@ -76,14 +76,16 @@ cp::DataType to_composer(ElementType t) {
 // the zero point added after the rounding as ONNX adds it, so it cancels: a
 // Scale, a Round, a Clip and a Scale, where the FakeQuantize's ranges would
 // round x / S + Z (another code at a tie when Z is odd) and then take Z off
-// again (two more post-ops). `r`: the four ranges. Nullopt for any other
-// FakeQuantize.
+// again (two more post-ops). A quantize-only one (output ranges the codes
+// ol .. ol + L - 1, before the Convert to u8/s8) keeps the ranges' rounding,
+// round(x / S + Z) + ol - code_low, with 1 / S and the integer Z as given
+// rather than derived from the ranges in floats (94.99999 for 95), so that the
+// zero point can be the destination's. `r`: the four ranges. Nullopt for any
+// other FakeQuantize.
 std::optional<std::vector<cp::Step>> quantize_linear_steps(const Graph& g, const Node& n,
                                                            const std::vector<std::vector<float>>& r,
                                                            const Shape& shape, std::size_t axis) {
-  if (n.inputs.size() != kFakeQuantizeLinearInputs || r[2] != r[0] || r[3] != r[1]) {
-    return std::nullopt;
-  }
+  if (n.inputs.size() != kFakeQuantizeLinearInputs) return std::nullopt;
   const auto scale = channel_vector(g, n.inputs[5], shape, axis);
   const auto zero = channel_vector(g, n.inputs[6], shape, axis);
   if (!scale || !zero) return std::nullopt;
@@ -97,11 +99,25 @@ std::optional<std::vector<cp::Step>> quantize_linear_steps(const Graph& g, const
   }
   for (float z : *zero) {
     if (z != std::nearbyint(z)) return std::nullopt;
-    lo.push_back(code_lo - z);
-    hi.push_back(code_hi - z);
   }
-  return std::vector<cp::Step>{cp::Scale{inverse}, cp::Round{}, cp::Clip{lo, hi},
-                               cp::Scale{*scale}};
+  if (r[2] == r[0] && r[3] == r[1]) {
+    for (float z : *zero) {
+      lo.push_back(code_lo - z);
+      hi.push_back(code_hi - z);
+    }
+    return std::vector<cp::Step>{cp::Scale{inverse}, cp::Round{}, cp::Clip{lo, hi},
+                                 cp::Scale{*scale}};
+  }
+  // Quantize only: unit steps from ol, one value for every channel.
+  const auto levels = static_cast<float>(attrs.levels - 1);
+  if (r[2].size() != 1 || r[3].size() != 1 || r[3][0] - r[2][0] != levels ||
+      r[2][0] != std::nearbyint(r[2][0])) {
+    return std::nullopt;
+  }
+  std::vector<float> shift;
+  for (float z : *zero) shift.push_back(z + r[2][0] - code_lo);
+  return std::vector<cp::Step>{cp::Scale{inverse}, cp::Shift{shift}, cp::Round{},
+                               cp::Clip{{r[2][0]}, {r[3][0]}}};
 }
 
 // Steps for node `n` reading the running value `cur` (shape `shape`, output

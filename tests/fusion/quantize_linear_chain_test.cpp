@@ -2,7 +2,8 @@
 // zero point Z) and on into an activation, as QAT exports write MobileNetV3's
 // hardswish blocks: the chain rounds x / S and adds Z after the rounding, as
 // ONNX does, so the zero point cancels against the dequantize's -Z and the
-// layer's post-ops are a round, a clip and the activation. Fused matches
+// layer's post-ops are a round, a clip and the activation; the quantize after
+// the activation takes its zero point as given, the destination's. Fused matches
 // unfused within 1 LSB, with zero points odd and even; a FakeQuantize given
 // by its ranges alone keeps the ranges' form (a named negative).
 
@@ -47,7 +48,7 @@ SmallNet build(const Case& c) {
   y = quantized_conv(b, y, 16, 1, "conv1");
   y = qdq(b, y, 0.031f, c.zero_point, c.linear, "mid.q");
   y = b.unary(OpKind::HSwish, y, "hswish");
-  y = qdq(b, y, 0.017f, 22, c.linear, "act.q");
+  y = qdq(b, y, 0.0123f, 108, c.linear, "act.q");
   close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
   return net;
 }
@@ -84,6 +85,8 @@ TEST_P(QuantizeLinearChain, ZeroPointCancelsAndMatchesUnfused) {
       ASSERT_EQ(ops.size(), 3U) << l.post_ops;
       EXPECT_EQ(ops[0].rfind("eltwise_round", 0), 0U) << l.post_ops;
       EXPECT_EQ(ops[1].rfind("eltwise_clip", 0), 0U) << l.post_ops;
+      // The next grid's zero point as given (108), not -il / S in floats (107.99999).
+      EXPECT_NE(l.post_ops.find("| dst_zero_point 108 |"), std::string::npos) << l.post_ops;
     } else {
       // The ranges' form adds Z before the rounding and takes it off after.
       EXPECT_GT(ops.size(), 3U) << l.post_ops;
