@@ -97,6 +97,41 @@ TEST_P(QuantizeLinearChain, ZeroPointCancelsAndMatchesUnfused) {
   expect_within_one_lsb(net, fused, 21, 0.99);
 }
 
+// Exact ties: codes k on a 1/16 grid times a weight of 0.5 (code 64 on a
+// 1/128 grid) is k / 32, so the next grid's x / S = k / 2 sits on a tie for
+// every odd k. ONNX rounds it half to even and then adds Z = 37; rounding
+// k / 2 + 37 instead (the ranges' form) gives the other code at all 128 odd k.
+// Every scale is a power of two, so the fused output scale is exact too.
+TEST(QuantizeLinearTies, RoundBeforeTheZeroPointAsOnnxDoes) {
+  SmallNet net;
+  Builder b(net.graph);
+  ValueId y = qdq(b, b.input("x", {1, 1, 16, 16}), 1.0f / 16, 0, true, "x.q");
+  const float s = 1.0f / 128;
+  const ValueId w = b.fake_quantize(b.constant("conv.w", {1, 1, 1, 1}, {0.5f}), -128 * s,
+                                    127 * s, -128 * s, 127 * s, 256, "conv.wq");
+  graph::ConvAttrs a;
+  a.pads_begin = {0, 0};
+  a.pads_end = {0, 0};
+  y = qdq(b, b.convolution(y, w, std::nullopt, a, "conv"), 1.0f / 16, 37, true, "mid.q");
+  b.output(y);
+  const std::string out = net.graph.value(y).name;
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  const CompiledModel unfused = compile(net.graph, {.fuse = false});
+  ASSERT_EQ(quantized_layers(fused).size(), 1U) << describe_layers(fused);
+  std::vector<float> xv(256);
+  for (int k = 0; k < 256; ++k) xv[static_cast<std::size_t>(k)] = static_cast<float>(k) / 16;
+  const Tensor x = Tensor::from_vector<float>({1, 1, 16, 16}, xv);
+  const Tensor ft = run(fused, "x", x, out), ut = run(unfused, "x", x, out);
+  const auto f = ft.data<float>();
+  const auto u = ut.data<float>();
+  int differ = 0;
+  for (std::size_t i = 0; i < xv.size(); ++i) differ += f[i] != u[i];
+  EXPECT_EQ(differ, 0) << "k = 1: fused " << f[1] << ", unfused " << u[1];
+  // The ties are there: k = 1 (0.5) and k = 3 (1.5) round to 0 and 2 steps.
+  EXPECT_EQ(u[1], 0.0f);
+  EXPECT_EQ(u[3], 2.0f / 16);
+}
+
 INSTANTIATE_TEST_SUITE_P(Forms, QuantizeLinearChain,
                          ::testing::Values(Case{"odd_zero_point", 37, true},
                                            Case{"even_zero_point", 128, true},
