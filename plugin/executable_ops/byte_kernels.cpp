@@ -306,6 +306,18 @@ void max_pool_bytes(const std::uint8_t* x, std::uint8_t* y, const MaxPoolGeometr
   }
 }
 
+void image_channel_sums(const std::uint8_t* image, std::int64_t pixels, std::int64_t channels,
+                        bool is_signed, bool channels_last, std::int64_t* sums) {
+  std::fill(sums, sums + channels, 0);
+  if (channels_last) {
+    channel_sums(image, pixels, channels, is_signed, sums);
+    return;
+  }
+  for (std::int64_t c = 0; c < channels; ++c) {
+    channel_sums(image + c * pixels, pixels, 1, is_signed, sums + c);
+  }
+}
+
 void channel_sums(const std::uint8_t* x, std::int64_t pixels, std::int64_t channels,
                   bool is_signed, std::int64_t* sums, bool vector) {
 #if defined(QFUSE_X86_KERNELS)

@@ -70,4 +70,9 @@ void copy_rows(const std::uint8_t* src, std::int64_t src_stride, std::uint8_t* d
 void channel_sums(const std::uint8_t* x, std::int64_t pixels, std::int64_t channels,
                   bool is_signed, std::int64_t* sums, bool vector = true);
 
+// sums[c] = the codes of channel c over the `pixels` pixels of one image,
+// channels last or plain (x[c * pixels + p]). Exact in int64.
+void image_channel_sums(const std::uint8_t* image, std::int64_t pixels, std::int64_t channels,
+                        bool is_signed, bool channels_last, std::int64_t* sums);
+
 }  // namespace qfuse::plugin

@@ -868,18 +868,11 @@ class MeanInnerProductOp final : public ExecutableOp {
     const auto* x = static_cast<const std::uint8_t*>(ctx.in(node().inputs[0]).raw_data());
     auto* sums = reinterpret_cast<std::int64_t*>(scratch + sums_offset_);
     std::uint8_t* planes = scratch + planes_offset_;
-    std::fill(sums, sums + batch_ * inputs_, 0);
     const std::int64_t offset = signed_ ? 128 * pixels_ : 0;
     for (std::int64_t n = 0; n < batch_; ++n) {
       const std::uint8_t* image = x + n * inputs_ * pixels_;
       std::int64_t* s = sums + n * inputs_;
-      if (channels_last_) {
-        channel_sums(image, pixels_, inputs_, signed_, s);
-      } else {
-        for (std::int64_t k = 0; k < inputs_; ++k) {
-          channel_sums(image + k * pixels_, pixels_, 1, signed_, s + k);
-        }
-      }
+      image_channel_sums(image, pixels_, inputs_, signed_, channels_last_, s);
       for (std::int64_t p = 0; p < planes_; ++p) {
         std::uint8_t* row = planes + (n * planes_ + p) * inputs_;
         for (std::int64_t k = 0; k < inputs_; ++k) {

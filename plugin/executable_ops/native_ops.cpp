@@ -1341,14 +1341,7 @@ class DequantizedMeanOp final : public ExecutableOp {
     auto* sums = static_cast<std::int64_t*>(ctx.scratchpad());
     for (std::int64_t n = 0; n < batch_; ++n) {
       const std::uint8_t* image = x + n * channels_ * pixels_;
-      std::fill(sums, sums + channels_, 0);
-      if (channels_last_) {
-        channel_sums(image, pixels_, channels_, signed_, sums);
-      } else {
-        for (std::int64_t c = 0; c < channels_; ++c) {
-          channel_sums(image + c * pixels_, pixels_, 1, signed_, sums + c);
-        }
-      }
+      image_channel_sums(image, pixels_, channels_, signed_, channels_last_, sums);
       for (std::int64_t c = 0; c < channels_; ++c) {
         y[n * channels_ + c] = static_cast<float>(scale_ * static_cast<double>(sums[c]) + shift_);
       }

@@ -620,6 +620,20 @@ struct SmallNet {
   FqRange out;
 };
 
+inline // ONNX's QuantizeLinear -> DequantizeLinear as the importer writes it: the
+// grid's ranges, then its scale and zero point (u8).
+ValueId linear_q(Builder& b, ValueId x, float scale, int zero_point, const std::string& name) {
+  const float lo = static_cast<float>(-zero_point) * scale;
+  const float hi = static_cast<float>(255 - zero_point) * scale;
+  const Shape one{1, 1, 1, 1};
+  const ValueId il = b.constant(name + ".il", one, {lo});
+  const ValueId ih = b.constant(name + ".ih", one, {hi});
+  const ValueId s = b.constant(name + ".scale", one, {scale});
+  const ValueId z = b.constant(name + ".zero_point", one, {static_cast<float>(zero_point)});
+  return b.op(OpKind::FakeQuantize, {x, il, ih, il, ih, s, z}, graph::FakeQuantizeAttrs{256, 0},
+              name);
+}
+
 // Closes `net` at `y` with an s8 FakeQuantize on [-8, 8]: the output grid.
 inline void close_with_s8_output(Builder& b, ValueId y, SmallNet& net) {
   net.out = make_range(Quant::s8, 8.0 / 127.0);

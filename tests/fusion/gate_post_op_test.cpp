@@ -21,20 +21,6 @@ ValueId act_q(Builder& b, ValueId x, const std::string& name) {
   return b.fake_quantize(x, 0.0f, 255 * kAct, 0.0f, 255 * kAct, 256, name);
 }
 
-// ONNX's QuantizeLinear -> DequantizeLinear as the importer writes it: the
-// grid's ranges, then its scale and zero point (u8).
-ValueId linear_q(Builder& b, ValueId x, float scale, int zero_point, const std::string& name) {
-  const float lo = static_cast<float>(-zero_point) * scale;
-  const float hi = static_cast<float>(255 - zero_point) * scale;
-  const Shape one{1, 1, 1, 1};
-  const ValueId il = b.constant(name + ".il", one, {lo});
-  const ValueId ih = b.constant(name + ".ih", one, {hi});
-  const ValueId s = b.constant(name + ".scale", one, {scale});
-  const ValueId z = b.constant(name + ".zero_point", one, {static_cast<float>(zero_point)});
-  return b.op(OpKind::FakeQuantize, {x, il, ih, il, ih, s, z}, graph::FakeQuantizeAttrs{256, 0},
-              name);
-}
-
 // sigmoid(1x1 conv(GlobalAveragePool(t))): one gate value per channel, [1, oc, 1, 1].
 ValueId gate_of(Builder& b, ValueId t, std::int64_t oc) {
   const Shape s = b.graph().value(t).shape;

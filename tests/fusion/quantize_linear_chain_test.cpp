@@ -23,13 +23,7 @@ ValueId qdq(Builder& b, ValueId x, float scale, int zero_point, bool linear,
   const float lo = static_cast<float>(-zero_point) * scale;
   const float hi = static_cast<float>(255 - zero_point) * scale;
   if (!linear) return b.fake_quantize(x, lo, hi, lo, hi, 256, name);
-  const Shape one{1, 1, 1, 1};
-  const ValueId il = b.constant(name + ".il", one, {lo});
-  const ValueId ih = b.constant(name + ".ih", one, {hi});
-  const ValueId s = b.constant(name + ".scale", one, {scale});
-  const ValueId z = b.constant(name + ".zero_point", one, {static_cast<float>(zero_point)});
-  return b.op(OpKind::FakeQuantize, {x, il, ih, il, ih, s, z}, graph::FakeQuantizeAttrs{256, 0},
-              name);
+  return linear_q(b, x, scale, zero_point, name);
 }
 
 struct Case {
