@@ -318,6 +318,9 @@ std::optional<std::string> scale_moves_before_shift(Work& work) {
 }
 
 // round(x) + c == round(x + c)  iff every c is an even integer (with ties to even, an odd c moves a tie by one)
+// Exact in real numbers; in f32 the sum x + c rounds first, so an x within
+// half an ulp of x + c from a tie can round the other way (within one code,
+// as the destination zero point that the shift becomes is added in f32 too).
 std::optional<std::string> even_shift_moves_before_round(Work& work) {
   constexpr float kExactIntegerLimit = 16777216.0F;  // 2^24: beyond, f32 has no odd integers
   for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {

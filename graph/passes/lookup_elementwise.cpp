@@ -11,12 +11,18 @@
 //
 // f may use unary activations, FakeQuantize and Convert with per-tensor
 // constants, and binary ops between its own values or with one-element
-// constants; it must read its input twice (a chain of unary steps is left to
-// the layers' post-ops, which need no extra pass over the data), unless the
-// root is int8 data that a Slice, Reshape, Transpose or Concat wrote: then no
-// layer can take the chain, and a requantize onto another grid is a table too. The root r is an int8 tensor, or the output of
-// a per-tensor FakeQuantize with 256 levels, which is then split into a
-// quantize to u8 (the code is the level) for the layer before to write.
+// constants. It must read its input twice, or hold an activation that costs
+// a layer's post-op chain more than a table pass over its output does (a
+// hardswish, sigmoid, swish, tanh, gelu...: MobileNetV3's conv -> Q/DQ ->
+// hardswish blocks; measured, the 336-channel 5x5 depthwise at 8x8 runs 2.7
+// us faster without its round, clip and hardswish post-ops, and the byte
+// table over its 21504 codes takes 0.4 us), or its root must be int8 data
+// that a Slice, Reshape, Transpose or Concat wrote (no layer can take the
+// chain; a requantize onto another grid is a table too). Piecewise-linear
+// steps (relu, leaky relu, clip, scale and shift) stay the layer's post-ops.
+// The root r is an int8 tensor, or the output of a per-tensor FakeQuantize
+// with 256 levels, which is then split into a quantize to u8 (the code is
+// the level) for the layer before to write.
 //
 // The table evaluates f on each code in double, rounding to f32 wherever the
 // graph stores f32, as the unfused runtime computes each op; oneDNN's
@@ -215,6 +221,25 @@ bool written_by_data_movement(const Graph& g, ValueId root) {
   return moves_data(g.node(p)) || g.node(p).kind == OpKind::Concat;
 }
 
+// An activation that costs a layer's post-op chain more than a table pass
+// over its output: anything but the piecewise-linear relu, clip, linear,
+// round and abs.
+bool costly_activation(const Graph& g, const std::vector<NodeId>& nodes) {
+  for (NodeId id : nodes) {
+    const auto e = eltwise_of(g.node(id));
+    if (!e) continue;
+    switch (e->alg) {
+      case composer::EltwiseAlg::relu:
+      case composer::EltwiseAlg::linear:
+      case composer::EltwiseAlg::clip:
+      case composer::EltwiseAlg::round:
+      case composer::EltwiseAlg::abs: break;
+      default: return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 bool lookup_elementwise(Graph& g, PassContext& ctx) {
@@ -235,7 +260,10 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
       continue;
     }
     const std::optional<Function> f = find_function(g, fq->inputs[0], position);
-    if (!f || !(reads_twice(g, f->nodes) || written_by_data_movement(g, f->root))) continue;
+    if (!f || !(reads_twice(g, f->nodes) || written_by_data_movement(g, f->root) ||
+                (!is_int8(g.value(f->root).type) && costly_activation(g, f->nodes)))) {
+      continue;
+    }
     const Node* root_fq = is_int8(g.value(f->root).type)
                               ? nullptr
                               : producer_of(g, f->root, OpKind::FakeQuantize);

@@ -2,7 +2,9 @@
 // zero point Z) and on into an activation, as QAT exports write MobileNetV3's
 // hardswish blocks: the chain rounds x / S and adds Z after the rounding, as
 // ONNX does, so the zero point cancels against the dequantize's -Z and the
-// layer's post-ops are a round, a clip and the activation; the quantize after
+// layer's post-ops are a round, a clip and the activation (a leaky relu here:
+// a hardswish after a 256-level grid becomes a table, lookup_elementwise's
+// test); the quantize after
 // the activation takes its zero point as given, the destination's. Fused matches
 // unfused within 1 LSB, with zero points odd and even; a FakeQuantize given
 // by its ranges alone keeps the ranges' form (a named negative).
@@ -34,14 +36,14 @@ struct Case {
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
 
-// x -> Q/DQ -> conv1 -> Q/DQ(S, Z) "mid.q" -> HSwish -> Q/DQ -> conv2 -> s8 out
+// x -> Q/DQ -> conv1 -> Q/DQ(S, Z) "mid.q" -> LeakyRelu(1/4) -> Q/DQ -> conv2 -> s8 out
 SmallNet build(const Case& c) {
   SmallNet net;
   Builder b(net.graph);
   ValueId y = qdq(b, b.input("x", {1, 4, 8, 8}), 0.02f, 0, c.linear, "x.q");
   y = quantized_conv(b, y, 16, 1, "conv1");
   y = qdq(b, y, 0.031f, c.zero_point, c.linear, "mid.q");
-  y = b.unary(OpKind::HSwish, y, "hswish");
+  y = b.op(OpKind::LeakyRelu, {y}, graph::AlphaAttrs{0.25f});
   y = qdq(b, y, 0.0123f, 108, c.linear, "act.q");
   close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
   return net;
@@ -75,7 +77,7 @@ TEST_P(QuantizeLinearChain, ZeroPointCancelsAndMatchesUnfused) {
     const std::vector<std::string> ops = post_op_list(l.post_ops);
     ASSERT_FALSE(ops.empty()) << l.post_ops;
     if (c.linear) {
-      // round * S; clip(-Z * S, (255 - Z) * S); hardswish * (1 / S2)
+      // round * S; clip(-Z * S, (255 - Z) * S); relu(1/4) * (1 / S2)
       ASSERT_EQ(ops.size(), 3U) << l.post_ops;
       EXPECT_EQ(ops[0].rfind("eltwise_round", 0), 0U) << l.post_ops;
       EXPECT_EQ(ops[1].rfind("eltwise_clip", 0), 0U) << l.post_ops;

@@ -2,7 +2,9 @@
 // quantized becomes one Lookup of its codes: quantized SiLU as ONNX Runtime's
 // quantizer writes it (x * Q(sigmoid(x))), and x + tanh(x). The layer before
 // writes its codes, the layer after reads the Lookup's; fused matches
-// unfused within 1 LSB. A chain of unary steps stays a post-op chain.
+// unfused within 1 LSB. So does a unary activation that costs a layer's
+// post-ops more than a table pass (hardswish, sigmoid) after a 256-level grid;
+// a piecewise-linear one (leaky relu) stays a post-op.
 
 #include <gtest/gtest.h>
 
@@ -43,6 +45,10 @@ ValueId silu_qdq(Builder& b, ValueId x) {
 
 ValueId x_plus_tanh(Builder& b, ValueId x) { return b.add(x, b.unary(OpKind::Tanh, x)); }
 
+ValueId hard_swish(Builder& b, ValueId x) { return b.unary(OpKind::HSwish, x); }
+
+ValueId sigmoid(Builder& b, ValueId x) { return b.unary(OpKind::Sigmoid, x); }
+
 class Lookup : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Lookup, OneTableBetweenTwoInt8Layers) {
@@ -71,16 +77,19 @@ INSTANTIATE_TEST_SUITE_P(
                       // A symmetric closing grid: the table holds s8 codes.
                       Case{"QuantizedSiluS8", silu_qdq, -6.0f, 6.0f * 127.0f / 128.0f},
                       Case{"XPlusTanh", x_plus_tanh, -3.0f, 7.2f},
+                      // One unary activation (MobileNetV3's hardswish blocks).
+                      Case{"HardSwish", hard_swish, -0.4f, 5.975f},
+                      Case{"Sigmoid", sigmoid, 0.0f, 1.0f},
                       // A symmetric input grid: the table reads s8 codes.
                       Case{"XPlusTanhS8Codes", x_plus_tanh, -3.0f, 7.2f, -4.0f, 4.0f * 127.0f / 128.0f}),
     [](const auto& p) { return p.param.name; });
 
-// sigmoid(x) alone is a unary step: conv1 takes it as a post-op.
-TEST(LookupNegative, AUnaryChainStaysInTheLayer) {
-  const SmallNet net = build(Case{"Sigmoid", [](Builder& b, ValueId x) {
-                                    return b.unary(OpKind::Sigmoid, x);
+// A leaky relu is two instructions in a post-op chain: conv1 takes it.
+TEST(LookupNegative, APiecewiseLinearStepStaysInTheLayer) {
+  const SmallNet net = build(Case{"LeakyRelu", [](Builder& b, ValueId x) {
+                                    return b.op(OpKind::LeakyRelu, {x}, graph::AlphaAttrs{0.25f});
                                   },
-                                  0.0f, 1.0f});
+                                  -0.5f, 5.875f});
   const CompiledModel fused = compile(net.graph, {.fuse = true});
   for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
   EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
