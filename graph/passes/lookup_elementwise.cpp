@@ -16,9 +16,10 @@
 // hardswish, sigmoid, swish, tanh, gelu...: MobileNetV3's conv -> Q/DQ ->
 // hardswish blocks; measured, the 336-channel 5x5 depthwise at 8x8 runs 2.7
 // us faster without its round, clip and hardswish post-ops, and the byte
-// table over its 21504 codes takes 0.4 us), or its root must be int8 data
-// that a Slice, Reshape, Transpose or Concat wrote (no layer can take the
-// chain; a requantize onto another grid is a table too). Piecewise-linear
+// table over its 21504 codes takes 0.4 us; over at least 4096 values), or
+// its root must be int8 data that a Slice, Reshape, Transpose or Concat
+// wrote (no layer can take the chain; a requantize onto another grid is a
+// table too). Piecewise-linear
 // steps (relu, leaky relu, clip, scale and shift) stay the layer's post-ops.
 // The root r is an int8 tensor, or the output of a per-tensor FakeQuantize
 // with 256 levels, which is then split into a quantize to u8 (the code is
@@ -221,9 +222,15 @@ bool written_by_data_movement(const Graph& g, ValueId root) {
   return moves_data(g.node(p)) || g.node(p).kind == OpKind::Concat;
 }
 
+// A table pass pays for itself over this many values: a Lookup op costs
+// about 0.1 us to start, and a squeeze-excitation's one-pixel fc1 output
+// (EfficientNet's SiLU over 10 to 48 values) gains nothing from leaving the
+// layer's chain (measured: 1 us more over its ten blocks).
+constexpr std::int64_t kTableMinValues = 4096;
+
 // An activation that costs a layer's post-op chain more than a table pass
 // over its output: anything but the piecewise-linear relu, clip, linear,
-// round and abs.
+// round, abs and hsigmoid.
 bool costly_activation(const Graph& g, const std::vector<NodeId>& nodes) {
   for (NodeId id : nodes) {
     const auto e = eltwise_of(g.node(id));
@@ -233,11 +240,31 @@ bool costly_activation(const Graph& g, const std::vector<NodeId>& nodes) {
       case composer::EltwiseAlg::linear:
       case composer::EltwiseAlg::clip:
       case composer::EltwiseAlg::round:
-      case composer::EltwiseAlg::abs: break;
+      case composer::EltwiseAlg::abs:
+      case composer::EltwiseAlg::hsigmoid: break;  // a clip of an affine step
       default: return true;
     }
   }
   return false;
+}
+
+// Only f reads the root and its own values (and the closing FakeQuantize
+// its last): otherwise the layer before keeps an f32 reader and cannot take
+// the codes, and the f32 steps stay besides the table.
+bool read_only_inside(const Graph& g, const Function& f, NodeId closing) {
+  std::set<std::uint32_t> inside{closing.index};
+  for (NodeId n : f.nodes) inside.insert(n.index);
+  const auto inside_only = [&](ValueId v) {
+    for (NodeId c : g.consumers(v)) {
+      if (!inside.count(c.index)) return false;
+    }
+    return !g.is_graph_output(v);
+  };
+  if (!inside_only(f.root)) return false;
+  for (NodeId n : f.nodes) {
+    if (!inside_only(g.node(n).outputs[0])) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -261,7 +288,9 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
     }
     const std::optional<Function> f = find_function(g, fq->inputs[0], position);
     if (!f || !(reads_twice(g, f->nodes) || written_by_data_movement(g, f->root) ||
-                (!is_int8(g.value(f->root).type) && costly_activation(g, f->nodes)))) {
+                (!is_int8(g.value(f->root).type) && costly_activation(g, f->nodes) &&
+                 element_count(g.value(f->root).shape) >= kTableMinValues &&
+                 read_only_inside(g, *f, g.value(fq->outputs[0]).producer)))) {
       continue;
     }
     const Node* root_fq = is_int8(g.value(f->root).type)

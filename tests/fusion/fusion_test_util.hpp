@@ -645,13 +645,13 @@ inline void close_with_s8_output(Builder& b, ValueId y, SmallNet& net) {
 // `fused` against the unfused graph on inputs uniform in [0, 5]: within 1 LSB
 // of the output grid, and at least `min_equal` of the elements equal.
 inline void expect_within_one_lsb(const SmallNet& net, const CompiledModel& fused, unsigned seed,
-                                  double min_equal = 0.99) {
+                                  double min_equal = 0.99, std::int64_t side = 8) {
   const CompiledModel unfused = compile(net.graph, {.fuse = false});
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(0.0f, 5.0f);
-  std::vector<float> xv(256);
+  std::vector<float> xv(static_cast<std::size_t>(4 * side * side));
   for (float& v : xv) v = d(rng);
-  const Tensor x = Tensor::from_vector<float>({1, 4, 8, 8}, xv);
+  const Tensor x = Tensor::from_vector<float>({1, 4, side, side}, xv);
   const Comparison c = compare_quantized(run(fused, "x", x, net.output),
                                          run(unfused, "x", x, net.output), net.out);
   EXPECT_LE(c.max_diff, 1) << c.first_diffs;

@@ -1,10 +1,10 @@
 // A layer's output through ONNX's QuantizeLinear -> DequantizeLinear (scale S,
 // zero point Z) and on into an activation, as QAT exports write MobileNetV3's
-// hardswish blocks: the chain rounds x / S and adds Z after the rounding, as
-// ONNX does, so the zero point cancels against the dequantize's -Z and the
-// layer's post-ops are a round, a clip and the activation (a leaky relu here:
-// a hardswish after a 256-level grid becomes a table, lookup_elementwise's
-// test); the quantize after
+// blocks: the chain rounds x / S and adds Z after the rounding, as ONNX does,
+// so the zero point cancels against the dequantize's -Z and the layer's
+// post-ops are a round, a clip and the activation (a leaky relu: a hardswish
+// over enough values becomes a table, QuantizeLinearTable below); the
+// quantize after
 // the activation takes its zero point as given, the destination's. Fused matches
 // unfused within 1 LSB, with zero points odd and even; a FakeQuantize given
 // by its ranges alone keeps the ranges' form (a named negative).
@@ -36,14 +36,16 @@ struct Case {
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
 
-// x -> Q/DQ -> conv1 -> Q/DQ(S, Z) "mid.q" -> LeakyRelu(1/4) -> Q/DQ -> conv2 -> s8 out
-SmallNet build(const Case& c) {
+// x -> Q/DQ -> conv1 -> Q/DQ(S, Z) "mid.q" -> LeakyRelu(1/4) (or HardSwish)
+// -> Q/DQ -> conv2 -> s8 out
+SmallNet build(const Case& c, bool hard_swish = false, std::int64_t side = 8) {
   SmallNet net;
   Builder b(net.graph);
-  ValueId y = qdq(b, b.input("x", {1, 4, 8, 8}), 0.02f, 0, c.linear, "x.q");
+  ValueId y = qdq(b, b.input("x", {1, 4, side, side}), 0.02f, 0, c.linear, "x.q");
   y = quantized_conv(b, y, 16, 1, "conv1");
   y = qdq(b, y, 0.031f, c.zero_point, c.linear, "mid.q");
-  y = b.op(OpKind::LeakyRelu, {y}, graph::AlphaAttrs{0.25f});
+  y = hard_swish ? b.unary(OpKind::HSwish, y)
+                 : b.op(OpKind::LeakyRelu, {y}, graph::AlphaAttrs{0.25f});
   y = qdq(b, y, 0.0123f, 108, c.linear, "act.q");
   close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
   return net;
@@ -127,6 +129,37 @@ TEST(QuantizeLinearTies, RoundBeforeTheZeroPointAsOnnxDoes) {
   EXPECT_EQ(u[1], 0.0f);
   EXPECT_EQ(u[3], 2.0f / 16);
 }
+
+// MobileNetV3's form itself: a hardswish over 16 x 24 x 24 values after
+// ONNX's grid becomes one table of conv1's codes; conv1 writes them with the
+// zero point as its destination's and nothing else, and the codes of the
+// grid after it match unfused.
+class QuantizeLinearTable : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QuantizeLinearTable, TheLayerWritesTheCodesAndOneTableFollows) {
+  const Case& c = GetParam();
+  const SmallNet net = build(c, true, 24);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  std::vector<std::string> ops;
+  for (const LayerInfo& l : fused.layers()) {
+    ops.push_back(l.op);
+    if (l.node != "conv1") continue;
+    const std::string zp = c.zero_point ? "| dst_zero_point " + std::to_string(c.zero_point) : "";
+    EXPECT_NE(l.post_ops.find(zp + " |"), std::string::npos) << l.post_ops;
+    EXPECT_EQ(l.post_ops.find("hardswish"), std::string::npos) << l.post_ops;
+    EXPECT_TRUE(l.post_ops.ends_with("| u8")) << l.post_ops;
+  }
+  EXPECT_EQ(ops, (std::vector<std::string>{"Convert", "QuantizedConvolution", "Lookup",
+                                           "QuantizedConvolution"}))
+      << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 22, 0.99, 24);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grids, QuantizeLinearTable,
+                         ::testing::Values(Case{"odd_zero_point", 37, true},
+                                           Case{"even_zero_point", 128, true},
+                                           Case{"ranges_only", 37, false}),
+                         [](const auto& p) { return p.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(Forms, QuantizeLinearChain,
                          ::testing::Values(Case{"odd_zero_point", 37, true},

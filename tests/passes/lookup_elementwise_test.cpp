@@ -24,6 +24,7 @@ struct Case {
   Function f;           // of the first layer's quantized output
   float out_lo, out_hi;  // the grid that closes f
   float in_lo = -2.0f, in_hi = 191.0f / 32.0f;  // conv1's output grid
+  std::int64_t side = 8;  // the input's height and width
 };
 
 // x -> FQ -> conv1 -> FQ [-2, 6) -> f -> FQ(out) -> conv2 -> FQ(s8). Grids have
@@ -31,7 +32,7 @@ struct Case {
 SmallNet build(const Case& c) {
   SmallNet net;
   Builder b(net.graph);
-  const ValueId x = fq(b, b.input("x", {1, 4, 8, 8}), 0.0f, 5.1f, "x.q");
+  const ValueId x = fq(b, b.input("x", {1, 4, c.side, c.side}), 0.0f, 5.1f, "x.q");
   const ValueId h = fq(b, quantized_conv(b, x, 8, 1, "conv1"), c.in_lo, c.in_hi, "conv1.q");
   const ValueId y = fq(b, c.f(b, h), c.out_lo, c.out_hi, "f.q");
   close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
@@ -68,7 +69,7 @@ TEST_P(Lookup, OneTableBetweenTwoInt8Layers) {
       EXPECT_EQ(l.implementation, "qfuse:lookup");
     }
   }
-  expect_within_one_lsb(net, fused, 11, 0.99);
+  expect_within_one_lsb(net, fused, 11, 0.99, GetParam().side);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -77,9 +78,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // A symmetric closing grid: the table holds s8 codes.
                       Case{"QuantizedSiluS8", silu_qdq, -6.0f, 6.0f * 127.0f / 128.0f},
                       Case{"XPlusTanh", x_plus_tanh, -3.0f, 7.2f},
-                      // One unary activation (MobileNetV3's hardswish blocks).
-                      Case{"HardSwish", hard_swish, -0.4f, 5.975f},
-                      Case{"Sigmoid", sigmoid, 0.0f, 1.0f},
+                      // One unary activation (MobileNetV3's hardswish
+                      // blocks), over 8 x 24 x 24 = 4608 values.
+                      Case{"HardSwish", hard_swish, -17 * 0.0237f, 238 * 0.0237f, -2.0f,
+                           191.0f / 32.0f, 24},
+                      Case{"Sigmoid", sigmoid, 0.0f, 1.0f, -2.0f, 191.0f / 32.0f, 24},
                       // A symmetric input grid: the table reads s8 codes.
                       Case{"XPlusTanhS8Codes", x_plus_tanh, -3.0f, 7.2f, -4.0f, 4.0f * 127.0f / 128.0f}),
     [](const auto& p) { return p.param.name; });
@@ -89,11 +92,37 @@ TEST(LookupNegative, APiecewiseLinearStepStaysInTheLayer) {
   const SmallNet net = build(Case{"LeakyRelu", [](Builder& b, ValueId x) {
                                     return b.op(OpKind::LeakyRelu, {x}, graph::AlphaAttrs{0.25f});
                                   },
-                                  -0.5f, 5.875f});
+                                  -0.5f, 5.875f, -2.0f, 191.0f / 32.0f, 24});
   const CompiledModel fused = compile(net.graph, {.fuse = true});
   for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
   EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
-  expect_within_one_lsb(net, fused, 12, 0.99);
+  expect_within_one_lsb(net, fused, 12, 0.99, 24);
+}
+
+// The activation's f32 output is also the graph's: a table would leave
+// conv1 an f32 reader besides the codes, and the f32 steps besides the table.
+TEST(LookupNegative, AnActivationReadElsewhereStaysInTheLayer) {
+  SmallNet net;
+  Builder b(net.graph);
+  const ValueId x = fq(b, b.input("x", {1, 4, 24, 24}), 0.0f, 5.1f, "x.q");
+  const ValueId h = fq(b, quantized_conv(b, x, 8, 1, "conv1"), -2.0f, 191.0f / 32.0f, "conv1.q");
+  const ValueId a = b.unary(OpKind::HSwish, h);
+  b.output(a);
+  const ValueId y = fq(b, a, -17 * 0.0237f, 238 * 0.0237f, "f.q");
+  close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 14, 0.99, 24);
+}
+
+// A hardswish over 8 x 8 x 8 = 512 values: a table pass would cost more than
+// the post-ops it saves; conv1 takes it.
+TEST(LookupNegative, ASmallTensorKeepsItsActivationInTheLayer) {
+  const SmallNet net = build(Case{"SmallHardSwish", hard_swish, -17 * 0.0237f, 238 * 0.0237f});
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
+  EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 13, 0.99);
 }
 
 }  // namespace
