@@ -323,7 +323,8 @@ std::optional<std::string> scale_moves_before_shift(Work& work) {
 // the integer added to the rounded value is exact). Kept for the post-op it
 // saves where the shift ends the chain as the destination's zero point:
 // MobileNetV3-large's depthwise layers whose codes a table reads, even zero
-// points all, differ from ONNX Runtime at 2 of 21504 codes in one layer.
+// points all, differ from ONNX Runtime at 2 of 21504 codes in one layer
+// (bench/peers/against_ort.py; none with an explicit round before the shift).
 std::optional<std::string> even_shift_moves_before_round(Work& work) {
   constexpr float kExactIntegerLimit = 16777216.0F;  // 2^24: beyond, f32 has no odd integers
   for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {

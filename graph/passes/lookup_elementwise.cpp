@@ -16,11 +16,12 @@
 // hardswish, sigmoid, swish, tanh, gelu...: MobileNetV3's conv -> Q/DQ ->
 // hardswish blocks; measured, the 336-channel 5x5 depthwise at 8x8 runs 2.7
 // us faster without its round, clip and hardswish post-ops, and the byte
-// table over its 21504 codes takes 0.4 us; over at least 4096 values), or
-// its root must be int8 data that a Slice, Reshape, Transpose or Concat
-// wrote (no layer can take the chain; a requantize onto another grid is a
-// table too). Piecewise-linear
-// steps (relu, leaky relu, clip, scale and shift) stay the layer's post-ops.
+// table over its 21504 codes takes 0.4 us; over at least 4096 values, and
+// only where f alone reads the root, its input and its own values), or its
+// root must be int8 data that a Slice, Reshape, Transpose or Concat wrote
+// (no layer can take the chain; a requantize onto another grid is a table
+// too). Piecewise-linear steps (relu, leaky relu, clip, hsigmoid, scale and
+// shift) stay the layer's post-ops.
 // The root r is an int8 tensor, or the output of a per-tensor FakeQuantize
 // with 256 levels, which is then split into a quantize to u8 (the code is
 // the level) for the layer before to write.
@@ -249,8 +250,9 @@ bool costly_activation(const Graph& g, const std::vector<NodeId>& nodes) {
 }
 
 // Only f reads the root and its own values (and the closing FakeQuantize
-// its last): otherwise the layer before keeps an f32 reader and cannot take
-// the codes, and the f32 steps stay besides the table.
+// its last), and only the root's FakeQuantize reads that one's input:
+// otherwise the layer before keeps an f32 reader and cannot take the codes,
+// and the f32 steps stay besides the table.
 bool read_only_inside(const Graph& g, const Function& f, NodeId closing) {
   std::set<std::uint32_t> inside{closing.index};
   for (NodeId n : f.nodes) inside.insert(n.index);
@@ -260,6 +262,10 @@ bool read_only_inside(const Graph& g, const Function& f, NodeId closing) {
     }
     return !g.is_graph_output(v);
   };
+  const NodeId root_fq = g.value(f.root).producer;
+  if (!root_fq.valid()) return false;
+  const ValueId x = g.node(root_fq).inputs[0];
+  if (g.consumers(x).size() != 1 || g.is_graph_output(x)) return false;
   if (!inside_only(f.root)) return false;
   for (NodeId n : f.nodes) {
     if (!inside_only(g.node(n).outputs[0])) return false;

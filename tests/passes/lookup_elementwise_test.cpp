@@ -3,8 +3,9 @@
 // quantizer writes it (x * Q(sigmoid(x))), and x + tanh(x). The layer before
 // writes its codes, the layer after reads the Lookup's; fused matches
 // unfused within 1 LSB. So does a unary activation that costs a layer's
-// post-ops more than a table pass (hardswish, sigmoid) after a 256-level grid;
-// a piecewise-linear one (leaky relu) stays a post-op.
+// post-ops more than a table pass (hardswish, sigmoid) after a 256-level grid,
+// over 4096 values or more, where nothing else reads the layer's output or the
+// activation's; a piecewise-linear one (leaky relu, hsigmoid) stays a post-op.
 
 #include <gtest/gtest.h>
 
@@ -113,6 +114,34 @@ TEST(LookupNegative, AnActivationReadElsewhereStaysInTheLayer) {
   const CompiledModel fused = compile(net.graph, {.fuse = true});
   for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
   expect_within_one_lsb(net, fused, 14, 0.99, 24);
+}
+
+// conv1's f32 output is also the graph's: conv1 could not write the codes.
+TEST(LookupNegative, ALayerReadElsewhereKeepsItsActivation) {
+  SmallNet net;
+  Builder b(net.graph);
+  const ValueId x = fq(b, b.input("x", {1, 4, 24, 24}), 0.0f, 5.1f, "x.q");
+  const ValueId c = quantized_conv(b, x, 8, 1, "conv1");
+  b.output(c);
+  const ValueId h = fq(b, c, -2.0f, 191.0f / 32.0f, "conv1.q");
+  const ValueId y = fq(b, b.unary(OpKind::HSwish, h), -17 * 0.0237f, 238 * 0.0237f, "f.q");
+  close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 15, 0.99, 24);
+}
+
+// hsigmoid is a clip of an affine step: conv1 takes it, over 4608 values too.
+TEST(LookupNegative, HardSigmoidStaysInTheLayer) {
+  const SmallNet net = build(Case{"HardSigmoid",
+                                  [](Builder& b, ValueId x) {
+                                    return b.unary(OpKind::HSigmoid, x);
+                                  },
+                                  0.0f, 1.0f, -2.0f, 191.0f / 32.0f, 24});
+  const CompiledModel fused = compile(net.graph, {.fuse = true});
+  for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
+  EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
+  expect_within_one_lsb(net, fused, 16, 0.99, 24);
 }
 
 // A hardswish over 8 x 8 x 8 = 512 values: a table pass would cost more than
