@@ -273,6 +273,15 @@ bool read_only_inside(const Graph& g, const Function& f, NodeId closing) {
   return true;
 }
 
+// Whether f of `root`, closed by the FakeQuantize `closing`, is worth a
+// table: see the file's header.
+bool worth_a_table(const Graph& g, const Function& f, NodeId closing) {
+  if (reads_twice(g, f.nodes) || written_by_data_movement(g, f.root)) return true;
+  return !is_int8(g.value(f.root).type) && costly_activation(g, f.nodes) &&
+         element_count(g.value(f.root).shape) >= kTableMinValues &&
+         read_only_inside(g, f, closing);
+}
+
 }  // namespace
 
 bool lookup_elementwise(Graph& g, PassContext& ctx) {
@@ -293,12 +302,7 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
       continue;
     }
     const std::optional<Function> f = find_function(g, fq->inputs[0], position);
-    if (!f || !(reads_twice(g, f->nodes) || written_by_data_movement(g, f->root) ||
-                (!is_int8(g.value(f->root).type) && costly_activation(g, f->nodes) &&
-                 element_count(g.value(f->root).shape) >= kTableMinValues &&
-                 read_only_inside(g, *f, g.value(fq->outputs[0]).producer)))) {
-      continue;
-    }
+    if (!f || !worth_a_table(g, *f, g.value(cv.inputs[0]).producer)) continue;
     const Node* root_fq = is_int8(g.value(f->root).type)
                               ? nullptr
                               : producer_of(g, f->root, OpKind::FakeQuantize);

@@ -88,70 +88,66 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"XPlusTanhS8Codes", x_plus_tanh, -3.0f, 7.2f, -4.0f, 4.0f * 127.0f / 128.0f}),
     [](const auto& p) { return p.param.name; });
 
-// A leaky relu is two instructions in a post-op chain: conv1 takes it.
-TEST(LookupNegative, APiecewiseLinearStepStaysInTheLayer) {
-  const SmallNet net = build(Case{"LeakyRelu", [](Builder& b, ValueId x) {
-                                    return b.op(OpKind::LeakyRelu, {x}, graph::AlphaAttrs{0.25f});
-                                  },
-                                  -0.5f, 5.875f, -2.0f, 191.0f / 32.0f, 24});
+// Named negatives: no Lookup, conv1 keeps the activation (and, where
+// `two_int8_layers`, both layers are int8), fused within 1 LSB of unfused.
+void expect_no_table(const SmallNet& net, unsigned seed, std::int64_t side,
+                     bool two_int8_layers = true) {
   const CompiledModel fused = compile(net.graph, {.fuse = true});
   for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
-  EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
-  expect_within_one_lsb(net, fused, 12, 0.99, 24);
+  if (two_int8_layers) {
+    EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
+  }
+  expect_within_one_lsb(net, fused, seed, 0.99, side);
+}
+
+// A leaky relu is two instructions in a post-op chain: conv1 takes it.
+TEST(LookupNegative, APiecewiseLinearStepStaysInTheLayer) {
+  expect_no_table(build(Case{"LeakyRelu",
+                             [](Builder& b, ValueId x) {
+                               return b.op(OpKind::LeakyRelu, {x}, graph::AlphaAttrs{0.25f});
+                             },
+                             -0.5f, 5.875f, -2.0f, 191.0f / 32.0f, 24}),
+                  12, 24);
+}
+
+// conv1 -> FQ -> HSwish -> FQ -> conv2 over 24 x 24, with conv1's f32 output
+// or the activation's also a graph output.
+SmallNet hard_swish_read_elsewhere(bool layer_output, bool activation_output) {
+  SmallNet net;
+  Builder b(net.graph);
+  const ValueId x = fq(b, b.input("x", {1, 4, 24, 24}), 0.0f, 5.1f, "x.q");
+  const ValueId c = quantized_conv(b, x, 8, 1, "conv1");
+  if (layer_output) b.output(c);
+  const ValueId a = b.unary(OpKind::HSwish, fq(b, c, -2.0f, 191.0f / 32.0f, "conv1.q"));
+  if (activation_output) b.output(a);
+  const ValueId y = fq(b, a, -17 * 0.0237f, 238 * 0.0237f, "f.q");
+  close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
+  return net;
 }
 
 // The activation's f32 output is also the graph's: a table would leave
 // conv1 an f32 reader besides the codes, and the f32 steps besides the table.
 TEST(LookupNegative, AnActivationReadElsewhereStaysInTheLayer) {
-  SmallNet net;
-  Builder b(net.graph);
-  const ValueId x = fq(b, b.input("x", {1, 4, 24, 24}), 0.0f, 5.1f, "x.q");
-  const ValueId h = fq(b, quantized_conv(b, x, 8, 1, "conv1"), -2.0f, 191.0f / 32.0f, "conv1.q");
-  const ValueId a = b.unary(OpKind::HSwish, h);
-  b.output(a);
-  const ValueId y = fq(b, a, -17 * 0.0237f, 238 * 0.0237f, "f.q");
-  close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
-  const CompiledModel fused = compile(net.graph, {.fuse = true});
-  for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
-  expect_within_one_lsb(net, fused, 14, 0.99, 24);
+  expect_no_table(hard_swish_read_elsewhere(false, true), 14, 24, false);
 }
 
 // conv1's f32 output is also the graph's: conv1 could not write the codes.
 TEST(LookupNegative, ALayerReadElsewhereKeepsItsActivation) {
-  SmallNet net;
-  Builder b(net.graph);
-  const ValueId x = fq(b, b.input("x", {1, 4, 24, 24}), 0.0f, 5.1f, "x.q");
-  const ValueId c = quantized_conv(b, x, 8, 1, "conv1");
-  b.output(c);
-  const ValueId h = fq(b, c, -2.0f, 191.0f / 32.0f, "conv1.q");
-  const ValueId y = fq(b, b.unary(OpKind::HSwish, h), -17 * 0.0237f, 238 * 0.0237f, "f.q");
-  close_with_s8_output(b, quantized_conv(b, y, 8, 2, "conv2"), net);
-  const CompiledModel fused = compile(net.graph, {.fuse = true});
-  for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
-  expect_within_one_lsb(net, fused, 15, 0.99, 24);
+  expect_no_table(hard_swish_read_elsewhere(true, false), 15, 24, false);
 }
 
 // hsigmoid is a clip of an affine step: conv1 takes it, over 4608 values too.
 TEST(LookupNegative, HardSigmoidStaysInTheLayer) {
-  const SmallNet net = build(Case{"HardSigmoid",
-                                  [](Builder& b, ValueId x) {
-                                    return b.unary(OpKind::HSigmoid, x);
-                                  },
-                                  0.0f, 1.0f, -2.0f, 191.0f / 32.0f, 24});
-  const CompiledModel fused = compile(net.graph, {.fuse = true});
-  for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
-  EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
-  expect_within_one_lsb(net, fused, 16, 0.99, 24);
+  expect_no_table(build(Case{"HardSigmoid",
+                             [](Builder& b, ValueId x) { return b.unary(OpKind::HSigmoid, x); },
+                             0.0f, 1.0f, -2.0f, 191.0f / 32.0f, 24}),
+                  16, 24);
 }
 
 // A hardswish over 8 x 8 x 8 = 512 values: a table pass would cost more than
 // the post-ops it saves; conv1 takes it.
 TEST(LookupNegative, ASmallTensorKeepsItsActivationInTheLayer) {
-  const SmallNet net = build(Case{"SmallHardSwish", hard_swish, -17 * 0.0237f, 238 * 0.0237f});
-  const CompiledModel fused = compile(net.graph, {.fuse = true});
-  for (const LayerInfo& l : fused.layers()) EXPECT_NE(l.op, "Lookup") << describe_layers(fused);
-  EXPECT_EQ(quantized_layers(fused).size(), 2u) << describe_layers(fused);
-  expect_within_one_lsb(net, fused, 13, 0.99);
+  expect_no_table(build(Case{"SmallHardSwish", hard_swish, -17 * 0.0237f, 238 * 0.0237f}), 13, 8);
 }
 
 }  // namespace
