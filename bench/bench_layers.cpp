@@ -78,6 +78,11 @@ const std::vector<Case>& cases() {
        .w = 56, .k = 3, .pad = 1, .groups = 144, .act = Act::relu6, .out_hi = 6.0f},
       {.name = "mv2_dw3x3_960_7", .kind = LayerKind::conv, .ic = 960, .oc = 960, .h = 7, .w = 7,
        .k = 3, .pad = 1, .groups = 960, .act = Act::relu6, .out_hi = 6.0f},
+      // PP-OCRv4 recognizer's padded 5x5 depthwise: u8 source with a zero point
+      // (oneDNN 2.6 runs it on jit_int8; brdgmm_dw takes no zero point)
+      {.name = "ppocr_rec_dw5x5_240_12x80_zp", .kind = LayerKind::conv, .ic = 240, .oc = 240,
+       .h = 12, .w = 80, .k = 5, .pad = 2, .groups = 240, .act = Act::hswish,
+       .src_zero_point = 18, .out_lo = -0.375f, .out_hi = 4.0f},
       // BERT-base: the attention projection (asymmetric u8 output) and the FFN
       {.name = "bert_fc_128x768x768", .kind = LayerKind::fc, .ic = 768, .oc = 768, .h = 128,
        .w = 1, .act = Act::none, .out_lo = -4.0f, .out_hi = 4.0f},
