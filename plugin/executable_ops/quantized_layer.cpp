@@ -17,11 +17,13 @@
 #include <unordered_map>
 
 #include <omp.h>
+#include <spdlog/spdlog.h>
 
 #include "composer/chain_key.hpp"
 #include "composer/composer.hpp"
 #include "composer/integer_plan.hpp"
 #include "graph/op_info.hpp"
+#include "plugin/executable_ops/depthwise_kernel.hpp"
 #include "plugin/executable_ops/integer_kernels.hpp"
 #include "plugin/post_ops_attr.hpp"
 #include "plugin/dnnl_utils.hpp"
@@ -487,7 +489,6 @@ class QuantizedLayerOp final : public ExecutableOp {
                    bool sum_in_place)
       : ExecutableOp(node), engine_(engine), b_(std::move(build)), sum_in_place_(sum_in_place) {
     const auto& a = node.attr<QuantizedLayerAttrs>();
-    primitive_ = dnnl::primitive(b_.pd.get());
     implementation_ = b_.pd.impl_info_str();
     scratchpad_md_ = b_.pd.scratchpad_desc();
     // Convolutions always run channels last; a plain neighbour gets a reorder
@@ -523,6 +524,16 @@ class QuantizedLayerOp final : public ExecutableOp {
         offset = align(offset + b_.out_md.get_size());
       }
     }
+    depthwise_ = depthwise_kernel(g, node);
+    if (depthwise_) {
+      // The primitive descriptor stays for the plan's checks; no primitive,
+      // weights or scratchpad of oneDNN's are made.
+      implementation_ = kDepthwiseKernelName;
+      scratchpad_md_ = memory::desc();
+      total_scratch_ = 0;
+      return;
+    }
+    primitive_ = dnnl::primitive(b_.pd.get());
     if (b_.integer) {
       // The s32 accumulators, and a residual stored plain staged channels last.
       acc_offset_ = offset;
@@ -619,6 +630,11 @@ class QuantizedLayerOp final : public ExecutableOp {
 
   void execute(ExecContext& ctx) const override {
     const Node& n = node();
+    if (depthwise_) {
+      depthwise_->run(static_cast<const std::uint8_t*>(ctx.in(n.inputs[0]).raw_data()),
+                      ctx.out(n.outputs[0]).raw_data(), omp_get_max_threads() > 1);
+      return;
+    }
     auto* scratch = static_cast<std::uint8_t*>(ctx.scratchpad());
     std::any& slot = ctx.op_state();
     if (!slot.has_value()) slot = make_state();
@@ -789,6 +805,56 @@ class QuantizedLayerOp final : public ExecutableOp {
 
 
  private:
+  // The padded 5x5 depthwise layer with a source zero point on qfuse's
+  // kernel (depthwise_kernel.hpp), where it can take the layer; null
+  // otherwise. Says at debug level why a layer of that form stays on oneDNN.
+  std::unique_ptr<DepthwiseKernel> depthwise_kernel(const graph::Graph& g, const Node& node) const {
+    if (node.kind != OpKind::QuantizedConvolution || !b_.spatial) return nullptr;
+    const auto& a = node.attr<QuantizedLayerAttrs>();
+    const auto& c = std::get<graph::ConvAttrs>(a.geometry);
+    const graph::Value& x = g.value(node.inputs[0]);
+    const graph::Value& w = g.value(node.inputs[1]);
+    constexpr std::int64_t k = DepthwiseKernel::kKernel, pad = DepthwiseKernel::kPad;
+    const bool form = x.shape.size() == 4 && x.type == ElementType::u8 &&
+                      a.src_zero_point != 0 && c.groups > 1 && c.groups == x.shape[1] &&
+                      w.shape == Shape{c.groups, 1, k, k} && c.strides == graph::Ints{1, 1} &&
+                      c.dilations == graph::Ints{1, 1} && c.pads_begin == graph::Ints{pad, pad} &&
+                      c.pads_end == graph::Ints{pad, pad};
+    if (!form) return nullptr;
+    std::string why;
+    if (!has_depthwise_kernel_isa()) {
+      why = "the CPU lacks AVX-512 VBMI or VNNI";
+    } else if (x.shape[1] % DepthwiseKernel::kBlock != 0) {
+      why = "the channels are not a multiple of 16";
+    } else if (b_.integer) {
+      why = "integer-only requantization of oneDNN's accumulators";
+    } else if (a.dynamic || b_.runtime_weights) {
+      why = "its weights or scales come at run time";
+    } else if (src_stage_ || dst_stage_) {
+      why = "a neighbour stores its tensor plain";
+    } else if (const auto plan = depthwise_plan_refusal(b_.plan)) {
+      why = "its post-ops hold " + *plan;
+    }
+    if (!why.empty()) {
+      spdlog::debug("{}: the padded 5x5 depthwise layer stays on {}: {}", node.name,
+                    implementation_, why);
+      return nullptr;
+    }
+    std::vector<float> bias;
+    if (a.has_bias) {
+      const auto given = g.value(node.inputs[2]).constant->data<float>();
+      bias.assign(given.begin(), given.end());
+      for (std::size_t i = 0; i < bias.size() && !b_.bias_factor.empty(); ++i) {
+        const double f = b_.bias_factor[b_.bias_factor.size() == 1 ? 0 : i];
+        bias[i] = static_cast<float>(static_cast<double>(bias[i]) * f);
+      }
+    }
+    const DepthwiseShape shape{x.shape[0], x.shape[1], x.shape[2], x.shape[3]};
+    return std::make_unique<DepthwiseKernel>(
+        shape, g.value(node.inputs[1]).constant->data<std::int8_t>().data(), std::move(bias),
+        static_cast<std::uint8_t>(a.src_zero_point), b_.plan);
+  }
+
   struct Stage {
     std::size_t offset;
     memory::desc user_md;  // the plain layout of the graph's buffer
@@ -883,6 +949,7 @@ class QuantizedLayerOp final : public ExecutableOp {
   dnnl::engine engine_;
   Build b_;
   dnnl::primitive primitive_;
+  std::unique_ptr<DepthwiseKernel> depthwise_;
   std::string implementation_;
   memory::desc scratchpad_md_;
   memory weights_;

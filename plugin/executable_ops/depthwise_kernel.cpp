@@ -1,0 +1,409 @@
+#include "plugin/executable_ops/depthwise_kernel.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include "plugin/parallel.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QFUSE_X86_KERNELS 1
+#endif
+
+namespace qfuse::plugin {
+
+bool has_depthwise_kernel_isa() {
+#if defined(QFUSE_X86_KERNELS)
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vbmi") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+using composer::BinaryAlg;
+using composer::EltwiseAlg;
+using Op = DepthwiseKernel::Op;
+
+std::optional<Op> binary_op(BinaryAlg alg) {
+  switch (alg) {
+    case BinaryAlg::add: return Op::add;
+    case BinaryAlg::sub: return Op::sub;
+    case BinaryAlg::mul: return Op::mul;
+    case BinaryAlg::min: return Op::min;
+    case BinaryAlg::max: return Op::max;
+  }
+  return std::nullopt;
+}
+
+// One value per channel: a per-tensor value repeated, or the given ones.
+std::vector<float> per_channel(const std::vector<float>& v, std::int64_t channels) {
+  if (v.size() == 1) return std::vector<float>(static_cast<std::size_t>(channels), v[0]);
+  return v;
+}
+
+}  // namespace
+
+std::optional<std::string> depthwise_plan_refusal(const composer::PostOpsPlan& plan) {
+  const auto channels = static_cast<std::size_t>(plan.channels);
+  const auto sized = [&](std::size_t n) { return n == 1 || n == channels; };
+  if (!plan.output_scales.empty() && !sized(plan.output_scales.size())) {
+    return "output scales are neither per tensor nor per channel";
+  }
+  for (const auto& op : plan.post_ops) {
+    if (std::holds_alternative<composer::SumPostOp>(op)) return "a sum post-op (a residual)";
+    if (const auto* e = std::get_if<composer::EltwisePostOp>(&op)) {
+      switch (e->alg) {
+        case EltwiseAlg::linear:
+        case EltwiseAlg::relu:
+        case EltwiseAlg::clip:
+        case EltwiseAlg::hardswish:
+        case EltwiseAlg::round: continue;
+        default: return "eltwise " + composer::to_string(e->alg);
+      }
+    }
+    const auto& b = std::get<composer::BinaryPostOp>(op);
+    const auto* values = std::get_if<composer::ConstantTensor>(&b.tensor);
+    if (values == nullptr) return "a binary post-op reading a run-time tensor";
+    if (b.broadcast != composer::Broadcast::per_channel || !sized(values->values.size())) {
+      return "a binary post-op over a whole tensor";
+    }
+    if (!binary_op(b.alg)) return "binary " + composer::to_string(b.alg);
+  }
+  return std::nullopt;
+}
+
+DepthwiseKernel::DepthwiseKernel(const DepthwiseShape& shape, const std::int8_t* weights,
+                                 std::vector<float> bias, std::uint8_t src_zero_point,
+                                 const composer::PostOpsPlan& plan)
+    : shape_(shape), zero_point_(src_zero_point), dst_type_(plan.dst_type) {
+  if (const auto why = depthwise_plan_refusal(plan)) throw std::invalid_argument(*why);
+  const std::int64_t c_total = shape.channels;
+  if (c_total <= 0 || c_total % kBlock != 0) {
+    throw std::invalid_argument("depthwise kernel: channels must be a multiple of 16");
+  }
+  const std::int64_t blocks = c_total / kBlock;
+  constexpr int K = kKernel;
+  w4_.assign(static_cast<std::size_t>(blocks * K * 64), 0);
+  w1_.assign(w4_.size(), 0);
+  row_zero_terms_.assign(static_cast<std::size_t>(K * c_total), 0);
+  for (std::int64_t c = 0; c < c_total; ++c) {
+    const std::int64_t block = c / kBlock, lane = c % kBlock;
+    for (int kh = 0; kh < K; ++kh) {
+      const std::int8_t* row = weights + (c * K + kh) * K;
+      const auto at = static_cast<std::size_t>((block * K + kh) * 64 + 4 * lane);
+      for (int t = 0; t < 4; ++t) w4_[at + static_cast<std::size_t>(t)] = row[t];
+      w1_[at] = row[4];
+      std::int32_t sum = 0;
+      for (int t = 0; t < K; ++t) sum += row[t];
+      row_zero_terms_[static_cast<std::size_t>(kh * c_total + c)] = sum * src_zero_point;
+    }
+  }
+  bias_ = bias.empty() ? std::vector<float>(static_cast<std::size_t>(c_total), 0.0f)
+                       : per_channel(bias, c_total);
+  if (!plan.output_scales.empty()) {
+    steps_.push_back({Op::mul, per_channel(plan.output_scales, c_total), {}});
+  }
+  const auto all = [&](float v) {
+    return std::vector<float>(static_cast<std::size_t>(c_total), v);
+  };
+  for (const auto& op : plan.post_ops) {
+    if (const auto* e = std::get_if<composer::EltwisePostOp>(&op)) {
+      switch (e->alg) {
+        case EltwiseAlg::linear: steps_.push_back({Op::fma, all(e->alpha), all(e->beta)}); break;
+        case EltwiseAlg::relu: steps_.push_back({Op::relu, all(e->alpha), {}}); break;
+        case EltwiseAlg::clip: steps_.push_back({Op::clip, all(e->alpha), all(e->beta)}); break;
+        case EltwiseAlg::round: steps_.push_back({Op::round, {}, {}}); break;
+        default: steps_.push_back({Op::hardswish, {}, {}}); break;
+      }
+      if (e->scale != 1.0f) steps_.push_back({Op::mul, all(e->scale), {}});
+      continue;
+    }
+    const auto& b = std::get<composer::BinaryPostOp>(op);
+    steps_.push_back({*binary_op(b.alg),
+                      per_channel(std::get<composer::ConstantTensor>(b.tensor).values, c_total),
+                      {}});
+  }
+  if (plan.dst_zero_point) {
+    steps_.push_back({Op::add, all(static_cast<float>(*plan.dst_zero_point)), {}});
+  }
+}
+
+#if defined(QFUSE_X86_KERNELS)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#define QFUSE_DW_ISA __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni")))
+
+namespace {
+
+// Output columns a work item covers at most, so that its ring of prepared
+// rows (5 rows of kMaxStrip + 4 quads of 64 bytes, 21 KB) stays in L1.
+constexpr std::int64_t kMaxStrip = 64;
+constexpr std::int64_t kMaxQuads = kMaxStrip + DepthwiseKernel::kKernel - 1;
+// Outputs summed together (accumulators in registers).
+constexpr int kOutputs = 8;
+
+// Quad t of a row, for output column col0 + t's taps 0-3 (input columns
+// col0 + t - 2 to col0 + t + 1), and tap 4 of output col0 + t - 4: per
+// channel, four neighbouring columns' codes; columns outside the image are z.
+QFUSE_DW_ISA void prepare_row(const std::uint8_t* row, std::int64_t width, std::int64_t channels,
+                              std::int64_t col0, std::int64_t quads, std::uint8_t z,
+                              std::uint8_t* out) {
+  // Byte 4 * l + k of a quad is byte l (channel l) of column k.
+  alignas(64) static constexpr std::uint8_t kInterleave[64] = {
+      0,  16, 32, 48, 1,  17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51,  //
+      4,  20, 36, 52, 5,  21, 37, 53, 6,  22, 38, 54, 7,  23, 39, 55,  //
+      8,  24, 40, 56, 9,  25, 41, 57, 10, 26, 42, 58, 11, 27, 43, 59,  //
+      12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  const __m128i pad = _mm_set1_epi8(static_cast<char>(z));
+  const auto load = [&](std::int64_t j) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j * channels));
+  };
+  const auto column = [&](std::int64_t j) { return j < 0 || j >= width ? pad : load(j); };
+  for (std::int64_t t = 0; t < quads; ++t) {
+    const std::int64_t j = col0 + t - DepthwiseKernel::kPad;
+    __m512i v;
+    if (j >= 0 && j + 3 < width) {
+      v = _mm512_castsi128_si512(load(j));
+      v = _mm512_inserti32x4(v, load(j + 1), 1);
+      v = _mm512_inserti32x4(v, load(j + 2), 2);
+      v = _mm512_inserti32x4(v, load(j + 3), 3);
+    } else {
+      v = _mm512_castsi128_si512(column(j));
+      v = _mm512_inserti32x4(v, column(j + 1), 1);
+      v = _mm512_inserti32x4(v, column(j + 2), 2);
+      v = _mm512_inserti32x4(v, column(j + 3), 3);
+    }
+    _mm512_store_si512(out + t * 64, _mm512_permutexvar_epi8(interleave, v));
+  }
+}
+
+// One step of the post-op program on n vectors of the same 16 channels.
+template <int N>
+QFUSE_DW_ISA inline void apply(const DepthwiseKernel::Step& s, std::size_t c, __m512* y) {
+  switch (s.op) {
+    case Op::mul: {
+      const __m512 a = _mm512_loadu_ps(s.p.data() + c);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) y[i] = _mm512_mul_ps(y[i], a);
+      return;
+    }
+    case Op::fma: {
+      const __m512 a = _mm512_loadu_ps(s.p.data() + c), b = _mm512_loadu_ps(s.q.data() + c);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) y[i] = _mm512_fmadd_ps(y[i], a, b);
+      return;
+    }
+    case Op::relu: {
+      const __m512 a = _mm512_loadu_ps(s.p.data() + c);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) {
+        const __mmask16 positive = _mm512_cmp_ps_mask(y[i], _mm512_setzero_ps(), _CMP_GT_OS);
+        y[i] = _mm512_mask_blend_ps(positive, _mm512_mul_ps(y[i], a), y[i]);
+      }
+      return;
+    }
+    case Op::clip: {
+      const __m512 lo = _mm512_loadu_ps(s.p.data() + c), hi = _mm512_loadu_ps(s.q.data() + c);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) y[i] = _mm512_min_ps(_mm512_max_ps(y[i], lo), hi);
+      return;
+    }
+    case Op::hardswish: {
+      // x * min(max(x + 3, 0), 6) / 6, in oneDNN's order.
+      const __m512 three = _mm512_set1_ps(3.0f), six = _mm512_set1_ps(6.0f);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) {
+        __m512 r = _mm512_add_ps(y[i], three);
+        r = _mm512_min_ps(_mm512_max_ps(r, _mm512_setzero_ps()), six);
+        y[i] = _mm512_mul_ps(y[i], _mm512_div_ps(r, six));
+      }
+      return;
+    }
+    case Op::round:
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) {
+        y[i] = _mm512_roundscale_ps(y[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      }
+      return;
+    case Op::add: {
+      const __m512 a = _mm512_loadu_ps(s.p.data() + c);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) y[i] = _mm512_add_ps(y[i], a);
+      return;
+    }
+    case Op::sub: {
+      const __m512 a = _mm512_loadu_ps(s.p.data() + c);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) y[i] = _mm512_sub_ps(y[i], a);
+      return;
+    }
+    case Op::min: {
+      const __m512 a = _mm512_loadu_ps(s.p.data() + c);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) y[i] = _mm512_min_ps(y[i], a);
+      return;
+    }
+    case Op::max: {
+      const __m512 a = _mm512_loadu_ps(s.p.data() + c);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) y[i] = _mm512_max_ps(y[i], a);
+      return;
+    }
+  }
+}
+
+// What one work item's groups of outputs read: the ring rows of the input
+// rows [lo, hi) (kernel rows kh0...), the block's weights and terms.
+struct Group {
+  const std::uint8_t* rows[DepthwiseKernel::kKernel];
+  int count = 0;          // kernel rows read
+  const std::int8_t* w4;  // of kernel row kh0
+  const std::int8_t* w1;
+  __m512i zero_terms;
+  __m512 bias;
+  std::size_t channel;
+};
+
+// N neighbouring outputs (quad offset t in the ring rows): accumulators,
+// then bias, post-ops and the store at `out` (pixels `pixel_stride` apart).
+template <int N>
+QFUSE_DW_ISA inline void outputs(const Group& g, std::int64_t t,
+                                 const std::vector<DepthwiseKernel::Step>& steps,
+                                 composer::DataType type, void* out, std::int64_t pixel_stride) {
+  __m512i acc[N];
+#pragma GCC unroll 8
+  for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_si512();
+  for (int r = 0; r < g.count; ++r) {
+    const std::uint8_t* q = g.rows[r] + t * 64;
+    const __m512i w4 = _mm512_loadu_si512(g.w4 + r * 64);
+    const __m512i w1 = _mm512_loadu_si512(g.w1 + r * 64);
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) {
+      acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_load_si512(q + i * 64), w4);
+      acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_load_si512(q + (i + 4) * 64), w1);
+    }
+  }
+  __m512 y[N];
+#pragma GCC unroll 8
+  for (int i = 0; i < N; ++i) {
+    y[i] = _mm512_add_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i], g.zero_terms)), g.bias);
+  }
+  for (const auto& s : steps) apply<N>(s, g.channel, y);
+  switch (type) {
+    case composer::DataType::u8: {
+      auto* o = static_cast<std::uint8_t*>(out);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) {
+        const __m512i v = _mm512_max_epi32(_mm512_cvtps_epi32(y[i]), _mm512_setzero_si512());
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i * pixel_stride),
+                         _mm512_cvtusepi32_epi8(v));
+      }
+      return;
+    }
+    case composer::DataType::s8: {
+      auto* o = static_cast<std::int8_t*>(out);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i * pixel_stride),
+                         _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(y[i])));
+      }
+      return;
+    }
+    case composer::DataType::f32: {
+      auto* o = static_cast<float*>(out);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) _mm512_storeu_ps(o + i * pixel_stride, y[i]);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+QFUSE_DW_ISA void DepthwiseKernel::run_item(const std::uint8_t* src, void* dst, std::int64_t n,
+                                            std::int64_t block, std::int64_t col0,
+                                            std::int64_t col1) const {
+  constexpr int K = kKernel;
+  const std::int64_t H = shape_.height, W = shape_.width, C = shape_.channels;
+  const std::int64_t quads = col1 - col0 + K - 1;
+  alignas(64) std::uint8_t ring[K][kMaxQuads * 64];
+  const std::uint8_t* image = src + n * H * W * C + block * kBlock;
+  const std::size_t element = dst_type_ == composer::DataType::f32 ? 4 : 1;
+  Group g;
+  g.channel = static_cast<std::size_t>(block * kBlock);
+  g.bias = _mm512_loadu_ps(bias_.data() + g.channel);
+  std::int64_t prepared = 0;  // input rows [0, prepared) are in the ring
+  for (std::int64_t oh = 0; oh < H; ++oh) {
+    const std::int64_t lo = std::max<std::int64_t>(0, oh - kPad);
+    const std::int64_t hi = std::min<std::int64_t>(H, oh - kPad + K);
+    for (std::int64_t ih = std::max(prepared, lo); ih < hi; ++ih) {
+      prepare_row(image + ih * W * C, W, C, col0, quads, zero_point_, ring[ih % K]);
+    }
+    prepared = std::max(prepared, hi);
+    const std::int64_t kh0 = lo - oh + kPad;
+    g.count = static_cast<int>(hi - lo);
+    g.w4 = w4_.data() + (block * K + kh0) * 64;
+    g.w1 = w1_.data() + (block * K + kh0) * 64;
+    g.zero_terms = _mm512_setzero_si512();
+    for (std::int64_t ih = lo; ih < hi; ++ih) {
+      g.rows[ih - lo] = ring[ih % K];
+      g.zero_terms = _mm512_add_epi32(
+          g.zero_terms,
+          _mm512_loadu_si512(row_zero_terms_.data() + (ih - oh + kPad) * C + block * kBlock));
+    }
+    auto* out =
+        static_cast<std::uint8_t*>(dst) +
+        static_cast<std::int64_t>(element) * (((n * H + oh) * W + col0) * C + block * kBlock);
+    const std::int64_t stride = static_cast<std::int64_t>(element) * C;
+    std::int64_t t = 0;
+    for (; t + kOutputs <= col1 - col0; t += kOutputs) {
+      outputs<kOutputs>(g, t, steps_, dst_type_, out + t * stride, C);
+    }
+    if (t + 4 <= col1 - col0) {
+      outputs<4>(g, t, steps_, dst_type_, out + t * stride, C);
+      t += 4;
+    }
+    for (; t < col1 - col0; ++t) outputs<1>(g, t, steps_, dst_type_, out + t * stride, C);
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#else
+void DepthwiseKernel::run_item(const std::uint8_t*, void*, std::int64_t, std::int64_t, std::int64_t,
+                               std::int64_t) const {
+  throw std::logic_error("qfuse's depthwise kernel needs an x86-64 build");
+}
+constexpr std::int64_t kMaxStrip = 64;
+#endif
+
+void DepthwiseKernel::run(const std::uint8_t* src, void* dst, bool parallel) const {
+  // Work items: (image, 16 channels, a strip of output columns). Strips are
+  // at most kMaxStrip wide, and narrower while that evens out the items
+  // among the team (each strip prepares four columns more than it writes).
+  const std::int64_t blocks = shape_.channels / kBlock, W = shape_.width;
+  const std::int64_t team = parallel ? std::max(1, omp_get_max_threads()) : 1;
+  std::int64_t strips = (W + kMaxStrip - 1) / kMaxStrip;
+  const auto uneven = [&](std::int64_t s) { return (shape_.batch * blocks * s) % team != 0; };
+  while (uneven(strips) && W / (strips + 1) >= 16) ++strips;
+  if (uneven(strips)) strips = (W + kMaxStrip - 1) / kMaxStrip;
+  const std::int64_t items = shape_.batch * blocks * strips;
+  parallel_for(parallel, items, [&](std::int64_t k) {
+    const std::int64_t s = k % strips, block = k / strips % blocks, n = k / strips / blocks;
+    run_item(src, dst, n, block, W * s / strips, W * (s + 1) / strips);
+  });
+}
+
+}  // namespace qfuse::plugin

@@ -1,0 +1,250 @@
+// qfuse's 5x5 depthwise kernel (u8 source with a zero point, padding 2)
+// against naive loops written here: the sum of w * (x - z) over the taps
+// inside the image, then bias and the plan's steps in their documented order.
+// Shapes around the kernel's groups of 8 and 4 outputs, strips of 64
+// columns, images smaller than the kernel, and batches; on one thread and on
+// the team.
+
+#include "plugin/executable_ops/depthwise_kernel.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace qfuse::plugin {
+namespace {
+
+using composer::BinaryAlg;
+using composer::BinaryPostOp;
+using composer::ConstantTensor;
+using composer::DataType;
+using composer::EltwiseAlg;
+using composer::EltwisePostOp;
+using composer::PostOpsPlan;
+
+float eltwise(const EltwisePostOp& e, float x) {
+  switch (e.alg) {
+    case EltwiseAlg::linear: return e.scale * (e.alpha * x + e.beta);
+    case EltwiseAlg::relu: return e.scale * (x > 0 ? x : e.alpha * x);
+    case EltwiseAlg::clip: return e.scale * std::min(std::max(x, e.alpha), e.beta);
+    case EltwiseAlg::hardswish:
+      return e.scale * x * (std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f);
+    case EltwiseAlg::round: return e.scale * std::nearbyint(x);
+    default: ADD_FAILURE() << "no reference for " << composer::to_string(e.alg);
+  }
+  return 0.0f;
+}
+
+float binary(BinaryAlg alg, float x, float t) {
+  switch (alg) {
+    case BinaryAlg::add: return x + t;
+    case BinaryAlg::sub: return x - t;
+    case BinaryAlg::mul: return x * t;
+    case BinaryAlg::min: return std::min(x, t);
+    case BinaryAlg::max: return std::max(x, t);
+  }
+  return 0.0f;
+}
+
+float at_channel(const std::vector<float>& v, std::int64_t c) {
+  return v.size() == 1 ? v[0] : v[static_cast<std::size_t>(c)];
+}
+
+// The plan on one accumulator (bias included) of channel c.
+float finish(const PostOpsPlan& plan, float y, std::int64_t c) {
+  if (!plan.output_scales.empty()) y *= at_channel(plan.output_scales, c);
+  for (const auto& op : plan.post_ops) {
+    if (const auto* e = std::get_if<EltwisePostOp>(&op)) {
+      y = eltwise(*e, y);
+    } else {
+      const auto& b = std::get<BinaryPostOp>(op);
+      y = binary(b.alg, y, at_channel(std::get<ConstantTensor>(b.tensor).values, c));
+    }
+  }
+  if (plan.dst_zero_point) y += static_cast<float>(*plan.dst_zero_point);
+  return y;
+}
+
+struct Case {
+  DepthwiseShape shape;
+  PostOpsPlan plan;
+  bool bias = true;
+};
+
+std::vector<float> values(std::mt19937& rng, std::int64_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// The recognizer's chain: per-channel scales, linear, hardswish * k, + v, u8.
+PostOpsPlan recognizer_plan(std::mt19937& rng, std::int64_t channels) {
+  PostOpsPlan p;
+  p.channels = static_cast<int>(channels);
+  p.dst_type = DataType::u8;
+  p.output_scales = values(rng, channels, 2e-4f, 2e-3f);
+  p.output_scales_mask = composer::ScalesMask::per_channel;
+  p.post_ops.push_back(EltwisePostOp{EltwiseAlg::linear, 1.0f, 1.0f, 0.3f});
+  p.post_ops.push_back(EltwisePostOp{EltwiseAlg::hardswish, 29.0f, 0.0f, 0.0f});
+  p.post_ops.push_back(
+      BinaryPostOp{BinaryAlg::add, composer::Broadcast::per_channel, ConstantTensor{{11.0f}}});
+  return p;
+}
+
+// A common scale, leaky relu, a clip and a destination zero point, s8.
+PostOpsPlan leaky_plan(std::int64_t channels) {
+  PostOpsPlan p;
+  p.channels = static_cast<int>(channels);
+  p.dst_type = DataType::s8;
+  p.output_scales = {1.5e-3f};
+  p.post_ops.push_back(EltwisePostOp{EltwiseAlg::relu, 1.0f, 0.1f, 0.0f});
+  p.post_ops.push_back(EltwisePostOp{EltwiseAlg::clip, 40.0f, -3.0f, 2.5f});
+  p.post_ops.push_back(EltwisePostOp{EltwiseAlg::round, 0.5f, 0.0f, 0.0f});
+  p.dst_zero_point = -5;
+  return p;
+}
+
+// No output scales; every binary algorithm; f32 out.
+PostOpsPlan binary_plan(std::mt19937& rng, std::int64_t channels) {
+  PostOpsPlan p;
+  p.channels = static_cast<int>(channels);
+  p.dst_type = DataType::f32;
+  const auto bin = [&](BinaryAlg alg, std::vector<float> v) {
+    p.post_ops.push_back(
+        BinaryPostOp{alg, composer::Broadcast::per_channel, ConstantTensor{std::move(v)}});
+  };
+  bin(BinaryAlg::mul, values(rng, channels, 1e-3f, 4e-3f));
+  bin(BinaryAlg::sub, {0.25f});
+  bin(BinaryAlg::min, values(rng, channels, 1.0f, 3.0f));
+  bin(BinaryAlg::max, {-2.0f});
+  bin(BinaryAlg::add, values(rng, channels, -1.0f, 1.0f));
+  return p;
+}
+
+void check(const Case& c, std::uint8_t z, unsigned seed) {
+  const DepthwiseShape& s = c.shape;
+  const std::int64_t C = s.channels, H = s.height, W = s.width;
+  std::mt19937 rng(seed);
+  std::vector<std::uint8_t> x(static_cast<std::size_t>(s.batch * H * W * C));
+  for (auto& v : x) v = static_cast<std::uint8_t>(rng());
+  std::vector<std::int8_t> w(static_cast<std::size_t>(C * 25));
+  for (auto& v : w) v = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
+  const std::vector<float> bias = c.bias ? values(rng, C, -2000.0f, 2000.0f) : std::vector<float>{};
+  const DepthwiseKernel kernel(s, w.data(), bias, z, c.plan);
+  const bool f32 = c.plan.dst_type == DataType::f32;
+  for (const bool parallel : {false, true}) {
+    std::vector<std::uint8_t> out(x.size() * (f32 ? 4 : 1), 0xA5);
+    kernel.run(x.data(), out.data(), parallel);
+    std::int64_t differ = 0;
+    for (std::int64_t n = 0; n < s.batch; ++n) {
+      for (std::int64_t oh = 0; oh < H; ++oh) {
+        for (std::int64_t ow = 0; ow < W; ++ow) {
+          for (std::int64_t ch = 0; ch < C; ++ch) {
+            std::int64_t acc = 0;
+            for (std::int64_t kh = 0; kh < 5; ++kh) {
+              for (std::int64_t kw = 0; kw < 5; ++kw) {
+                const std::int64_t ih = oh + kh - 2, iw = ow + kw - 2;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const int code = x[static_cast<std::size_t>(((n * H + ih) * W + iw) * C + ch)];
+                acc += w[static_cast<std::size_t>((ch * 5 + kh) * 5 + kw)] * (code - z);
+              }
+            }
+            const float y = finish(
+                c.plan,
+                static_cast<float>(acc) + (c.bias ? bias[static_cast<std::size_t>(ch)] : 0.0f), ch);
+            const auto i = static_cast<std::size_t>(((n * H + oh) * W + ow) * C + ch);
+            const std::string where = "n " + std::to_string(n) + " oh " + std::to_string(oh) +
+                                      " ow " + std::to_string(ow) + " c " + std::to_string(ch) +
+                                      " parallel " + std::to_string(parallel);
+            if (f32) {
+              float got;
+              std::memcpy(&got, out.data() + 4 * i, 4);
+              ASSERT_NEAR(got, y, 1e-5f * std::max(1.0f, std::fabs(y))) << where;
+              continue;
+            }
+            const bool u8 = c.plan.dst_type == DataType::u8;
+            const float lo = u8 ? 0.0f : -128.0f, hi = u8 ? 255.0f : 127.0f;
+            const int want = static_cast<int>(std::nearbyint(std::min(std::max(y, lo), hi)));
+            const int got = u8 ? out[i] : static_cast<std::int8_t>(out[i]);
+            ASSERT_LE(std::abs(got - want), 1) << where << " want " << want << " got " << got;
+            differ += got != want;
+          }
+        }
+      }
+    }
+    // Off by one only where the float steps round differently at a tie.
+    EXPECT_LE(differ, static_cast<std::int64_t>(x.size()) / 1000) << "parallel " << parallel;
+  }
+}
+
+class DepthwiseKernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!has_depthwise_kernel_isa()) GTEST_SKIP() << "this CPU lacks AVX-512 VBMI or VNNI";
+  }
+};
+
+TEST_F(DepthwiseKernelTest, RecognizerChainAtEveryWidthAroundItsGroups) {
+  std::mt19937 rng(1);
+  for (const std::int64_t w : {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 63, 64, 65, 80, 130}) {
+    for (const std::int64_t h : {1, 3, 12}) {
+      const DepthwiseShape s{1, 32, h, w};
+      SCOPED_TRACE("h " + std::to_string(h) + " w " + std::to_string(w));
+      check(Case{s, recognizer_plan(rng, 32)}, 18, static_cast<unsigned>(h * 1000 + w));
+    }
+  }
+}
+
+TEST_F(DepthwiseKernelTest, SignedOutputLeakyReluClipAndZeroPoint) {
+  check(Case{{2, 48, 6, 11}, leaky_plan(48)}, 200, 2);
+  check(Case{{1, 16, 2, 70}, leaky_plan(16), false}, 1, 3);
+}
+
+TEST_F(DepthwiseKernelTest, EveryBinaryAndFloatOutput) {
+  std::mt19937 rng(4);
+  check(Case{{1, 32, 5, 9}, binary_plan(rng, 32)}, 128, 5);
+  check(Case{{3, 16, 4, 4}, binary_plan(rng, 16), false}, 77, 6);
+}
+
+TEST(DepthwiseKernelRefusal, NamesWhatThePlanHoldsThatTheKernelLacks) {
+  std::mt19937 rng(7);
+  EXPECT_EQ(depthwise_plan_refusal(recognizer_plan(rng, 32)), std::nullopt);
+  {
+    PostOpsPlan p = leaky_plan(32);
+    p.post_ops.push_back(composer::SumPostOp{0, 1.0f, DataType::u8});
+    EXPECT_EQ(depthwise_plan_refusal(p), "a sum post-op (a residual)");
+  }
+  {
+    PostOpsPlan p = leaky_plan(32);
+    p.post_ops.push_back(BinaryPostOp{BinaryAlg::add, composer::Broadcast::per_channel,
+                                      composer::ExternalTensor{0, DataType::f32}});
+    EXPECT_EQ(depthwise_plan_refusal(p), "a binary post-op reading a run-time tensor");
+  }
+  {
+    PostOpsPlan p = leaky_plan(32);
+    p.post_ops.push_back(BinaryPostOp{BinaryAlg::add, composer::Broadcast::full,
+                                      ConstantTensor{std::vector<float>(32 * 4, 1.0f)}});
+    EXPECT_EQ(depthwise_plan_refusal(p), "a binary post-op over a whole tensor");
+  }
+  {
+    PostOpsPlan p = leaky_plan(32);
+    p.post_ops.push_back(EltwisePostOp{EltwiseAlg::logistic, 1.0f, 0.0f, 0.0f});
+    EXPECT_EQ(depthwise_plan_refusal(p), "eltwise logistic");
+  }
+  {
+    PostOpsPlan p = leaky_plan(32);
+    p.output_scales = {1.0f, 2.0f};
+    EXPECT_EQ(depthwise_plan_refusal(p), "output scales are neither per tensor nor per channel");
+  }
+  const std::vector<std::int8_t> w(24 * 25, 1);
+  EXPECT_THROW(DepthwiseKernel({1, 24, 4, 4}, w.data(), {}, 3, leaky_plan(24)),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace qfuse::plugin
