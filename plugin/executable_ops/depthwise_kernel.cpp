@@ -26,6 +26,10 @@ bool has_depthwise_kernel_isa() {
 #endif
 }
 
+std::int64_t DepthwiseKernel::output_size(std::int64_t in, std::int64_t stride) {
+  return (in + 2 * kPad - kKernel) / stride + 1;
+}
+
 namespace {
 
 using composer::BinaryAlg;
@@ -43,9 +47,11 @@ std::optional<Op> binary_op(BinaryAlg alg) {
   return std::nullopt;
 }
 
-// One value per channel: a per-tensor value repeated, or the given ones.
-std::vector<float> per_channel(const std::vector<float>& v, std::int64_t channels) {
-  if (v.size() == 1) return std::vector<float>(static_cast<std::size_t>(channels), v[0]);
+// One value per channel (a per-tensor value repeated, or the given ones),
+// then zeros up to `lanes`.
+std::vector<float> per_channel(std::vector<float> v, std::int64_t channels, std::int64_t lanes) {
+  if (v.size() == 1) v.assign(static_cast<std::size_t>(channels), v[0]);
+  v.resize(static_cast<std::size_t>(lanes), 0.0f);
   return v;
 }
 
@@ -86,14 +92,16 @@ DepthwiseKernel::DepthwiseKernel(const DepthwiseShape& shape, const std::int8_t*
     : shape_(shape), zero_point_(src_zero_point), dst_type_(plan.dst_type) {
   if (const auto why = depthwise_plan_refusal(plan)) throw std::invalid_argument(*why);
   const std::int64_t c_total = shape.channels;
-  if (c_total <= 0 || c_total % kBlock != 0) {
-    throw std::invalid_argument("depthwise kernel: channels must be a multiple of 16");
+  const bool strides = (shape.stride_h == 1 || shape.stride_h == 2) &&
+                       (shape.stride_w == 1 || shape.stride_w == 2);
+  if (c_total <= 0 || shape.height <= 0 || shape.width <= 0 || !strides) {
+    throw std::invalid_argument("depthwise kernel: empty shape, or a stride other than 1 or 2");
   }
-  const std::int64_t blocks = c_total / kBlock;
+  const std::int64_t blocks = (c_total + kBlock - 1) / kBlock, lanes = blocks * kBlock;
   constexpr int K = kKernel;
   w4_.assign(static_cast<std::size_t>(blocks * K * 64), 0);
   w1_.assign(w4_.size(), 0);
-  row_zero_terms_.assign(static_cast<std::size_t>(K * c_total), 0);
+  row_zero_terms_.assign(static_cast<std::size_t>(K * lanes), 0);
   for (std::int64_t c = 0; c < c_total; ++c) {
     const std::int64_t block = c / kBlock, lane = c % kBlock;
     for (int kh = 0; kh < K; ++kh) {
@@ -103,17 +111,14 @@ DepthwiseKernel::DepthwiseKernel(const DepthwiseShape& shape, const std::int8_t*
       w1_[at] = row[4];
       std::int32_t sum = 0;
       for (int t = 0; t < K; ++t) sum += row[t];
-      row_zero_terms_[static_cast<std::size_t>(kh * c_total + c)] = sum * src_zero_point;
+      row_zero_terms_[static_cast<std::size_t>(kh * lanes + c)] = sum * src_zero_point;
     }
   }
-  bias_ = bias.empty() ? std::vector<float>(static_cast<std::size_t>(c_total), 0.0f)
-                       : per_channel(bias, c_total);
+  bias_ = per_channel(bias.empty() ? std::vector<float>{0.0f} : std::move(bias), c_total, lanes);
   if (!plan.output_scales.empty()) {
-    steps_.push_back({Op::mul, per_channel(plan.output_scales, c_total), {}});
+    steps_.push_back({Op::mul, per_channel(plan.output_scales, c_total, lanes), {}});
   }
-  const auto all = [&](float v) {
-    return std::vector<float>(static_cast<std::size_t>(c_total), v);
-  };
+  const auto all = [&](float v) { return per_channel({v}, c_total, lanes); };
   for (const auto& op : plan.post_ops) {
     if (const auto* e = std::get_if<composer::EltwisePostOp>(&op)) {
       switch (e->alg) {
@@ -128,7 +133,8 @@ DepthwiseKernel::DepthwiseKernel(const DepthwiseShape& shape, const std::int8_t*
     }
     const auto& b = std::get<composer::BinaryPostOp>(op);
     steps_.push_back({*binary_op(b.alg),
-                      per_channel(std::get<composer::ConstantTensor>(b.tensor).values, c_total),
+                      per_channel(std::get<composer::ConstantTensor>(b.tensor).values, c_total,
+                                  lanes),
                       {}});
   }
   if (plan.dst_zero_point) {
@@ -141,7 +147,7 @@ DepthwiseKernel::DepthwiseKernel(const DepthwiseShape& shape, const std::int8_t*
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#define QFUSE_DW_ISA __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni")))
+#define QFUSE_DW_ISA __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni")))
 
 namespace {
 
@@ -153,11 +159,12 @@ constexpr std::int64_t kMaxQuads = kMaxStrip + DepthwiseKernel::kKernel - 1;
 constexpr int kOutputs = 8;
 
 // Quad t of a row, for output column col0 + t's taps 0-3 (input columns
-// col0 + t - 2 to col0 + t + 1), and tap 4 of output col0 + t - 4: per
-// channel, four neighbouring columns' codes; columns outside the image are z.
+// (col0 + t) * stride - 2 and the three after it), and tap 4 of output
+// col0 + t - 4 / stride: per channel, four neighbouring columns' codes;
+// columns outside the image, and channels outside `lanes`, are z.
 QFUSE_DW_ISA void prepare_row(const std::uint8_t* row, std::int64_t width, std::int64_t channels,
-                              std::int64_t col0, std::int64_t quads, std::uint8_t z,
-                              std::uint8_t* out) {
+                              std::int64_t stride, std::int64_t col0, std::int64_t quads,
+                              std::uint8_t z, __mmask16 lanes, std::uint8_t* out) {
   // Byte 4 * l + k of a quad is byte l (channel l) of column k.
   alignas(64) static constexpr std::uint8_t kInterleave[64] = {
       0,  16, 32, 48, 1,  17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51,  //
@@ -166,12 +173,15 @@ QFUSE_DW_ISA void prepare_row(const std::uint8_t* row, std::int64_t width, std::
       12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
   const __m512i interleave = _mm512_load_si512(kInterleave);
   const __m128i pad = _mm_set1_epi8(static_cast<char>(z));
-  const auto load = [&](std::int64_t j) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j * channels));
+  const bool full = lanes == 0xFFFF;
+  const auto load = [&](std::int64_t j) QFUSE_DW_ISA {
+    const std::uint8_t* p = row + j * channels;
+    return full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                : _mm_mask_loadu_epi8(pad, lanes, p);
   };
   const auto column = [&](std::int64_t j) { return j < 0 || j >= width ? pad : load(j); };
   for (std::int64_t t = 0; t < quads; ++t) {
-    const std::int64_t j = col0 + t - DepthwiseKernel::kPad;
+    const std::int64_t j = (col0 + t) * stride - DepthwiseKernel::kPad;
     __m512i v;
     if (j >= 0 && j + 3 < width) {
       v = _mm512_castsi128_si512(load(j));
@@ -190,7 +200,7 @@ QFUSE_DW_ISA void prepare_row(const std::uint8_t* row, std::int64_t width, std::
 
 // One step of the post-op program on n vectors of the same 16 channels.
 template <int N>
-QFUSE_DW_ISA inline void apply(const DepthwiseKernel::Step& s, std::size_t c, __m512* y) {
+QFUSE_DW_ISA __attribute__((always_inline)) inline void apply(const DepthwiseKernel::Step& s, std::size_t c, __m512* y) {
   switch (s.op) {
     case Op::mul: {
       const __m512 a = _mm512_loadu_ps(s.p.data() + c);
@@ -268,6 +278,7 @@ QFUSE_DW_ISA inline void apply(const DepthwiseKernel::Step& s, std::size_t c, __
 struct Group {
   const std::uint8_t* rows[DepthwiseKernel::kKernel];
   int count = 0;          // kernel rows read
+  __mmask16 lanes = 0xFFFF;  // the block's channels
   const std::int8_t* w4;  // of kernel row kh0
   const std::int8_t* w1;
   __m512i zero_terms;
@@ -275,10 +286,11 @@ struct Group {
   std::size_t channel;
 };
 
-// N neighbouring outputs (quad offset t in the ring rows): accumulators,
-// then bias, post-ops and the store at `out` (pixels `pixel_stride` apart).
-template <int N>
-QFUSE_DW_ISA inline void outputs(const Group& g, std::int64_t t,
+// N neighbouring outputs (quad offset t in the ring rows; an output's tap 4
+// is kTap4 = 4 / stride quads after its first): accumulators, then bias,
+// post-ops and the store at `out` (pixels `pixel_stride` apart).
+template <int N, int kTap4>
+QFUSE_DW_ISA __attribute__((always_inline)) inline void outputs(const Group& g, std::int64_t t,
                                  const std::vector<DepthwiseKernel::Step>& steps,
                                  composer::DataType type, void* out, std::int64_t pixel_stride) {
   __m512i acc[N];
@@ -291,7 +303,7 @@ QFUSE_DW_ISA inline void outputs(const Group& g, std::int64_t t,
 #pragma GCC unroll 8
     for (int i = 0; i < N; ++i) {
       acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_load_si512(q + i * 64), w4);
-      acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_load_si512(q + (i + 4) * 64), w1);
+      acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_load_si512(q + (i + kTap4) * 64), w1);
     }
   }
   __m512 y[N];
@@ -306,8 +318,7 @@ QFUSE_DW_ISA inline void outputs(const Group& g, std::int64_t t,
 #pragma GCC unroll 8
       for (int i = 0; i < N; ++i) {
         const __m512i v = _mm512_max_epi32(_mm512_cvtps_epi32(y[i]), _mm512_setzero_si512());
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i * pixel_stride),
-                         _mm512_cvtusepi32_epi8(v));
+        _mm_mask_storeu_epi8(o + i * pixel_stride, g.lanes, _mm512_cvtusepi32_epi8(v));
       }
       return;
     }
@@ -315,18 +326,35 @@ QFUSE_DW_ISA inline void outputs(const Group& g, std::int64_t t,
       auto* o = static_cast<std::int8_t*>(out);
 #pragma GCC unroll 8
       for (int i = 0; i < N; ++i) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i * pixel_stride),
-                         _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(y[i])));
+        _mm_mask_storeu_epi8(o + i * pixel_stride, g.lanes,
+                             _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(y[i])));
       }
       return;
     }
     case composer::DataType::f32: {
       auto* o = static_cast<float*>(out);
 #pragma GCC unroll 8
-      for (int i = 0; i < N; ++i) _mm512_storeu_ps(o + i * pixel_stride, y[i]);
+      for (int i = 0; i < N; ++i) _mm512_mask_storeu_ps(o + i * pixel_stride, g.lanes, y[i]);
       return;
     }
   }
+}
+
+// One output row's `count` outputs of a work item, in groups of 8, 4, 1.
+template <int kTap4>
+QFUSE_DW_ISA void row_outputs(const Group& g, std::int64_t count,
+                              const std::vector<DepthwiseKernel::Step>& steps,
+                              composer::DataType type, std::uint8_t* out, std::int64_t C) {
+  const std::int64_t stride = (type == composer::DataType::f32 ? 4 : 1) * C;
+  std::int64_t t = 0;
+  for (; t + kOutputs <= count; t += kOutputs) {
+    outputs<kOutputs, kTap4>(g, t, steps, type, out + t * stride, C);
+  }
+  if (t + 4 <= count) {
+    outputs<4, kTap4>(g, t, steps, type, out + t * stride, C);
+    t += 4;
+  }
+  for (; t < count; ++t) outputs<1, kTap4>(g, t, steps, type, out + t * stride, C);
 }
 
 }  // namespace
@@ -336,47 +364,48 @@ QFUSE_DW_ISA void DepthwiseKernel::run_item(const std::uint8_t* src, void* dst, 
                                             std::int64_t col1) const {
   constexpr int K = kKernel;
   const std::int64_t H = shape_.height, W = shape_.width, C = shape_.channels;
-  const std::int64_t quads = col1 - col0 + K - 1;
+  const std::int64_t sh = shape_.stride_h, sw = shape_.stride_w;
+  const std::int64_t OH = output_size(H, sh), OW = output_size(W, sw);
+  const std::int64_t lanes = (C + kBlock - 1) / kBlock * kBlock;
+  Group g;
+  const std::int64_t quads = col1 - col0 + 4 / sw;
   alignas(64) std::uint8_t ring[K][kMaxQuads * 64];
   const std::uint8_t* image = src + n * H * W * C + block * kBlock;
   const std::size_t element = dst_type_ == composer::DataType::f32 ? 4 : 1;
-  Group g;
+  const std::int64_t in_block = std::min<std::int64_t>(kBlock, C - block * kBlock);
+  g.lanes = static_cast<__mmask16>((1u << in_block) - 1u);
   g.channel = static_cast<std::size_t>(block * kBlock);
   g.bias = _mm512_loadu_ps(bias_.data() + g.channel);
   std::int64_t prepared = 0;  // input rows [0, prepared) are in the ring
-  for (std::int64_t oh = 0; oh < H; ++oh) {
-    const std::int64_t lo = std::max<std::int64_t>(0, oh - kPad);
-    const std::int64_t hi = std::min<std::int64_t>(H, oh - kPad + K);
+  for (std::int64_t oh = 0; oh < OH; ++oh) {
+    const std::int64_t top = oh * sh - kPad;  // the input row of kernel row 0
+    const std::int64_t lo = std::max<std::int64_t>(0, top);
+    const std::int64_t hi = std::min<std::int64_t>(H, top + K);
     for (std::int64_t ih = std::max(prepared, lo); ih < hi; ++ih) {
-      prepare_row(image + ih * W * C, W, C, col0, quads, zero_point_, ring[ih % K]);
+      prepare_row(image + ih * W * C, W, C, sw, col0, quads, zero_point_, g.lanes,
+                  ring[ih % K]);
     }
     prepared = std::max(prepared, hi);
-    const std::int64_t kh0 = lo - oh + kPad;
     g.count = static_cast<int>(hi - lo);
-    g.w4 = w4_.data() + (block * K + kh0) * 64;
-    g.w1 = w1_.data() + (block * K + kh0) * 64;
+    g.w4 = w4_.data() + (block * K + lo - top) * 64;
+    g.w1 = w1_.data() + (block * K + lo - top) * 64;
     g.zero_terms = _mm512_setzero_si512();
     for (std::int64_t ih = lo; ih < hi; ++ih) {
       g.rows[ih - lo] = ring[ih % K];
       g.zero_terms = _mm512_add_epi32(
-          g.zero_terms,
-          _mm512_loadu_si512(row_zero_terms_.data() + (ih - oh + kPad) * C + block * kBlock));
+          g.zero_terms, _mm512_loadu_si512(row_zero_terms_.data() + (ih - top) * lanes + g.channel));
     }
     auto* out =
         static_cast<std::uint8_t*>(dst) +
-        static_cast<std::int64_t>(element) * (((n * H + oh) * W + col0) * C + block * kBlock);
-    const std::int64_t stride = static_cast<std::int64_t>(element) * C;
-    std::int64_t t = 0;
-    for (; t + kOutputs <= col1 - col0; t += kOutputs) {
-      outputs<kOutputs>(g, t, steps_, dst_type_, out + t * stride, C);
+        static_cast<std::int64_t>(element) * (((n * OH + oh) * OW + col0) * C + block * kBlock);
+    if (sw == 1) {
+      row_outputs<4>(g, col1 - col0, steps_, dst_type_, out, C);
+    } else {
+      row_outputs<2>(g, col1 - col0, steps_, dst_type_, out, C);
     }
-    if (t + 4 <= col1 - col0) {
-      outputs<4>(g, t, steps_, dst_type_, out + t * stride, C);
-      t += 4;
-    }
-    for (; t < col1 - col0; ++t) outputs<1>(g, t, steps_, dst_type_, out + t * stride, C);
   }
 }
+
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -392,8 +421,10 @@ constexpr std::int64_t kMaxStrip = 64;
 void DepthwiseKernel::run(const std::uint8_t* src, void* dst, bool parallel) const {
   // Work items: (image, 16 channels, a strip of output columns). Strips are
   // at most kMaxStrip wide, and narrower while that evens out the items
-  // among the team (each strip prepares four columns more than it writes).
-  const std::int64_t blocks = shape_.channels / kBlock, W = shape_.width;
+  // among the team (each strip prepares 4 / stride columns more than it
+  // writes).
+  const std::int64_t blocks = (shape_.channels + kBlock - 1) / kBlock;
+  const std::int64_t W = output_size(shape_.width, shape_.stride_w);
   const std::int64_t team = parallel ? std::max(1, omp_get_max_threads()) : 1;
   std::int64_t strips = (W + kMaxStrip - 1) / kMaxStrip;
   const auto uneven = [&](std::int64_t s) { return (shape_.batch * blocks * s) % team != 0; };

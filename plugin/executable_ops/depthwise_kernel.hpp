@@ -1,7 +1,7 @@
 #pragma once
 // Internal: qfuse's own int8 depthwise convolution for the one form where
-// oneDNN 2.6 has no fast exact kernel: 5x5, stride 1, padding 2, a u8 source
-// with a zero point, channels last. oneDNN's brdgmm_dw skips the taps that
+// oneDNN 2.6 has no fast exact kernel: 5x5, strides 1 or 2, padding 2, a u8
+// source with a zero point, channels last. oneDNN's brdgmm_dw skips the taps that
 // fall into the padding, which is wrong once padding is worth z * w; with the
 // zero point it takes jit_int8 instead, at about half brdgmm_dw's speed.
 //
@@ -21,8 +21,10 @@
 
 namespace qfuse::plugin {
 
+// The input's shape (NHWC) and the strides (1 or 2 each).
 struct DepthwiseShape {
   std::int64_t batch = 1, channels = 0, height = 0, width = 0;
+  std::int64_t stride_h = 1, stride_w = 1;
 };
 
 // The implementation string layers report when they run on this kernel.
@@ -44,20 +46,23 @@ class DepthwiseKernel {
   static constexpr std::int64_t kBlock = 16;  // channels per vector
 
   // `weights` [channels][5][5] s8; `bias` one f32 per channel in accumulator
-  // units, or empty. The plan must pass depthwise_plan_refusal and the shape
-  // have a multiple of 16 channels.
+  // units, or empty. The plan must pass depthwise_plan_refusal.
   DepthwiseKernel(const DepthwiseShape& shape, const std::int8_t* weights, std::vector<float> bias,
                   std::uint8_t src_zero_point, const composer::PostOpsPlan& plan);
 
-  // src [batch][height][width][channels] u8, dst the same shape in the plan's
+  // src [batch][height][width][channels] u8, dst [batch][output_size(height,
+  // stride_h)][output_size(width, stride_w)][channels] in the plan's
   // destination type. On the calling request's OpenMP team when `parallel`.
   void run(const std::uint8_t* src, void* dst, bool parallel) const;
+
+  // Output rows (columns) of `in` input rows (columns) at `stride`.
+  static std::int64_t output_size(std::int64_t in, std::int64_t stride);
 
   // One step of the post-op program, on per-channel parameter vectors.
   enum class Op { mul, fma, relu, clip, hardswish, round, add, sub, min, max };
   struct Step {
     Op op = Op::mul;
-    std::vector<float> p, q;  // one per channel each (as many as the op reads)
+    std::vector<float> p, q;  // one per lane each (as many as the op reads)
   };
 
  private:
@@ -70,9 +75,10 @@ class DepthwiseKernel {
   // Per 16-channel block and kernel row, 64 bytes: taps 0-3 of each channel
   // interleaved (w4), and tap 4 in the first byte of each quad (w1).
   std::vector<std::int8_t> w4_, w1_;
-  // z * the sum of a kernel row's weights, [row][channel].
+  // Vectors of channels are padded with zeros to a multiple of 16 (lanes).
+  // z * the sum of a kernel row's weights, [row][lane].
   std::vector<std::int32_t> row_zero_terms_;
-  std::vector<float> bias_;  // one per channel (zeros when the layer has none)
+  std::vector<float> bias_;  // one per lane (zeros when the layer has none)
   std::vector<Step> steps_;
 };
 

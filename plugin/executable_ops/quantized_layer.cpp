@@ -805,9 +805,10 @@ class QuantizedLayerOp final : public ExecutableOp {
 
 
  private:
-  // The padded 5x5 depthwise layer with a source zero point on qfuse's
-  // kernel (depthwise_kernel.hpp), where it can take the layer; null
-  // otherwise. Says at debug level why a layer of that form stays on oneDNN.
+  // The padded 5x5 depthwise layer (strides 1 or 2) with a source zero
+  // point on qfuse's kernel (depthwise_kernel.hpp), where it can take the
+  // layer; null otherwise. Says at debug level why a layer of that form
+  // stays on oneDNN.
   std::unique_ptr<DepthwiseKernel> depthwise_kernel(const graph::Graph& g, const Node& node) const {
     if (node.kind != OpKind::QuantizedConvolution || !b_.spatial) return nullptr;
     const auto& a = node.attr<QuantizedLayerAttrs>();
@@ -815,17 +816,17 @@ class QuantizedLayerOp final : public ExecutableOp {
     const graph::Value& x = g.value(node.inputs[0]);
     const graph::Value& w = g.value(node.inputs[1]);
     constexpr std::int64_t k = DepthwiseKernel::kKernel, pad = DepthwiseKernel::kPad;
+    const auto one_or_two = [](std::int64_t s) { return s == 1 || s == 2; };
     const bool form = x.shape.size() == 4 && x.type == ElementType::u8 &&
                       a.src_zero_point != 0 && c.groups > 1 && c.groups == x.shape[1] &&
-                      w.shape == Shape{c.groups, 1, k, k} && c.strides == graph::Ints{1, 1} &&
+                      w.shape == Shape{c.groups, 1, k, k} && c.strides.size() == 2 &&
+                      one_or_two(c.strides[0]) && one_or_two(c.strides[1]) &&
                       c.dilations == graph::Ints{1, 1} && c.pads_begin == graph::Ints{pad, pad} &&
                       c.pads_end == graph::Ints{pad, pad};
     if (!form) return nullptr;
     std::string why;
     if (!has_depthwise_kernel_isa()) {
       why = "the CPU lacks AVX-512 VBMI or VNNI";
-    } else if (x.shape[1] % DepthwiseKernel::kBlock != 0) {
-      why = "the channels are not a multiple of 16";
     } else if (b_.integer) {
       why = "integer-only requantization of oneDNN's accumulators";
     } else if (a.dynamic || b_.runtime_weights) {
@@ -849,7 +850,8 @@ class QuantizedLayerOp final : public ExecutableOp {
         bias[i] = static_cast<float>(static_cast<double>(bias[i]) * f);
       }
     }
-    const DepthwiseShape shape{x.shape[0], x.shape[1], x.shape[2], x.shape[3]};
+    const DepthwiseShape shape{x.shape[0], x.shape[1],   x.shape[2],
+                               x.shape[3], c.strides[0], c.strides[1]};
     return std::make_unique<DepthwiseKernel>(
         shape, g.value(node.inputs[1]).constant->data<std::int8_t>().data(), std::move(bias),
         static_cast<std::uint8_t>(a.src_zero_point), b_.plan);

@@ -2,10 +2,8 @@
 // against naive loops written here: the sum of w * (x - z) over the taps
 // inside the image, then bias and the plan's steps in their documented order.
 // Shapes around the kernel's groups of 8 and 4 outputs, strips of 64
-// columns, images smaller than the kernel, and batches; on one thread and on
-// the team.
-
-#include "plugin/executable_ops/depthwise_kernel.hpp"
+// columns, images smaller than the kernel, strides of 2, channels outside
+// blocks of 16, and batches; on one thread and on the team.
 
 #include <gtest/gtest.h>
 
@@ -13,7 +11,10 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
+
+#include "plugin/executable_ops/depthwise_kernel.hpp"
 
 namespace qfuse::plugin {
 namespace {
@@ -129,6 +130,7 @@ PostOpsPlan binary_plan(std::mt19937& rng, std::int64_t channels) {
 void check(const Case& c, std::uint8_t z, unsigned seed) {
   const DepthwiseShape& s = c.shape;
   const std::int64_t C = s.channels, H = s.height, W = s.width;
+  const std::int64_t OH = (H - 1) / s.stride_h + 1, OW = (W - 1) / s.stride_w + 1;
   std::mt19937 rng(seed);
   std::vector<std::uint8_t> x(static_cast<std::size_t>(s.batch * H * W * C));
   for (auto& v : x) v = static_cast<std::uint8_t>(rng());
@@ -138,17 +140,20 @@ void check(const Case& c, std::uint8_t z, unsigned seed) {
   const DepthwiseKernel kernel(s, w.data(), bias, z, c.plan);
   const bool f32 = c.plan.dst_type == DataType::f32;
   for (const bool parallel : {false, true}) {
-    std::vector<std::uint8_t> out(x.size() * (f32 ? 4 : 1), 0xA5);
+    // One pixel more than the output, which the kernel must leave alone.
+    const auto size = static_cast<std::size_t>(s.batch * OH * OW * C);
+    std::vector<std::uint8_t> out((size + static_cast<std::size_t>(C)) * (f32 ? 4 : 1), 0xA5);
     kernel.run(x.data(), out.data(), parallel);
     std::int64_t differ = 0;
     for (std::int64_t n = 0; n < s.batch; ++n) {
-      for (std::int64_t oh = 0; oh < H; ++oh) {
-        for (std::int64_t ow = 0; ow < W; ++ow) {
+      for (std::int64_t oh = 0; oh < OH; ++oh) {
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
           for (std::int64_t ch = 0; ch < C; ++ch) {
             std::int64_t acc = 0;
             for (std::int64_t kh = 0; kh < 5; ++kh) {
               for (std::int64_t kw = 0; kw < 5; ++kw) {
-                const std::int64_t ih = oh + kh - 2, iw = ow + kw - 2;
+                const std::int64_t ih = oh * s.stride_h + kh - 2;
+                const std::int64_t iw = ow * s.stride_w + kw - 2;
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                 const int code = x[static_cast<std::size_t>(((n * H + ih) * W + iw) * C + ch)];
                 acc += w[static_cast<std::size_t>((ch * 5 + kh) * 5 + kw)] * (code - z);
@@ -157,7 +162,7 @@ void check(const Case& c, std::uint8_t z, unsigned seed) {
             const float y = finish(
                 c.plan,
                 static_cast<float>(acc) + (c.bias ? bias[static_cast<std::size_t>(ch)] : 0.0f), ch);
-            const auto i = static_cast<std::size_t>(((n * H + oh) * W + ow) * C + ch);
+            const auto i = static_cast<std::size_t>(((n * OH + oh) * OW + ow) * C + ch);
             const std::string where = "n " + std::to_string(n) + " oh " + std::to_string(oh) +
                                       " ow " + std::to_string(ow) + " c " + std::to_string(ch) +
                                       " parallel " + std::to_string(parallel);
@@ -178,7 +183,10 @@ void check(const Case& c, std::uint8_t z, unsigned seed) {
       }
     }
     // Off by one only where the float steps round differently at a tie.
-    EXPECT_LE(differ, static_cast<std::int64_t>(x.size()) / 1000) << "parallel " << parallel;
+    EXPECT_LE(differ, static_cast<std::int64_t>(size) / 1000) << "parallel " << parallel;
+    for (std::size_t i = size * (f32 ? 4 : 1); i < out.size(); ++i) {
+      ASSERT_EQ(out[i], 0xA5) << "wrote past the output, parallel " << parallel;
+    }
   }
 }
 
@@ -198,6 +206,23 @@ TEST_F(DepthwiseKernelTest, RecognizerChainAtEveryWidthAroundItsGroups) {
       check(Case{s, recognizer_plan(rng, 32)}, 18, static_cast<unsigned>(h * 1000 + w));
     }
   }
+}
+
+TEST_F(DepthwiseKernelTest, StridesOfTwoAndChannelsOutsideBlocksOf16) {
+  std::mt19937 rng(8);
+  using Pair = std::pair<std::int64_t, std::int64_t>;
+  for (const std::int64_t channels : {8, 24, 40, 120}) {
+    for (const auto& [sh, sw] : {Pair{2, 1}, Pair{1, 2}, Pair{2, 2}, Pair{1, 1}}) {
+      for (const auto& [h, w] : {Pair{12, 80}, Pair{5, 9}, Pair{1, 2}, Pair{6, 133}}) {
+        SCOPED_TRACE("channels " + std::to_string(channels) + " strides " + std::to_string(sh) +
+                     "x" + std::to_string(sw) + " image " + std::to_string(h) + "x" +
+                     std::to_string(w));
+        check(Case{{1, channels, h, w, sh, sw}, recognizer_plan(rng, channels)}, 25,
+              static_cast<unsigned>(channels + h * w));
+      }
+    }
+  }
+  check(Case{{2, 24, 7, 7, 2, 2}, leaky_plan(24)}, 3, 9);
 }
 
 TEST_F(DepthwiseKernelTest, SignedOutputLeakyReluClipAndZeroPoint) {
@@ -242,7 +267,7 @@ TEST(DepthwiseKernelRefusal, NamesWhatThePlanHoldsThatTheKernelLacks) {
     EXPECT_EQ(depthwise_plan_refusal(p), "output scales are neither per tensor nor per channel");
   }
   const std::vector<std::int8_t> w(24 * 25, 1);
-  EXPECT_THROW(DepthwiseKernel({1, 24, 4, 4}, w.data(), {}, 3, leaky_plan(24)),
+  EXPECT_THROW(DepthwiseKernel({1, 24, 4, 4, 3, 1}, w.data(), {}, 3, leaky_plan(24)),
                std::invalid_argument);
 }
 
