@@ -527,10 +527,10 @@ class QuantizedLayerOp final : public ExecutableOp {
     depthwise_ = depthwise_kernel(g, node);
     if (depthwise_) {
       // The primitive descriptor stays for the plan's checks; no primitive,
-      // weights or scratchpad of oneDNN's are made.
+      // weights or scratchpad of oneDNN's are made. A plain neighbour's
+      // bytes are staged as for the primitive.
       implementation_ = kDepthwiseKernelName;
-      scratchpad_md_ = memory::desc();
-      total_scratch_ = 0;
+      total_scratch_ = offset;
       return;
     }
     primitive_ = dnnl::primitive(b_.pd.get());
@@ -630,12 +630,11 @@ class QuantizedLayerOp final : public ExecutableOp {
 
   void execute(ExecContext& ctx) const override {
     const Node& n = node();
+    auto* scratch = static_cast<std::uint8_t*>(ctx.scratchpad());
     if (depthwise_) {
-      depthwise_->run(static_cast<const std::uint8_t*>(ctx.in(n.inputs[0]).raw_data()),
-                      ctx.out(n.outputs[0]).raw_data(), omp_get_max_threads() > 1);
+      run_depthwise(ctx, scratch);
       return;
     }
-    auto* scratch = static_cast<std::uint8_t*>(ctx.scratchpad());
     std::any& slot = ctx.op_state();
     if (!slot.has_value()) slot = make_state();
     State& st = std::any_cast<State&>(slot);
@@ -831,8 +830,8 @@ class QuantizedLayerOp final : public ExecutableOp {
       why = "integer-only requantization of oneDNN's accumulators";
     } else if (a.dynamic || b_.runtime_weights) {
       why = "its weights or scales come at run time";
-    } else if (src_stage_ || dst_stage_) {
-      why = "a neighbour stores its tensor plain";
+    } else if ((src_stage_ && !src_stage_->bytes) || (dst_stage_ && !dst_stage_->bytes)) {
+      why = "its f32 output is stored plain";
     } else if (const auto plan = depthwise_plan_refusal(b_.plan)) {
       why = "its post-ops hold " + *plan;
     }
@@ -855,6 +854,20 @@ class QuantizedLayerOp final : public ExecutableOp {
     return std::make_unique<DepthwiseKernel>(
         shape, g.value(node.inputs[1]).constant->data<std::int8_t>().data(), std::move(bias),
         static_cast<std::uint8_t>(a.src_zero_point), b_.plan);
+  }
+
+  void run_depthwise(ExecContext& ctx, std::uint8_t* scratch) const {
+    const Node& n = node();
+    const void* src = ctx.in(n.inputs[0]).raw_data();
+    void* user_dst = ctx.out(n.outputs[0]).raw_data();
+    if (src_stage_) {
+      void* staged = scratch + src_stage_->offset;
+      ctx.staged([&] { src_stage_->bytes->run(src, staged); });
+      src = staged;
+    }
+    void* dst = dst_stage_ ? scratch + dst_stage_->offset : user_dst;
+    depthwise_->run(static_cast<const std::uint8_t*>(src), dst, omp_get_max_threads() > 1);
+    if (dst_stage_) ctx.staged([&] { dst_stage_->bytes->run(dst, user_dst); });
   }
 
   struct Stage {
