@@ -27,7 +27,7 @@ bool has_depthwise_kernel_isa() {
 }
 
 std::int64_t DepthwiseKernel::output_size(std::int64_t in, std::int64_t stride) {
-  return (in + 2 * kPad - kKernel) / stride + 1;
+  return (in - 1) / stride + 1;
 }
 
 namespace {
@@ -48,7 +48,7 @@ std::optional<Op> binary_op(BinaryAlg alg) {
 }
 
 // One value per channel (a per-tensor value repeated, or the given ones),
-// then zeros up to `lanes`.
+// then z_codes up to `lanes`.
 std::vector<float> per_channel(std::vector<float> v, std::int64_t channels, std::int64_t lanes) {
   if (v.size() == 1) v.assign(static_cast<std::size_t>(channels), v[0]);
   v.resize(static_cast<std::size_t>(lanes), 0.0f);
@@ -94,11 +94,13 @@ DepthwiseKernel::DepthwiseKernel(const DepthwiseShape& shape, const std::int8_t*
   const std::int64_t c_total = shape.channels;
   const bool strides = (shape.stride_h == 1 || shape.stride_h == 2) &&
                        (shape.stride_w == 1 || shape.stride_w == 2);
-  if (c_total <= 0 || shape.height <= 0 || shape.width <= 0 || !strides) {
-    throw std::invalid_argument("depthwise kernel: empty shape, or a stride other than 1 or 2");
+  if (c_total <= 0 || shape.height <= 0 || shape.width <= 0 || !strides ||
+      (shape.kernel != 3 && shape.kernel != 5)) {
+    throw std::invalid_argument(
+        "depthwise kernel: empty shape, a stride other than 1 or 2, or a kernel other than 3 or 5");
   }
   const std::int64_t blocks = (c_total + kBlock - 1) / kBlock, lanes = blocks * kBlock;
-  constexpr int K = kKernel;
+  const int K = shape.kernel;
   w4_.assign(static_cast<std::size_t>(blocks * K * 64), 0);
   w1_.assign(w4_.size(), 0);
   row_zero_terms_.assign(static_cast<std::size_t>(K * lanes), 0);
@@ -107,8 +109,8 @@ DepthwiseKernel::DepthwiseKernel(const DepthwiseShape& shape, const std::int8_t*
     for (int kh = 0; kh < K; ++kh) {
       const std::int8_t* row = weights + (c * K + kh) * K;
       const auto at = static_cast<std::size_t>((block * K + kh) * 64 + 4 * lane);
-      for (int t = 0; t < 4; ++t) w4_[at + static_cast<std::size_t>(t)] = row[t];
-      w1_[at] = row[4];
+      for (int t = 0; t < std::min(K, 4); ++t) w4_[at + static_cast<std::size_t>(t)] = row[t];
+      if (K == 5) w1_[at] = row[4];
       std::int32_t sum = 0;
       for (int t = 0; t < K; ++t) sum += row[t];
       row_zero_terms_[static_cast<std::size_t>(kh * lanes + c)] = sum * src_zero_point;
@@ -158,17 +160,19 @@ namespace {
 // Output columns a work item covers at most, so that its ring of prepared
 // rows (5 rows of kMaxStrip + 4 quads of 64 bytes, 21 KB) stays in L1.
 constexpr std::int64_t kMaxStrip = 64;
-constexpr std::int64_t kMaxQuads = kMaxStrip + DepthwiseKernel::kKernel - 1;
+constexpr std::int64_t kMaxQuads = kMaxStrip + 4;
+constexpr int kMaxKernel = 5;
 // Outputs summed together (accumulators in registers).
 constexpr int kOutputs = 8;
 
 // Quad t of a row, for output column col0 + t's taps 0-3 (input columns
-// (col0 + t) * stride - 2 and the three after it), and tap 4 of output
+// (col0 + t) * stride - pad and the three after it), and tap 4 of output
 // col0 + t - 4 / stride: per channel, four neighbouring columns' codes;
 // columns outside the image, and channels outside `lanes`, are z.
 QFUSE_DW_ISA void prepare_row(const std::uint8_t* row, std::int64_t width, std::int64_t channels,
-                              std::int64_t stride, std::int64_t col0, std::int64_t quads,
-                              std::uint8_t z, __mmask16 lanes, std::uint8_t* out) {
+                              std::int64_t stride, std::int64_t pad, std::int64_t col0,
+                              std::int64_t quads, std::uint8_t z, __mmask16 lanes,
+                              std::uint8_t* out) {
   // Byte 4 * l + k of a quad is byte l (channel l) of column k.
   alignas(64) static constexpr std::uint8_t kInterleave[64] = {
       0,  16, 32, 48, 1,  17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51,  //
@@ -176,16 +180,16 @@ QFUSE_DW_ISA void prepare_row(const std::uint8_t* row, std::int64_t width, std::
       8,  24, 40, 56, 9,  25, 41, 57, 10, 26, 42, 58, 11, 27, 43, 59,  //
       12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
   const __m512i interleave = _mm512_load_si512(kInterleave);
-  const __m128i pad = _mm_set1_epi8(static_cast<char>(z));
+  const __m128i z_codes = _mm_set1_epi8(static_cast<char>(z));
   const bool full = lanes == 0xFFFF;
   const auto load = [&](std::int64_t j) QFUSE_DW_ISA {
     const std::uint8_t* p = row + j * channels;
     return full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                : _mm_mask_loadu_epi8(pad, lanes, p);
+                : _mm_mask_loadu_epi8(z_codes, lanes, p);
   };
-  const auto column = [&](std::int64_t j) { return j < 0 || j >= width ? pad : load(j); };
+  const auto column = [&](std::int64_t j) { return j < 0 || j >= width ? z_codes : load(j); };
   for (std::int64_t t = 0; t < quads; ++t) {
-    const std::int64_t j = (col0 + t) * stride - DepthwiseKernel::kPad;
+    const std::int64_t j = (col0 + t) * stride - pad;
     __m512i v;
     if (j >= 0 && j + 3 < width) {
       v = _mm512_castsi128_si512(load(j));
@@ -280,7 +284,7 @@ QFUSE_DW_INLINE void apply(const DepthwiseKernel::Step& s, std::size_t c, __m512
 // What one work item's groups of outputs read: the ring rows of the input
 // rows [lo, hi) (kernel rows kh0...), the block's weights and terms.
 struct Group {
-  const std::uint8_t* rows[DepthwiseKernel::kKernel];
+  const std::uint8_t* rows[kMaxKernel];
   int count = 0;          // kernel rows read
   __mmask16 lanes = 0xFFFF;  // the block's channels
   const std::int8_t* w4;  // of kernel row kh0
@@ -290,9 +294,10 @@ struct Group {
   std::size_t channel;
 };
 
-// N neighbouring outputs (quad offset t in the ring rows; an output's tap 4
-// is kTap4 = 4 / stride quads after its first): accumulators, then bias,
-// post-ops and the store at `out` (pixels `pixel_stride` apart).
+// N neighbouring outputs (quad offset t in the ring rows; a 5x5 kernel's tap
+// 4 is kTap4 = 4 / stride quads after an output's first, and a 3x3 kernel has
+// none: kTap4 = 0): accumulators, then bias, post-ops and the store at `out`
+// (pixels `pixel_stride` apart).
 template <int N, int kTap4>
 QFUSE_DW_INLINE void outputs(const Group& g, std::int64_t t,
                              const std::vector<DepthwiseKernel::Step>& steps,
@@ -303,11 +308,13 @@ QFUSE_DW_INLINE void outputs(const Group& g, std::int64_t t,
   for (int r = 0; r < g.count; ++r) {
     const std::uint8_t* q = g.rows[r] + t * 64;
     const __m512i w4 = _mm512_loadu_si512(g.w4 + r * 64);
-    const __m512i w1 = _mm512_loadu_si512(g.w1 + r * 64);
+    const __m512i w1 = kTap4 > 0 ? _mm512_loadu_si512(g.w1 + r * 64) : w4;
 #pragma GCC unroll 8
     for (int i = 0; i < N; ++i) {
       acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_load_si512(q + i * 64), w4);
-      acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_load_si512(q + (i + kTap4) * 64), w1);
+      if constexpr (kTap4 > 0) {
+        acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_load_si512(q + (i + kTap4) * 64), w1);
+      }
     }
   }
   __m512 y[N];
@@ -366,14 +373,15 @@ QFUSE_DW_ISA void row_outputs(const Group& g, std::int64_t count,
 QFUSE_DW_ISA void DepthwiseKernel::run_item(const std::uint8_t* src, void* dst, std::int64_t n,
                                             std::int64_t block, std::int64_t col0,
                                             std::int64_t col1) const {
-  constexpr int K = kKernel;
+  const int K = shape_.kernel, pad = K / 2;
   const std::int64_t H = shape_.height, W = shape_.width, C = shape_.channels;
   const std::int64_t sh = shape_.stride_h, sw = shape_.stride_w;
   const std::int64_t OH = output_size(H, sh), OW = output_size(W, sw);
   const std::int64_t lanes = (C + kBlock - 1) / kBlock * kBlock;
   Group g;
-  const std::int64_t quads = col1 - col0 + 4 / sw;
-  alignas(64) std::uint8_t ring[K][kMaxQuads * 64];
+  const int tap4 = K == 5 ? static_cast<int>(4 / sw) : 0;
+  const std::int64_t quads = col1 - col0 + tap4;
+  alignas(64) std::uint8_t ring[kMaxKernel][kMaxQuads * 64];
   const std::uint8_t* image = src + n * H * W * C + block * kBlock;
   const std::size_t element = dst_type_ == composer::DataType::f32 ? 4 : 1;
   const std::int64_t in_block = std::min<std::int64_t>(kBlock, C - block * kBlock);
@@ -382,11 +390,11 @@ QFUSE_DW_ISA void DepthwiseKernel::run_item(const std::uint8_t* src, void* dst, 
   g.bias = _mm512_loadu_ps(bias_.data() + g.channel);
   std::int64_t prepared = 0;  // input rows [0, prepared) are in the ring
   for (std::int64_t oh = 0; oh < OH; ++oh) {
-    const std::int64_t top = oh * sh - kPad;  // the input row of kernel row 0
+    const std::int64_t top = oh * sh - pad;  // the input row of kernel row 0
     const std::int64_t lo = std::max<std::int64_t>(0, top);
     const std::int64_t hi = std::min<std::int64_t>(H, top + K);
     for (std::int64_t ih = std::max(prepared, lo); ih < hi; ++ih) {
-      prepare_row(image + ih * W * C, W, C, sw, col0, quads, zero_point_, g.lanes,
+      prepare_row(image + ih * W * C, W, C, sw, pad, col0, quads, zero_point_, g.lanes,
                   ring[ih % K]);
     }
     prepared = std::max(prepared, hi);
@@ -403,10 +411,10 @@ QFUSE_DW_ISA void DepthwiseKernel::run_item(const std::uint8_t* src, void* dst, 
     auto* out =
         static_cast<std::uint8_t*>(dst) +
         static_cast<std::int64_t>(element) * (((n * OH + oh) * OW + col0) * C + block * kBlock);
-    if (sw == 1) {
-      row_outputs<4>(g, col1 - col0, steps_, dst_type_, out, C);
-    } else {
-      row_outputs<2>(g, col1 - col0, steps_, dst_type_, out, C);
+    switch (tap4) {
+      case 4: row_outputs<4>(g, col1 - col0, steps_, dst_type_, out, C); break;
+      case 2: row_outputs<2>(g, col1 - col0, steps_, dst_type_, out, C); break;
+      default: row_outputs<0>(g, col1 - col0, steps_, dst_type_, out, C); break;
     }
   }
 }
@@ -424,21 +432,39 @@ constexpr std::int64_t kMaxStrip = 64;
 #endif
 
 void DepthwiseKernel::run(const std::uint8_t* src, void* dst, bool parallel) const {
-  // Work items: (image, 16 channels, a strip of output columns). Strips are
-  // at most kMaxStrip wide, and narrower while that evens out the items
-  // among the team (each strip prepares 4 / stride columns more than it
-  // writes).
+  // Work items: (image, 16 channels, a strip of output columns), split
+  // statically among the team. Strips are at most kMaxStrip wide (each
+  // prepares 4 / stride columns more than it writes). Up to 64 channels (a
+  // pixel's codes in one cache line), strips go outermost and number a
+  // multiple of the team where they stay 8 wide, so that the threads write
+  // different pixels: splitting the channels made both write every line
+  // (64 channels at 24x160: 67-72 us on two threads against 47). Wider
+  // pixels keep channel blocks outermost, as many strips as even out the
+  // items (240 channels at 12x80: 59-60 us against 65-66 the other way).
   const std::int64_t blocks = (shape_.channels + kBlock - 1) / kBlock;
   const std::int64_t W = output_size(shape_.width, shape_.stride_w);
   const std::int64_t team = parallel ? std::max(1, omp_get_max_threads()) : 1;
-  std::int64_t strips = (W + kMaxStrip - 1) / kMaxStrip;
-  const auto uneven = [&](std::int64_t s) { return (shape_.batch * blocks * s) % team != 0; };
-  while (uneven(strips) && W / (strips + 1) >= 16) ++strips;
-  if (uneven(strips)) strips = (W + kMaxStrip - 1) / kMaxStrip;
-  const std::int64_t items = shape_.batch * blocks * strips;
+  const std::int64_t fewest = (W + kMaxStrip - 1) / kMaxStrip;
+  const bool by_pixels = shape_.channels <= 64 && W / ((fewest + team - 1) / team * team) >= 8;
+  std::int64_t strips = fewest;
+  if (by_pixels) {
+    strips = (fewest + team - 1) / team * team;
+  } else {
+    const auto uneven = [&](std::int64_t n) { return (shape_.batch * blocks * n) % team != 0; };
+    while (uneven(strips) && W / (strips + 1) >= 16) ++strips;
+    if (uneven(strips)) strips = fewest;
+  }
+  const std::int64_t items = shape_.batch * strips * blocks;
   parallel_for(parallel, items, [&](std::int64_t k) {
-    const std::int64_t s = k % strips, block = k / strips % blocks, n = k / strips / blocks;
-    run_item(src, dst, n, block, W * s / strips, W * (s + 1) / strips);
+    std::int64_t block = 0, s = 0;
+    if (by_pixels) {
+      block = k % blocks;
+      s = k / blocks % strips;
+    } else {
+      s = k % strips;
+      block = k / strips % blocks;
+    }
+    run_item(src, dst, k / blocks / strips, block, W * s / strips, W * (s + 1) / strips);
   });
 }
 

@@ -804,9 +804,9 @@ class QuantizedLayerOp final : public ExecutableOp {
 
 
  private:
-  // The padded 5x5 depthwise layer (strides 1 or 2) with a source zero
-  // point on qfuse's kernel (depthwise_kernel.hpp), where it can take the
-  // layer; null otherwise. Says at debug level why a layer of that form
+  // The padded 3x3 or 5x5 depthwise layer (strides 1 or 2) with a source
+  // zero point on qfuse's kernel (depthwise_kernel.hpp), where it can take
+  // the layer; null otherwise. Says at debug level why a layer of that form
   // stays on oneDNN.
   std::unique_ptr<DepthwiseKernel> depthwise_kernel(const graph::Graph& g, const Node& node) const {
     if (node.kind != OpKind::QuantizedConvolution || !b_.spatial) return nullptr;
@@ -814,11 +814,12 @@ class QuantizedLayerOp final : public ExecutableOp {
     const auto& c = std::get<graph::ConvAttrs>(a.geometry);
     const graph::Value& x = g.value(node.inputs[0]);
     const graph::Value& w = g.value(node.inputs[1]);
-    constexpr std::int64_t k = DepthwiseKernel::kKernel, pad = DepthwiseKernel::kPad;
+    const std::int64_t k = w.shape.size() == 4 ? w.shape[3] : 0, pad = k / 2;
     const auto one_or_two = [](std::int64_t s) { return s == 1 || s == 2; };
     const bool form = x.shape.size() == 4 && x.type == ElementType::u8 &&
                       a.src_zero_point != 0 && c.groups > 1 && c.groups == x.shape[1] &&
-                      w.shape == Shape{c.groups, 1, k, k} && c.strides.size() == 2 &&
+                      (k == 3 || k == 5) && w.shape == Shape{c.groups, 1, k, k} &&
+                      c.strides.size() == 2 &&
                       one_or_two(c.strides[0]) && one_or_two(c.strides[1]) &&
                       c.dilations == graph::Ints{1, 1} && c.pads_begin == graph::Ints{pad, pad} &&
                       c.pads_end == graph::Ints{pad, pad};
@@ -836,7 +837,7 @@ class QuantizedLayerOp final : public ExecutableOp {
       why = "its post-ops hold " + *plan;
     }
     if (!why.empty()) {
-      spdlog::debug("{}: the padded 5x5 depthwise layer stays on {}: {}", node.name,
+      spdlog::debug("{}: the padded {}x{} depthwise layer stays on {}: {}", node.name, k, k,
                     implementation_, why);
       return nullptr;
     }
@@ -849,8 +850,8 @@ class QuantizedLayerOp final : public ExecutableOp {
         bias[i] = static_cast<float>(static_cast<double>(bias[i]) * f);
       }
     }
-    const DepthwiseShape shape{x.shape[0], x.shape[1],   x.shape[2],
-                               x.shape[3], c.strides[0], c.strides[1]};
+    const DepthwiseShape shape{x.shape[0],   x.shape[1],   x.shape[2],          x.shape[3],
+                               c.strides[0], c.strides[1], static_cast<int>(k)};
     return std::make_unique<DepthwiseKernel>(
         shape, g.value(node.inputs[1]).constant->data<std::int8_t>().data(), std::move(bias),
         static_cast<std::uint8_t>(a.src_zero_point), b_.plan);

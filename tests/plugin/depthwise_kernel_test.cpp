@@ -1,4 +1,5 @@
-// qfuse's 5x5 depthwise kernel (u8 source with a zero point, padding 2)
+// qfuse's 3x3 / 5x5 depthwise kernel (u8 source with a zero point, padding
+// kernel / 2)
 // against naive loops written here: the sum of w * (x - z) over the taps
 // inside the image, then bias and the plan's steps in their documented order.
 // Shapes around the kernel's groups of 8 and 4 outputs, strips of 64
@@ -134,7 +135,8 @@ void check(const Case& c, std::uint8_t z, unsigned seed) {
   std::mt19937 rng(seed);
   std::vector<std::uint8_t> x(static_cast<std::size_t>(s.batch * H * W * C));
   for (auto& v : x) v = static_cast<std::uint8_t>(rng());
-  std::vector<std::int8_t> w(static_cast<std::size_t>(C * 25));
+  const int K = s.kernel, pad = K / 2;
+  std::vector<std::int8_t> w(static_cast<std::size_t>(C * K * K));
   for (auto& v : w) v = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
   const std::vector<float> bias = c.bias ? values(rng, C, -2000.0f, 2000.0f) : std::vector<float>{};
   const DepthwiseKernel kernel(s, w.data(), bias, z, c.plan);
@@ -150,13 +152,13 @@ void check(const Case& c, std::uint8_t z, unsigned seed) {
         for (std::int64_t ow = 0; ow < OW; ++ow) {
           for (std::int64_t ch = 0; ch < C; ++ch) {
             std::int64_t acc = 0;
-            for (std::int64_t kh = 0; kh < 5; ++kh) {
-              for (std::int64_t kw = 0; kw < 5; ++kw) {
-                const std::int64_t ih = oh * s.stride_h + kh - 2;
-                const std::int64_t iw = ow * s.stride_w + kw - 2;
+            for (std::int64_t kh = 0; kh < K; ++kh) {
+              for (std::int64_t kw = 0; kw < K; ++kw) {
+                const std::int64_t ih = oh * s.stride_h + kh - pad;
+                const std::int64_t iw = ow * s.stride_w + kw - pad;
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                 const int code = x[static_cast<std::size_t>(((n * H + ih) * W + iw) * C + ch)];
-                acc += w[static_cast<std::size_t>((ch * 5 + kh) * 5 + kw)] * (code - z);
+                acc += w[static_cast<std::size_t>((ch * K + kh) * K + kw)] * (code - z);
               }
             }
             const float y = finish(
@@ -225,6 +227,24 @@ TEST_F(DepthwiseKernelTest, StridesOfTwoAndChannelsOutsideBlocksOf16) {
   check(Case{{2, 24, 7, 7, 2, 2}, leaky_plan(24)}, 3, 9);
 }
 
+TEST_F(DepthwiseKernelTest, ThreeByThree) {
+  std::mt19937 rng(10);
+  using Pair = std::pair<std::int64_t, std::int64_t>;
+  for (const std::int64_t channels : {16, 24, 64}) {
+    for (const auto& [sh, sw] : {Pair{1, 1}, Pair{2, 1}, Pair{1, 2}, Pair{2, 2}}) {
+      for (const auto& [h, w] : {Pair{24, 160}, Pair{3, 5}, Pair{1, 1}, Pair{2, 67}}) {
+        SCOPED_TRACE("channels " + std::to_string(channels) + " strides " + std::to_string(sh) +
+                     "x" + std::to_string(sw) + " image " + std::to_string(h) + "x" +
+                     std::to_string(w));
+        check(Case{{1, channels, h, w, sh, sw, 3}, recognizer_plan(rng, channels)}, 31,
+              static_cast<unsigned>(channels * 7 + h * w));
+      }
+    }
+  }
+  check(Case{{2, 40, 9, 9, 1, 1, 3}, leaky_plan(40)}, 140, 11);
+  check(Case{{1, 32, 6, 13, 2, 2, 3}, binary_plan(rng, 32)}, 2, 12);
+}
+
 TEST_F(DepthwiseKernelTest, SignedOutputLeakyReluClipAndZeroPoint) {
   check(Case{{2, 48, 6, 11}, leaky_plan(48)}, 200, 2);
   check(Case{{1, 16, 2, 70}, leaky_plan(16), false}, 1, 3);
@@ -268,6 +288,9 @@ TEST(DepthwiseKernelRefusal, NamesWhatThePlanHoldsThatTheKernelLacks) {
   }
   const std::vector<std::int8_t> w(24 * 25, 1);
   EXPECT_THROW(DepthwiseKernel({1, 24, 4, 4, 3, 1}, w.data(), {}, 3, leaky_plan(24)),
+               std::invalid_argument);
+  const std::vector<std::int8_t> w7(24 * 49, 1);
+  EXPECT_THROW(DepthwiseKernel({1, 24, 4, 4, 1, 1, 7}, w7.data(), {}, 3, leaky_plan(24)),
                std::invalid_argument);
 }
 
