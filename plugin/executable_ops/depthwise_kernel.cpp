@@ -18,6 +18,7 @@ namespace qfuse::plugin {
 bool has_depthwise_kernel_isa() {
 #if defined(QFUSE_X86_KERNELS)
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("avx512vbmi") &&
                           __builtin_cpu_supports("avx512vnni");
   return yes;
@@ -48,7 +49,7 @@ std::optional<Op> binary_op(BinaryAlg alg) {
 }
 
 // One value per channel (a per-tensor value repeated, or the given ones),
-// then z_codes up to `lanes`.
+// then zeros up to `lanes`.
 std::vector<float> per_channel(std::vector<float> v, std::int64_t channels, std::int64_t lanes) {
   if (v.size() == 1) v.assign(static_cast<std::size_t>(channels), v[0]);
   v.resize(static_cast<std::size_t>(lanes), 0.0f);
@@ -71,7 +72,9 @@ std::optional<std::string> depthwise_plan_refusal(const composer::PostOpsPlan& p
         case EltwiseAlg::relu:
         case EltwiseAlg::clip:
         case EltwiseAlg::hardswish:
-        case EltwiseAlg::round: continue;
+        case EltwiseAlg::round:
+        case EltwiseAlg::logistic:
+        case EltwiseAlg::swish: continue;
         default: return "eltwise " + composer::to_string(e->alg);
       }
     }
@@ -125,9 +128,18 @@ DepthwiseKernel::DepthwiseKernel(const DepthwiseShape& shape, const std::int8_t*
     if (const auto* e = std::get_if<composer::EltwisePostOp>(&op)) {
       switch (e->alg) {
         case EltwiseAlg::linear: steps_.push_back({Op::fma, all(e->alpha), all(e->beta)}); break;
-        case EltwiseAlg::relu: steps_.push_back({Op::relu, all(e->alpha), {}}); break;
+        case EltwiseAlg::relu:
+          // oneDNN takes max(x, 0) for alpha 0 (+0 where x * 0 is -0).
+          if (e->alpha == 0.0f) {
+            steps_.push_back({Op::max, all(0.0f), {}});
+          } else {
+            steps_.push_back({Op::relu, all(e->alpha), {}});
+          }
+          break;
         case EltwiseAlg::clip: steps_.push_back({Op::clip, all(e->alpha), all(e->beta)}); break;
         case EltwiseAlg::round: steps_.push_back({Op::round, {}, {}}); break;
+        case EltwiseAlg::logistic: steps_.push_back({Op::swish, {}, {}}); break;
+        case EltwiseAlg::swish: steps_.push_back({Op::swish, all(e->alpha), {}}); break;
         default: steps_.push_back({Op::hardswish, {}, {}}); break;
       }
       if (e->scale != 1.0f) steps_.push_back({Op::mul, all(e->scale), {}});
@@ -206,6 +218,25 @@ QFUSE_DW_ISA void prepare_row(const std::uint8_t* row, std::int64_t width, std::
   }
 }
 
+// e^x to about 1 ulp (Cephes' expf: 2^n * p(r), r = x - n ln 2 in two
+// parts, p of degree 7), saturating to 0 and to e^88.38 outside.
+QFUSE_DW_INLINE __m512 exp_ps(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-88.3762626647949f)),
+                    _mm512_set1_ps(88.3762626647950f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
 // One step of the post-op program on n vectors of the same 16 channels.
 template <int N>
 QFUSE_DW_INLINE void apply(const DepthwiseKernel::Step& s, std::size_t c, __m512* y) {
@@ -245,6 +276,19 @@ QFUSE_DW_INLINE void apply(const DepthwiseKernel::Step& s, std::size_t c, __m512
         __m512 r = _mm512_add_ps(y[i], three);
         r = _mm512_min_ps(_mm512_max_ps(r, _mm512_setzero_ps()), six);
         y[i] = _mm512_mul_ps(y[i], _mm512_div_ps(r, six));
+      }
+      return;
+    }
+    case Op::swish: {
+      // x * logistic(alpha * x); logistic alone when there is no alpha.
+      const bool times_x = !s.p.empty();
+      const __m512 a = times_x ? _mm512_loadu_ps(s.p.data() + c) : _mm512_set1_ps(1.0f);
+      const __m512 one = _mm512_set1_ps(1.0f);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) {
+        const __m512 e = exp_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), y[i]));
+        const __m512 logistic = _mm512_div_ps(one, _mm512_add_ps(one, e));
+        y[i] = times_x ? _mm512_mul_ps(y[i], logistic) : logistic;
       }
       return;
     }
@@ -324,21 +368,27 @@ QFUSE_DW_INLINE void outputs(const Group& g, std::int64_t t,
   }
   for (const auto& s : steps) apply<N>(s, g.channel, y);
   switch (type) {
+    // Saturated in f32 first, as oneDNN does: a value past 2^31 (or +inf)
+    // converts to INT_MIN.
     case composer::DataType::u8: {
       auto* o = static_cast<std::uint8_t*>(out);
+      const __m512 hi = _mm512_set1_ps(255.0f);
 #pragma GCC unroll 8
       for (int i = 0; i < N; ++i) {
-        const __m512i v = _mm512_max_epi32(_mm512_cvtps_epi32(y[i]), _mm512_setzero_si512());
-        _mm_mask_storeu_epi8(o + i * pixel_stride, g.lanes, _mm512_cvtusepi32_epi8(v));
+        const __m512 v = _mm512_min_ps(_mm512_max_ps(y[i], _mm512_setzero_ps()), hi);
+        _mm_mask_storeu_epi8(o + i * pixel_stride, g.lanes,
+                             _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
       }
       return;
     }
     case composer::DataType::s8: {
       auto* o = static_cast<std::int8_t*>(out);
+      const __m512 lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
 #pragma GCC unroll 8
       for (int i = 0; i < N; ++i) {
+        const __m512 v = _mm512_min_ps(_mm512_max_ps(y[i], lo), hi);
         _mm_mask_storeu_epi8(o + i * pixel_stride, g.lanes,
-                             _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(y[i])));
+                             _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
       }
       return;
     }
@@ -433,8 +483,8 @@ constexpr std::int64_t kMaxStrip = 64;
 
 void DepthwiseKernel::run(const std::uint8_t* src, void* dst, bool parallel) const {
   // Work items: (image, 16 channels, a strip of output columns), split
-  // statically among the team. Strips are at most kMaxStrip wide (each
-  // prepares 4 / stride columns more than it writes). Up to 64 channels (a
+  // statically among the team. Strips are at most kMaxStrip wide (a 5x5
+  // kernel's strip prepares 4 / stride quads more than it writes). Up to 64 channels (a
   // pixel's codes in one cache line), strips go outermost and number a
   // multiple of the team where they stay 8 wide, so that the threads write
   // different pixels: splitting the channels made both write every line

@@ -38,9 +38,9 @@ inline constexpr const char* kDepthwiseKernelName = "qfuse_dw:avx512_core_vnni";
 bool has_depthwise_kernel_isa();
 
 // nullopt when the kernel computes this plan's post-ops (output scales;
-// linear, relu, clip, hardswish and round eltwise; constant per-channel or scalar
-// binary add / sub / mul / min / max; a destination zero point; u8, s8 or f32
-// destination); otherwise which part it lacks.
+// linear, relu, clip, hardswish, logistic, swish and round eltwise; constant
+// per-channel or scalar binary add / sub / mul / min / max; a destination
+// zero point; u8, s8 or f32 destination); otherwise which part it lacks.
 std::optional<std::string> depthwise_plan_refusal(const composer::PostOpsPlan& plan);
 
 class DepthwiseKernel {
@@ -62,7 +62,7 @@ class DepthwiseKernel {
   static std::int64_t output_size(std::int64_t in, std::int64_t stride);
 
   // One step of the post-op program, on per-channel parameter vectors.
-  enum class Op { mul, fma, relu, clip, hardswish, round, add, sub, min, max };
+  enum class Op { mul, fma, relu, clip, hardswish, swish, round, add, sub, min, max };
   struct Step {
     Op op = Op::mul;
     std::vector<float> p, q;  // one per lane each (as many as the op reads)

@@ -526,9 +526,10 @@ class QuantizedLayerOp final : public ExecutableOp {
     }
     depthwise_ = depthwise_kernel(g, node);
     if (depthwise_) {
-      // The primitive descriptor stays for the plan's checks; no primitive,
-      // weights or scratchpad of oneDNN's are made. A plain neighbour's
-      // bytes are staged as for the primitive.
+      // The primitive descriptor stays for the plan's checks; no primitive
+      // or weights of oneDNN's are made. A plain neighbour's bytes are
+      // staged as for the primitive (behind the primitive's scratchpad
+      // size, which stays reserved unused).
       implementation_ = kDepthwiseKernelName;
       total_scratch_ = offset;
       return;
@@ -818,12 +819,16 @@ class QuantizedLayerOp final : public ExecutableOp {
     const auto one_or_two = [](std::int64_t s) { return s == 1 || s == 2; };
     const bool form = x.shape.size() == 4 && x.type == ElementType::u8 &&
                       a.src_zero_point != 0 && c.groups > 1 && c.groups == x.shape[1] &&
-                      (k == 3 || k == 5) && w.shape == Shape{c.groups, 1, k, k} &&
+                      (k == 3 || k == 5) && w.type == ElementType::s8 && w.is_constant() &&
+                      w.shape == Shape{c.groups, 1, k, k} &&
                       c.strides.size() == 2 &&
                       one_or_two(c.strides[0]) && one_or_two(c.strides[1]) &&
                       c.dilations == graph::Ints{1, 1} && c.pads_begin == graph::Ints{pad, pad} &&
                       c.pads_end == graph::Ints{pad, pad};
     if (!form) return nullptr;
+    const Shape out{x.shape[0], x.shape[1], DepthwiseKernel::output_size(x.shape[2], c.strides[0]),
+                    DepthwiseKernel::output_size(x.shape[3], c.strides[1])};
+    if (g.value(node.outputs[0]).shape != out) return nullptr;
     std::string why;
     if (!has_depthwise_kernel_isa()) {
       why = "the CPU lacks AVX-512 VBMI or VNNI";

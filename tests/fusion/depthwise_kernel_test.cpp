@@ -18,12 +18,14 @@ struct DwCase {
   std::string name;
   std::int64_t channels = 32, kernel = 5, stride = 1, pad = 2;
   Quant source = Quant::asym;  // the depthwise layer's input grid
-  bool hardswish = true;       // after the depthwise layer
+  // After the depthwise layer: hardswish, x * sigmoid(x) (an EfficientNet
+  // export's SiLU), or nothing.
+  enum class Activation { hardswish, silu, none } activation = Activation::hardswish;
   std::int64_t stride_w = 0;   // 0: `stride`
 };
 
 // x [1, 4, side, side] -> 3x3 conv to `channels` -> hardswish -> FQ (c.source)
-//   -> depthwise kernel x kernel (c.stride, c.pad) with bias -> hardswish -> FQ (u8 with
+//   -> depthwise kernel x kernel (c.stride, c.pad) with bias -> c.activation -> FQ (u8 with
 //   a zero point) -> 3x3 conv to 8 -> FQ (s8)
 SmallNet depthwise_net(const DwCase& c) {
   SmallNet net;
@@ -50,7 +52,10 @@ SmallNet depthwise_net(const DwCase& c) {
   a.pads_end = {c.pad, c.pad};
   a.groups = c.channels;
   y = b.convolution(y, wq, b.constant("dw.b", {c.channels}, bias), a, "dw");
-  if (c.hardswish) y = b.unary(graph::OpKind::HSwish, y);
+  if (c.activation == DwCase::Activation::hardswish) y = b.unary(graph::OpKind::HSwish, y);
+  if (c.activation == DwCase::Activation::silu) {
+    y = b.multiply(y, b.unary(graph::OpKind::Sigmoid, y));
+  }
   const FqRange out = make_range(Quant::asym, 0.05, 9);
   y = b.fake_quantize(y, out.il, out.ih, out.il, out.ih, 256, "dw.q");
   // A layer after it: the network's output is stored plain, its layers'
@@ -98,7 +103,8 @@ TEST(DepthwiseLayer, PaddedWithAZeroPointRunsOnTheKernel) {
   tall.stride_w = 1;
   for (const DwCase& c : {DwCase{"32 channels", 32}, DwCase{"48 channels", 48},
                           DwCase{"24 channels", 24}, DwCase{"stride 2", 32, 5, 2, 2}, tall,
-                          DwCase{"3x3", 32, 3, 1, 1}, DwCase{"3x3 stride 2", 24, 3, 2, 1}}) {
+                          DwCase{"3x3", 32, 3, 1, 1}, DwCase{"3x3 stride 2", 24, 3, 2, 1},
+                          DwCase{"SiLU", 32, 5, 1, 2, Quant::asym, DwCase::Activation::silu}}) {
     const SmallNet net = depthwise_net(c);
     const qfuse::Comparison cmp = compared(net, {});
     const CompiledModel& fused = cmp.fused();
@@ -142,7 +148,7 @@ TEST(DepthwiseLayer, NeighboursOfTheFormStayOnOneDnn) {
 TEST(DepthwiseLayer, IntegerOnlyModeKeepsOneDnnWhereTheChainIsInteger) {
   for (const bool hardswish : {false, true}) {
     DwCase c{"integer only", 32};
-    c.hardswish = hardswish;
+    c.activation = hardswish ? DwCase::Activation::hardswish : DwCase::Activation::none;
     CompileOptions options;
     options.integer_only = true;
     const qfuse::Comparison cmp = compared(depthwise_net(c), options);

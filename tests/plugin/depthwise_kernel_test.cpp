@@ -12,10 +12,16 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include "plugin/executable_ops/depthwise_kernel.hpp"
+#include "plugin/post_ops_attr.hpp"
 
 namespace qfuse::plugin {
 namespace {
@@ -36,6 +42,8 @@ float eltwise(const EltwisePostOp& e, float x) {
     case EltwiseAlg::hardswish:
       return e.scale * x * (std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f);
     case EltwiseAlg::round: return e.scale * std::nearbyint(x);
+    case EltwiseAlg::logistic: return e.scale / (1.0f + std::exp(-x));
+    case EltwiseAlg::swish: return e.scale * x / (1.0f + std::exp(-e.alpha * x));
     default: ADD_FAILURE() << "no reference for " << composer::to_string(e.alg);
   }
   return 0.0f;
@@ -89,7 +97,8 @@ PostOpsPlan recognizer_plan(std::mt19937& rng, std::int64_t channels) {
   PostOpsPlan p;
   p.channels = static_cast<int>(channels);
   p.dst_type = DataType::u8;
-  p.output_scales = values(rng, channels, 2e-4f, 2e-3f);
+  // Accumulators of about +-50000: hardswish's input within about +-10.
+  p.output_scales = values(rng, channels, 2e-5f, 2e-4f);
   p.output_scales_mask = composer::ScalesMask::per_channel;
   p.post_ops.push_back(EltwisePostOp{EltwiseAlg::linear, 1.0f, 1.0f, 0.3f});
   p.post_ops.push_back(EltwisePostOp{EltwiseAlg::hardswish, 29.0f, 0.0f, 0.0f});
@@ -120,7 +129,7 @@ PostOpsPlan binary_plan(std::mt19937& rng, std::int64_t channels) {
     p.post_ops.push_back(
         BinaryPostOp{alg, composer::Broadcast::per_channel, ConstantTensor{std::move(v)}});
   };
-  bin(BinaryAlg::mul, values(rng, channels, 1e-3f, 4e-3f));
+  bin(BinaryAlg::mul, values(rng, channels, 1e-5f, 4e-5f));
   bin(BinaryAlg::sub, {0.25f});
   bin(BinaryAlg::min, values(rng, channels, 1.0f, 3.0f));
   bin(BinaryAlg::max, {-2.0f});
@@ -141,11 +150,15 @@ void check(const Case& c, std::uint8_t z, unsigned seed) {
   const std::vector<float> bias = c.bias ? values(rng, C, -2000.0f, 2000.0f) : std::vector<float>{};
   const DepthwiseKernel kernel(s, w.data(), bias, z, c.plan);
   const bool f32 = c.plan.dst_type == DataType::f32;
-  for (const bool parallel : {false, true}) {
+  const int team = omp_get_max_threads();
+  for (const int threads : {1, 2, 3}) {
+    const bool parallel = threads > 1;
+    omp_set_num_threads(threads);
     // One pixel more than the output, which the kernel must leave alone.
     const auto size = static_cast<std::size_t>(s.batch * OH * OW * C);
     std::vector<std::uint8_t> out((size + static_cast<std::size_t>(C)) * (f32 ? 4 : 1), 0xA5);
     kernel.run(x.data(), out.data(), parallel);
+    omp_set_num_threads(team);
     std::int64_t differ = 0;
     for (std::int64_t n = 0; n < s.batch; ++n) {
       for (std::int64_t oh = 0; oh < OH; ++oh) {
@@ -250,10 +263,102 @@ TEST_F(DepthwiseKernelTest, SignedOutputLeakyReluClipAndZeroPoint) {
   check(Case{{1, 16, 2, 70}, leaky_plan(16), false}, 1, 3);
 }
 
+// EfficientNet's chain: swish, and a sigmoid gate's logistic, over the range
+// where e^x saturates.
+PostOpsPlan swish_plan(std::mt19937& rng, std::int64_t channels, bool logistic) {
+  PostOpsPlan p;
+  p.channels = static_cast<int>(channels);
+  p.dst_type = DataType::u8;
+  // Accumulators of about +-50000: swish's input within about +-5.
+  p.output_scales = values(rng, channels, 1e-5f, 1e-4f);
+  p.output_scales_mask = composer::ScalesMask::per_channel;
+  p.post_ops.push_back(EltwisePostOp{EltwiseAlg::swish, logistic ? 1.0f : 31.0f, 1.0f, 0.0f});
+  if (logistic) p.post_ops.push_back(EltwisePostOp{EltwiseAlg::logistic, 250.0f, 0.0f, 0.0f});
+  p.dst_zero_point = 9;
+  return p;
+}
+
+TEST_F(DepthwiseKernelTest, SwishAndLogistic) {
+  std::mt19937 rng(13);
+  check(Case{{1, 48, 9, 21}, swish_plan(rng, 48, false)}, 60, 14);
+  check(Case{{1, 40, 7, 7, 2, 2, 3}, swish_plan(rng, 40, true)}, 200, 15);
+}
+
 TEST_F(DepthwiseKernelTest, EveryBinaryAndFloatOutput) {
   std::mt19937 rng(4);
   check(Case{{1, 32, 5, 9}, binary_plan(rng, 32)}, 128, 5);
   check(Case{{3, 16, 4, 4}, binary_plan(rng, 16), false}, 77, 6);
+}
+
+// The layer as oneDNN runs it without the kernel: its own depthwise
+// primitive (jit_int8) with the attributes qfuse makes from the same plan
+// and the source zero point. The kernel's codes must be equal, not only
+// within one: it replaces that primitive.
+std::vector<std::uint8_t> run_onednn(const DepthwiseShape& s, const std::vector<std::uint8_t>& x,
+                                     const std::vector<std::int8_t>& w,
+                                     const std::vector<float>& bias, std::uint8_t z,
+                                     const PostOpsPlan& plan) {
+  using dnnl::memory;
+  using tag = memory::format_tag;
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const std::int64_t C = s.channels, K = s.kernel, pad = K / 2;
+  const memory::dims dst_dims{s.batch, C, DepthwiseKernel::output_size(s.height, s.stride_h),
+                              DepthwiseKernel::output_size(s.width, s.stride_w)};
+  const memory::desc src_md({s.batch, C, s.height, s.width}, memory::data_type::u8, tag::nhwc);
+  const memory::desc dst_md(dst_dims, memory::data_type::u8, tag::nhwc);
+  const memory::desc bias_md({C}, memory::data_type::f32, tag::x);
+  dnnl::primitive_attr attr =
+      make_primitive_attr(plan, dst_dims, FullTensorLayout::channels_last);
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {z});
+  const dnnl::convolution_forward::primitive_desc pd(
+      {dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+       memory::desc({C, 1, 1, K, K}, memory::data_type::s8, tag::any), bias_md, dst_md,
+       {s.stride_h, s.stride_w}, {pad, pad}, {pad, pad}},
+      attr, engine);
+  memory src(src_md, engine, const_cast<std::uint8_t*>(x.data()));
+  memory plain({{C, 1, 1, K, K}, memory::data_type::s8, tag::goihw}, engine,
+               const_cast<std::int8_t*>(w.data()));
+  memory weights(pd.weights_desc(), engine);
+  dnnl::reorder(plain, weights).execute(stream, plain, weights);
+  memory b(bias_md, engine, const_cast<float*>(bias.data()));
+  std::vector<std::uint8_t> out(dst_md.get_size());
+  memory dst(dst_md, engine, out.data());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights},
+                                      {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, dst}};
+  const auto binaries = binary_post_op_args(plan, dst_dims, FullTensorLayout::channels_last);
+  for (auto& [arg, mem] : make_constant_post_op_memory(binaries, engine)) args.emplace(arg, mem);
+  dnnl::convolution_forward(pd).execute(stream, args);
+  stream.wait();
+  return out;
+}
+
+TEST_F(DepthwiseKernelTest, EqualToOneDnnsPrimitive) {
+  std::mt19937 rng(16);
+  for (const DepthwiseShape& s :
+       {DepthwiseShape{1, 240, 12, 80}, DepthwiseShape{1, 480, 6, 80, 2, 1},
+        DepthwiseShape{2, 72, 9, 9, 2, 2}, DepthwiseShape{1, 64, 24, 40, 1, 1, 3},
+        DepthwiseShape{1, 24, 7, 13, 2, 2, 3}}) {
+    SCOPED_TRACE("channels " + std::to_string(s.channels) + " kernel " +
+                 std::to_string(s.kernel) + " strides " + std::to_string(s.stride_h) + "x" +
+                 std::to_string(s.stride_w));
+    std::vector<std::uint8_t> x(static_cast<std::size_t>(s.batch * s.height * s.width * s.channels));
+    for (auto& v : x) v = static_cast<std::uint8_t>(rng());
+    std::vector<std::int8_t> w(static_cast<std::size_t>(s.channels * s.kernel * s.kernel));
+    for (auto& v : w) v = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
+    const std::vector<float> bias = values(rng, s.channels, -2000.0f, 2000.0f);
+    for (const PostOpsPlan& plan : {recognizer_plan(rng, s.channels), leaky_plan(s.channels)}) {
+      PostOpsPlan u8 = plan;
+      u8.dst_type = DataType::u8;
+      const DepthwiseKernel kernel(s, w.data(), bias, 21, u8);
+      const std::vector<std::uint8_t> want = run_onednn(s, x, w, bias, 21, u8);
+      std::vector<std::uint8_t> got(want.size());
+      kernel.run(x.data(), got.data(), true);
+      std::int64_t differ = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+      EXPECT_EQ(differ, 0) << "of " << got.size() << ": " << composer::describe(u8);
+    }
+  }
 }
 
 TEST(DepthwiseKernelRefusal, NamesWhatThePlanHoldsThatTheKernelLacks) {
@@ -278,8 +383,8 @@ TEST(DepthwiseKernelRefusal, NamesWhatThePlanHoldsThatTheKernelLacks) {
   }
   {
     PostOpsPlan p = leaky_plan(32);
-    p.post_ops.push_back(EltwisePostOp{EltwiseAlg::logistic, 1.0f, 0.0f, 0.0f});
-    EXPECT_EQ(depthwise_plan_refusal(p), "eltwise logistic");
+    p.post_ops.push_back(EltwisePostOp{EltwiseAlg::tanh, 1.0f, 0.0f, 0.0f});
+    EXPECT_EQ(depthwise_plan_refusal(p), "eltwise tanh");
   }
   {
     PostOpsPlan p = leaky_plan(32);
