@@ -342,7 +342,8 @@ TEST_F(DepthwiseKernelTest, EqualToOneDnnsPrimitive) {
     SCOPED_TRACE("channels " + std::to_string(s.channels) + " kernel " +
                  std::to_string(s.kernel) + " strides " + std::to_string(s.stride_h) + "x" +
                  std::to_string(s.stride_w));
-    std::vector<std::uint8_t> x(static_cast<std::size_t>(s.batch * s.height * s.width * s.channels));
+    const std::int64_t elements = s.batch * s.height * s.width * s.channels;
+    std::vector<std::uint8_t> x(static_cast<std::size_t>(elements));
     for (auto& v : x) v = static_cast<std::uint8_t>(rng());
     std::vector<std::int8_t> w(static_cast<std::size_t>(s.channels * s.kernel * s.kernel));
     for (auto& v : w) v = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
