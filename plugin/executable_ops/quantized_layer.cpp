@@ -576,19 +576,10 @@ class QuantizedLayerOp final : public ExecutableOp {
     if (a.has_bias && !b_.integer) {
       const Tensor& bias = *g.value(node.inputs[2]).constant;
       bias_ = memory(b_.pd.weights_desc(1), engine_);
-      // A pixel-shuffled deconvolution's channel c is the layer's c / (kh * kw).
       const std::size_t repeat =
           b_.shuffle ? static_cast<std::size_t>(b_.shuffle->kh * b_.shuffle->kw) : 1;
-      const auto given = bias.data<float>();
-      auto* values = static_cast<float*>(bias_.get_data_handle());
-      const std::size_t n = given.size() * repeat;
-      for (std::size_t c = 0; c < n; ++c) values[c] = given[c / repeat];
-      if (!b_.bias_factor.empty()) {
-        for (std::size_t c = 0; c < n; ++c) {
-          const double f = b_.bias_factor[b_.bias_factor.size() == 1 ? 0 : c];
-          values[c] = static_cast<float>(static_cast<double>(values[c]) * f);
-        }
-      }
+      const std::vector<float> values = primitive_bias(bias, repeat);
+      std::copy(values.begin(), values.end(), static_cast<float*>(bias_.get_data_handle()));
     }
     // Binary post-op tensors: constants owned here, externals bound per run.
     binary_args_ = binary_post_op_args(b_.plan, b_.dst_dims, b_.full_layout, b_.channel_axis);
@@ -847,19 +838,28 @@ class QuantizedLayerOp final : public ExecutableOp {
       return nullptr;
     }
     std::vector<float> bias;
-    if (a.has_bias) {
-      const auto given = g.value(node.inputs[2]).constant->data<float>();
-      bias.assign(given.begin(), given.end());
-      for (std::size_t i = 0; i < bias.size() && !b_.bias_factor.empty(); ++i) {
-        const double f = b_.bias_factor[b_.bias_factor.size() == 1 ? 0 : i];
-        bias[i] = static_cast<float>(static_cast<double>(bias[i]) * f);
-      }
-    }
+    if (a.has_bias) bias = primitive_bias(*g.value(node.inputs[2]).constant, 1);
     const DepthwiseShape shape{x.shape[0],   x.shape[1],   x.shape[2],          x.shape[3],
                                c.strides[0], c.strides[1], static_cast<int>(k)};
     return std::make_unique<DepthwiseKernel>(
         shape, g.value(node.inputs[1]).constant->data<std::int8_t>().data(), std::move(bias),
         static_cast<std::uint8_t>(a.src_zero_point), b_.plan);
+  }
+
+  // The layer's f32 bias as its primitive (or kernel) adds it: each value
+  // repeated `repeat` times (a pixel-shuffled deconvolution's channel c is
+  // the layer's c / (kh * kw)), times the factor of a lifted output scale.
+  std::vector<float> primitive_bias(const Tensor& bias, std::size_t repeat) const {
+    const auto given = bias.data<float>();
+    std::vector<float> values(given.size() * repeat);
+    for (std::size_t c = 0; c < values.size(); ++c) values[c] = given[c / repeat];
+    if (!b_.bias_factor.empty()) {
+      for (std::size_t c = 0; c < values.size(); ++c) {
+        const double f = b_.bias_factor[b_.bias_factor.size() == 1 ? 0 : c];
+        values[c] = static_cast<float>(static_cast<double>(values[c]) * f);
+      }
+    }
+    return values;
   }
 
   void run_depthwise(ExecContext& ctx, std::uint8_t* scratch) const {
