@@ -45,6 +45,16 @@ inline float dequantize_linear(std::int32_t q, std::int32_t zero_point, float sc
   return static_cast<float>(q - zero_point) * scale;
 }
 
+// The Dequantize op on one code (graph/ops.hpp DequantizeAttrs): (q -
+// zero_point) * scale, the subtraction and the product each rounded to f32.
+// For an integer zero point and |q - zero_point| < 2^24 the subtraction is
+// exact and this is dequantize_linear; a split FakeQuantize's fractional
+// zero point rounds there as the unfused Subtract does.
+inline float dequantize(float q, float zero_point, float scale) {
+  const float centred = q - zero_point;
+  return centred * scale;
+}
+
 // ONNX's DynamicQuantizeLinear grid for a tensor whose values lie in
 // [min, max] (u8 codes): the range is widened to hold 0, then
 //   scale = (max - min) / 255 (1 when max == min, all zeros),

@@ -94,4 +94,10 @@ ValueId Builder::convert(ValueId x, ElementType to, std::string name) {
   return op(OpKind::Convert, {x}, ConvertAttrs{to}, std::move(name));
 }
 
+ValueId Builder::dequantize(ValueId x, std::vector<float> scale, std::vector<float> zero_point,
+                            std::int64_t axis, std::string name) {
+  return op(OpKind::Dequantize, {x}, DequantizeAttrs{std::move(scale), std::move(zero_point), axis},
+            std::move(name));
+}
+
 }  // namespace qfuse::graph

@@ -50,6 +50,9 @@ class Builder {
   ValueId relu(ValueId x) { return unary(OpKind::Relu, x); }
   ValueId clamp(ValueId x, float lo, float hi, std::string name = {});
   ValueId convert(ValueId x, ElementType to, std::string name = {});
+  // (f32(x) - zero_point) * scale: one value each, or one per index of `axis`.
+  ValueId dequantize(ValueId x, std::vector<float> scale, std::vector<float> zero_point,
+                     std::int64_t axis = 1, std::string name = {});
 
   Graph& graph() { return graph_; }
 

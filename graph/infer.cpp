@@ -708,6 +708,39 @@ OutputSpec check_resize(NodeChecker& c) {
   return {a.sizes, c.in(0).type};
 }
 
+OutputSpec check_dequantize(NodeChecker& c) {
+  const Node& n = c.node_;
+  const auto& a = std::get<DequantizeAttrs>(n.attrs);
+  const ElementType in = c.in(0).type;
+  c.expect(in == ElementType::u8 || in == ElementType::s8 || in == ElementType::s32,
+           [&] { return "a Dequantize reads u8, s8 or s32 codes (got " + std::string(to_string(in)) + ")"; });
+  const Shape& x = c.shape(0);
+  const bool per_tensor = a.scale.size() == 1 && a.zero_point.size() == 1;
+  if (!per_tensor) {
+    c.expect(a.axis >= 0 && static_cast<std::size_t>(a.axis) < x.size(), [&] {
+      return "axis " + std::to_string(a.axis) + " is not a dimension of its rank-" +
+             std::to_string(x.size()) + " input";
+    });
+  }
+  const auto sized = [&](std::size_t size) {
+    return size == 1 || (!per_tensor && static_cast<std::int64_t>(size) == x[static_cast<std::size_t>(a.axis)]);
+  };
+  c.expect(!a.scale.empty() && sized(a.scale.size()) && !a.zero_point.empty() &&
+               sized(a.zero_point.size()),
+           [&] {
+             return "scale (" + std::to_string(a.scale.size()) + " values) and zero point (" +
+                    std::to_string(a.zero_point.size()) +
+                    ") hold one value or one per index of axis " + std::to_string(a.axis);
+           });
+  for (const float s : a.scale) {
+    c.expect(std::isfinite(s), [&] { return "scale " + std::to_string(s) + " is not finite"; });
+  }
+  for (const float z : a.zero_point) {
+    c.expect(std::isfinite(z), [&] { return "zero point " + std::to_string(z) + " is not finite"; });
+  }
+  return {x, ElementType::f32};
+}
+
 OutputSpec check_lookup(NodeChecker& c) {
   Node& n = c.node_;
   const auto& a = std::get<LookupAttrs>(n.attrs);
@@ -850,6 +883,7 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::ReduceMean: return check_reduce(c, std::get<ReduceAttrs>(n.attrs));
     case OpKind::Power: return check_unary(c);
     case OpKind::Lookup: return check_lookup(c);
+    case OpKind::Dequantize: return check_dequantize(c);
     case OpKind::GateMultiply: return check_gate_multiply(c);
     case OpKind::MeanInnerProduct: return check_mean_inner_product(c);
     case OpKind::LayerNorm: return check_layer_norm(c);

@@ -85,6 +85,9 @@ enum class OpKind : std::uint8_t {
   // (MeanInnerProductAttrs), made by the passes from a squeeze-excitation's
   // or a classifier's mean -> fc.
   MeanInnerProduct,
+  // Codes to f32 by a scale and zero point (DequantizeAttrs): ONNX's
+  // DequantizeLinear, and the dequantize half of a split FakeQuantize.
+  Dequantize,
 };
 
 // Each from the op table (graph/op_info.hpp).
@@ -390,6 +393,22 @@ struct MeanInnerProductAttrs {
   bool operator==(const MeanInnerProductAttrs&) const = default;
 };
 
+// Dequantize: input x (u8, s8 or s32 codes), output f32 of x's shape:
+//   y = (f32(x) - zero_point) * scale, the subtraction and the product each in
+// f32 (composer::dequantize), ONNX's DequantizeLinear. scale and zero_point
+// hold one value, or one per index of dimension `axis` of x. The zero point
+// is an integer for ONNX's grids; the split of a FakeQuantize whose output
+// range lies off its grid gives a fractional one (Zo = -ol / So).
+struct DequantizeAttrs {
+  std::vector<float> scale{1.0f};
+  std::vector<float> zero_point{0.0f};
+  std::int64_t axis = 1;
+  bool per_tensor() const { return scale.size() == 1 && zero_point.size() == 1; }
+  float scale_at(std::size_t c) const { return scale[scale.size() == 1 ? 0 : c]; }
+  float zero_point_at(std::size_t c) const { return zero_point[zero_point.size() == 1 ? 0 : c]; }
+  bool operator==(const DequantizeAttrs&) const = default;
+};
+
 // Gather: inputs data, indices (s32, s64, or integral f32; negative ones
 // count from the end of `axis`, as ONNX's). Output: data's shape with `axis`
 // replaced by the indices' shape; an index outside [-d, d) is an inference
@@ -413,6 +432,6 @@ using Attributes =
                  FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
                  PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs, GatherAttrs,
                  LayerNormAttrs, GateMultiplyAttrs, ShuffleChannelsAttrs,
-                 MeanInnerProductAttrs>;
+                 MeanInnerProductAttrs, DequantizeAttrs>;
 
 }  // namespace qfuse::graph

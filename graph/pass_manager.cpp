@@ -46,7 +46,8 @@ void PassContext::end_phase() {
 namespace {
 
 // Canonical forms: what exporters write in several ways becomes one.
-constexpr std::array<PassEntry, 5> kCanonicalize{{
+constexpr std::array<PassEntry, 6> kCanonicalize{{
+    {"recognize_dequantize", recognize_dequantize},
     {"recognize_activations", recognize_activations},
     {"fold_batch_norm", fold_batch_norm},
     {"fuse_bias", fuse_bias},

@@ -389,6 +389,9 @@ bool takes_channels_last(const graph::Graph& g, const graph::Node& n, graph::Val
     return n.attr<graph::ConvertAttrs>().to != ElementType::s32 &&
            g.value(n.inputs[0]).type != ElementType::s32;  // the s32 loop is plain
   }
+  // Either side, in either layout: a reorder writes its codes as f32 in the
+  // output's layout when the two differ (make_dequantize).
+  if (n.kind == OpKind::Dequantize) return g.value(n.inputs[0]).type != ElementType::s32;
   const auto group = same_layout_group(g, n);
   return std::find(group.begin(), group.end(), v) != group.end();
 }
@@ -687,6 +690,16 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
         m.op = plugin::make_convert(node, impl->engine,
                                     plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
                                     plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
+      } else if (node.kind == graph::OpKind::Dequantize &&
+                 layout_of(node.inputs[0]) != layout_of(node.outputs[0])) {
+        const graph::Value& in = impl->graph.value(node.inputs[0]);
+        const graph::Value& out = impl->graph.value(node.outputs[0]);
+        const plugin::Layout out_layout = layout_of(node.outputs[0]);
+        m.op = plugin::make_dequantize(
+            impl->graph, node, out_layout == plugin::Layout::channels_last,
+            plugin::make_convert(node, impl->engine,
+                                 plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
+                                 plugin::layout_desc(out.shape, out.type, out_layout)));
       } else if (options.integer_only && node.kind == graph::OpKind::AvgPool &&
                  is_int8(impl->graph.value(node.inputs[0]).type) &&
                  !node.attr<graph::PoolAttrs>().to_f32) {

@@ -518,6 +518,7 @@ class Exporter {
         return;
       }
       case OpKind::FakeQuantize: require_f32(); return fake_quantize(n, y);
+      case OpKind::Dequantize: return dequantize(n, y);
       case OpKind::Lookup: return lookup(n, y);
       case OpKind::GateMultiply: return gate_multiply(n, y);
       case OpKind::MeanInnerProduct: return mean_inner_product(n, y);
@@ -921,6 +922,39 @@ class Exporter {
               {t, w_.constant(n.name + "/s", kFloat, std::vector<float>{a.scale}, {})});
     t = w_.op("Mul", n.name + "/gate", {t, in(n.inputs[1])});
     quantize_as(a.quantize, a.quantize.to, t, n.name, y);
+  }
+
+  // Dequantize: ONNX's DequantizeLinear (the same two f32 operations) where
+  // every zero point is an integer of the codes' type (0 for s32); else the
+  // Cast, Sub and Mul it computes.
+  void dequantize(const Node& n, const std::string& y) {
+    const auto& a = n.attr<graph::DequantizeAttrs>();
+    const graph::Value& x = g_.value(n.inputs[0]);
+    const std::size_t count = std::max(a.scale.size(), a.zero_point.size());
+    const double lo = x.type == ElementType::u8 ? 0.0 : x.type == ElementType::s8 ? -128.0 : 0.0;
+    const double hi = x.type == ElementType::u8 ? 255.0 : x.type == ElementType::s8 ? 127.0 : 0.0;
+    std::vector<float> scale(count), zero(count);
+    bool integral = true;
+    for (std::size_t c = 0; c < count; ++c) {
+      scale[c] = a.scale_at(c);
+      zero[c] = a.zero_point_at(c);
+      integral = integral && zero[c] == std::nearbyint(zero[c]) && zero[c] >= lo && zero[c] <= hi;
+    }
+    if (integral) {
+      const Shape dims = count == 1 ? Shape{} : Shape{static_cast<std::int64_t>(count)};
+      auto& dq = w_.node("DequantizeLinear", n.name,
+                         {in(n.inputs[0]), w_.constant(n.name + "/scale", kFloat, scale, dims),
+                          w_.constant(n.name + "/zero_point", onnx_type(x.type), zero, dims)},
+                         y);
+      if (count > 1) Writer::int_attr(dq, "axis", a.axis);
+      return;
+    }
+    Shape dims(x.shape.size(), 1);
+    if (count > 1) dims[static_cast<std::size_t>(a.axis)] = static_cast<std::int64_t>(count);
+    std::string t = cast(in(n.inputs[0]), kFloat, n.name + "/to_f32");
+    t = w_.op("Sub", n.name + "/zero_point",
+              {t, w_.constant(n.name + "/zero_point", kFloat, zero, dims)});
+    w_.node("Mul", n.name, {t, w_.constant(n.name + "/scale", kFloat, scale, dims)}, y);
   }
 
   // The layer over the mean of codes, as a QDQ model writes it:

@@ -1,16 +1,17 @@
 // fold_constants
 //
-//   Convert(constant)                 ==>  constant
+//   Convert(constant), Dequantize(constant)    ==>  constant
 //   Multiply|Add|Subtract(constant, constant)  ==>  constant (numpy broadcasting)
 //
 // Runs in the last phase, after the int8 fusions: a weight dequantize
-// (s8 -> Convert -> Multiply) that no layer absorbed is evaluated once here
+// (s8 -> Dequantize) that no layer absorbed is evaluated once here
 // instead of at every inference. Convert to f32 is exact; the arithmetic is the same f32
 // operation the unfused runtime would do.
 
 #include <cmath>
 #include <span>
 
+#include "composer/fake_quantize_formula.hpp"
 #include "graph/broadcast.hpp"
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
@@ -40,6 +41,25 @@ std::span<const float> floats_of(const Tensor& t, std::vector<float>& copy) {
   return copy;
 }
 
+// Dequantize's arithmetic (composer::dequantize) over a constant's codes,
+// its parameters indexed along `axis` (codes beyond 2^24 round as they do
+// when converted to f32).
+std::vector<float> dequantized_values(const Tensor& codes, const DequantizeAttrs& a) {
+  std::vector<float> v = as_floats(codes);
+  const Shape& s = codes.shape();
+  std::size_t channels = 1, inner = 1;
+  if (!a.per_tensor()) {
+    const auto axis = static_cast<std::size_t>(a.axis);
+    channels = static_cast<std::size_t>(s[axis]);
+    for (std::size_t d = axis + 1; d < s.size(); ++d) inner *= static_cast<std::size_t>(s[d]);
+  }
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::size_t c = (i / inner) % channels;
+    v[i] = composer::dequantize(v[i], a.zero_point_at(c), a.scale_at(c));
+  }
+  return v;
+}
+
 // An f32 constant that no node reads any more (and that is no graph output)
 // gives its data up, as an erased node's outputs do; a folded weight chain
 // would otherwise keep every intermediate tensor (a dequantized f32 copy of
@@ -62,7 +82,8 @@ std::optional<NodeId> foldable_constant_node(const Graph& g, ValueId v) {
   const Node& n = g.node(id);
   if (n.erased) return std::nullopt;
   const bool binary = n.kind == OpKind::Multiply || n.kind == OpKind::Add || n.kind == OpKind::Subtract;
-  const bool convert = n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to == ElementType::f32;
+  const bool convert = (n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to == ElementType::f32) ||
+                       n.kind == OpKind::Dequantize;
   if (!binary && !convert) return std::nullopt;
   for (ValueId in : n.inputs) {
     if (!g.value(in).is_constant()) return std::nullopt;
@@ -76,6 +97,8 @@ ValueId fold_constant_node(Graph& g, NodeId id) {
   std::vector<float> result(static_cast<std::size_t>(element_count(shape)));
   if (n.kind == OpKind::Convert) {
     result = as_floats(*g.value(n.inputs[0]).constant);
+  } else if (n.kind == OpKind::Dequantize) {
+    result = dequantized_values(*g.value(n.inputs[0]).constant, n.attr<DequantizeAttrs>());
   } else {
     const Shape sa = g.value(n.inputs[0]).shape, sb = g.value(n.inputs[1]).shape;
     std::vector<float> copy_a, copy_b;

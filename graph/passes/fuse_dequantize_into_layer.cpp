@@ -1,7 +1,7 @@
 // fuse_dequantize_into_layer
 //
-//   xq (u8|s8) -> Convert(f32) [-> Subtract(Zx)] [-> Multiply(Sx)] --+
-//   wq (s8)    -> Convert(f32) [-> Multiply(Sw[oc])] ------------------ layer(+b) -> y
+//   xq (u8|s8) -> Dequantize(Sx, Zx) -------+
+//   wq (s8)    -> Dequantize(Sw[oc], 0) ----- layer(+b) -> y
 //     ==>  QuantizedLayer(xq, wq, b / (Sx * Sw[oc]); src zero point Zx,
 //                         chain: Scale(Sx * Sw[oc]))
 //
@@ -39,52 +39,28 @@ namespace {
 constexpr std::string_view kPass = "fuse_dequantize_into_layer";
 using namespace pattern;
 
-struct Dequantized {
-  ValueId quantized;
-  std::vector<float> scale;
-  float zero_point = 0.0f;
-};
-
-// Matches q -> Convert(f32) [-> Subtract(z)] [-> Multiply(s)] ending at `v`
-// (no Multiply: scale 1, as in pre-quantized integer models); `axis` is
-// where s may vary.
+// The dequantize of u8/s8 codes ending at `v`, with one zero point (all an
+// int8 layer's source and weights take) and its scale per tensor or along
+// `axis`.
 std::optional<Dequantized> match_dequantize(const Graph& g, ValueId v, std::size_t axis) {
-  const Shape& shape = g.value(v).shape;
-  Dequantized d;
-  d.scale = {1.0f};
-  ValueId cur = v;
-  if (const Node* mul = producer_of(g, v, OpKind::Multiply)) {
-    auto scale = channel_vector(g, mul->inputs[1], shape, axis);
-    if (!scale || g.value(mul->inputs[0]).is_constant()) return std::nullopt;
-    d.scale = *scale;
-    cur = mul->inputs[0];
-  }
-  if (const Node* sub = producer_of(g, cur, OpKind::Subtract)) {
-    auto zero = channel_vector(g, sub->inputs[1], shape, axis);
-    if (!zero || zero->size() != 1) return std::nullopt;
-    d.zero_point = (*zero)[0];
-    cur = sub->inputs[0];
-  }
-  const Node* convert = producer_of(g, cur, OpKind::Convert);
-  if (convert == nullptr || convert->attr<ConvertAttrs>().to != ElementType::f32) {
-    return std::nullopt;
-  }
-  d.quantized = convert->inputs[0];
-  const ElementType t = g.value(d.quantized).type;
+  auto d = dequantized(g, v, axis);
+  if (!d || d->zero_point.size() != 1) return std::nullopt;
+  const ElementType t = g.value(d->codes).type;
   if (t != ElementType::u8 && t != ElementType::s8) return std::nullopt;
   return d;
 }
 
 
 // `v` is computed from a constant alone (weights and their dequantize:
-// Convert, Subtract, Multiply, Transpose, Reshape of it).
+// Dequantize, Convert, Subtract, Multiply, Transpose, Reshape of it).
 bool from_constant(const Graph& g, ValueId v) {
   for (int depth = 0; depth < 8; ++depth) {
     if (g.value(v).is_constant()) return true;
     const NodeId p = g.value(v).producer;
     if (!p.valid()) return false;
     const Node& n = g.node(p);
-    const bool step = n.kind == OpKind::Convert || n.kind == OpKind::Subtract ||
+    const bool step = n.kind == OpKind::Dequantize || n.kind == OpKind::Convert ||
+                      n.kind == OpKind::Subtract ||
                       n.kind == OpKind::Multiply || n.kind == OpKind::Transpose ||
                       n.kind == OpKind::Reshape;
     if (!step) return false;
@@ -132,9 +108,9 @@ bool fuse_runtime_matmul(Graph& g, PassContext& ctx, NodeId id) {
                    (b_ok ? "A" : "B") + " is not");
     return false;
   }
-  const ElementType at = g.value(a->quantized).type, bt = g.value(b->quantized).type;
-  if (a->scale.size() != 1 || b->scale.size() != 1 || !in_type_range(a->zero_point, at) ||
-      !in_type_range(b->zero_point, bt) || mm.transpose_a || mm.transpose_b) {
+  const ElementType at = g.value(a->codes).type, bt = g.value(b->codes).type;
+  if (a->scale.size() != 1 || b->scale.size() != 1 || !in_type_range(a->zero_point[0], at) ||
+      !in_type_range(b->zero_point[0], bt) || mm.transpose_a || mm.transpose_b) {
     ctx.reject(kPass, layer.name, "the operands' scales or zero points are not per tensor "
                                   "integers of their types");
     return false;
@@ -142,13 +118,13 @@ bool fuse_runtime_matmul(Graph& g, PassContext& ctx, NodeId id) {
   const Shape out_shape = g.value(layer.outputs[0]).shape;
   QuantizedLayerAttrs attrs;
   attrs.geometry = mm;
-  attrs.src_zero_point = static_cast<std::int32_t>(std::lround(a->zero_point));
-  attrs.weights_zero_point = static_cast<std::int32_t>(std::lround(b->zero_point));
+  attrs.src_zero_point = static_cast<std::int32_t>(std::lround(a->zero_point[0]));
+  attrs.weights_zero_point = static_cast<std::int32_t>(std::lround(b->zero_point[0]));
   attrs.chain.channels = static_cast<int>(out_shape.back());
   attrs.chain.dst_type = composer::DataType::f32;
   attrs.chain.anchor = composer::AnchorKind::inner_product;
   attrs.chain.steps.push_back(composer::Scale{{a->scale[0] * b->scale[0]}});
-  const std::vector<ValueId> inputs{a->quantized, b->quantized};
+  const std::vector<ValueId> inputs{a->codes, b->codes};
   Node candidate{layer.name, OpKind::QuantizedMatMul, inputs, {}, attrs, false};
   if (auto reason = ctx.check_layer(g, candidate, out_shape)) {
     ctx.reject(kPass, layer.name, "backend refuses the int8 layer: " + *reason);
@@ -202,10 +178,10 @@ std::variant<LayerMatch, std::string> match_layer(const Graph& g, const Node& la
            producer_text(g, layer.inputs[1]);
   }
   if (x->scale.size() != 1) return std::string("input scale is per channel (it cannot become an output scale)");
-  const float zp = x->zero_point;
-  const bool zp_ok = is_near_integer(zp, 1e-4) && in_type_range(zp, g.value(x->quantized).type);
-  if (!zp_ok || !g.value(w->quantized).is_constant() ||
-      g.value(w->quantized).type != ElementType::s8 || w->zero_point != 0.0f) {
+  const float zp = x->zero_point[0];
+  const bool zp_ok = is_near_integer(zp, 1e-4) && in_type_range(zp, g.value(x->codes).type);
+  if (!zp_ok || !g.value(w->codes).is_constant() ||
+      g.value(w->codes).type != ElementType::s8 || w->zero_point[0] != 0.0f) {
     return std::string("zero points do not allow an int8 layer");
   }
   LayerMatch m{*x, *w, {}, std::nullopt, 0};
@@ -237,7 +213,7 @@ Candidate make_candidate(Graph& g, const Node& layer, const LayerMatch& m) {
   if (const auto* a = std::get_if<DeconvAttrs>(&layer.attrs)) attrs.geometry = *a;
   if (const auto* a = std::get_if<MatMulAttrs>(&layer.attrs)) attrs.geometry = *a;
   if (layer.kind == OpKind::FullyConnected) attrs.geometry = NoAttrs{};
-  attrs.src_zero_point = static_cast<std::int32_t>(std::lround(m.x.zero_point));
+  attrs.src_zero_point = static_cast<std::int32_t>(std::lround(m.x.zero_point[0]));
   attrs.chain.channels = static_cast<int>(m.channels);
   attrs.chain.dst_type = composer::DataType::f32;
   attrs.chain.anchor = layer.kind == OpKind::Convolution     ? composer::AnchorKind::convolution
@@ -245,7 +221,7 @@ Candidate make_candidate(Graph& g, const Node& layer, const LayerMatch& m) {
                                                              : composer::AnchorKind::inner_product;
   attrs.chain.steps.push_back(
       composer::Scale{all_equal(m.scale) ? std::vector<float>{m.scale[0]} : m.scale});
-  c.inputs = {m.x.quantized, m.w.quantized};
+  c.inputs = {m.x.codes, m.w.codes};
   // Bias in accumulator units, plus the source zero point of a matrix
   // product or an unpadded convolution:
   // sum_k w[n,k] * (x[k] - z) = sum_k w[n,k] * x[k] - z * sum_k w[n,k],
@@ -276,7 +252,7 @@ Candidate make_candidate(Graph& g, const Node& layer, const LayerMatch& m) {
       std::all_of(conv->pads_begin.begin(), conv->pads_begin.end(), [](auto p) { return p == 0; }) &&
       std::all_of(conv->pads_end.begin(), conv->pads_end.end(), [](auto p) { return p == 0; });
   if ((!spatial || unpadded) && attrs.src_zero_point != 0) {
-    const std::vector<double> sums = weight_sums(g, m.w.quantized, layer, m.channels);
+    const std::vector<double> sums = weight_sums(g, m.w.codes, layer, m.channels);
     for (std::size_t k = 0; k < m.channels; ++k) {
       acc_bias[k] -= static_cast<float>(attrs.src_zero_point * sums[k]);
     }
@@ -330,11 +306,11 @@ bool fuse_mean_layer(Graph& g, PassContext& ctx, NodeId id, const Node& pool) {
   const auto w =
       w_axis < 0 ? std::nullopt
                  : match_dequantize(g, layer.inputs[1], static_cast<std::size_t>(w_axis));
-  if (!w || !g.value(w->quantized).is_constant() || g.value(w->quantized).type != ElementType::s8 ||
-      w->zero_point != 0.0f) {
+  if (!w || !g.value(w->codes).is_constant() || g.value(w->codes).type != ElementType::s8 ||
+      w->zero_point[0] != 0.0f) {
     return refuse("the weights are not dequantized s8 constants without a zero point");
   }
-  const Shape& ws = g.value(w->quantized).shape;
+  const Shape& ws = g.value(w->codes).shape;
   const std::int64_t k = x[1];
   std::int64_t o = 0;
   if (layer.kind == OpKind::Convolution) {
@@ -392,7 +368,7 @@ bool fuse_mean_layer(Graph& g, PassContext& ctx, NodeId id, const Node& pool) {
   a.zero_point = static_cast<std::int32_t>(std::lround(z));
   a.out_rank = static_cast<std::int64_t>(out_shape.size());
   // The weights as [O, K] codes.
-  const auto src = g.value(w->quantized).constant->data<std::int8_t>();
+  const auto src = g.value(w->codes).constant->data<std::int8_t>();
   std::vector<std::int8_t> wk(static_cast<std::size_t>(o * k));
   const bool transposed = layer.kind == OpKind::MatMul && w_axis == 1;
   for (std::int64_t r = 0; r < o; ++r) {
@@ -458,7 +434,7 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
     replace_value(g, old_out, g.node(q).outputs[0]);
     g.erase_node(id);
     ctx.log(kPass, name + " -> " + std::string(to_string(candidate.kind)) + " (" +
-                       std::string(to_string(g.value(m.x.quantized).type)) + " x s8" +
+                       std::string(to_string(g.value(m.x.codes).type)) + " x s8" +
                        (c.attrs.src_zero_point ? ", src zero point " + std::to_string(c.attrs.src_zero_point) : "") +
                        (c.attrs.has_bias ? ", bias" : "") + ")");
     return true;

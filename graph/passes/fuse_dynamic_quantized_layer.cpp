@@ -1,9 +1,10 @@
 // fuse_dynamic_quantized_layer
 //
-// ONNX Runtime's dynamic format, as the importer writes it:
+// ONNX Runtime's dynamic format, as the importer writes it (each integer
+// tensor read as f32 through a Dequantize of scale 1, zero point 0):
 //   x -> DynamicQuantize -> codes, s, z
-//   codes -> Convert(f32) -> Subtract(Convert(z)) --+
-//   wq (s8) -> Convert(f32) ------------------------- FullyConnected -> Multiply(r) -> y
+//   codes -> Dequantize -> Subtract(Dequantize(z)) --+
+//   wq (s8) -> Dequantize ---------------------------- FullyConnected -> Multiply(r) -> y
 // where r is a run-time scale (s times the weights' scale, one value or one
 // per output channel), becomes one dynamic QuantizedFullyConnected(codes, wq,
 // z, r) (see QuantizedLayerAttrs): the integer sum_k wq[n, k] * (codes[k] - z)
@@ -25,8 +26,15 @@ using namespace pattern;
 namespace cp = composer;
 
 
-// codes -> Convert(f32) -> Subtract(Convert(z)) ending at `v`: codes and z
-// (a one-element run-time tensor of the codes' type). nullopt otherwise.
+// `v` = Dequantize(q; scale 1, zero point 0), the integers as f32: q.
+std::optional<ValueId> integers_of(const Graph& g, ValueId v) {
+  const auto d = dequantized(g, v);
+  if (!d || d->scale[0] != 1.0f || d->zero_point[0] != 0.0f) return std::nullopt;
+  return d->codes;
+}
+
+// codes -> f32 -> Subtract(z as f32) ending at `v`: codes and z (a
+// one-element run-time tensor of the codes' type). nullopt otherwise.
 struct RuntimeDequantize {
   ValueId codes;
   ValueId zero_point;
@@ -34,18 +42,16 @@ struct RuntimeDequantize {
 std::optional<RuntimeDequantize> match_input(const Graph& g, ValueId v) {
   const Node* sub = producer_of(g, v, OpKind::Subtract);
   if (sub == nullptr) return std::nullopt;
-  const Node* cv = producer_of(g, sub->inputs[0], OpKind::Convert);
-  const Node* zc = producer_of(g, sub->inputs[1], OpKind::Convert);
-  if (cv == nullptr || zc == nullptr || !is_int8_to_f32(g, *cv) || !is_int8_to_f32(g, *zc)) {
-    return std::nullopt;
-  }
-  const Value& codes = g.value(cv->inputs[0]);
-  const Value& z = g.value(zc->inputs[0]);
+  const auto codes_id = integers_of(g, sub->inputs[0]);
+  const auto z_id = integers_of(g, sub->inputs[1]);
+  if (!codes_id || !z_id) return std::nullopt;
+  const Value& codes = g.value(*codes_id);
+  const Value& z = g.value(*z_id);
   if (!is_int8(codes.type) || z.type != codes.type || z.is_constant() ||
       element_count(z.shape) != 1) {
     return std::nullopt;
   }
-  return RuntimeDequantize{cv->inputs[0], zc->inputs[0]};
+  return RuntimeDequantize{*codes_id, *z_id};
 }
 
 // r = Multiply(s, ws) with s a run-time f32 [1] and ws f32 constants (one, or
@@ -80,13 +86,13 @@ bool fuse_dynamic_quantized_layer(Graph& g, PassContext& ctx) {
     const auto x = match_input(g, layer.inputs[0]);
     if (!x) continue;
     const std::string name = layer.name;
-    const Node* wc = producer_of(g, layer.inputs[1], OpKind::Convert);
-    if (wc == nullptr || !g.value(wc->inputs[0]).is_constant() ||
-        g.value(wc->inputs[0]).type != ElementType::s8) {
+    const auto weights = integers_of(g, layer.inputs[1]);
+    if (!weights || !g.value(*weights).is_constant() ||
+        g.value(*weights).type != ElementType::s8) {
       ctx.reject(kPass, name, "the weights are not s8 constants with a zero point of 0");
       continue;
     }
-    const ValueId wq = wc->inputs[0];
+    const ValueId wq = *weights;
     const ValueId acc = layer.outputs[0];
     const Shape out_shape = g.value(acc).shape;
     const auto channels = static_cast<std::size_t>(out_shape.back());

@@ -215,27 +215,13 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
       }
       if (n.kind != OpKind::Add || !full) return std::nullopt;
       // Residual: a dequantized int8 tensor is read directly by a sum post-op.
-      const Node* mul = producer_of(g, other, OpKind::Multiply);
-      if (mul != nullptr) {
-        auto s = channel_vector(g, mul->inputs[1], shape, axis);
-        ValueId base = mul->inputs[0];
-        float zero = 0.0f;
-        bool ok = s && s->size() == 1;
-        if (const Node* sub = producer_of(g, base, OpKind::Subtract); ok && sub != nullptr) {
-          auto z = channel_vector(g, sub->inputs[1], shape, axis);
-          ok = z && z->size() == 1;
-          if (ok) zero = (*z)[0];
-          base = sub->inputs[0];
-        }
-        const Node* cv = ok ? producer_of(g, base, OpKind::Convert) : nullptr;
-        if (cv != nullptr) {
-          const ElementType t = g.value(cv->inputs[0]).type;
-          if (t == ElementType::u8 || t == ElementType::s8) {
-            a.steps.push_back(cp::Sum{next_external, (*s)[0], to_composer(t)});
-            if (zero != 0.0f) a.steps.push_back(cp::Shift{{-(*s)[0] * zero}});
-            a.externals.push_back(cv->inputs[0]);
-            return a;
-          }
+      if (const auto d = dequantized(g, other)) {
+        const ElementType t = g.value(d->codes).type;
+        if (t == ElementType::u8 || t == ElementType::s8) {
+          a.steps.push_back(cp::Sum{next_external, d->scale[0], to_composer(t)});
+          if (d->zero_point[0] != 0.0f) a.steps.push_back(cp::Shift{{-d->scale[0] * d->zero_point[0]}});
+          a.externals.push_back(d->codes);
+          return a;
         }
       }
       // Any other f32 residual: a full-tensor binary add; a sum post-op

@@ -1,7 +1,6 @@
 // hoist_data_movement_above_dequantize
 //
-//   q -> Convert(f32) -> [Subtract(z)] -> Multiply(s) -> M -> layer
-//     ==>  q -> M -> Convert(f32) -> [Subtract(z)] -> Multiply(s) -> layer
+//   q -> Dequantize(s, z) -> M -> layer  ==>  q -> M -> Dequantize(s, z) -> layer
 //   Concat(DQ(q1), DQ(q2), ...)  ==>  DQ(Concat(q1, q2, ...))   (one z, one s)
 //
 // M moves data (pattern::moves_data: Reshape, Transpose, Slice, Resize in
@@ -15,8 +14,8 @@
 // Slices), M moves above a copy of it and the others keep the original, which
 // dies once every reader has moved. Concat moves in one step when every input is the same
 // dequantize (same storage type, zero point and scale) of its own int8 tensor.
-// Preconditions: that node is a Convert from u8/s8, or a Multiply / Subtract /
-// Add by a one-element constant; M leads to a layer
+// Preconditions: that node is a per-tensor Dequantize, or a Multiply /
+// Subtract / Add by a one-element constant; M leads to a layer
 // (its activation, or either side of a MatMul of two run-time tensors).
 
 #include "graph/passes/passes.hpp"
@@ -43,48 +42,40 @@ bool leads_to_layer(const Graph& g, ValueId v, int depth = 0) {
     // requantized onto the Concat's grid).
     if (n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to != ElementType::f32) return true;
     const bool passes_through = moves_data(n) || n.kind == OpKind::Concat ||
-                                n.kind == OpKind::FakeQuantize ||
+                                n.kind == OpKind::FakeQuantize || n.kind == OpKind::Dequantize ||
                                 n.kind == OpKind::Convert || is_scalar_affine(g, n);
     if (passes_through && leads_to_layer(g, n.outputs[0], depth + 1)) return true;
   }
   return false;
 }
 
-// The constants of a chain, compared across Concat inputs.
-std::vector<float> chain_key(const Graph& g, const Dequantize& d) {
-  return {static_cast<float>(g.value(d.stored).type), d.zero_point, d.scale};
-}
-
 bool hoist_concat(Graph& g, NodeId id, PassContext& ctx) {
   const Node cat = g.node(id);
-  std::vector<Dequantize> chains;
+  std::vector<Dequantized> inputs;
   for (ValueId in : cat.inputs) {
-    auto chain = dequantize_chain(g, in);
-    if (!chain || sole_consumer(g, in) != id) return false;
-    chains.push_back(std::move(*chain));
+    auto d = dequantized(g, in);
+    if (!d || sole_consumer(g, in) != id) return false;
+    inputs.push_back(std::move(*d));
   }
-  const std::vector<float> key = chain_key(g, chains[0]);
-  for (const auto& chain : chains) {
-    if (chain_key(g, chain) != key) {
+  const Node& first = g.node(inputs[0].node);
+  const ElementType type = g.value(inputs[0].codes).type;
+  for (const Dequantized& d : inputs) {
+    if (d.scale != inputs[0].scale || d.zero_point != inputs[0].zero_point ||
+        g.value(d.codes).type != type) {
       ctx.reject(kPass, cat.name, "its inputs are dequantized with different parameters; "
                                   "it stays f32");
       return false;
     }
   }
-  std::vector<ValueId> stored;
-  for (const auto& chain : chains) stored.push_back(chain.stored);
-  ValueId y = emit(g, OpKind::Concat, cat.name, stored, cat.attrs);
-  const std::vector<NodeId>& first = chains[0].nodes;
-  for (auto it = first.rbegin(); it != first.rend(); ++it) {
-    std::vector<ValueId> inputs = g.node(*it).inputs;
-    inputs[0] = y;
-    y = emit(g, g.node(*it).kind, g.node(*it).name, inputs, g.node(*it).attrs);
-  }
+  std::vector<ValueId> codes;
+  for (const Dequantized& d : inputs) codes.push_back(d.codes);
+  const std::string dq_name = first.name;
+  const Attributes dq_attrs = first.attrs;
+  const ValueId joined = emit(g, OpKind::Concat, cat.name, codes, cat.attrs);
+  const ValueId y = emit(g, OpKind::Dequantize, dq_name, {joined}, dq_attrs);
   replace_value(g, cat.outputs[0], y);
   g.erase_node(id);
-  for (const auto& chain : chains) {
-    for (NodeId n : chain.nodes) g.erase_node(n);
-  }
+  for (const Dequantized& d : inputs) g.erase_node(d.node);
   ctx.log(kPass, cat.name + " runs on the int8 inputs");
   return true;
 }
@@ -102,13 +93,16 @@ bool hoist_data_movement_above_dequantize(Graph& g, PassContext& ctx) {
     const NodeId pid = g.value(r.inputs[0]).producer;
     if (!pid.valid()) continue;
     const Node& p = g.node(pid);
-    if (!is_int8_to_f32(g, p) && !is_scalar_affine(g, p)) continue;
+    const bool per_tensor_dequantize = dequantized(g, r.inputs[0]).has_value();
+    if (!per_tensor_dequantize && !is_scalar_affine(g, p)) continue;
     if (!leads_to_layer(g, r.outputs[0])) continue;
     // Other readers of the dequantized tensor (the two Slices of a channel
     // split) keep the original step; M gets its own copy of it.
     const bool shared = sole_consumer(g, r.inputs[0]) != id;
-    if (r.kind == OpKind::MaxPool && p.kind == OpKind::Multiply &&
-        (*constant_f32(g, p.inputs[1]))[0] <= 0.0f) {
+    const bool negative_scale =
+        per_tensor_dequantize ? !(p.attr<DequantizeAttrs>().scale[0] > 0.0f)
+                              : p.kind == OpKind::Multiply && (*constant_f32(g, p.inputs[1]))[0] <= 0.0f;
+    if (r.kind == OpKind::MaxPool && negative_scale) {
       ctx.reject(kPass, r.name, "the dequantize scale is not positive, so the max of the "
                                 "int8 values is not the max of the real ones");
       continue;

@@ -102,6 +102,7 @@ bool evaluable(const Graph& g, const Node& n) {
     return g.value(n.outputs[0]).type == ElementType::f32;
   }
   if (n.kind == OpKind::FakeQuantize) return fq_ranges(g, n).has_value();
+  if (n.kind == OpKind::Dequantize) return n.attr<DequantizeAttrs>().per_tensor();
   return n.kind == OpKind::Convert;
 }
 
@@ -113,6 +114,10 @@ double evaluate(const Graph& g, const Node& n, const std::vector<double>& in) {
   if (const auto e = eltwise_of(n)) return static_cast<float>(composer::eltwise_value(*e, x));
   switch (n.kind) {
     case OpKind::FakeQuantize: y = fake_quantize(x, *fq_ranges(g, n)); break;
+    case OpKind::Dequantize: {
+      const auto& a = n.attr<DequantizeAttrs>();
+      return composer::dequantize(static_cast<float>(x), a.zero_point[0], a.scale[0]);
+    }
     case OpKind::Convert: {
       const auto& a = n.attr<ConvertAttrs>();
       if (a.to == ElementType::f32) return static_cast<float>(x);

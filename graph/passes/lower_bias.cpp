@@ -1,6 +1,6 @@
 // lower_bias
 //
-//   bq (s32) -> Convert(f32) [-> Subtract(z)] -> Multiply(s) --+
+//   bq (s32) -> Dequantize(s, z) ------------------------------+
 //   x, w ------------------------------------------------------ layer(x, w, b)
 //     ==>  layer(x, w, b')     b' the f32 constant the expression evaluates to
 //
@@ -35,7 +35,8 @@ bool lower_bias(Graph& g, PassContext& ctx) {
       if (!p.valid()) break;
       const Node& n = g.node(p);
       const bool arithmetic = n.kind == OpKind::Multiply || n.kind == OpKind::Add ||
-                              n.kind == OpKind::Subtract || n.kind == OpKind::Convert;
+                              n.kind == OpKind::Subtract || n.kind == OpKind::Convert ||
+                              n.kind == OpKind::Dequantize;
       if (!arithmetic) break;
       // Follow the operand that is not constant yet; two of them: not a
       // constant expression of one chain.

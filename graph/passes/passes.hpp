@@ -6,6 +6,10 @@
 
 namespace qfuse::graph {
 
+// A dequantize spelled with elementwise ops (Convert(f32) [-> Subtract(z)]
+// [-> Multiply(s)]) becomes one Dequantize op.
+bool recognize_dequantize(Graph& g, PassContext& ctx);
+
 // Activations spelled out with elementwise ops (x * relu6(x + 3) / 6,
 // x * sigmoid(x), ...) become HSwish / HSigmoid / Swish.
 bool recognize_activations(Graph& g, PassContext& ctx);

@@ -117,30 +117,17 @@ bool is_scalar_affine(const Graph& g, const Node& n) {
          c.shape.size() <= 1 && !g.value(n.inputs[0]).is_constant();
 }
 
-bool is_int8_to_f32(const Graph& g, const Node& n) {
-  return n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to == ElementType::f32 &&
-         g.value(n.inputs[0]).type != ElementType::f32;
+std::optional<Dequantized> dequantized(const Graph& g, ValueId v, std::size_t axis) {
+  const Node* dq = producer_of(g, v, OpKind::Dequantize);
+  if (dq == nullptr) return std::nullopt;
+  const auto& a = dq->attr<DequantizeAttrs>();
+  if (!a.per_tensor() && static_cast<std::size_t>(a.axis) != axis) return std::nullopt;
+  return Dequantized{g.value(v).producer, dq->inputs[0], a.scale, a.zero_point};
 }
 
-std::optional<Dequantize> dequantize_chain(const Graph& g, ValueId v) {
-  const Node* mul = producer_of(g, v, OpKind::Multiply);
-  if (mul == nullptr || !is_scalar_affine(g, *mul)) return std::nullopt;
-  Dequantize d;
-  d.nodes.push_back(g.value(v).producer);
-  d.scale = (*constant_f32(g, mul->inputs[1]))[0];
-  ValueId cur = mul->inputs[0];
-  if (const Node* sub = producer_of(g, cur, OpKind::Subtract)) {
-    if (!is_scalar_affine(g, *sub) || sole_consumer(g, cur) != d.nodes.back()) return std::nullopt;
-    d.nodes.push_back(g.value(cur).producer);
-    d.zero_point = (*constant_f32(g, sub->inputs[1]))[0];
-    cur = sub->inputs[0];
-  }
-  const Node* cv = producer_of(g, cur, OpKind::Convert);
-  if (cv == nullptr || !is_int8_to_f32(g, *cv) || sole_consumer(g, cur) != d.nodes.back()) {
-    return std::nullopt;
-  }
-  d.nodes.push_back(g.value(cur).producer);
-  d.stored = cv->inputs[0];
+std::optional<Dequantized> dequantized(const Graph& g, ValueId v) {
+  auto d = dequantized(g, v, 0);
+  if (d && !d->per_tensor()) return std::nullopt;
   return d;
 }
 

@@ -63,21 +63,24 @@ bool moves_data(const Node& n);
 
 // Multiply / Subtract / Add of a one-element constant to a runtime tensor.
 bool is_scalar_affine(const Graph& g, const Node& n);
-// Convert from u8/s8 to f32.
-bool is_int8_to_f32(const Graph& g, const Node& n);
 
 // A MaxPool / AvgPool whose window is the whole image, unpadded.
 bool pools_globally(const Graph& g, const Node& pool);
 
-// The per-tensor dequantize ending at `v`: Convert(f32), [Subtract(z)],
-// Multiply(s), each read only by the next (`v` itself may have any readers).
-struct Dequantize {
-  std::vector<NodeId> nodes;  // Multiply, [Subtract,] Convert
-  ValueId stored;             // the u8/s8 tensor
-  float zero_point = 0.0f;
-  float scale = 1.0f;
+// The dequantize ending at `v`: the Dequantize node that produces it (the one
+// form the graph has after canonicalization; recognize_dequantize makes it of
+// a spelled-out Convert [-> Subtract] [-> Multiply]), its codes and its
+// parameters, each one value or one per index of the axis asked for.
+struct Dequantized {
+  NodeId node;
+  ValueId codes;  // u8 / s8 (or s32)
+  std::vector<float> scale, zero_point;
+  bool per_tensor() const { return scale.size() == 1 && zero_point.size() == 1; }
 };
-std::optional<Dequantize> dequantize_chain(const Graph& g, ValueId v);
+// Per tensor: one scale and one zero point.
+std::optional<Dequantized> dequantized(const Graph& g, ValueId v);
+// Per tensor, or varying along dimension `axis` of `v` only.
+std::optional<Dequantized> dequantized(const Graph& g, ValueId v, std::size_t axis);
 
 // The quantum (oh - ol) / (L - 1) of a FakeQuantize's output, along `axis`
 // of `shape`: one value or one per index of that axis; nullopt when its

@@ -51,25 +51,25 @@ bool quantize_channel_gate(Graph& g, PassContext& ctx) {
       if (!is_channel_gate(g, gate, x) || g.value(mul->outputs[0]).shape != g.value(x).shape) {
         continue;
       }
-      const auto d = dequantize_chain(g, x);
-      if (!d) {
+      const auto d = dequantized(g, x);
+      if (!d || g.value(d->codes).type == ElementType::s32) {
         ctx.reject(kPass, mul->name, "the gated tensor is not a per-tensor dequantize of codes");
         continue;
       }
       GateMultiplyAttrs attrs;
-      attrs.zero_point = d->zero_point;
-      attrs.scale = d->scale;
+      attrs.zero_point = d->zero_point[0];
+      attrs.scale = d->scale[0];
       attrs.quantize = cv.attr<ConvertAttrs>();
       // Copied before emit(): adding a node may move the nodes `cv` and `mul` refer to.
       const std::string name = mul->name, cv_name = cv.name;
       const NodeId mul_id = g.value(cv.inputs[0]).producer;
       const ValueId quantized = cv.outputs[0];
-      const ValueId y = emit(g, OpKind::GateMultiply, name, {d->stored, gate}, attrs);
+      const ValueId y = emit(g, OpKind::GateMultiply, name, {d->codes, gate}, attrs);
       replace_value(g, quantized, y);
       g.erase_node(id);
       g.erase_node(mul_id);
       ctx.log(kPass, name + " + " + cv_name + " -> one GateMultiply on the codes of '" +
-                         g.value(d->stored).name + "'");
+                         g.value(d->codes).name + "'");
       return true;
     }
   }

@@ -1,7 +1,7 @@
 // quantize_weights
 //
 //   w (f32 constant) -> FQ(il, ih, ol, oh, L) -> layer.weights
-//     ==>  wq (s8 constant) -> Convert(f32) -> Multiply(So[oc]) -> layer.weights
+//     ==>  wq (s8 constant) -> Dequantize(So[oc]) -> layer.weights
 //
 // with, per output channel, the code q of each weight as the FakeQuantize
 // defines it:
@@ -151,14 +151,15 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
     const std::string name = fq.name;
     const ValueId fq_out = fq.outputs[0];
     const ValueId q = g.add_constant(raw_name + ".s8", Tensor::from_vector(shape, std::move(wq)));
-    const ValueId f = emit(g, OpKind::Convert, name + "/to_f32", {q}, ConvertAttrs{ElementType::f32});
-    const std::vector<float> s = all_equal(scale) ? std::vector<float>{scale[0]} : scale;
-    const ValueId sv = add_channel_constant(g, name + ".scale", s, shape.size(), axis);
-    const ValueId deq = emit(g, OpKind::Multiply, name + "/dequantize", {f, sv});
+    DequantizeAttrs dq;
+    dq.scale = all_equal(scale) ? std::vector<float>{scale[0]} : scale;
+    dq.axis = static_cast<std::int64_t>(axis);
+    const bool per_tensor = dq.scale.size() == 1;
+    const ValueId deq = emit(g, OpKind::Dequantize, name + "/dequantize", {q}, std::move(dq));
     replace_value(g, fq_out, deq);
     g.erase_node(id);
     ctx.log(kPass, name + " -> s8 " + to_string(shape) + " weights, " +
-                       (s.size() == 1 ? "per-tensor" : "per-channel") + " scale");
+                       (per_tensor ? "per-tensor" : "per-channel") + " scale");
     return true;
   }
   return false;

@@ -1,6 +1,6 @@
 // requantize_avg_pool
 //
-//   q -> Convert(f32) -> [Subtract(z)] -> Multiply(s) -> AvgPool
+//   q -> Dequantize(s, z) -> AvgPool
 //     -> FQ(il, ih, lo, lo + L - 1, L) -> Convert(t)
 //     ==>  q -> AvgPool[out_scale a, out_shift b] -> t
 //
@@ -43,26 +43,26 @@ bool has_padding(const PoolAttrs& a) {
 }
 
 // The global-pool form above the pass: true when it rewrote.
-bool pool_dequantized_mean(Graph& g, PassContext& ctx, NodeId id, const Dequantize& dq) {
+bool pool_dequantized_mean(Graph& g, PassContext& ctx, NodeId id, const Dequantized& dq) {
   const Node& pool = g.node(id);
   if (!pools_globally(g, pool)) return false;
   for (NodeId c : g.consumers(pool.outputs[0])) {
     if (g.node(c).kind == OpKind::FakeQuantize) return false;  // a requantizing pool's case
   }
-  if (!(dq.scale > 0.0f)) {
+  if (!(dq.scale[0] > 0.0f)) {
     ctx.reject(kPass, pool.name, "the dequantize scale is not positive; the pool stays f32");
     return false;
   }
   PoolAttrs attrs = pool.attr<PoolAttrs>();
   attrs.to_f32 = true;
-  attrs.out_scale = dq.scale;
-  attrs.out_shift = static_cast<float>(-static_cast<double>(dq.zero_point) * dq.scale);
+  attrs.out_scale = dq.scale[0];
+  attrs.out_shift = static_cast<float>(-static_cast<double>(dq.zero_point[0]) * dq.scale[0]);
   const std::string name = pool.name;
   const ValueId result = pool.outputs[0];
-  const ValueId pooled = emit(g, OpKind::AvgPool, name, {dq.stored}, attrs);
+  const ValueId pooled = emit(g, OpKind::AvgPool, name, {dq.codes}, attrs);
   replace_value(g, result, pooled);
   g.erase_node(id);
-  ctx.log(kPass, name + " averages the " + std::string(to_string(g.value(dq.stored).type)) +
+  ctx.log(kPass, name + " averages the " + std::string(to_string(g.value(dq.codes).type)) +
                      " codes and dequantizes the mean (" + std::to_string(attrs.out_scale) +
                      " * mean + " + std::to_string(attrs.out_shift) + ", f32)");
   return true;
@@ -74,8 +74,8 @@ bool requantize_avg_pool(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
     const Node& pool = g.node(id);
     if (pool.kind != OpKind::AvgPool || g.value(pool.inputs[0]).type != ElementType::f32) continue;
-    const auto dq = dequantize_chain(g, pool.inputs[0]);
-    if (!dq) continue;
+    const auto dq = dequantized(g, pool.inputs[0]);
+    if (!dq || g.value(dq->codes).type == ElementType::s32) continue;
     const auto fq_id = sole_consumer(g, pool.outputs[0]);
     if (!fq_id || g.node(*fq_id).kind != OpKind::FakeQuantize) {
       if (pool_dequantized_mean(g, ctx, id, *dq)) return true;
@@ -102,28 +102,28 @@ bool requantize_avg_pool(Graph& g, PassContext& ctx) {
                                        " range; the pool stays f32");
       continue;
     }
-    if (dq->scale <= 0.0f) {
+    if (dq->scale[0] <= 0.0f) {
       ctx.reject(kPass, pool.name, "the dequantize scale is not positive; the pool stays f32");
       continue;
     }
     const auto& pa = pool.attr<PoolAttrs>();
-    if (!pa.exclude_pad && has_padding(pa) && dq->zero_point != 0.0f) {
+    if (!pa.exclude_pad && has_padding(pa) && dq->zero_point[0] != 0.0f) {
       ctx.reject(kPass, pool.name,
                  "it counts padding in the window and the input's zero point is " +
-                     std::to_string(dq->zero_point) +
+                     std::to_string(dq->zero_point[0]) +
                      ", so a padded int8 0 is not a real 0; the pool stays f32");
       continue;
     }
     const double si = (static_cast<double>(*ih) - *il) / 255.0;
     if (!(si > 0.0)) continue;
-    const double a = dq->scale / si;
-    const double b = *lo - (static_cast<double>(dq->zero_point) * dq->scale + *il) / si;
+    const double a = dq->scale[0] / si;
+    const double b = *lo - (static_cast<double>(dq->zero_point[0]) * dq->scale[0] + *il) / si;
     PoolAttrs attrs = pa;
     // Same grid: exactly the identity, so no post-op is needed.
     attrs.out_scale = std::abs(a - 1.0) < 1e-6 ? 1.0f : static_cast<float>(a);
     attrs.out_shift = std::abs(b) < 1e-4 ? 0.0f : static_cast<float>(b);
 
-    const ElementType stored = g.value(dq->stored).type;
+    const ElementType stored = g.value(dq->codes).type;
     if (stored != t) {
       // s8 pooled onto a u8 grid (or the reverse) needs a converting pool,
       // which oneDNN 2.6 does not offer.
@@ -134,7 +134,7 @@ bool requantize_avg_pool(Graph& g, PassContext& ctx) {
     }
     const std::string name = pool.name, fq_name = fq.name;
     const ValueId result = g.node(*cv_id).outputs[0];
-    const ValueId pooled = emit(g, OpKind::AvgPool, name, {dq->stored}, attrs);
+    const ValueId pooled = emit(g, OpKind::AvgPool, name, {dq->codes}, attrs);
     replace_value(g, result, pooled);
     g.erase_node(*cv_id);
     g.erase_node(*fq_id);

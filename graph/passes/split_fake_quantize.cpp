@@ -2,7 +2,7 @@
 //
 //   x -> FQ(il, ih, ol, oh, L) -> layer
 //     ==>  x -> FQ(il, ih, lo, lo + L - 1, L) -> Convert(u8|s8)        quantize only
-//            -> Convert(f32) -> Subtract(Zd) -> Multiply(So) -> layer  dequantize
+//            -> Dequantize(So, Zd) -> layer                             dequantize
 //
 // So = (oh - ol) / (L - 1), Zo = -ol / So. Storage (DESIGN.md):
 //   s8 with lo = -128 when L = 256 and Zi = -il / Si = 128 (symmetric ranges;
@@ -30,14 +30,10 @@ namespace {
 constexpr std::string_view kPass = "split_fake_quantize";
 using namespace pattern;
 
-// `v` is an int8 tensor's dequantize: Multiply(Convert(f32) [- z], s).
+// `v` is an int8 tensor's dequantize.
 bool is_dequantized(const Graph& g, ValueId v) {
-  const Node* mul = producer_of(g, v, OpKind::Multiply);
-  if (mul == nullptr) return false;
-  ValueId cur = mul->inputs[0];
-  if (const Node* sub = producer_of(g, cur, OpKind::Subtract)) cur = sub->inputs[0];
-  const Node* cv = producer_of(g, cur, OpKind::Convert);
-  return cv != nullptr && g.value(cv->inputs[0]).type != ElementType::f32;
+  const Node* dq = producer_of(g, v, OpKind::Dequantize);
+  return dq != nullptr && g.value(dq->inputs[0]).type != ElementType::s32;
 }
 
 
@@ -85,7 +81,7 @@ bool feeds_layer_activation(const Graph& g, ValueId v) {
       }
     }
     if (is_layer(n.kind) && n.inputs[0] == v && n.inputs[1] != v &&
-        producer_of(g, n.inputs[1], OpKind::Multiply) != nullptr) {
+        is_dequantized(g, n.inputs[1])) {
       return true;
     }
     // Either side of a MatMul of two run-time int8 tensors (attention's
@@ -199,19 +195,16 @@ bool split_fake_quantize(Graph& g, PassContext& ctx) {
     const ValueId q = emit(g, OpKind::FakeQuantize, name + "/quantize", q_inputs, old.attrs);
     const ValueId stored = emit(g, OpKind::Convert, name + "/to_" + std::string(to_string(storage)),
                                 {q}, ConvertAttrs{storage});
-    ValueId deq = emit(g, OpKind::Convert, name + "/to_f32", {stored}, ConvertAttrs{ElementType::f32});
-    if (std::any_of(zero.begin(), zero.end(), [](float z) { return z != 0.0f; })) {
-      const std::vector<float> z = all_equal(zero) ? std::vector<float>{zero[0]} : zero;
-      deq = emit(g, OpKind::Subtract, name + "/zero_point",
-                 {deq, add_channel_constant(g, name + ".zero_point", z, shape.size(), axis)});
-    }
-    const std::vector<float> s = all_equal(scale) ? std::vector<float>{scale[0]} : scale;
-    deq = emit(g, OpKind::Multiply, name + "/dequantize",
-               {deq, add_channel_constant(g, name + ".scale", s, shape.size(), axis)});
+    DequantizeAttrs dq;
+    dq.scale = all_equal(scale) ? std::vector<float>{scale[0]} : scale;
+    dq.zero_point = all_equal(zero) ? std::vector<float>{zero[0]} : zero;
+    dq.axis = static_cast<std::int64_t>(axis);
+    const bool per_tensor = dq.scale.size() == 1;
+    const ValueId deq = emit(g, OpKind::Dequantize, name + "/dequantize", {stored}, std::move(dq));
     replace_value(g, old.outputs[0], deq);
     g.erase_node(id);
     ctx.log(kPass, name + " -> quantize to " + std::string(to_string(storage)) + " + dequantize (" +
-                       (s.size() == 1 ? "per-tensor" : "per-channel") + ")");
+                       (per_tensor ? "per-tensor" : "per-channel") + ")");
     return true;
   }
   return false;

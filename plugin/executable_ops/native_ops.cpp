@@ -739,6 +739,112 @@ class ConvertToS32Op final : public ExecutableOp {
   }
 };
 
+// Dequantize: y = (f32(x) - z) * s per element (composer::dequantize), in
+// the layout of its output. The input shares it, or a reorder given at
+// construction first writes the codes as f32 there and the op then
+// dequantizes them in place (the integers are exact in f32). Per-channel
+// parameters are indexed in memory order: `inner` values share one, and
+// whole rows of `channels` values when the axis is innermost (channels last).
+class DequantizeOp final : public ExecutableOp {
+ public:
+  DequantizeOp(const graph::Graph& g, const Node& node, bool channels_last,
+               std::unique_ptr<ExecutableOp> reorder)
+      : ExecutableOp(node), reorder_(std::move(reorder)) {
+    const auto& a = node.attr<graph::DequantizeAttrs>();
+    const Shape& x = g.value(node.inputs[0]).shape;
+    type_ = reorder_ ? ElementType::f32 : g.value(node.inputs[0]).type;
+    count_ = element_count(x);
+    if (a.per_tensor()) {
+      scale_ = {a.scale[0]};
+      zero_ = {a.zero_point[0]};
+      inner_ = count_;
+      return;
+    }
+    const auto axis = static_cast<std::size_t>(a.axis);
+    channels_ = x[axis];
+    for (std::int64_t c = 0; c < channels_; ++c) {
+      scale_.push_back(a.scale_at(static_cast<std::size_t>(c)));
+      zero_.push_back(a.zero_point_at(static_cast<std::size_t>(c)));
+    }
+    // Dims in memory order; `inner` multiplies those after the axis.
+    std::vector<std::size_t> order;
+    for (std::size_t d = 0; d < x.size(); ++d) order.push_back(d);
+    if (channels_last && x.size() >= 3) {
+      order.erase(order.begin() + 1);
+      order.push_back(1);
+    }
+    inner_ = 1;
+    const auto at = std::find(order.begin(), order.end(), axis);
+    for (auto d = at + 1; d != order.end(); ++d) inner_ *= x[*d];
+  }
+
+  void execute(ExecContext& ctx) const override {
+    if (reorder_) reorder_->execute(ctx);
+    float* y = ctx.out(node().outputs[0]).data<float>().data();
+    const void* x = reorder_ ? static_cast<const void*>(y) : ctx.in(node().inputs[0]).raw_data();
+    switch (type_) {
+      case ElementType::u8: run(static_cast<const std::uint8_t*>(x), y); break;
+      case ElementType::s8: run(static_cast<const std::int8_t*>(x), y); break;
+      case ElementType::s32: run(static_cast<const std::int32_t*>(x), y); break;
+      default: run(static_cast<const float*>(x), y); break;
+    }
+  }
+
+  std::string implementation() const override {
+    return reorder_ ? reorder_->implementation() + "+qfuse:dequantize" : "qfuse:dequantize";
+  }
+  int staged_reorders() const override { return reorder_ ? 1 : 0; }
+
+ private:
+  static constexpr std::int64_t kTask = 1 << 14;  // values per task
+
+  template <typename T>
+  static void affine(const T* x, float* y, std::int64_t n, float z, float s) {
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) y[i] = composer::dequantize(static_cast<float>(x[i]), z, s);
+  }
+
+  template <typename T>
+  void run(const T* x, float* y) const {
+    const bool parallel = count_ >= 4 * kTask;
+    if (inner_ == 1 && channels_ > 1) {
+      // Channels innermost: rows of `channels` values, a parameter each.
+      const std::int64_t rows = count_ / channels_;
+      const std::int64_t per_task = std::max<std::int64_t>(1, kTask / channels_);
+      const float* s = scale_.data();
+      const float* z = zero_.data();
+      parallel_for(parallel, (rows + per_task - 1) / per_task, [&](std::int64_t t) {
+        const std::int64_t end = std::min(rows, (t + 1) * per_task);
+        for (std::int64_t r = t * per_task; r < end; ++r) {
+          const T* xr = x + r * channels_;
+          float* yr = y + r * channels_;
+#pragma omp simd
+          for (std::int64_t c = 0; c < channels_; ++c) {
+            yr[c] = composer::dequantize(static_cast<float>(xr[c]), z[c], s[c]);
+          }
+        }
+      });
+      return;
+    }
+    // Runs of `inner` values that share a parameter (one run per tensor),
+    // cut into tasks of about kTask values.
+    const std::int64_t runs = count_ / inner_;
+    const std::int64_t pieces = (inner_ + kTask - 1) / kTask;
+    parallel_for(parallel, runs * pieces, [&](std::int64_t t) {
+      const std::int64_t r = t / pieces, begin = (t % pieces) * kTask;
+      const std::int64_t n = std::min(kTask, inner_ - begin);
+      const auto c = static_cast<std::size_t>(r % channels_);
+      const std::int64_t offset = r * inner_ + begin;
+      affine(x + offset, y + offset, n, zero_[c], scale_[c]);
+    });
+  }
+
+  std::unique_ptr<ExecutableOp> reorder_;
+  ElementType type_ = ElementType::u8;
+  std::int64_t count_ = 0, channels_ = 1, inner_ = 1;
+  std::vector<float> scale_, zero_;
+};
+
 // Reshape and Flatten keep the bytes; only the shape changes. The memory plan
 // usually makes the output a view of the input, leaving nothing to copy.
 class CopyOp final : public ExecutableOp {
@@ -1450,6 +1556,12 @@ std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
   return std::make_unique<BroadcastBinaryOp>(graph, node);
 }
 
+std::unique_ptr<ExecutableOp> make_dequantize(const graph::Graph& graph, const graph::Node& node,
+                                              bool channels_last,
+                                              std::unique_ptr<ExecutableOp> reorder) {
+  return std::make_unique<DequantizeOp>(graph, node, channels_last, std::move(reorder));
+}
+
 std::unique_ptr<ExecutableOp> make_native_op(const graph::Graph& graph, const graph::Node& node,
                                              const LayoutOf& layout_of) {
   const auto cl = [&layout_of](graph::ValueId v) {
@@ -1457,6 +1569,9 @@ std::unique_ptr<ExecutableOp> make_native_op(const graph::Graph& graph, const gr
   };
   switch (node.kind) {
     case OpKind::FakeQuantize: return std::make_unique<FakeQuantizeOp>(graph, node);
+    case OpKind::Dequantize:
+      if (cl(node.inputs[0]) != cl(node.outputs[0])) return nullptr;  // make_dequantize
+      return std::make_unique<DequantizeOp>(graph, node, cl(node.outputs[0]), nullptr);
     case OpKind::Reshape:
     case OpKind::Flatten: return std::make_unique<CopyOp>(node);
     case OpKind::Resize: return std::make_unique<ResizeOp>(graph, node, cl(node.inputs[0]));

@@ -24,7 +24,7 @@ std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const grap
                                            const F32Chain* chain = nullptr);
 
 // The ops qfuse runs itself rather than as a oneDNN primitive (native_ops.cpp):
-// FakeQuantize and the quantizing Convert, Lookup, GateMultiply, Resize,
+// FakeQuantize and the quantizing Convert, Dequantize (in one layout), Lookup, GateMultiply, Resize,
 // Reshape / Flatten, Concat, Gather, DynamicQuantize, ShuffleChannels, the
 // Slices and MaxPools of codes it has a kernel for, the dequantized mean;
 // null for anything else (oneDNN's, make_dnnl_op).
@@ -49,6 +49,13 @@ std::optional<std::string> check_quantizing_softmax(const graph::Graph& graph,
 std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,
                                            const dnnl::memory::desc& src,
                                            const dnnl::memory::desc& dst);
+
+// Dequantize in the output's layout (`channels_last`): a reorder from the
+// input's layout (make_convert to f32) runs first when one is given, and the
+// op dequantizes its f32 integers in place.
+std::unique_ptr<ExecutableOp> make_dequantize(const graph::Graph& graph, const graph::Node& node,
+                                              bool channels_last,
+                                              std::unique_ptr<ExecutableOp> reorder);
 
 // Elementwise binary with numpy broadcasting on both sides.
 std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,

@@ -85,6 +85,15 @@ inline PassContext context() {
   });
 }
 
+// What the canonicalize phase makes of a dequantize written with elementwise
+// ops (Convert [-> Subtract] [-> Multiply], as the importer writes the
+// integer operators): one Dequantize op each.
+inline void recognize_dequantizes(Graph& g) {
+  PassContext ctx = context();
+  while (recognize_dequantize(g, ctx)) {
+  }
+}
+
 inline Graph quantized_block(bool relu_between) {
   Graph g;
   Builder b(g);

@@ -1,5 +1,5 @@
-// quantize_channel_gate: codes -> Convert(f32) -> [Subtract(z)] -> Multiply(s)
-// -> Multiply(gate[N, C, 1, 1]) -> quantizing Convert become one GateMultiply
+// quantize_channel_gate: codes -> Dequantize(s, z) -> Multiply(gate[N, C, 1,
+// 1]) -> quantizing Convert become one GateMultiply
 // on the codes. Checked against the graph before the pass, code for code
 // (the same f32 steps), with the gate on either side of the product.
 // Named negatives: a constant gate, a gate with a value per element, a
@@ -20,7 +20,7 @@ struct GateOptions {
   bool constant_gate = false;
   bool product_is_output = false;
   bool per_channel_scale = false;
-  bool zero_point = true;       // the dequantize has its Subtract
+  bool zero_point = true;       // the dequantize has a zero point
 };
 
 ConvertAttrs quantize_linear(float scale, std::int32_t zero_point) {
@@ -37,13 +37,11 @@ Graph gated(const GateOptions& o) {
   Graph g;
   Builder b(g);
   const ValueId q = b.input("codes", kCodes, ElementType::u8);
-  ValueId x = b.convert(q, ElementType::f32, "dequantize.cast");
-  if (o.zero_point) x = b.binary(OpKind::Subtract, x, b.scalar(9.0f), "dequantize.sub");
-  const ValueId s = o.per_channel_scale
-                        ? b.constant("dequantize.scale", {1, 6, 1, 1},
-                                     {0.05f, 0.04f, 0.03f, 0.05f, 0.02f, 0.01f})
-                        : b.scalar(0.05f);
-  x = b.binary(OpKind::Multiply, x, s, "dequantize.mul");
+  const ValueId x =
+      b.dequantize(q,
+                   o.per_channel_scale ? std::vector<float>{0.05f, 0.04f, 0.03f, 0.05f, 0.02f, 0.01f}
+                                       : std::vector<float>{0.05f},
+                   {o.zero_point ? 9.0f : 0.0f}, 1, "dequantize");
   const std::int64_t gate_size = element_count(o.gate_shape);
   const ValueId gate =
       o.constant_gate

@@ -18,12 +18,12 @@ TEST(QuantizeWeights, SymmetricPerChannelWeightsBecomeS8) {
   EXPECT_TRUE(quantize_weights(f.g, ctx));
   EXPECT_EQ(count(f.g, OpKind::FakeQuantize), 0u);
   const Node& conv = f.g.node(f.g.topological_order().back());
-  const Node* mul = pattern::producer_of(f.g, conv.inputs[1], OpKind::Multiply);
-  ASSERT_NE(mul, nullptr);
-  EXPECT_EQ(f.g.value(mul->inputs[1]).shape, (Shape{8, 1, 1, 1}));
-  const Node* cv = pattern::producer_of(f.g, mul->inputs[0], OpKind::Convert);
-  ASSERT_NE(cv, nullptr);
-  EXPECT_EQ(f.g.value(cv->inputs[0]).type, ElementType::s8);
+  const Node* dq = pattern::producer_of(f.g, conv.inputs[1], OpKind::Dequantize);
+  ASSERT_NE(dq, nullptr);
+  EXPECT_EQ(dq->attr<DequantizeAttrs>().scale.size(), 8u);
+  EXPECT_EQ(dq->attr<DequantizeAttrs>().axis, 0);
+  EXPECT_EQ(dq->attr<DequantizeAttrs>().zero_point, std::vector<float>{0.0f});
+  EXPECT_EQ(f.g.value(dq->inputs[0]).type, ElementType::s8);
   const Tensor x_in = input_tensor({1, 4, 6, 6}, -1, 1, 6);
   expect_close(run(f.g, x_in), run(before, x_in), 1e-5f);
 }

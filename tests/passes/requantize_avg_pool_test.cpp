@@ -22,15 +22,13 @@ PoolAttrs window(std::int64_t k, std::int64_t pad, bool exclude_pad) {
   return p;
 }
 
-// u8 codes -> Convert(f32) -> Subtract(z) -> Multiply(s) -> AvgPool, then
-// (requantize) FQ onto [lo, hi] with 256 levels -> Convert(u8), or nothing.
+// u8 codes -> Dequantize(s, z) -> AvgPool, then (requantize) FQ onto
+// [lo, hi] with 256 levels -> Convert(u8), or nothing.
 Graph pooled_codes(const PoolAttrs& pool, float z, bool requantize) {
   Graph g;
   Builder b(g);
   const ValueId q = b.input("q", {1, 3, 4, 4}, ElementType::u8);
-  ValueId x = b.convert(q, ElementType::f32, "to_f32");
-  x = b.op(OpKind::Subtract, {x, b.constant("z", {1}, {z})}, NoAttrs{}, "zero_point");
-  x = b.multiply(x, b.constant("s", {1}, {0.05f}));
+  ValueId x = b.dequantize(q, {0.05f}, {z}, 1, "dequantize");
   x = b.op(OpKind::AvgPool, {x}, pool, "pool");
   if (requantize) {
     const float lo = -1.0f, hi = 0.02f * 255.0f - 1.0f;

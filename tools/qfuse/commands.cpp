@@ -20,7 +20,6 @@
 #include "graph/onnx/exporter.hpp"
 #include "graph/onnx/importer.hpp"
 #include "graph/op_info.hpp"
-#include "graph/passes/pattern.hpp"
 #include "graph/release_memory.hpp"
 #endif
 #include "tools/common/compare_report.hpp"
@@ -668,7 +667,9 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
       if (from_layer && cause.rfind("reads f32 data", 0) == 0) {
         cause = "reads a layer's f32 output (the model quantizes after it)";
       }
-      if (!v.is_constant() && (v.type != ElementType::f32 || graph::pattern::dequantize_chain(g, in))) {
+      const bool dequantized =
+          v.producer.valid() && g.node(v.producer).kind == graph::OpKind::Dequantize;
+      if (!v.is_constant() && (v.type != ElementType::f32 || dequantized)) {
         cause = "reads dequantized int8 data; no int8 form of it here";
         if (const auto it = by_node.find(l.node); it != by_node.end()) {
           cause = it->second.front()->pass + ": " + it->second.front()->reason;
