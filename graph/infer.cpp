@@ -566,27 +566,57 @@ OutputSpec check_convert(NodeChecker& c) {
           (!a.quantizes() &&
            (a.to == ElementType::f32 || a.to == ElementType::s32 || a.to == ElementType::s64)),
       [&] { return "converts s64 to f32 or s32 only (got " + std::string(to_string(a.to)) + ")"; });
-  c.expect(a.levels == 256 || (a.quantizes_linear() && a.levels >= 2 && a.levels < 256), [&] {
-    return "levels " + std::to_string(a.levels) +
-           " (expected 256, or 2..255 when it quantizes by a scale)";
-  });
   if (a.quantizes()) {
     c.expect_type(0, ElementType::f32);
     c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,
              "a quantizing Convert writes u8 or s8");
-    if (a.quantizes_linear()) {
-      c.expect(std::isfinite(a.scale),
-               [&] { return "scale " + std::to_string(a.scale) + " is not finite"; });
-    } else {
-      c.expect(
-          std::isfinite(a.input_low) && std::isfinite(a.input_high) && a.input_low < a.input_high,
-          [&] {
-            return "input range [" + std::to_string(a.input_low) + ", " +
-                   std::to_string(a.input_high) + "] is empty or not finite";
-          });
-    }
+    c.expect(
+        std::isfinite(a.input_low) && std::isfinite(a.input_high) && a.input_low < a.input_high,
+        [&] {
+          return "input range [" + std::to_string(a.input_low) + ", " +
+                 std::to_string(a.input_high) + "] is empty or not finite";
+        });
   }
   return {c.shape(0), a.to};
+}
+
+OutputSpec check_quantize(NodeChecker& c) {
+  const auto& a = std::get<QuantizeAttrs>(c.node_.attrs);
+  c.expect_type(0, ElementType::f32);
+  c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,
+           [&] { return "a Quantize writes u8 or s8 (got " + std::string(to_string(a.to)) + ")"; });
+  c.expect(a.levels >= 2 && a.levels <= 256,
+           [&] { return "levels " + std::to_string(a.levels) + " (expected 2..256)"; });
+  const Shape& x = c.shape(0);
+  const bool per_tensor = a.per_tensor();
+  if (!per_tensor) {
+    c.expect(a.axis >= 0 && static_cast<std::size_t>(a.axis) < x.size(), [&] {
+      return "axis " + std::to_string(a.axis) + " is not a dimension of its rank-" +
+             std::to_string(x.size()) + " input";
+    });
+  }
+  const auto sized = [&](std::size_t size) {
+    return size == 1 ||
+           (!per_tensor && static_cast<std::int64_t>(size) == x[static_cast<std::size_t>(a.axis)]);
+  };
+  c.expect(!a.scale.empty() && sized(a.scale.size()) && !a.zero_point.empty() &&
+               sized(a.zero_point.size()),
+           [&] {
+             return "scale (" + std::to_string(a.scale.size()) + " values) and zero point (" +
+                    std::to_string(a.zero_point.size()) +
+                    ") hold one value or one per index of axis " + std::to_string(a.axis);
+           });
+  for (const float s : a.scale) {
+    c.expect(std::isfinite(s) && s > 0.0f,
+             [&] { return "scale " + std::to_string(s) + " is not a positive finite f32"; });
+  }
+  for (const std::int32_t z : a.zero_point) {
+    c.expect(z >= a.code_min() && z <= a.code_min() + 255, [&] {
+      return "zero point " + std::to_string(z) + " is not a " + std::string(to_string(a.to)) +
+             " value";
+    });
+  }
+  return {x, a.to};
 }
 
 OutputSpec check_batch_normalization(NodeChecker& c) {
@@ -783,9 +813,13 @@ OutputSpec check_gate_multiply(NodeChecker& c) {
   const ElementType in = c.in(0).type;
   c.expect(in == ElementType::u8 || in == ElementType::s8, "a GateMultiply reads u8 or s8 codes");
   c.expect_type(1, ElementType::f32);
-  c.expect(a.quantize.quantizes() &&
-               (a.quantize.to == ElementType::u8 || a.quantize.to == ElementType::s8),
+  const ElementType to = std::visit([](const auto& q) { return q.to; }, a.quantize);
+  const auto* by_ranges = std::get_if<ConvertAttrs>(&a.quantize);
+  c.expect((by_ranges == nullptr || by_ranges->quantizes()) &&
+               (to == ElementType::u8 || to == ElementType::s8),
            "a GateMultiply quantizes to u8 or s8");
+  const auto* linear = std::get_if<QuantizeAttrs>(&a.quantize);
+  c.expect(linear == nullptr || linear->per_tensor(), "a GateMultiply quantizes per tensor");
   const Shape& x = c.shape(0);
   const Shape& g = c.shape(1);
   bool per_channel = x.size() >= 2 && g.size() == x.size() && (g[0] == x[0] || g[0] == 1) &&
@@ -795,7 +829,7 @@ OutputSpec check_gate_multiply(NodeChecker& c) {
     return "the gate must be [N or 1, C, 1, ...] for x " + to_string(x) + " (got " + to_string(g) +
            ")";
   });
-  return {x, a.quantize.to};
+  return {x, to};
 }
 
 OutputSpec check_layer_norm(NodeChecker& c) {
@@ -884,6 +918,7 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::Power: return check_unary(c);
     case OpKind::Lookup: return check_lookup(c);
     case OpKind::Dequantize: return check_dequantize(c);
+    case OpKind::Quantize: return check_quantize(c);
     case OpKind::GateMultiply: return check_gate_multiply(c);
     case OpKind::MeanInnerProduct: return check_mean_inner_product(c);
     case OpKind::LayerNorm: return check_layer_norm(c);

@@ -72,6 +72,7 @@ constexpr std::array kOps{
   OpInfo{OpKind::ShuffleChannels,          "ShuffleChannels",         C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true},
   OpInfo{OpKind::MeanInnerProduct,         "MeanInnerProduct",        C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false},
   OpInfo{OpKind::Dequantize,               "Dequantize",              C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false},
+  OpInfo{OpKind::Quantize,                 "Quantize",                C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false},
 };
 // clang-format on
 
@@ -79,7 +80,7 @@ constexpr bool in_kind_order() {
   for (std::size_t i = 0; i < kOps.size(); ++i) {
     if (static_cast<std::size_t>(kOps[i].kind) != i) return false;
   }
-  return static_cast<std::size_t>(OpKind::Dequantize) + 1 == kOps.size();
+  return static_cast<std::size_t>(OpKind::Quantize) + 1 == kOps.size();
 }
 static_assert(in_kind_order(), "kOps must hold one row per OpKind, in OpKind's order");
 

@@ -88,6 +88,9 @@ enum class OpKind : std::uint8_t {
   // Codes to f32 by a scale and zero point (DequantizeAttrs): ONNX's
   // DequantizeLinear, and the dequantize half of a split FakeQuantize.
   Dequantize,
+  // f32 to u8 / s8 codes by a scale and zero point (QuantizeAttrs): ONNX's
+  // QuantizeLinear.
+  Quantize,
 };
 
 // Each from the op table (graph/op_info.hpp).
@@ -191,23 +194,35 @@ struct ConvertAttrs {
   // range [input_low, input_high] and 256 levels onto the whole type:
   //   clamp(round_half_even((x - input_low) * 255 / (input_high - input_low)), 0, 255)
   //   + the type's minimum.
-  // A plain conversion when both are 0.
+  // A plain conversion when both are 0. (ONNX's QuantizeLinear is the
+  // Quantize op.)
   float input_low = 0.0f;
   float input_high = 0.0f;
-  // f32 -> u8/s8 by ONNX's QuantizeLinear instead, when scale > 0
-  // (composer::quantize_linear onto the whole type, zero_point in the stored
-  // type): saturate(round_half_even(x / scale) + zero_point).
-  float scale = 0.0f;
-  std::int32_t zero_point = 0;
-  // With scale: the codes the quantization saturates onto are the first
-  // `levels` of the type, [type min, type min + levels - 1] (a narrower grid,
-  // e.g. torch's reduce_range activations 0..127). 256: the whole type.
+  bool quantizes() const { return input_low != 0.0f || input_high != 0.0f; }
+  std::int32_t code_min() const { return to == ElementType::s8 ? -128 : 0; }
+  bool operator==(const ConvertAttrs&) const = default;
+};
+
+// Quantize: input x (f32), output `to` (u8 or s8) codes of x's shape:
+//   y = saturate(round_half_to_even(x / scale) + zero_point) onto [code_min(), code_max()],
+// the division in f32 (composer::quantize_linear): ONNX's QuantizeLinear.
+// scale and zero_point hold one value, or one per index of dimension `axis`
+// of x. The codes it saturates onto are the type's first `levels` (a narrower
+// grid, e.g. torch's reduce_range activations 0..127); 256: the whole type.
+struct QuantizeAttrs {
+  ElementType to = ElementType::u8;
+  std::vector<float> scale{1.0f};
+  std::vector<std::int32_t> zero_point{0};
+  std::int64_t axis = 1;
   std::int32_t levels = 256;
-  bool quantizes() const { return input_low != 0.0f || input_high != 0.0f || scale > 0.0f; }
-  bool quantizes_linear() const { return scale > 0.0f; }
+  bool per_tensor() const { return scale.size() == 1 && zero_point.size() == 1; }
+  float scale_at(std::size_t c) const { return scale[scale.size() == 1 ? 0 : c]; }
+  std::int32_t zero_point_at(std::size_t c) const {
+    return zero_point[zero_point.size() == 1 ? 0 : c];
+  }
   std::int32_t code_min() const { return to == ElementType::s8 ? -128 : 0; }
   std::int32_t code_max() const { return code_min() + levels - 1; }
-  bool operator==(const ConvertAttrs&) const = default;
+  bool operator==(const QuantizeAttrs&) const = default;
 };
 
 // BatchNormalization (inference): inputs x, gamma, beta, mean, variance (each [C]).
@@ -369,12 +384,13 @@ struct LookupAttrs {
 // GateMultiply: inputs x (u8/s8 codes [N, C, spatial...]) and g (f32
 // [N or 1, C, 1, ...]). y = quantize((x - zero_point) * scale * g[n, c]):
 // the dequantize, the product and the quantization each in f32 as the
-// unfused graph computes them (Convert, Subtract, Multiply; Multiply; the
+// unfused graph computes them (Dequantize; Multiply; the Quantize or
 // quantizing Convert `quantize`), so the codes are the same bits.
 struct GateMultiplyAttrs {
   float zero_point = 0.0f;
   float scale = 1.0f;
-  ConvertAttrs quantize;
+  // The quantizing Convert (by ranges) or the per-tensor Quantize it ends with.
+  std::variant<ConvertAttrs, QuantizeAttrs> quantize;
   bool operator==(const GateMultiplyAttrs&) const = default;
 };
 
@@ -432,6 +448,6 @@ using Attributes =
                  FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
                  PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs, GatherAttrs,
                  LayerNormAttrs, GateMultiplyAttrs, ShuffleChannelsAttrs,
-                 MeanInnerProductAttrs, DequantizeAttrs>;
+                 MeanInnerProductAttrs, DequantizeAttrs, QuantizeAttrs>;
 
 }  // namespace qfuse::graph

@@ -392,6 +392,8 @@ bool takes_channels_last(const graph::Graph& g, const graph::Node& n, graph::Val
   // Either side, in either layout: a reorder writes its codes as f32 in the
   // output's layout when the two differ (make_dequantize).
   if (n.kind == OpKind::Dequantize) return g.value(n.inputs[0]).type != ElementType::s32;
+  // Either side, per tensor (QuantizeOp reads and writes either layout).
+  if (n.kind == OpKind::Quantize) return n.attr<graph::QuantizeAttrs>().per_tensor();
   const auto group = same_layout_group(g, n);
   return std::find(group.begin(), group.end(), v) != group.end();
 }

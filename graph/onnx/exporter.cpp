@@ -265,6 +265,10 @@ class Exporter {
   void emit(const Node& n) {
     switch (n.kind) {
       case OpKind::Convert: return convert(n);
+      case OpKind::Quantize:
+        if (g_.value(n.inputs[0]).type != ElementType::f32) refuse(n, "quantizes a non-f32 tensor");
+        return quantize_linear(n.attr<graph::QuantizeAttrs>(), in(n.inputs[0]), n.name,
+                               name(n.outputs[0]));
       case OpKind::QuantizedConvolution:
       case OpKind::QuantizedDeconvolution:
       case OpKind::QuantizedFullyConnected:
@@ -524,6 +528,7 @@ class Exporter {
       case OpKind::MeanInnerProduct: return mean_inner_product(n, y);
       case OpKind::DynamicQuantize: require_f32(); return dynamic_quantize(n, y);
       case OpKind::Convert:
+      case OpKind::Quantize:
       case OpKind::Reshape:
       case OpKind::Flatten:
       case OpKind::Transpose:
@@ -862,28 +867,39 @@ class Exporter {
     quantize_as(a, y.type, in(n.inputs[0]), n.name, name(n.outputs[0]));
   }
 
-  // The quantizing Convert `a` onto `to` of the f32 tensor `xin`, into `out`.
+  // The Quantize `a` of the f32 tensor `xin`, into `out`: ONNX's own
+  // QuantizeLinear, the same arithmetic. Onto fewer codes than the type holds,
+  // a Clip follows (as torch writes its reduce_range).
+  void quantize_linear(const graph::QuantizeAttrs& a, const std::string& xin,
+                       const std::string& base, const std::string& out) {
+    const int zt = onnx_type(a.to);
+    const bool narrow = a.levels != 256;
+    const std::string q = narrow ? out + "/codes" : out;
+    const Shape dims = a.per_tensor() ? Shape{} : Shape{static_cast<std::int64_t>(
+                                                      std::max(a.scale.size(), a.zero_point.size()))};
+    std::vector<float> scale;
+    std::vector<double> zero;
+    for (std::size_t c = 0; c < (dims.empty() ? 1 : static_cast<std::size_t>(dims[0])); ++c) {
+      scale.push_back(a.scale_at(c));
+      zero.push_back(static_cast<double>(a.zero_point_at(c)));
+    }
+    auto& node = w_.node("QuantizeLinear", base,
+                         {xin, w_.constant(base + "/scale", kFloat, scale, dims),
+                          w_.constant(base + "/zero_point", zt, zero, dims)},
+                         q);
+    if (!dims.empty()) Writer::int_attr(node, "axis", a.axis);
+    if (narrow) {
+      w_.node("Clip", base + "/levels",
+              {q, w_.constant(base + "/code_min", zt, std::vector<double>{double(a.code_min())}, {}),
+               w_.constant(base + "/code_max", zt, std::vector<double>{double(a.code_max())}, {})},
+              out);
+    }
+  }
+
+  // The quantizing Convert `a` (by ranges) onto `to` of the f32 tensor `xin`, into `out`.
   void quantize_as(const graph::ConvertAttrs& a, ElementType to, const std::string& xin,
                    const std::string& base, const std::string& out) {
     const int zt = onnx_type(to);
-    if (a.quantizes_linear()) {
-      // ONNX's own QuantizeLinear: the same arithmetic. Onto fewer codes than
-      // the type holds, a Clip follows (as torch writes its reduce_range).
-      const bool narrow = a.levels != 256;
-      const std::string q = narrow ? out + "/codes" : out;
-      w_.node("QuantizeLinear", base,
-              {xin, w_.constant(base + "/scale", kFloat, std::vector<float>{a.scale}, {}),
-               w_.constant(base + "/zero_point", zt,
-                           std::vector<double>{static_cast<double>(a.zero_point)}, {})},
-              q);
-      if (narrow) {
-        w_.node("Clip", base + "/levels",
-                {q, w_.constant(base + "/code_min", zt, std::vector<double>{double(a.code_min())}, {}),
-                 w_.constant(base + "/code_max", zt, std::vector<double>{double(a.code_max())}, {})},
-                out);
-      }
-      return;
-    }
     const composer::FakeQuantizeScales fs =
         composer::fake_quantize_scales(a.input_low, a.input_high, 0.0, 255.0, 256);
     const double scale = fs.input_scale;
@@ -921,7 +937,12 @@ class Exporter {
     t = w_.op("Mul", n.name + "/dequantize",
               {t, w_.constant(n.name + "/s", kFloat, std::vector<float>{a.scale}, {})});
     t = w_.op("Mul", n.name + "/gate", {t, in(n.inputs[1])});
-    quantize_as(a.quantize, a.quantize.to, t, n.name, y);
+    if (const auto* q = std::get_if<graph::QuantizeAttrs>(&a.quantize)) {
+      quantize_linear(*q, t, n.name, y);
+    } else {
+      const auto& r = std::get<graph::ConvertAttrs>(a.quantize);
+      quantize_as(r, r.to, t, n.name, y);
+    }
   }
 
   // Dequantize: ONNX's DequantizeLinear (the same two f32 operations) where

@@ -90,12 +90,6 @@ struct QuantParams {
   bool operator==(const QuantParams& o) const {
     return scale == o.scale && zero_point == o.zero_point && axis == o.axis && type == o.type;
   }
-  bool unit_scale() const {
-    return std::all_of(scale.begin(), scale.end(), [](double s) { return s == 1.0; });
-  }
-  bool zero_zp() const {
-    return std::all_of(zero_point.begin(), zero_point.end(), [](double z) { return z == 0.0; });
-  }
 };
 
 // One ONNX tensor during import.
@@ -396,7 +390,7 @@ class Importer {
   graph::ConvAttrs conv_attrs(AttrReader& a, const Shape& x, const Shape& w);
   QuantParams quant_params(std::size_t scale_i, std::size_t zp_i, std::int64_t axis_attr,
                            const Shape& x_shape, int default_type);
-  ValueId emit_quantize(ValueId x, const QuantParams& p, std::int64_t rank);
+  ValueId emit_quantize(ValueId x, const QuantParams& p);
   ValueId emit_dequantize_weight(const Literal& q, const QuantParams& p);
   ValueId integer_weight(Operand& w, const Values& zp, std::int64_t zp_axis, bool transpose,
                          std::int64_t rank);

@@ -57,20 +57,15 @@ void Importer::check_scales(const Values& scales, const std::string& what) const
   }
 }
 
-// Convert<T>(Add(Round(Divide(x, s)), zp)), the parts that are not identities.
-ValueId Importer::emit_quantize(ValueId x, const QuantParams& p, std::int64_t rank) {
-  ValueId t = x;
-  if (!p.unit_scale()) {
-    t = emit(OpKind::Divide, {t, param_constant(p.scale, rank, p.axis, "scale")}, NoAttrs{},
-             "div_scale");
-  }
-  if (!p.zero_zp()) {
-    t = emit(OpKind::Round, {t}, NoAttrs{}, "round");
-    t = emit(OpKind::Add, {t, param_constant(p.zero_point, rank, p.axis, "zero_point")},
-             NoAttrs{}, "add_zero_point");
-  }
-  // Convert rounds half to even and saturates to the type's range.
-  return emit(OpKind::Convert, {t}, graph::ConvertAttrs{*to_element_type(p.type)});
+// ONNX's QuantizeLinear: one Quantize, per tensor or per index of p.axis.
+ValueId Importer::emit_quantize(ValueId x, const QuantParams& p) {
+  graph::QuantizeAttrs a;
+  a.to = *to_element_type(p.type);
+  a.scale.assign(p.scale.begin(), p.scale.end());
+  a.zero_point.clear();
+  for (double z : p.zero_point) a.zero_point.push_back(static_cast<std::int32_t>(z));
+  if (p.scale.size() > 1) a.axis = p.axis;
+  return emit(OpKind::Quantize, {x}, std::move(a));
 }
 
 ValueId Importer::subtract_zero_point(ValueId x, const Values& zp, std::int64_t rank,
@@ -97,7 +92,7 @@ void Importer::op_quantize(AttrReader& a) {
   Operand y;
   y.type = p.type;
   y.shape = x.shape;
-  y.value = emit_quantize(src, p, std::max<std::int64_t>(1, rank_of(x.shape)));
+  y.value = emit_quantize(src, p);
   y.range = Interval{p.qmin, p.qmax};
   y.quantized = std::make_shared<const Operand::Quantized>(Operand::Quantized{src, p});
   set_out(0, y);
@@ -375,7 +370,7 @@ ValueId Importer::requantize(ValueId acc, const Values& multiplier, std::int64_t
   p.zero_point = y_zp;
   ValueId t = emit(OpKind::Multiply, {acc, param_constant(multiplier, rank, axis, "multiplier")},
                    NoAttrs{}, "rescale");
-  return emit_quantize(t, p, rank);
+  return emit_quantize(t, p);
 }
 
 void Importer::op_qlinear_conv(AttrReader& a) {

@@ -1,18 +1,18 @@
 // fold_quantize_into_softmax
 //
-//   x -> Softmax -> Convert(t, scale s, zero point 0)
+//   x -> Softmax -> Quantize(t, scale s, zero point 0)
 //     ==>  x -> Softmax(t, quantize_scale s)
 //
-// A quantizing Convert (what quantize_by_convert makes of a Q/DQ pair that no
-// layer took) that alone reads a Softmax runs inside it: oneDNN 2.6's
+// A Quantize (what quantize_by_convert makes of a Q/DQ pair that no layer
+// took) that alone reads a Softmax runs inside it: oneDNN 2.6's
 // softmax_v2 writes u8 / s8 with a per-tensor output scale, one pass over the
-// data instead of two. The arithmetic: the Convert computes ONNX's
+// data instead of two. The arithmetic: the Quantize computes ONNX's
 // saturate(round_half_even(y / s)), the Softmax saturate(round_half_even(y *
 // fl(1 / s))) on the same f32 y (oneDNN's kernel computes y alike for both
 // destinations), so a code moves by at most one where y / s sits within an
 // ulp of a tie, and never where 1 / s is exact.
-// Preconditions: the Convert quantizes by scale (ONNX's formula) with zero
-// point 0 (softmax_v2 has no destination zero point in 2.6) onto u8 / s8;
+// Preconditions: a per-tensor Quantize with zero point 0 (softmax_v2 has no
+// destination zero point in 2.6) onto the whole u8 / s8;
 // the Softmax's f32 output has no other reader and is no graph output; the
 // backend runs the result with a kernel of its own (not oneDNN's reference).
 // LayerNorm has no such form: oneDNN 2.6's layer normalization has one data
@@ -34,12 +34,16 @@ bool fold_quantize_into_softmax(Graph& g, PassContext& ctx) {
     const Node& softmax = g.node(id);
     if (softmax.kind != OpKind::Softmax || softmax.attr<SoftmaxAttrs>().quantizes()) continue;
     const auto cv_id = sole_consumer(g, softmax.outputs[0]);
-    if (!cv_id || g.node(*cv_id).kind != OpKind::Convert) continue;
+    if (!cv_id) continue;
     const Node& cv = g.node(*cv_id);
-    const ConvertAttrs& q = cv.attr<ConvertAttrs>();
-    if (!q.quantizes()) continue;
-    if (!q.quantizes_linear()) {
+    if (cv.kind == OpKind::Convert && cv.attr<ConvertAttrs>().quantizes()) {
       ctx.reject(kPass, cv.name, "it quantizes by ranges, not by ONNX's scale and zero point");
+      continue;
+    }
+    if (cv.kind != OpKind::Quantize) continue;
+    const QuantizeAttrs& q = cv.attr<QuantizeAttrs>();
+    if (!q.per_tensor()) {
+      ctx.reject(kPass, cv.name, "it quantizes per channel");
       continue;
     }
     if (q.levels != 256) {
@@ -47,14 +51,14 @@ bool fold_quantize_into_softmax(Graph& g, PassContext& ctx) {
                                      " codes, not the whole type");
       continue;
     }
-    if (q.zero_point != 0) {
-      ctx.reject(kPass, cv.name, "zero point " + std::to_string(q.zero_point) +
+    if (q.zero_point[0] != 0) {
+      ctx.reject(kPass, cv.name, "zero point " + std::to_string(q.zero_point[0]) +
                                      " (oneDNN 2.6's softmax has no destination zero point)");
       continue;
     }
     SoftmaxAttrs attrs = softmax.attr<SoftmaxAttrs>();
     attrs.to = q.to;
-    attrs.quantize_scale = q.scale;
+    attrs.quantize_scale = q.scale[0];
     Node candidate = softmax;
     candidate.attrs = attrs;
     candidate.outputs = {cv.outputs[0]};

@@ -18,9 +18,12 @@
 //     channel (a gate), Add of a per-channel one -> Binary(mul | add)
 //   Convert(u8|s8) right after a FakeQuantize whose levels are the integers of
 //     that type -> the destination type (the chain ends there)
+//   Quantize (ONNX's QuantizeLinear) -> Scale(1 / S), Round, Shift(Z), the
+//     destination type (the chain ends there)
 // Every prefix is offered to the backend (LayerOracle); the longest one it
 // accepts is fused, so a chain is never cut into something that would not run.
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/op_info.hpp"
@@ -155,6 +158,34 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
       cp::FakeQuantize fq{r[0], r[1], r[2], r[3],
                           static_cast<int>(n.attr<FakeQuantizeAttrs>().levels)};
       a.steps.push_back(fq);
+      return a;
+    }
+    case OpKind::Quantize: {
+      // ONNX's QuantizeLinear ends the chain: x / S as the primitive's scale
+      // x * (1 / S), rounded half to even, plus the integer Z after the
+      // rounding, onto the type's first `levels` codes, stored. Steps that
+      // are identities (S = 1, Z = 0, all 256 levels) are left out.
+      const auto& q = n.attr<QuantizeAttrs>();
+      if (!q.per_tensor() && static_cast<std::size_t>(q.axis) != axis) return std::nullopt;
+      std::vector<float> inverse, zero;
+      for (float s : q.scale) {
+        if (!std::isfinite(1.0f / s)) return std::nullopt;
+        inverse.push_back(1.0f / s);
+      }
+      for (std::int32_t z : q.zero_point) zero.push_back(static_cast<float>(z));
+      const auto all = [](const std::vector<float>& v, float x) {
+        return std::all_of(v.begin(), v.end(), [x](float e) { return e == x; });
+      };
+      if (!all(inverse, 1.0f)) a.steps.push_back(cp::Scale{inverse});
+      if (!all(zero, 0.0f)) {
+        a.steps.push_back(cp::Round{});
+        a.steps.push_back(cp::Shift{zero});
+      }
+      if (q.levels != 256) {
+        a.steps.push_back(cp::Clip{{static_cast<float>(q.code_min())},
+                                   {static_cast<float>(q.code_max())}});
+      }
+      a.dst_type = q.to;
       return a;
     }
     case OpKind::Convert: {

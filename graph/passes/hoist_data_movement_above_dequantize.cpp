@@ -40,7 +40,10 @@ bool leads_to_layer(const Graph& g, ValueId v, int depth = 0) {
     }
     // A quantize: the data is on codes again after it (a Concat input
     // requantized onto the Concat's grid).
-    if (n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to != ElementType::f32) return true;
+    if ((n.kind == OpKind::Convert && n.attr<ConvertAttrs>().to != ElementType::f32) ||
+        n.kind == OpKind::Quantize) {
+      return true;
+    }
     const bool passes_through = moves_data(n) || n.kind == OpKind::Concat ||
                                 n.kind == OpKind::FakeQuantize || n.kind == OpKind::Dequantize ||
                                 n.kind == OpKind::Convert || is_scalar_affine(g, n);

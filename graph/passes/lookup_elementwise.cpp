@@ -103,6 +103,7 @@ bool evaluable(const Graph& g, const Node& n) {
   }
   if (n.kind == OpKind::FakeQuantize) return fq_ranges(g, n).has_value();
   if (n.kind == OpKind::Dequantize) return n.attr<DequantizeAttrs>().per_tensor();
+  if (n.kind == OpKind::Quantize) return n.attr<QuantizeAttrs>().per_tensor();
   return n.kind == OpKind::Convert;
 }
 
@@ -118,14 +119,15 @@ double evaluate(const Graph& g, const Node& n, const std::vector<double>& in) {
       const auto& a = n.attr<DequantizeAttrs>();
       return composer::dequantize(static_cast<float>(x), a.zero_point[0], a.scale[0]);
     }
+    case OpKind::Quantize: {
+      const auto& a = n.attr<QuantizeAttrs>();
+      return composer::quantize_linear(static_cast<float>(x), a.scale[0], a.zero_point[0],
+                                       a.code_min(), a.code_max());
+    }
     case OpKind::Convert: {
       const auto& a = n.attr<ConvertAttrs>();
       if (a.to == ElementType::f32) return static_cast<float>(x);
       const double lo = a.to == ElementType::u8 ? 0.0 : -128.0;
-      if (a.quantizes_linear()) {
-        return composer::quantize_linear(static_cast<float>(x), a.scale, a.zero_point,
-                                         a.code_min(), a.code_max());
-      }
       if (a.quantizes()) {
         const double il = a.input_low;
         return composer::saturated_level(x, il, static_cast<double>(a.input_high) - il, 255.0) + lo;

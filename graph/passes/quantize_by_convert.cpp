@@ -1,12 +1,12 @@
 // quantize_by_convert
 //
 //   x -> FQ(il, ih, lo, lo + L - 1, L) -> Convert(t)
-//     ==>  x -> Convert(t, ONNX's scale and zero point when FQ has them,
-//                         else its input range [il, ih])
+//     ==>  x -> Quantize(t, ONNX's scale and zero point) when FQ has them,
+//          else x -> Convert(t, its input range [il, ih])
 //
 // A quantize-only FakeQuantize that no layer took (the network input, a
-// tensor made by an f32 op) and its Convert to u8/s8 become one quantizing
-// Convert, one pass over the data that writes the stored codes. It computes
+// tensor made by an f32 op) and its Convert to u8/s8 become one Quantize or
+// quantizing Convert, one pass over the data that writes the stored codes. It computes
 // what the FakeQuantize did, so every tie rounds as in the unfused graph:
 // - with ONNX's scale and zero point: composer::quantize_linear,
 //   saturate(round_half_even(x / s) + zp - code_low + lo) onto
@@ -57,22 +57,29 @@ bool quantize_by_convert(Graph& g, PassContext& ctx) {
       continue;
     }
     if (!(*il < *ih)) continue;
-    ConvertAttrs attrs = to;
+    Attributes attrs;
     if (per_tensor_grid) {
-      attrs.scale = grid->scale[0];
-      attrs.zero_point = grid->zero_point[0] - grid->code_low + static_cast<std::int32_t>(type_lo);
-      attrs.levels = static_cast<std::int32_t>(levels);
+      QuantizeAttrs q;
+      q.to = to.to;
+      q.scale = {grid->scale[0]};
+      q.zero_point = {grid->zero_point[0] - grid->code_low + static_cast<std::int32_t>(type_lo)};
+      q.levels = static_cast<std::int32_t>(levels);
+      attrs = q;
     } else {
-      attrs.input_low = *il;
-      attrs.input_high = *ih;
+      ConvertAttrs r = to;
+      r.input_low = *il;
+      r.input_high = *ih;
+      attrs = r;
     }
+    const OpKind kind = per_tensor_grid ? OpKind::Quantize : OpKind::Convert;
     const std::string name = fq.name, cv_name = g.node(*cv_id).name;
     const ValueId old = g.node(*cv_id).outputs[0];
-    const ValueId y = emit(g, OpKind::Convert, cv_name, {fq.inputs[0]}, attrs);
+    const ValueId y = emit(g, kind, cv_name, {fq.inputs[0]}, attrs);
     replace_value(g, old, y);
     g.erase_node(*cv_id);
     g.erase_node(id);
-    ctx.log(kPass, name + " + " + cv_name + " -> one quantizing Convert to " +
+    ctx.log(kPass, name + " + " + cv_name + " -> one " +
+                       (per_tensor_grid ? "Quantize" : "quantizing Convert") + " to " +
                        std::string(to_string(to.to)));
     return true;
   }

@@ -1,6 +1,6 @@
 // quantize_channel_gate
 //
-//   q -> Convert(f32) -> [Subtract(z)] -> Multiply(s) -> Multiply(g) -> Convert(t, quantizing)
+//   q -> Dequantize(s, z) -> Multiply(g) -> Quantize(t) | Convert(t, quantizing)
 //     ==>  q, g -> GateMultiply(z, s, quantize) -> t
 //
 // A squeeze-excitation block multiplies its input x by a gate with one value
@@ -12,7 +12,7 @@
 // its f32 arithmetic, so the codes are those of the unfused graph.
 // Preconditions: a per-tensor dequantize of u8/s8 codes; g is f32 of shape
 // [N or 1, C, 1, ...] and not constant; the product's only reader is the
-// quantizing Convert. The dequantize may have other readers (the block's
+// per-tensor quantization. The dequantize may have other readers (the block's
 // average pool); they keep it.
 
 #include "graph/passes/passes.hpp"
@@ -43,7 +43,9 @@ bool is_channel_gate(const Graph& g, ValueId gate, ValueId x) {
 bool quantize_channel_gate(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
     const Node& cv = g.node(id);
-    if (cv.kind != OpKind::Convert || !cv.attr<ConvertAttrs>().quantizes()) continue;
+    const bool by_ranges = cv.kind == OpKind::Convert && cv.attr<ConvertAttrs>().quantizes();
+    const bool linear = cv.kind == OpKind::Quantize && cv.attr<QuantizeAttrs>().per_tensor();
+    if (!by_ranges && !linear) continue;
     const Node* mul = producer_of(g, cv.inputs[0], OpKind::Multiply);
     if (mul == nullptr || sole_consumer(g, mul->outputs[0]) != id) continue;
     for (std::size_t side = 0; side < 2; ++side) {
@@ -59,7 +61,11 @@ bool quantize_channel_gate(Graph& g, PassContext& ctx) {
       GateMultiplyAttrs attrs;
       attrs.zero_point = d->zero_point[0];
       attrs.scale = d->scale[0];
-      attrs.quantize = cv.attr<ConvertAttrs>();
+      if (linear) {
+        attrs.quantize = cv.attr<QuantizeAttrs>();
+      } else {
+        attrs.quantize = cv.attr<ConvertAttrs>();
+      }
       // Copied before emit(): adding a node may move the nodes `cv` and `mul` refer to.
       const std::string name = mul->name, cv_name = cv.name;
       const NodeId mul_id = g.value(cv.inputs[0]).producer;

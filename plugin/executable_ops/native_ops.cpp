@@ -501,24 +501,30 @@ void quantize_linear_span(const float* x, T* y, std::int64_t n, float scale,
   for (; i < n; ++i) y[i] = static_cast<T>(composer::quantize_linear(x[i], scale, zero_point, lo, hi));
 }
 
-// A quantizing Convert: FakeQuantize's range formula, or ONNX's
-// QuantizeLinear, computed as FakeQuantizeOp does (the same operations in the
-// same order, so every tie rounds the same way), writing the stored u8/s8
-// directly. Input and output each plain or
-// channels last: one straight loop when they agree, else one per channel plane.
+// A per-tensor quantization to the stored u8/s8: a quantizing Convert
+// (FakeQuantize's range formula) or a Quantize (ONNX's QuantizeLinear),
+// computed as FakeQuantizeOp does (the same operations in the same order, so
+// every tie rounds the same way). Input and output each plain or channels
+// last: one straight loop when they agree, else one per channel plane.
 class QuantizeOp final : public ExecutableOp {
  public:
   QuantizeOp(const graph::Graph& g, const Node& node, bool in_channels_last,
              bool out_channels_last)
       : ExecutableOp(node) {
-    const auto& a = node.attr<graph::ConvertAttrs>();
-    il_ = a.input_low;
-    range_ = static_cast<double>(a.input_high) - static_cast<double>(a.input_low);
-    linear_ = a.quantizes_linear();
-    scale_ = a.scale;
-    zero_point_ = a.zero_point;
-    lo_ = a.code_min();
-    hi_ = a.code_max();
+    if (node.kind == OpKind::Quantize) {
+      const auto& a = node.attr<graph::QuantizeAttrs>();
+      linear_ = true;
+      scale_ = a.scale[0];
+      zero_point_ = a.zero_point[0];
+      lo_ = a.code_min();
+      hi_ = a.code_max();
+    } else {
+      const auto& a = node.attr<graph::ConvertAttrs>();
+      il_ = a.input_low;
+      range_ = static_cast<double>(a.input_high) - static_cast<double>(a.input_low);
+      lo_ = a.code_min();
+      hi_ = lo_ + 255;
+    }
     const Shape& s = g.value(node.inputs[0]).shape;
     in_cl_ = in_channels_last && s.size() >= 3;
     out_cl_ = out_channels_last && s.size() >= 3;
@@ -737,6 +743,53 @@ class ConvertToS32Op final : public ExecutableOp {
       y[static_cast<std::size_t>(i)] = r;
     }
   }
+};
+
+// Quantize with a scale and zero point per index of one axis, plain: runs of
+// the values that share them, each quantized as QuantizeOp's span does.
+class QuantizeChannelsOp final : public ExecutableOp {
+ public:
+  QuantizeChannelsOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
+    const auto& a = node.attr<graph::QuantizeAttrs>();
+    const Shape& x = g.value(node.inputs[0]).shape;
+    const auto axis = static_cast<std::size_t>(a.axis);
+    count_ = element_count(x);
+    channels_ = x[axis];
+    for (std::size_t d = axis + 1; d < x.size(); ++d) inner_ *= x[d];
+    for (std::int64_t c = 0; c < channels_; ++c) {
+      scale_.push_back(a.scale_at(static_cast<std::size_t>(c)));
+      zero_.push_back(a.zero_point_at(static_cast<std::size_t>(c)));
+    }
+    hi_ = a.code_max();
+    signed_ = a.to == ElementType::s8;
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const float* x = ctx.in(node().inputs[0]).data<float>().data();
+    void* y = ctx.out(node().outputs[0]).raw_data();
+    if (signed_) {
+      run(x, static_cast<std::int8_t*>(y));
+    } else {
+      run(x, static_cast<std::uint8_t*>(y));
+    }
+  }
+  std::string implementation() const override { return "qfuse:quantize"; }
+
+ private:
+  template <typename T>
+  void run(const float* x, T* y) const {
+    const std::int64_t runs = count_ / inner_;
+    parallel_for(count_ >= (1 << 16), runs, [&](std::int64_t r) {
+      const auto c = static_cast<std::size_t>(r % channels_);
+      quantize_linear_span(x + r * inner_, y + r * inner_, inner_, scale_[c], zero_[c], hi_);
+    });
+  }
+
+  std::int64_t count_ = 0, channels_ = 1, inner_ = 1;
+  std::vector<float> scale_;
+  std::vector<std::int32_t> zero_;
+  std::int32_t hi_ = 255;
+  bool signed_ = false;
 };
 
 // Dequantize: y = (f32(x) - z) * s per element (composer::dequantize), in
@@ -1105,8 +1158,19 @@ class GateMultiplyOp final : public ExecutableOp {
     const auto& a = node.attr<graph::GateMultiplyAttrs>();
     zero_point_ = a.zero_point;
     scale_ = a.scale;
-    q_ = a.quantize;
-    range_ = static_cast<double>(q_.input_high) - static_cast<double>(q_.input_low);
+    if (const auto* q = std::get_if<graph::QuantizeAttrs>(&a.quantize)) {
+      linear_ = true;
+      q_scale_ = q->scale[0];
+      q_zero_point_ = q->zero_point[0];
+      code_min_ = q->code_min();
+      code_max_ = q->code_max();
+    } else {
+      const auto& r = std::get<graph::ConvertAttrs>(a.quantize);
+      il_ = r.input_low;
+      range_ = static_cast<double>(r.input_high) - static_cast<double>(r.input_low);
+      code_min_ = r.code_min();
+      code_max_ = code_min_ + 255;
+    }
     const Shape& x = g.value(node.inputs[0]).shape;
     batch_ = x[0];
     channels_ = x[1];
@@ -1121,7 +1185,7 @@ class GateMultiplyOp final : public ExecutableOp {
     const void* x = ctx.in(node().inputs[0]).raw_data();
     const float* gate = ctx.in(node().inputs[1]).data<float>().data();
     void* y = ctx.out(node().outputs[0]).raw_data();
-    const bool out_signed = q_.to == ElementType::s8;
+    const bool out_signed = code_min_ < 0;
     if (in_signed_) {
       out_signed ? run(static_cast<const std::int8_t*>(x), gate, static_cast<std::int8_t*>(y))
                  : run(static_cast<const std::int8_t*>(x), gate, static_cast<std::uint8_t*>(y));
@@ -1138,10 +1202,10 @@ class GateMultiplyOp final : public ExecutableOp {
 
   template <typename T>
   void quantize(const float* p, T* y, std::int64_t n) const {
-    if (q_.quantizes_linear()) {
-      quantize_linear_span(p, y, n, q_.scale, q_.zero_point, q_.code_max());
+    if (linear_) {
+      quantize_linear_span(p, y, n, q_scale_, q_zero_point_, code_max_);
     } else {
-      quantize_span(p, y, n, q_.input_low, range_, q_.to == ElementType::u8 ? 0 : -128);
+      quantize_span(p, y, n, il_, range_, code_min_);
     }
   }
 
@@ -1152,7 +1216,7 @@ class GateMultiplyOp final : public ExecutableOp {
   template <typename In, typename Out>
   bool run_pixels(const In* x, const float* gate, Out* y) const {
 #if defined(QFUSE_AVX512_KERNELS)
-    if (!channels_last_ || !q_.quantizes_linear() || !has_avx512()) return false;
+    if (!channels_last_ || !linear_ || !has_avx512()) return false;
     const float z = zero_point_, s = scale_;
     constexpr std::int64_t kPixels = 1024;  // per task
     const std::int64_t tasks = (inner_ + kPixels - 1) / kPixels;
@@ -1172,7 +1236,7 @@ class GateMultiplyOp final : public ExecutableOp {
       const float* g = g_ext + (gate_batch_ == 1 ? 0 : n * (channels_ + 16));
       const std::int64_t offset = (n * inner_ + first) * channels_;
       const std::int64_t done = gate_multiply_avx512(x + offset, g, channels_, y + offset, count,
-                                                     z, s, q_.scale, q_.zero_point, q_.code_max());
+                                                     z, s, q_scale_, q_zero_point_, code_max_);
       float p[16];
       for (std::int64_t i = done; i < count; ++i) {
         const float v = (static_cast<float>(x[offset + i]) - z) * s;
@@ -1220,8 +1284,12 @@ class GateMultiplyOp final : public ExecutableOp {
   }
 
   float zero_point_ = 0.0f, scale_ = 1.0f;
-  graph::ConvertAttrs q_;
-  double range_ = 0.0;
+  // The quantization: ONNX's (linear_) or the range formula.
+  bool linear_ = false;
+  float q_scale_ = 1.0f;
+  std::int32_t q_zero_point_ = 0;
+  double il_ = 0.0, range_ = 0.0;
+  std::int32_t code_min_ = 0, code_max_ = 255;
   std::int64_t batch_ = 1, channels_ = 1, inner_ = 1, gate_batch_ = 1;
   bool channels_last_ = false, in_signed_ = false;
 };
@@ -1569,6 +1637,11 @@ std::unique_ptr<ExecutableOp> make_native_op(const graph::Graph& graph, const gr
   };
   switch (node.kind) {
     case OpKind::FakeQuantize: return std::make_unique<FakeQuantizeOp>(graph, node);
+    case OpKind::Quantize:
+      if (!node.attr<graph::QuantizeAttrs>().per_tensor()) {
+        return std::make_unique<QuantizeChannelsOp>(graph, node);
+      }
+      return std::make_unique<QuantizeOp>(graph, node, cl(node.inputs[0]), cl(node.outputs[0]));
     case OpKind::Dequantize:
       if (cl(node.inputs[0]) != cl(node.outputs[0])) return nullptr;  // make_dequantize
       return std::make_unique<DequantizeOp>(graph, node, cl(node.outputs[0]), nullptr);

@@ -617,23 +617,23 @@ TEST(ExportOps, LayerNormAndGather) {
 }
 
 TEST(ExportOps, SoftmaxWritingCodes) {
-  // A Softmax that took the quantizing Convert after it (oneDNN's output
-  // scale) is written as Softmax -> QuantizeLinear(s, 0): ONNX's y / s, within
-  // one code of the fused y * (1 / s).
+  // A Softmax that took the Quantize after it (oneDNN's output scale) is
+  // written as Softmax -> QuantizeLinear(s, 0): ONNX's y / s, within one code
+  // of the fused y * (1 / s).
   graph::Graph g;
   Builder b(g);
   const ValueId p = b.op(OpKind::Softmax, {b.input("x", {1, 4, 8, 8})}, graph::SoftmaxAttrs{3}, "softmax");
-  graph::ConvertAttrs q;
+  graph::QuantizeAttrs q;
   q.to = ElementType::u8;
-  q.scale = 1.0f / 255.0f;
-  b.output(b.op(OpKind::Convert, {p}, q, "quantize"));
+  q.scale = {1.0f / 255.0f};
+  b.output(b.op(OpKind::Quantize, {p}, q, "quantize"));
   RoundTrip rt;
   ASSERT_NO_THROW(rt = round_trip(g, "softmax_codes", small_input(4)));
   print("softmax_codes", rt);
   const std::multiset<std::string> ops = onnx_ops(rt.file);
   EXPECT_EQ(ops.count("Softmax"), 1u);
   EXPECT_EQ(ops.count("QuantizeLinear"), 1u);
-  // Written by the Softmax (not by a Convert left standing).
+  // Written by the Softmax (not by a Quantize left standing).
   std::ifstream in(rt.file, std::ios::binary);
   ::onnx::ModelProto m;
   ASSERT_TRUE(m.ParseFromIstream(&in));

@@ -974,9 +974,9 @@ void expect_int8_attention_matmul(const AttentionMatMul& at, const std::string& 
                                                                    << fused.describe();
   EXPECT_FALSE(mms[0]->scalar_fallback) << what << "\n" << fused.describe();
   EXPECT_TRUE(fused.layers_of("MatMul").empty()) << what << "\n" << fused.describe();
-  // Only the two quantizing Converts (and a Transpose of codes) beside it.
+  // Only the two Quantizes (and a Transpose of codes) beside it.
   for (const LayerInfo& l : fused.layers) {
-    EXPECT_TRUE(l.op == "QuantizedMatMul" || l.op == "Convert" || l.op == "Transpose")
+    EXPECT_TRUE(l.op == "QuantizedMatMul" || l.op == "Quantize" || l.op == "Transpose")
         << what << ": " << l.node << " (" << l.op << ") runs beside the int8 layer\n"
         << fused.describe();
     if (l.op == "Transpose") {

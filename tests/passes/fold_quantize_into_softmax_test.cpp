@@ -1,5 +1,5 @@
-// fold_quantize_into_softmax: a quantizing Convert (ONNX's QuantizeLinear,
-// zero point 0) after a Softmax runs inside oneDNN's softmax_v2 as its u8 /
+// fold_quantize_into_softmax: a Quantize (ONNX's QuantizeLinear, zero point
+// 0) after a Softmax runs inside oneDNN's softmax_v2 as its u8 /
 // s8 destination with an output scale. The fused codes are checked against
 // the unfused graph (Softmax, then ONNX's formula y / s) and against a naive
 // loop in double, within one code; with a power-of-two scale, bit for bit.
@@ -31,18 +31,18 @@ std::vector<float> logits() {
   return v;
 }
 
-// x -> Softmax(last axis) -> Convert(to, scale, zero point) -> output;
+// x -> Softmax(last axis) -> Quantize(to, scale, zero point) -> output;
 // the probabilities also an output when `probabilities_out`.
 Graph softmax_then_quantize(ElementType to, float scale, std::int32_t zero_point,
                             bool probabilities_out = false) {
   Graph g;
   Builder b(g);
   const ValueId p = b.op(OpKind::Softmax, {b.input("x", kShape)}, SoftmaxAttrs{3}, "softmax");
-  ConvertAttrs q;
+  QuantizeAttrs q;
   q.to = to;
-  q.scale = scale;
-  q.zero_point = zero_point;
-  b.output(b.op(OpKind::Convert, {p}, q, "quantize"));
+  q.scale = {scale};
+  q.zero_point = {zero_point};
+  b.output(b.op(OpKind::Quantize, {p}, q, "quantize"));
   if (probabilities_out) b.output(p);
   return g;
 }
@@ -156,7 +156,7 @@ TEST(FoldQuantizeIntoSoftmaxNegative, NotFoldedWhenTheProbabilitiesHaveAnotherRe
   const Codes fused = run(g, true);
   ASSERT_EQ(fused.layers.size(), 2u);
   EXPECT_EQ(fused.layers[0].op, "Softmax");
-  EXPECT_EQ(fused.layers[1].op, "Convert");
+  EXPECT_EQ(fused.layers[1].op, "Quantize");
   const Codes unfused = run(g, false);
   EXPECT_EQ(fused.values, unfused.values);
 }

@@ -377,8 +377,8 @@ INSTANTIATE_TEST_SUITE_P(Grids, FakeQuantizeLinearTest,
                                            LinearGridCase{ElementType::s8, 0},
                                            LinearGridCase{ElementType::s8, -5}));
 
-// A quantizing Convert by ONNX's QuantizeLinear stores those codes.
-TEST(QuantizingConvert, LinearStoresOnnxCodesOnTies) {
+// A Quantize (ONNX's QuantizeLinear) stores those codes.
+TEST(Quantize, StoresOnnxCodesOnTies) {
   for (const ElementType to : {ElementType::u8, ElementType::s8}) {
     for (const int zp : {0, 3, -7}) {
       if (to == ElementType::u8 && zp < 0) continue;
@@ -387,11 +387,12 @@ TEST(QuantizingConvert, LinearStoresOnnxCodesOnTies) {
       for (std::int64_t m = -600; m <= 600; ++m) xs.push_back(static_cast<float>(m) * 0.125f);
       xs.push_back(std::numeric_limits<float>::infinity());
       xs.push_back(-std::numeric_limits<float>::infinity());
-      graph::ConvertAttrs a{to};
-      a.scale = 0.25f;
-      a.zero_point = zp;
+      graph::QuantizeAttrs a;
+      a.to = to;
+      a.scale = {0.25f};
+      a.zero_point = {zp};
       const auto n = static_cast<std::int64_t>(xs.size());
-      const Tensor y = run_op(OpKind::Convert, {input(filled({n}, xs))}, a);
+      const Tensor y = run_op(OpKind::Quantize, {input(filled({n}, xs))}, a);
       for (std::int64_t i = 0; i < n - 2; ++i) {
         const std::int64_t m = static_cast<std::int64_t>(i) - 600;  // x / s = m / 2
         const double e = static_cast<double>(std::clamp<std::int64_t>(half_even(m) + zp, lo, hi));
@@ -399,6 +400,43 @@ TEST(QuantizingConvert, LinearStoresOnnxCodesOnTies) {
       }
       EXPECT_EQ(y.as_float(n - 2), hi);
       EXPECT_EQ(y.as_float(n - 1), lo);
+    }
+  }
+}
+
+// Per channel along each axis, and onto fewer codes than the type holds
+// (torch's reduce_range): saturate(round_half_even(x / s[c]) + z[c]) onto
+// [type min, type min + levels - 1], the quotient in f32, from a naive loop.
+TEST(Quantize, PerChannelAndNarrowLevels) {
+  const Shape shape{2, 3, 5, 7};
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-4.0f, 4.0f);
+  std::vector<float> xs(static_cast<std::size_t>(element_count(shape)));
+  for (float& v : xs) v = std::nearbyint(d(rng) * 16.0f) / 16.0f;  // many ties
+  const Tensor x = filled(shape, xs);
+  for (const ElementType to : {ElementType::u8, ElementType::s8}) {
+    for (std::int64_t axis = 0; axis < 4; ++axis) {
+      for (const std::int32_t levels : {256, 128}) {
+        graph::QuantizeAttrs a;
+        a.to = to;
+        a.axis = axis;
+        a.levels = levels;
+        a.scale.clear();
+        a.zero_point.clear();
+        for (std::int64_t c = 0; c < shape[idx(axis)]; ++c) {
+          a.scale.push_back(0.0625f * static_cast<float>(c + 1));
+          a.zero_point.push_back((to == ElementType::u8 ? 60 : -3) + static_cast<std::int32_t>(c));
+        }
+        const Tensor y = run_op(OpKind::Quantize, {input(x)}, a);
+        const std::int64_t lo = to == ElementType::u8 ? 0 : -128, hi = lo + levels - 1;
+        for (std::int64_t i = 0; i < x.size(); ++i) {
+          const std::size_t c = idx(unravel(shape, i)[idx(axis)]);
+          const float q = xs[idx(i)] / a.scale[c];
+          const std::int64_t code = static_cast<std::int64_t>(std::nearbyint(q)) + a.zero_point[c];
+          ASSERT_EQ(y.as_float(i), static_cast<float>(std::clamp(code, lo, hi)))
+              << index_string(shape, i) << " axis " << axis << " levels " << levels;
+        }
+      }
     }
   }
 }

@@ -690,12 +690,12 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
   int convert_reorders = 0, staged = 0;
   std::vector<const LayerInfo*> scalar;
   for (const LayerInfo& l : layers) {
-    if (l.op == "Convert") convert_reorders += l.reorders;
+    if (l.op == "Convert" || l.op == "Dequantize") convert_reorders += l.reorders;
     else staged += l.reorders;
     if (l.scalar_fallback) scalar.push_back(&l);
   }
   std::cout << "\nreorders per inference: " << convert_reorders + staged << " (" << convert_reorders
-            << " Convert nodes, " << staged << " staged inside layers)\n";
+            << " in Convert / Dequantize nodes, " << staged << " staged inside layers)\n";
   const MemoryInfo mem = model.memory();
   std::cout << std::fixed << std::setprecision(2) << "memory: intermediate tensors in a "
             << static_cast<double>(mem.arena_bytes) / (1 << 20) << " MiB arena ("
