@@ -14,6 +14,20 @@ ValueId Graph::add_value(std::string name, Shape shape, ElementType type) {
   return id;
 }
 
+void Graph::discard_last_value(ValueId value) {
+  const bool last = value.valid() && value.index + 1 == values_.size();
+  if (!last || !uses_.back().empty() || is_graph_output(value) ||
+      std::find(inputs_.begin(), inputs_.end(), value) != inputs_.end() ||
+      values_.back().producer.valid()) {
+    throw GraphError("discard_last_value: '" +
+                     (value.valid() && value.index < values_.size() ? values_[value.index].name
+                                                                    : std::string("?")) +
+                     "' is not an unread value added last");
+  }
+  values_.pop_back();
+  uses_.pop_back();
+}
+
 ValueId Graph::add_input(std::string name, Shape shape, ElementType type) {
   ValueId id = add_value(std::move(name), std::move(shape), type);
   inputs_.push_back(id);

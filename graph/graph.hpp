@@ -64,6 +64,10 @@ class Graph {
   ValueId add_input(std::string name, Shape shape, ElementType type = ElementType::f32);
   ValueId add_constant(std::string name, Tensor data);
   ValueId add_value(std::string name, Shape shape = {}, ElementType type = ElementType::f32);
+  // Takes back the value added last, which nothing reads and which is no
+  // graph input or output: what a pass made for a candidate it then refused,
+  // so that a refusal leaves the graph as it was. Throws GraphError otherwise.
+  void discard_last_value(ValueId value);
   void mark_output(ValueId value);
 
   // Adds a node producing fresh output values named after it; shapes are left

@@ -200,12 +200,13 @@ std::variant<LayerMatch, std::string> match_layer(const Graph& g, const Node& la
 struct Candidate {
   QuantizedLayerAttrs attrs;
   std::vector<ValueId> inputs;
+  std::optional<ValueId> added;  // the bias constant made for it, taken back on a refusal
 };
 
 // The quantized layer computing `layer` from its match: scale Sx * Sw[oc]
 // leading the chain, the bias in accumulator units (added to the graph as a
-// constant), and the source zero point folded into that bias where every
-// window lies inside the input.
+// constant, the last value, which a refusal takes back), and the source zero
+// point folded into that bias where every window lies inside the input.
 Candidate make_candidate(Graph& g, const Node& layer, const LayerMatch& m) {
   Candidate c;
   QuantizedLayerAttrs& attrs = c.attrs;
@@ -261,9 +262,10 @@ Candidate make_candidate(Graph& g, const Node& layer, const LayerMatch& m) {
   }
   if (use_acc_bias) {
     attrs.has_bias = true;
-    c.inputs.push_back(g.add_constant(
+    c.added = g.add_constant(
         layer.name + ".bias.acc",
-        Tensor::from_vector<float>({static_cast<std::int64_t>(m.channels)}, acc_bias)));
+        Tensor::from_vector<float>({static_cast<std::int64_t>(m.channels)}, acc_bias));
+    c.inputs.push_back(*c.added);
   }
   return c;
 }
@@ -424,6 +426,7 @@ bool fuse_dequantize_into_layer(Graph& g, PassContext& ctx) {
     Node candidate{layer.name, quantized_form(layer.kind), c.inputs, {}, c.attrs, false};
     if (auto reason = ctx.check_layer(g, candidate, out_shape)) {
       ctx.reject(kPass, layer.name, "backend refuses the int8 layer: " + *reason);
+      if (c.added) g.discard_last_value(*c.added);
       continue;
     }
     // The rewrite: the quantized layer in place of the f32 one.

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <numeric>
 #include <unordered_map>
+#include <variant>
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -239,12 +240,20 @@ composer::ComposeResult timed_compose(const composer::PostOpChain& chain,
   return result;
 }
 
-Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_shape,
-                      const dnnl::engine& engine, const CompileOptions& options,
-                      Layout src_layout, Layout dst_layout) {
+// Why a layer has no int8 primitive of this form: an ordinary answer of
+// build_primitive, not an error. oneDNN refusing a descriptor (dnnl::error)
+// is the other ordinary answer; anything else thrown is a bug.
+struct Refusal {
+  std::string reason;
+};
+
+std::variant<Build, Refusal> build_primitive(const graph::Graph& g, const Node& node,
+                                             const Shape& out_shape, const dnnl::engine& engine,
+                                             const CompileOptions& options, Layout src_layout,
+                                             Layout dst_layout) {
   const auto& a = node.attr<QuantizedLayerAttrs>();
   const composer::ComposeResult composed = timed_compose(a.chain, compose_options(options));
-  if (!composed.fused()) throw std::invalid_argument("composer: " + composed.reason);
+  if (!composed.fused()) return Refusal{"composer: " + composed.reason};
   Build b;
   b.plan = *composed.plan;
   if (a.dynamic) {
@@ -253,7 +262,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     const bool unit = std::all_of(b.plan.output_scales.begin(), b.plan.output_scales.end(),
                                   [](float s) { return s == 1.0f; });
     if (!unit || b.plan.dst_zero_point) {
-      throw std::invalid_argument("a constant scale or zero point follows the run-time scale");
+      return Refusal{"a constant scale or zero point follows the run-time scale"};
     }
     b.plan.output_scales.clear();
     b.plan.fixed_output_scales.clear();
@@ -300,9 +309,8 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
       b.sum_input = a.first_external_input() + static_cast<std::size_t>(s->input);
       if (to_dnnl(s->data_type) != to_dnnl(a.dst_type()) &&
           element_size(a.dst_type()) != (s->data_type == composer::DataType::f32 ? 4u : 1u)) {
-        throw std::invalid_argument("sum post-op reads " + composer::to_string(s->data_type) +
-                                    " from a " + std::string(to_string(a.dst_type())) +
-                                    " destination");
+        return Refusal{"sum post-op reads " + composer::to_string(s->data_type) + " from a " +
+                       std::string(to_string(a.dst_type())) + " destination"};
       }
     }
   }
@@ -453,9 +461,9 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
     }
     default: {
       const auto& m = std::get<graph::MatMulAttrs>(a.geometry);
-      if (m.transpose_a) throw std::invalid_argument("transposed int8 activations");
+      if (m.transpose_a) return Refusal{"transposed int8 activations"};
       if (b.runtime_weights) {
-        if (m.transpose_b) throw std::invalid_argument("transposed run-time weights");
+        if (m.transpose_b) return Refusal{"transposed run-time weights"};
         Shape wd = w.shape;
         wd.insert(wd.begin(), static_cast<std::ptrdiff_t>(out_shape.size() - w.shape.size()), 1);
         b.weights_md_plain = plain_desc(wd, ElementType::s8);
@@ -464,7 +472,7 @@ Build build_primitive(const graph::Graph& g, const Node& node, const Shape& out_
         reduction = x.shape.back();
         break;
       }
-      if (w.shape.size() != 2) throw std::invalid_argument("int8 matmul needs 2D weights");
+      if (w.shape.size() != 2) return Refusal{"int8 matmul needs 2D weights"};
       b.weights_md_plain =
           m.transpose_b ? permuted_desc(w.shape, {1, 0}, ElementType::s8)
                         : plain_desc(w.shape, ElementType::s8);
@@ -1087,8 +1095,10 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
                                                  const CompileOptions& options,
                                                  LayerBuildCache* builds) {
   try {
-    Build b = build_primitive(graph, node, output_shape, engine, options, Layout::channels_last,
-                              Layout::channels_last);
+    std::variant<Build, Refusal> built = build_primitive(
+        graph, node, output_shape, engine, options, Layout::channels_last, Layout::channels_last);
+    if (const auto* refusal = std::get_if<Refusal>(&built)) return refusal->reason;
+    Build& b = std::get<Build>(built);
     const std::string impl = b.pd.impl_info_str();
     if (impl.find("ref") != std::string::npos) {
       return "oneDNN offers only its reference implementation (" + impl + ")";
@@ -1103,8 +1113,6 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
     return std::nullopt;
   } catch (const dnnl::error& e) {
     return std::string("oneDNN refused it: ") + e.what();
-  } catch (const std::exception& e) {
-    return e.what();
   }
 }
 
@@ -1125,10 +1133,16 @@ std::unique_ptr<ExecutableOp> make_quantized_layer(
       ++builds->impl_->reused;
     }
   }
-  Build b = reused ? std::move(*reused)
-                   : build_primitive(graph, node, out_shape, engine, options,
-                                     Layout::channels_last, Layout::channels_last);
-  return std::make_unique<QuantizedLayerOp>(graph, node, engine, std::move(b), layout_of,
+  if (!reused) {
+    std::variant<Build, Refusal> built = build_primitive(
+        graph, node, out_shape, engine, options, Layout::channels_last, Layout::channels_last);
+    if (const auto* refusal = std::get_if<Refusal>(&built)) {
+      throw CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
+                         node.name + "': " + refusal->reason);
+    }
+    reused = std::move(std::get<Build>(built));
+  }
+  return std::make_unique<QuantizedLayerOp>(graph, node, engine, std::move(*reused), layout_of,
                                             sum_in_place);
 }
 

@@ -85,5 +85,40 @@ TEST(FuseDequantizeIntoLayer, NotFusedWhenTheBackendRefuses) {
   EXPECT_EQ(count(g, OpKind::Convolution), 2u);
 }
 
+// A refused candidate leaves the graph as it was: the bias in accumulator
+// units made for it is taken back, and the pass reports no change.
+TEST(FuseDequantizeIntoLayer, ARefusalLeavesTheGraphAsItWas) {
+  Graph g = quantized_block(false);
+  PassContext ctx = context();
+  while (quantize_weights(g, ctx)) {
+  }
+  while (split_fake_quantize(g, ctx)) {
+  }
+  eliminate_dead_nodes(g, ctx);
+  PassContext refusing(PassOptions{}, [](const Graph&, const Node&, const Shape&) {
+    return std::optional<std::string>("refused for the test");
+  });
+  const std::size_t values = g.value_count();
+  EXPECT_FALSE(fuse_dequantize_into_layer(g, refusing));
+  EXPECT_EQ(g.value_count(), values);
+  refusing.end_phase();
+  ASSERT_FALSE(refusing.refusals().empty());
+  EXPECT_THAT(refusing.refusals()[0].reason, HasSubstr("refused for the test"));
+}
+
+TEST(GraphDiscardLastValue, OnlyAnUnreadValueAddedLast) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {2});
+  const ValueId c = b.constant("c", {2}, {1.0f, 2.0f});
+  b.output(b.binary(OpKind::Add, x, c, "sum"));
+  EXPECT_THROW(g.discard_last_value(c), GraphError);  // read, and not the last
+  const ValueId d = g.add_constant("d", Tensor::from_vector<float>({1}, {3.0f}));
+  EXPECT_THROW(g.discard_last_value(x), GraphError);
+  g.discard_last_value(d);
+  EXPECT_EQ(g.value_count(), 3u);  // x, c and the sum
+  EXPECT_FALSE(g.find_value("d").has_value());
+}
+
 }  // namespace
 }  // namespace qfuse::graph
