@@ -2,9 +2,11 @@
 // beyond 2^52, NaN and infinities) and the FakeQuantize formula's grids.
 #include "composer/quant_math.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -34,6 +36,53 @@ TEST(QuantMath, RoundHalfToEvenMatchesNearbyint) {
   EXPECT_EQ(round_half_to_even(std::numeric_limits<double>::infinity()),
             std::numeric_limits<double>::infinity());
   EXPECT_EQ(round_half_to_even(9007199254740993.0), 9007199254740993.0);
+}
+
+// ONNX's QuantizeLinear from its definition, written independently of
+// quantize_linear: the quotient in f32 (the spec's arithmetic), rounded half
+// to even from its floor and fraction in double, plus the zero point,
+// saturated; NaN gives the lowest code, as ONNX Runtime's kernels do.
+double quantize_linear_reference(float x, float scale, int zero_point, int lo, int hi) {
+  if (std::isnan(x)) return lo;
+  const float q = x / scale;
+  if (std::isinf(q)) return q > 0 ? hi : lo;
+  const double floor = std::floor(static_cast<double>(q));
+  const double fraction = static_cast<double>(q) - floor;
+  const bool even = std::fmod(std::fabs(floor), 2.0) == 0.0;
+  const double rounded = fraction < 0.5 ? floor : fraction > 0.5 ? floor + 1 : even ? floor : floor + 1;
+  return std::min<double>(hi, std::max<double>(lo, rounded + zero_point));
+}
+
+TEST(QuantizeLinear, MatchesOnnxsDefinitionOnTiesAndAtTheEnds) {
+  struct Grid {
+    int lo, hi, zero_point;
+  };
+  const Grid grids[] = {{0, 255, 0}, {0, 255, 3}, {0, 255, 128}, {-128, 127, 0},
+                        {-128, 127, -7}, {0, 127, 64}};
+  std::vector<float> xs;
+  for (int k = -4000; k <= 4000; ++k) xs.push_back(static_cast<float>(k) / 16.0f);
+  for (float v : {1e30f, -1e30f, 1e-40f, -1e-40f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    xs.push_back(v);
+  }
+  int ties = 0;
+  for (const Grid& g : grids) {
+    for (float scale : {0.125f, 0.1f, 1.0f / 3.0f, 0.0625f, 2.5e-3f}) {
+      for (float x : xs) {
+        const double expected = quantize_linear_reference(x, scale, g.zero_point, g.lo, g.hi);
+        ASSERT_EQ(quantize_linear(x, scale, g.zero_point, g.lo, g.hi), expected)
+            << "x " << x << " scale " << scale << " zero point " << g.zero_point;
+        const float q = x / scale;
+        ties += std::isfinite(q) && q - std::floor(q) == 0.5f;
+      }
+    }
+  }
+  EXPECT_GT(ties, 1000);  // the grid above puts many quotients on a tie
+  // PyTorch's symmetric per-channel weights: max|w| / 127.5 as the scale puts
+  // the largest weight on w / s = -127.5 exactly, which rounds to -128.
+  const float w = -0.7f, s = 0.7f / 127.5f;
+  EXPECT_EQ(quantize_linear(w, s, 0, -128, 127),
+            quantize_linear_reference(w, s, 0, -128, 127));
 }
 
 TEST(FakeQuantizeFormula, ScalesAndZeroPoints) {

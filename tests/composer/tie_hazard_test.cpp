@@ -162,21 +162,31 @@ TEST(TieHazard, TieAfterAnF32TensorIsNotEnumerated) {
 namespace qfuse::composer {
 namespace {
 
-// A plan asked about again (each prefix, each pass round, the final compile)
-// gets the same answer from the cache, naming the same channel.
-TEST(TieHazard, AskedAgainTheSameReasonNamingTheLowestChannel) {
-  PostOpChain chain;
-  chain.channels = 6;
-  chain.dst_type = DataType::s8;
-  // Channels 0, 1, 4 power-of-two (exact ties); 2, 3, 5 scaled by 0.1 or 0.3 (refused).
-  chain.steps.push_back(Scale{{0.5f, 0.25f, 0.1f, 0.3f, 0.5f, 0.1f}});
-  chain.steps.push_back(Round{});
-  chain.steps.push_back(Scale{{4.0f}});
-  const ComposeResult a = compose(chain);
-  const ComposeResult b = compose(chain);
-  ASSERT_FALSE(a.fused());
-  EXPECT_NE(a.reason.find("channel 2"), std::string::npos) << a.reason;
-  EXPECT_EQ(a.reason, b.reason);
+// The per-channel answers are cached by what each channel reads, and a
+// cached reason is renamed for the plan that asks: the same channels in
+// another order name the lowest refused channel of that order, and asking
+// again names the same one as the first time.
+TEST(TieHazard, ACachedAnswerNamesTheChannelOfThePlanThatAsks) {
+  const auto reason_for = [](const std::vector<float>& scales) {
+    PostOpChain chain;
+    chain.channels = static_cast<int>(scales.size());
+    chain.dst_type = DataType::s8;
+    // Power-of-two scales tie exactly and fuse; 0.1 and 0.3 make ties f32
+    // cannot hold, which are refused.
+    chain.steps.push_back(Scale{scales});
+    chain.steps.push_back(Round{});
+    chain.steps.push_back(Scale{{4.0f}});
+    const ComposeResult r = compose(chain);
+    EXPECT_FALSE(r.fused());
+    return r.reason;
+  };
+  const std::string first = reason_for({0.5f, 0.25f, 0.1f, 0.3f, 0.5f, 0.1f});
+  EXPECT_NE(first.find("channel 2"), std::string::npos) << first;
+  const std::string moved = reason_for({0.5f, 0.25f, 0.5f, 0.25f, 0.3f, 0.1f});
+  EXPECT_NE(moved.find("channel 4"), std::string::npos) << moved;
+  EXPECT_EQ(moved.find("channel 2"), std::string::npos) << moved;
+  const std::string again = reason_for({0.5f, 0.25f, 0.1f, 0.3f, 0.5f, 0.1f});
+  EXPECT_NE(again.find("channel 2"), std::string::npos) << again;
 }
 
 }  // namespace
