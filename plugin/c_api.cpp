@@ -107,8 +107,27 @@ const char* qfuse_version(void) { return QFUSE_VERSION_STRING; }
 
 void qfuse_model_free(qfuse_model* model) { delete model; }
 
+// The first versioned layouts: every field these structs have had since
+// struct_size was added. A field added later is read or written only when
+// the caller's struct_size covers it.
+constexpr size_t kCompileOptionsV1 = sizeof(qfuse_compile_options);
+constexpr size_t kLayerInfoV1 = sizeof(qfuse_layer_info);
+constexpr size_t kPostOpV1 = sizeof(qfuse_post_op);
+constexpr size_t kRefusalInfoV1 = sizeof(qfuse_refusal_info);
+
+// A caller's versioned struct is at least the first layout, else why not.
+static qfuse_status check_size(size_t given, size_t v1, const char* function, const char* what,
+                               const char* init) {
+  if (given >= v1) return QFUSE_OK;
+  return fail(QFUSE_ERROR_INVALID_ARGUMENT,
+              std::string(function) + ": " + what + "->struct_size is " + std::to_string(given) +
+                  " (expected at least " + std::to_string(v1) + "; set it with " + init + ")");
+}
+
 void qfuse_compile_options_init(qfuse_compile_options* options) {
   if (options == nullptr) return;
+  *options = qfuse_compile_options{};
+  options->struct_size = sizeof(qfuse_compile_options);
   options->fuse = 1;
   options->allow_residual_round_drop = 0;
   options->threads = 0;
@@ -121,6 +140,11 @@ qfuse_status qfuse_compile(const qfuse_model* model, const qfuse_compile_options
                            qfuse_compiled_model** compiled) {
   if (model == nullptr) return null_argument("qfuse_compile", "model");
   if (compiled == nullptr) return null_argument("qfuse_compile", "compiled");
+  if (options != nullptr) {
+    const qfuse_status size = check_size(options->struct_size, kCompileOptionsV1, "qfuse_compile",
+                                         "options", "qfuse_compile_options_init");
+    if (size != QFUSE_OK) return size;
+  }
   return guarded([&] {
     qfuse::CompileOptions o;
     if (options != nullptr) {
@@ -178,6 +202,9 @@ qfuse_status qfuse_layer(const qfuse_compiled_model* c, size_t index, qfuse_laye
     return fail(QFUSE_ERROR_INVALID_ARGUMENT, "qfuse_layer: index " + std::to_string(index) +
                                                   " of " + std::to_string(c->layers.size()));
   }
+  const qfuse_status size =
+      check_size(info->struct_size, kLayerInfoV1, "qfuse_layer", "info", "qfuse_layer_info_init");
+  if (size != QFUSE_OK) return size;
   const qfuse::LayerInfo& l = c->layers[index];
   info->node = l.node.c_str();
   info->op = l.op.c_str();
@@ -207,6 +234,9 @@ qfuse_status qfuse_layer_post_op(const qfuse_compiled_model* c, size_t layer, si
                                                   std::to_string(index) + " on layer " +
                                                   std::to_string(layer));
   }
+  const qfuse_status size = check_size(post_op->struct_size, kPostOpV1, "qfuse_layer_post_op",
+                                       "post_op", "qfuse_post_op_init");
+  if (size != QFUSE_OK) return size;
   const qfuse::PostOp& p = c->layers[layer].post_op_list[index];
   post_op->kind = p.kind == qfuse::PostOp::Kind::eltwise  ? QFUSE_POST_OP_ELTWISE
                   : p.kind == qfuse::PostOp::Kind::binary ? QFUSE_POST_OP_BINARY
@@ -221,6 +251,55 @@ qfuse_status qfuse_layer_post_op(const qfuse_compiled_model* c, size_t layer, si
   post_op->operand = p.operand.c_str();
   qfuse::c_api::set_last_error("");
   return QFUSE_OK;
+}
+
+void qfuse_layer_info_init(qfuse_layer_info* info) {
+  if (info == nullptr) return;
+  *info = qfuse_layer_info{};
+  info->struct_size = sizeof(qfuse_layer_info);
+}
+
+void qfuse_post_op_init(qfuse_post_op* post_op) {
+  if (post_op == nullptr) return;
+  *post_op = qfuse_post_op{};
+  post_op->struct_size = sizeof(qfuse_post_op);
+}
+
+void qfuse_refusal_info_init(qfuse_refusal_info* info) {
+  if (info == nullptr) return;
+  *info = qfuse_refusal_info{};
+  info->struct_size = sizeof(qfuse_refusal_info);
+}
+
+size_t qfuse_refusal_count(const qfuse_compiled_model* c) {
+  return c != nullptr ? c->model.refusals().size() : 0;
+}
+
+qfuse_status qfuse_refusal(const qfuse_compiled_model* c, size_t index, qfuse_refusal_info* info) {
+  if (c == nullptr) return null_argument("qfuse_refusal", "compiled");
+  if (info == nullptr) return null_argument("qfuse_refusal", "info");
+  const std::vector<qfuse::FusionRefusal>& refusals = c->model.refusals();
+  if (index >= refusals.size()) {
+    return fail(QFUSE_ERROR_INVALID_ARGUMENT, "qfuse_refusal: index " + std::to_string(index) +
+                                                  " of " + std::to_string(refusals.size()));
+  }
+  const qfuse_status size = check_size(info->struct_size, kRefusalInfoV1, "qfuse_refusal", "info",
+                                       "qfuse_refusal_info_init");
+  if (size != QFUSE_OK) return size;
+  info->pass = refusals[index].pass.c_str();
+  info->node = refusals[index].node.c_str();
+  info->reason = refusals[index].reason.c_str();
+  qfuse::c_api::set_last_error("");
+  return QFUSE_OK;
+}
+
+size_t qfuse_fusion_log_count(const qfuse_compiled_model* c) {
+  return c != nullptr ? c->model.fusion_log().size() : 0;
+}
+
+const char* qfuse_fusion_log_line(const qfuse_compiled_model* c, size_t index) {
+  if (c == nullptr || index >= c->model.fusion_log().size()) return nullptr;
+  return c->model.fusion_log()[index].c_str();
 }
 
 qfuse_status qfuse_request_create(const qfuse_compiled_model* c, qfuse_request** request) {

@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   size_t int8_layers = 0, scaled = 0;
   for (size_t i = 0; i < qfuse_layer_count(fused); ++i) {
     qfuse_layer_info l;
+    qfuse_layer_info_init(&l);
     CHECK_OK(qfuse_layer(fused, i, &l));
     printf("layer %-28s %-24s %-10s %s\n", l.node, l.op, l.precision, l.implementation);
     if (strcmp(l.precision, "int8") == 0 && l.macs > 0) {
@@ -137,12 +138,48 @@ int main(int argc, char** argv) {
     }
     for (size_t k = 0; k < l.post_op_count; ++k) {
       qfuse_post_op p;
+      qfuse_post_op_init(&p);
       CHECK_OK(qfuse_layer_post_op(fused, i, k, &p));
       CHECK(p.algorithm != NULL && strlen(p.algorithm) > 0);
     }
   }
   CHECK(int8_layers >= 3);
   CHECK(scaled == int8_layers);
+
+  /* Versioned structs: one whose struct_size was never set is refused. */
+  {
+    qfuse_layer_info unset;
+    memset(&unset, 0, sizeof unset);
+    CHECK_FAILS(qfuse_layer(fused, 0, &unset), QFUSE_ERROR_INVALID_ARGUMENT, "struct_size is 0");
+    qfuse_compile_options old_options;
+    memset(&old_options, 0, sizeof old_options);
+    old_options.struct_size = sizeof(int);
+    qfuse_compiled_model* refused = NULL;
+    CHECK_FAILS(qfuse_compile(model, &old_options, &refused), QFUSE_ERROR_INVALID_ARGUMENT,
+                "qfuse_compile_options_init");
+    CHECK(refused == NULL);
+  }
+
+  /* The fusion log and the refusals, as the C++ API gives them. */
+  CHECK(qfuse_fusion_log_count(fused) > 0);
+  for (size_t i = 0; i < qfuse_fusion_log_count(fused); ++i) {
+    const char* line = qfuse_fusion_log_line(fused, i);
+    CHECK(line != NULL && strchr(line, ':') != NULL);
+  }
+  CHECK(qfuse_fusion_log_line(fused, qfuse_fusion_log_count(fused)) == NULL);
+  CHECK(qfuse_refusal_count(unfused) == 0);
+  for (size_t i = 0; i < qfuse_refusal_count(fused); ++i) {
+    qfuse_refusal_info r;
+    qfuse_refusal_info_init(&r);
+    CHECK_OK(qfuse_refusal(fused, i, &r));
+    CHECK(strlen(r.pass) > 0 && strlen(r.node) > 0 && strlen(r.reason) > 0);
+  }
+  {
+    qfuse_refusal_info r;
+    qfuse_refusal_info_init(&r);
+    CHECK_FAILS(qfuse_refusal(fused, qfuse_refusal_count(fused), &r), QFUSE_ERROR_INVALID_ARGUMENT,
+                "qfuse_refusal: index");
+  }
 
   /* Run fused and unfused on the same input; the logits agree closely. */
   const size_t n_in = elements(&in), n_out = elements(&out);

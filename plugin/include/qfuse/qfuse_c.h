@@ -65,7 +65,16 @@ typedef struct qfuse_model qfuse_model;                   /* an imported, uncomp
 typedef struct qfuse_compiled_model qfuse_compiled_model; /* immutable, shareable */
 typedef struct qfuse_request qfuse_request;               /* one inference's buffers */
 
+/* Versioned structs: the first field, struct_size, is the struct's size as
+ * the caller's header declares it, set by its _init function (call it before
+ * filling the struct in). qfuse reads and writes only the fields that lie
+ * within it, so a later version adds fields at the end without breaking the
+ * ABI: an older caller's struct keeps its meaning, and a field it lacks
+ * takes its default. A struct_size below the first versioned layout (one
+ * never set) is QFUSE_ERROR_INVALID_ARGUMENT. */
+
 typedef struct qfuse_compile_options {
+  size_t struct_size;            /* set by qfuse_compile_options_init */
   int fuse;                      /* 1: int8 primitives (default); 0: the unfused f32 reference */
   int allow_residual_round_drop; /* 0 (default): numerics-changing rewrite off */
   int threads;                   /* OpenMP threads per inference at most; 0: the default */
@@ -96,6 +105,7 @@ typedef enum qfuse_post_op_kind {
 } qfuse_post_op_kind;
 
 typedef struct qfuse_post_op {
+  size_t struct_size; /* set by qfuse_post_op_init */
   qfuse_post_op_kind kind;
   const char* algorithm;
   float scale, alpha, beta;
@@ -106,6 +116,7 @@ typedef struct qfuse_post_op {
 } qfuse_post_op;
 
 typedef struct qfuse_layer_info {
+  size_t struct_size;         /* set by qfuse_layer_info_init */
   const char* node;
   const char* op;
   const char* implementation; /* oneDNN's implementation, or "reference" */
@@ -121,6 +132,14 @@ typedef struct qfuse_layer_info {
   size_t post_op_count;       /* read each with qfuse_layer_post_op */
   qfuse_element_type src_type, dst_type;
 } qfuse_layer_info;
+
+/* A candidate the fusion passes refused, and why (what qfuse dump lists). */
+typedef struct qfuse_refusal_info {
+  size_t struct_size; /* set by qfuse_refusal_info_init */
+  const char* pass;
+  const char* node;
+  const char* reason;
+} qfuse_refusal_info;
 
 /* The calling thread's message for its last failed call ("" if none). */
 QFUSE_C_API const char* qfuse_last_error(void);
@@ -154,6 +173,19 @@ QFUSE_C_API qfuse_status qfuse_layer(const qfuse_compiled_model* compiled, size_
                                      qfuse_layer_info* info);
 QFUSE_C_API qfuse_status qfuse_layer_post_op(const qfuse_compiled_model* compiled, size_t layer,
                                              size_t index, qfuse_post_op* post_op);
+/* Zero the struct and set its struct_size. */
+QFUSE_C_API void qfuse_layer_info_init(qfuse_layer_info* info);
+QFUSE_C_API void qfuse_post_op_init(qfuse_post_op* post_op);
+QFUSE_C_API void qfuse_refusal_info_init(qfuse_refusal_info* info);
+
+/* The fusion passes' refusals that hold for the compiled graph, and the
+ * fusion log (one line per rewrite, then the refusals); the strings live as
+ * long as the compiled model. qfuse_fusion_log_line gives NULL past the end. */
+QFUSE_C_API size_t qfuse_refusal_count(const qfuse_compiled_model* compiled);
+QFUSE_C_API qfuse_status qfuse_refusal(const qfuse_compiled_model* compiled, size_t index,
+                                       qfuse_refusal_info* info);
+QFUSE_C_API size_t qfuse_fusion_log_count(const qfuse_compiled_model* compiled);
+QFUSE_C_API const char* qfuse_fusion_log_line(const qfuse_compiled_model* compiled, size_t index);
 
 QFUSE_C_API qfuse_status qfuse_request_create(const qfuse_compiled_model* compiled,
                                               qfuse_request** request);
