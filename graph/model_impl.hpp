@@ -8,6 +8,7 @@
 
 #include "graph/graph.hpp"
 #include "qfuse/model.hpp"
+#include "qfuse/qfuse.hpp"
 
 namespace qfuse {
 
@@ -19,7 +20,18 @@ inline Model make_model(graph::Graph graph) {
   return Model(std::make_shared<const Model::Impl>(Model::Impl{std::move(graph)}));
 }
 
-inline const graph::Graph& model_graph(const Model& model) { return model.impl().graph; }
+namespace detail {
+// The one way in to a handle's internals (Model::impl and CompiledModel::impl
+// are private to the public API).
+struct ImplAccess {
+  static const Model::Impl& of(const Model& model) { return model.impl(); }
+  static const CompiledModel::Impl& of(const CompiledModel& model) { return model.impl(); }
+};
+}  // namespace detail
+
+inline const graph::Graph& model_graph(const Model& model) {
+  return detail::ImplAccess::of(model).graph;
+}
 
 // Name, type and shape of the values `ids` of `g` (a model's inputs or outputs).
 inline std::vector<TensorInfo> tensor_infos(const graph::Graph& g,

@@ -54,7 +54,7 @@ std::string to_string(const Shape& shape) {
 
 Tensor::Tensor(ElementType type, Shape shape) : type_(type), shape_(std::move(shape)) {
   for (auto d : shape_) {
-    if (d < 0) throw std::invalid_argument("Tensor: negative dimension in " + to_string(shape_));
+    if (d < 0) throw TensorError("Tensor: negative dimension in " + to_string(shape_));
   }
   const auto n = static_cast<std::size_t>(size());
   switch (type_) {
@@ -100,8 +100,7 @@ const void* Tensor::raw_data() const {
 
 Tensor Tensor::reshaped(Shape shape) const {
   if (element_count(shape) != size()) {
-    throw std::invalid_argument("Tensor::reshaped: " + to_string(shape_) + " to " +
-                                to_string(shape));
+    throw TensorError("Tensor::reshaped: " + to_string(shape_) + " to " + to_string(shape));
   }
   Tensor t = *this;
   t.shape_ = std::move(shape);
@@ -110,8 +109,8 @@ Tensor Tensor::reshaped(Shape shape) const {
 
 float Tensor::as_float(std::int64_t i) const {
   if (i < 0 || i >= size()) {
-    throw std::out_of_range("Tensor::as_float: element " + std::to_string(i) + " of " +
-                            std::to_string(size()));
+    throw TensorError("Tensor::as_float: element " + std::to_string(i) + " of " +
+                      std::to_string(size()));
   }
   const auto k = static_cast<std::size_t>(i);
   const void* p = raw_data();

@@ -48,6 +48,8 @@ qfuse_status guarded(F&& f) noexcept {
     return fail(QFUSE_ERROR_INFERENCE, e.what());
   } catch (const IoError& e) {
     return fail(QFUSE_ERROR_IO, e.what());
+  } catch (const TensorError& e) {
+    return fail(QFUSE_ERROR_INVALID_ARGUMENT, e.what());
   } catch (const Error& e) {
     return fail(QFUSE_ERROR_INTERNAL, e.what());
   } catch (const std::bad_alloc&) {

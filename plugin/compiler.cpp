@@ -113,7 +113,7 @@ const CompiledModel::Impl& empty_impl() {
 const CompiledModel::Impl& CompiledModel::impl() const { return impl_ ? *impl_ : empty_impl(); }
 
 const graph::Graph& compiled_graph(const CompiledModel& model) {
-  const CompiledModel::Impl& impl = model.impl();
+  const CompiledModel::Impl& impl = detail::ImplAccess::of(model);
   if (impl.kept_constants.empty()) return impl.graph;
   std::call_once(impl.restore_once, [&impl] {
     auto g = std::make_unique<graph::Graph>(impl.graph);
@@ -126,10 +126,10 @@ const graph::Graph& compiled_graph(const CompiledModel& model) {
   return *impl.restored;
 }
 
-const graph::Graph& executed_graph(const CompiledModel& model) { return model.impl().graph; }
+const graph::Graph& executed_graph(const CompiledModel& model) { return detail::ImplAccess::of(model).graph; }
 
 const composer::IntegerPlan* integer_plan(const CompiledModel& model, const graph::Node& node) {
-  for (const auto& op : model.impl().ops) {
+  for (const auto& op : detail::ImplAccess::of(model).ops) {
     if (op->node().name == node.name) return op->integer_plan();
   }
   return nullptr;
@@ -139,14 +139,14 @@ std::optional<composer::PostOpsPlan> composed_plan(const CompiledModel& model,
                                                    const graph::Node& node) {
   if (!graph::is_quantized_layer(node.kind)) return std::nullopt;
   composer::ComposeOptions options;
-  options.allow_residual_round_drop = model.impl().options.allow_residual_round_drop;
-  options.fixed_point_eta = model.impl().options.integer_eta;
+  options.allow_residual_round_drop = detail::ImplAccess::of(model).options.allow_residual_round_drop;
+  options.fixed_point_eta = detail::ImplAccess::of(model).options.integer_eta;
   return composer::compose(node.attr<graph::QuantizedLayerAttrs>().chain, options).plan;
 }
 
 std::vector<const graph::Node*> absorbed_post_ops(const CompiledModel& model,
                                                   const graph::Node& node) {
-  const CompiledModel::Impl& impl = model.impl();
+  const CompiledModel::Impl& impl = detail::ImplAccess::of(model);
   if (node.outputs.empty() || node.outputs[0].index >= impl.graph.value_count()) return {};
   const graph::NodeId id = impl.graph.value(node.outputs[0]).producer;
   if (!id.valid()) return {};

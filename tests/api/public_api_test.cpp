@@ -260,6 +260,25 @@ TEST(PublicApi, BuilderErrorsAreGraphErrors) {
   EXPECT_THROW(b.fake_quantize(x, 0.0f, 1.0f, 0.0f, 1.0f, 1), qfuse::GraphError);  // levels < 2
 }
 
+// A Tensor misused is a qfuse::Error too (TensorError), across the library
+// boundary: what a host catches for every failure of the API.
+TEST(PublicApi, TensorMisuseIsATensorError) {
+  using qfuse::Tensor;
+  EXPECT_THROW(Tensor::from_vector<float>({2}, {1.0f, 2.0f, 3.0f}), qfuse::TensorError);
+  EXPECT_THROW(Tensor(qfuse::ElementType::f32, {2, -1}), qfuse::TensorError);
+  const Tensor t = Tensor::from_vector<float>({2, 2}, {1.0f, 2.0f, 3.0f, 4.0f});
+  EXPECT_THROW((void)t.data<std::int8_t>(), qfuse::TensorError);
+  EXPECT_THROW((void)t.as_float(4), qfuse::TensorError);
+  EXPECT_THROW((void)t.reshaped({3}), qfuse::TensorError);
+  try {
+    (void)t.data<std::uint8_t>();
+    ADD_FAILURE() << "read f32 data as u8";
+  } catch (const qfuse::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("element type is f32 (asked for u8)"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PublicApi, EmptyCompiledModelIsAnErrorNotACrash) {
   const qfuse::CompiledModel empty;
   EXPECT_TRUE(empty.layers().empty());

@@ -194,7 +194,7 @@ TEST(CompareIsolated, SecondLayerFedTheReferenceHasNoErrorOfItsOwn) {
   bool bq_channels_last = false;
   for (std::uint32_t i = 0; i < fg.value_count(); ++i) {
     if (fg.value(graph::ValueId{i}).name == "b.q/to_u8") {
-      bq_channels_last = cmp.fused().impl().layouts[i] == plugin::Layout::channels_last;
+      bq_channels_last = detail::ImplAccess::of(cmp.fused()).layouts[i] == plugin::Layout::channels_last;
     }
   }
   EXPECT_TRUE(bq_channels_last) << describe_layers(cmp.fused());

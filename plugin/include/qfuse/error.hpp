@@ -39,6 +39,14 @@ class QFUSE_API InferenceError : public Error {
   using Error::Error;
 };
 
+// A Tensor was made or read against its own shape or element type (values
+// that do not fill the shape, a negative dimension, data<T>() of another
+// type, an element index past the end).
+class QFUSE_API TensorError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Reading or writing a file failed.
 class QFUSE_API IoError : public Error {
  public:

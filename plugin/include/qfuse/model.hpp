@@ -33,6 +33,10 @@ struct TensorInfo {
 };
 
 // A model: an immutable graph of operators, shared by the copies of a Model.
+namespace detail {
+struct ImplAccess;  // qfuse's own code: the internals behind a handle
+}  // namespace detail
+
 class QFUSE_API Model {
  public:
   Model();  // empty: no inputs, no outputs
@@ -46,12 +50,14 @@ class QFUSE_API Model {
   std::vector<TensorInfo> outputs() const;
   std::size_t node_count() const;
 
-  // Internal: the graph behind the handle (qfuse's own code only).
+  // Internal: the graph behind the handle (qfuse's own code reaches it
+  // through detail::ImplAccess).
   struct Impl;
   explicit Model(std::shared_ptr<const Impl> impl);
-  const Impl& impl() const;
 
  private:
+  friend struct detail::ImplAccess;
+  const Impl& impl() const;
   std::shared_ptr<const Impl> impl_;
 };
 

@@ -170,12 +170,13 @@ class QFUSE_API CompiledModel {
   // The refusals alone, as data.
   const std::vector<FusionRefusal>& refusals() const;
 
-  // Internal.
+  // Internal (qfuse's own code reaches it through detail::ImplAccess).
   struct Impl;
   explicit CompiledModel(std::shared_ptr<const Impl> impl);
-  const Impl& impl() const;
 
  private:
+  friend struct detail::ImplAccess;
+  const Impl& impl() const;
   std::shared_ptr<const Impl> impl_;
 };
 

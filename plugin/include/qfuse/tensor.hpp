@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "qfuse/error.hpp"
 #include "qfuse/export.hpp"
 
 namespace qfuse {
@@ -98,8 +99,8 @@ Tensor Tensor::from_vector(Shape shape, std::vector<T> values) {
   t.type_ = element_type_of<T>();
   t.shape_ = std::move(shape);
   if (static_cast<std::int64_t>(values.size()) != t.size()) {
-    throw std::invalid_argument("Tensor::from_vector: " + std::to_string(values.size()) +
-                                " values for shape " + to_string(t.shape_));
+    throw TensorError("Tensor::from_vector: " + std::to_string(values.size()) +
+                      " values for shape " + to_string(t.shape_));
   }
   t.storage_ = std::move(values);
   return t;
@@ -112,7 +113,8 @@ std::span<T> Tensor::data() {
   }
   auto* v = std::get_if<std::vector<T>>(&storage_);
   if (view_ != nullptr || v == nullptr) {
-    throw std::logic_error("Tensor::data: element type is " + std::string(to_string(type_)));
+    throw TensorError("Tensor::data: element type is " + std::string(to_string(type_)) +
+                      " (asked for " + std::string(to_string(element_type_of<T>())) + ")");
   }
   return {v->data(), v->size()};
 }
@@ -124,7 +126,8 @@ std::span<const T> Tensor::data() const {
   }
   const auto* v = std::get_if<std::vector<T>>(&storage_);
   if (view_ != nullptr || v == nullptr) {
-    throw std::logic_error("Tensor::data: element type is " + std::string(to_string(type_)));
+    throw TensorError("Tensor::data: element type is " + std::string(to_string(type_)) +
+                      " (asked for " + std::string(to_string(element_type_of<T>())) + ")");
   }
   return {v->data(), v->size()};
 }
