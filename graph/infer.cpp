@@ -580,6 +580,29 @@ OutputSpec check_convert(NodeChecker& c) {
   return {c.shape(0), a.to};
 }
 
+// A quantization's scale and zero point: one value each, or one per index of
+// dimension `axis` of the input.
+void expect_quantization_parameters(const NodeChecker& c, std::size_t scales,
+                                    std::size_t zero_points, std::int64_t axis) {
+  const Shape& x = c.shape(0);
+  const bool per_tensor = scales == 1 && zero_points == 1;
+  if (!per_tensor) {
+    c.expect(axis >= 0 && static_cast<std::size_t>(axis) < x.size(), [&] {
+      return "axis " + std::to_string(axis) + " is not a dimension of its rank-" +
+             std::to_string(x.size()) + " input";
+    });
+  }
+  const auto sized = [&](std::size_t size) {
+    return size == 1 ||
+           (!per_tensor && static_cast<std::int64_t>(size) == x[static_cast<std::size_t>(axis)]);
+  };
+  c.expect(scales > 0 && sized(scales) && zero_points > 0 && sized(zero_points), [&] {
+    return "scale (" + std::to_string(scales) + " values) and zero point (" +
+           std::to_string(zero_points) + ") hold one value or one per index of axis " +
+           std::to_string(axis);
+  });
+}
+
 OutputSpec check_quantize(NodeChecker& c) {
   const auto& a = std::get<QuantizeAttrs>(c.node_.attrs);
   c.expect_type(0, ElementType::f32);
@@ -587,25 +610,7 @@ OutputSpec check_quantize(NodeChecker& c) {
            [&] { return "a Quantize writes u8 or s8 (got " + std::string(to_string(a.to)) + ")"; });
   c.expect(a.levels >= 2 && a.levels <= 256,
            [&] { return "levels " + std::to_string(a.levels) + " (expected 2..256)"; });
-  const Shape& x = c.shape(0);
-  const bool per_tensor = a.per_tensor();
-  if (!per_tensor) {
-    c.expect(a.axis >= 0 && static_cast<std::size_t>(a.axis) < x.size(), [&] {
-      return "axis " + std::to_string(a.axis) + " is not a dimension of its rank-" +
-             std::to_string(x.size()) + " input";
-    });
-  }
-  const auto sized = [&](std::size_t size) {
-    return size == 1 ||
-           (!per_tensor && static_cast<std::int64_t>(size) == x[static_cast<std::size_t>(a.axis)]);
-  };
-  c.expect(!a.scale.empty() && sized(a.scale.size()) && !a.zero_point.empty() &&
-               sized(a.zero_point.size()),
-           [&] {
-             return "scale (" + std::to_string(a.scale.size()) + " values) and zero point (" +
-                    std::to_string(a.zero_point.size()) +
-                    ") hold one value or one per index of axis " + std::to_string(a.axis);
-           });
+  expect_quantization_parameters(c, a.scale.size(), a.zero_point.size(), a.axis);
   for (const float s : a.scale) {
     c.expect(std::isfinite(s) && s > 0.0f,
              [&] { return "scale " + std::to_string(s) + " is not a positive finite f32"; });
@@ -616,7 +621,7 @@ OutputSpec check_quantize(NodeChecker& c) {
              " value";
     });
   }
-  return {x, a.to};
+  return {c.shape(0), a.to};
 }
 
 OutputSpec check_batch_normalization(NodeChecker& c) {
@@ -739,36 +744,19 @@ OutputSpec check_resize(NodeChecker& c) {
 }
 
 OutputSpec check_dequantize(NodeChecker& c) {
-  const Node& n = c.node_;
-  const auto& a = std::get<DequantizeAttrs>(n.attrs);
+  const auto& a = std::get<DequantizeAttrs>(c.node_.attrs);
   const ElementType in = c.in(0).type;
-  c.expect(in == ElementType::u8 || in == ElementType::s8 || in == ElementType::s32,
-           [&] { return "a Dequantize reads u8, s8 or s32 codes (got " + std::string(to_string(in)) + ")"; });
-  const Shape& x = c.shape(0);
-  const bool per_tensor = a.scale.size() == 1 && a.zero_point.size() == 1;
-  if (!per_tensor) {
-    c.expect(a.axis >= 0 && static_cast<std::size_t>(a.axis) < x.size(), [&] {
-      return "axis " + std::to_string(a.axis) + " is not a dimension of its rank-" +
-             std::to_string(x.size()) + " input";
-    });
-  }
-  const auto sized = [&](std::size_t size) {
-    return size == 1 || (!per_tensor && static_cast<std::int64_t>(size) == x[static_cast<std::size_t>(a.axis)]);
-  };
-  c.expect(!a.scale.empty() && sized(a.scale.size()) && !a.zero_point.empty() &&
-               sized(a.zero_point.size()),
-           [&] {
-             return "scale (" + std::to_string(a.scale.size()) + " values) and zero point (" +
-                    std::to_string(a.zero_point.size()) +
-                    ") hold one value or one per index of axis " + std::to_string(a.axis);
-           });
+  c.expect(in == ElementType::u8 || in == ElementType::s8 || in == ElementType::s32, [&] {
+    return "a Dequantize reads u8, s8 or s32 codes (got " + std::string(to_string(in)) + ")";
+  });
+  expect_quantization_parameters(c, a.scale.size(), a.zero_point.size(), a.axis);
   for (const float s : a.scale) {
     c.expect(std::isfinite(s), [&] { return "scale " + std::to_string(s) + " is not finite"; });
   }
   for (const float z : a.zero_point) {
     c.expect(std::isfinite(z), [&] { return "zero point " + std::to_string(z) + " is not finite"; });
   }
-  return {x, ElementType::f32};
+  return {c.shape(0), ElementType::f32};
 }
 
 OutputSpec check_lookup(NodeChecker& c) {
