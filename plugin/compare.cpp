@@ -6,7 +6,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "graph/passes/pattern.hpp"
+#include "graph/node_queries.hpp"
 #include "plugin/api_internal.hpp"
 
 namespace qfuse {
@@ -35,7 +35,7 @@ float at(const std::vector<float>& v, std::size_t c) { return v[v.size() == 1 ? 
 std::optional<std::vector<float>> fq_step(const graph::Graph& g, const graph::Node& fq,
                                           const Shape& shape, std::vector<float>* ol_out) {
   if (shape.size() < 2) return std::nullopt;
-  return graph::pattern::output_quantum(g, fq, shape, 1, ol_out);
+  return graph::output_quantum(g, fq, shape, 1, ol_out);
 }
 
 // Adds the difference of the fused value `t` (plain layout) from `ref` (the
@@ -204,7 +204,7 @@ Comparison::Comparison(const Model& model, const CompileOptions& options,
           }
         }
         if (it == model_values.end() || fv.type == ElementType::f32) continue;
-        const graph::Node* fq = graph::pattern::producer_of(ug, it->second, graph::OpKind::FakeQuantize);
+        const graph::Node* fq = graph::producer_of(ug, it->second, graph::OpKind::FakeQuantize);
         if (fq == nullptr) continue;
         auto step = fq_step(ug, *fq, fv.shape, &m.ol);
         if (!step) continue;
@@ -212,7 +212,7 @@ Comparison::Comparison(const Model& model, const CompileOptions& options,
         m.lo = fv.type == ElementType::s8 ? -128.0f : 0.0f;
         m.step = *step;
       } else if (const graph::Node* fq =
-                     graph::pattern::producer_of(ug, it->second, graph::OpKind::FakeQuantize)) {
+                     graph::producer_of(ug, it->second, graph::OpKind::FakeQuantize)) {
         if (auto step = fq_step(ug, *fq, fv.shape, nullptr)) m.quantum = *step;
       } else if (fv.type == ElementType::u8 || fv.type == ElementType::s8) {
         m.quantum = {1.0f};  // codes in both graphs

@@ -3,6 +3,8 @@
 #   composer/                pure algebra: no oneDNN, nothing from graph/ or plugin/
 #   graph/                   nothing from plugin/ (the public headers are "qfuse/...")
 #   plugin/include/qfuse/    only other public headers and the standard library
+#   graph/passes/            its headers (pattern.hpp, passes.hpp) are the passes' own:
+#                            the plugin, tools, importer and exporter ask graph/node_queries.hpp
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -22,5 +24,7 @@ check "composer/ includes oneDNN, graph/ or plugin/" \
 check "graph/ includes plugin/ internals" '#include "plugin/' graph
 check "a public header includes a non-public header" \
   '#include "([^q]|q[^f]|qf[^u]|qfu[^s]|qfus[^e]|qfuse[^/])' plugin/include/qfuse
-[[ $status -eq 0 ]] && echo "layering: composer, graph and the public headers keep their rules"
+check "the passes' internals (graph/passes/) used outside graph/passes" \
+  '#include "graph/passes/' --include='*.cpp' --include='*.hpp' plugin tools graph/onnx composer bench
+[[ $status -eq 0 ]] && echo "layering: composer, graph, the passes and the public headers keep their rules"
 exit $status

@@ -14,7 +14,7 @@
 #include "composer/fake_quantize_formula.hpp"
 #include "graph/onnx/proto_utils.hpp"
 #include "graph/ops.hpp"
-#include "graph/passes/pattern.hpp"
+#include "graph/node_queries.hpp"
 #include "qfuse/error.hpp"
 
 namespace qfuse::onnx {
@@ -678,13 +678,13 @@ class Exporter {
     const std::string& b = n.name;
     const std::string x = in(n.inputs[0]);
     const double steps = static_cast<double>(a.levels - 1);
-    if (graph::pattern::has_linear_grid(n)) {
+    if (graph::has_linear_grid(n)) {
       // ONNX's grid: q = saturate(round(x / s) + zp) onto [code_low, code_low + L - 1].
       std::size_t axis = varying_axis(n.inputs[5], shape).value_or(varying_axis(n.inputs[6], shape).value_or(0));
-      std::optional<graph::pattern::LinearGrid> grid = graph::pattern::linear_grid(g_, n, shape, axis);
+      std::optional<graph::LinearGrid> grid = graph::linear_grid(g_, n, shape, axis);
       if (!grid) refuse(n, "its scale and zero point vary along more than one axis");
       const std::size_t channels = std::max(grid->scale.size(), grid->zero_point.size());
-      const auto scale = graph::pattern::expand(grid->scale, channels);
+      const auto scale = graph::expand(grid->scale, channels);
       std::vector<std::int32_t> zp(channels);
       for (std::size_t c = 0; c < channels; ++c) zp[c] = grid->zero_point[grid->zero_point.size() == 1 ? 0 : c];
       if (a.levels == 256 && (a.code_low == 0 || a.code_low == -128) && grid->dequantizes_to_grid) {
@@ -729,11 +729,11 @@ class Exporter {
     }
     // By its ranges. A constant inverted range (il > ih) sends x <= ih to ol
     // and x > il to oh, between them a decreasing level: no clamp does that.
-    const auto values = [&](std::size_t i) { return graph::pattern::constant_f32(g_, n.inputs[i]); };
+    const auto values = [&](std::size_t i) { return graph::constant_f32(g_, n.inputs[i]); };
     const auto il = values(1), ih = values(2), ol = values(3), oh = values(4);
     if (il && ih) {
       const std::size_t m = std::max(il->size(), ih->size());
-      const auto l = graph::pattern::expand(*il, m), h = graph::pattern::expand(*ih, m);
+      const auto l = graph::expand(*il, m), h = graph::expand(*ih, m);
       for (std::size_t c = 0; c < m; ++c) {
         if (!(l[c] < h[c])) {
           refuse(n, "an empty or inverted input range [" + std::to_string(l[c]) + ", " +
@@ -749,7 +749,7 @@ class Exporter {
       const composer::FakeQuantizeScales fs =
           composer::fake_quantize_scales((*il)[0], (*ih)[0], (*ol)[0], (*oh)[0], 256);
       const double s = fs.input_scale, z = fs.input_zero;
-      if (graph::pattern::is_near_integer(z) && std::nearbyint(z) >= 0 && std::nearbyint(z) <= 255) {
+      if (graph::is_near_integer(z) && std::nearbyint(z) >= 0 && std::nearbyint(z) <= 255) {
         const std::string sc = w_.scalar(b + "/scale", s);
         const std::string zc = w_.constant(b + "/zero_point", kUint8, std::vector<double>{std::nearbyint(z)}, {});
         const std::string q = w_.op("QuantizeLinear", b + "/quantize", {x, sc, zc});

@@ -7,30 +7,32 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "graph/node_queries.hpp"
 
 namespace qfuse::graph::pattern {
+
+// What one node computes, asked by the plugin and the exporter as well
+// (graph/node_queries.hpp); named here too for the passes' pattern:: calls.
+using graph::channel_vector;
+using graph::constant_f32;
+using graph::expand;
+using graph::has_linear_grid;
+using graph::has_per_tensor_ranges;
+using graph::is_near_integer;
+using graph::linear_grid;
+using graph::LinearGrid;
+using graph::output_quantum;
+using graph::output_ranges_are_input_ranges;
+using graph::pools_globally;
+using graph::producer_of;
 
 // The single live consumer of `v`, unless `v` is a graph output.
 std::optional<NodeId> sole_consumer(const Graph& g, ValueId v);
 
-// The live node producing `v` if it has kind `kind`, else null.
-const Node* producer_of(const Graph& g, ValueId v, OpKind kind);
-
-// Values of an f32 constant.
-std::optional<std::vector<float>> constant_f32(const Graph& g, ValueId v);
 // The value of a one-element f32 constant.
 std::optional<float> scalar_constant(const Graph& g, ValueId v);
 
-// A constant that, broadcast against `shape`, varies at most along `axis`:
-// its values as one number (size 1) or one per index of that axis.
-std::optional<std::vector<float>> channel_vector(const Graph& g, ValueId v, const Shape& shape,
-                                                 std::size_t axis);
-
-// `values` (size 1 or n) expanded to n.
-std::vector<float> expand(const std::vector<float>& values, std::size_t n);
 bool all_equal(const std::vector<float>& values);
-// Within `tolerance` of an integer.
-bool is_near_integer(double x, double tolerance = 1e-3);
 
 // A new f32 constant shaped to broadcast along `axis` of a rank-`rank`
 // tensor ([1] when `values` has one element).
@@ -64,9 +66,6 @@ bool moves_data(const Node& n);
 // Multiply / Subtract / Add of a one-element constant to a runtime tensor.
 bool is_scalar_affine(const Graph& g, const Node& n);
 
-// A MaxPool / AvgPool whose window is the whole image, unpadded.
-bool pools_globally(const Graph& g, const Node& pool);
-
 // The dequantize ending at `v`: the Dequantize node that produces it (the one
 // form the graph has after canonicalization; recognize_dequantize makes it of
 // a spelled-out Convert [-> Subtract] [-> Multiply]), its codes and its
@@ -82,32 +81,6 @@ std::optional<Dequantized> dequantized(const Graph& g, ValueId v);
 // Per tensor, or varying along dimension `axis` of `v` only.
 std::optional<Dequantized> dequantized(const Graph& g, ValueId v, std::size_t axis);
 
-// The quantum (oh - ol) / (L - 1) of a FakeQuantize's output, along `axis`
-// of `shape`: one value or one per index of that axis; nullopt when its
-// output ranges are not such constants. `output_low` receives ol alike.
-std::optional<std::vector<float>> output_quantum(const Graph& g, const Node& fq,
-                                                 const Shape& shape, std::size_t axis,
-                                                 std::vector<float>* output_low = nullptr);
-
-// ONNX's grid of a FakeQuantize that has one (scale and zero point, see
-// FakeQuantizeAttrs), as constants along `axis` of `shape`: each of size 1 or
-// one per index. nullopt when the node quantizes by its ranges, or when the
-// grid varies along another axis.
-struct LinearGrid {
-  std::vector<float> scale;
-  std::vector<std::int32_t> zero_point;
-  std::int32_t code_low = 0;
-  std::int32_t code_high = 255;
-  // The output ranges are the input ranges: y = (q - zero_point) * scale.
-  bool dequantizes_to_grid = false;
-};
-bool has_linear_grid(const Node& fq);
-// The FakeQuantize's four ranges are one value each (per tensor).
-bool has_per_tensor_ranges(const Graph& g, const Node& fq);
-std::optional<LinearGrid> linear_grid(const Graph& g, const Node& fq, const Shape& shape,
-                                      std::size_t axis);
-// The FakeQuantize's output ranges are its input ranges (the same values).
-bool output_ranges_are_input_ranges(const Graph& g, const Node& fq);
 // Makes `fq` quantize by its ranges (a pass changed them).
 void drop_linear_grid(Graph& g, NodeId fq);
 

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "graph/op_info.hpp"
-#include "graph/passes/pattern.hpp"
+#include "graph/node_queries.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/byte_kernels.hpp"
 #include "plugin/executable_ops/ops.hpp"
@@ -671,7 +671,7 @@ std::unique_ptr<ExecutableOp> make_pool(const Operands& o, const dnnl::engine& e
     attr.set_post_ops(po);
   }
   const bool int8 = o.in(0).type != ElementType::f32;
-  if (o.node.kind == OpKind::AvgPool && int8 && !channels_last && graph::pattern::pools_globally(o.graph, o.node)) {
+  if (o.node.kind == OpKind::AvgPool && int8 && !channels_last && graph::pools_globally(o.graph, o.node)) {
     // oneDNN 2.6 pools u8/s8 with jit only channels last; its reduction is
     // jit on plain layouts.
     dnnl::reduction::desc desc(algorithm::reduction_mean, src, dst, 0.0f, 0.0f);

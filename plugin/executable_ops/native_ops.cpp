@@ -24,7 +24,7 @@
 
 #include "composer/fake_quantize_formula.hpp"
 #include "graph/broadcast.hpp"
-#include "graph/passes/pattern.hpp"
+#include "graph/node_queries.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/byte_kernels.hpp"
 #include "plugin/executable_ops/ops.hpp"
@@ -186,16 +186,16 @@ class FakeQuantizeOp final : public ExecutableOp {
     }
     const auto& attrs = node.attr<graph::FakeQuantizeAttrs>();
     levels_ = static_cast<double>(attrs.levels);
-    linear_ = graph::pattern::has_linear_grid(node);
+    linear_ = graph::has_linear_grid(node);
     code_low_ = attrs.code_low;
     code_high_ = attrs.code_low + static_cast<std::int32_t>(attrs.levels) - 1;
     if (linear_) {
       // ONNX's grid: a straight loop per tensor or per channel (axis 1) when
       // the output is the grid's own dequantization.
-      dequantizes_to_grid_ = graph::pattern::output_ranges_are_input_ranges(g, node);
+      dequantizes_to_grid_ = graph::output_ranges_are_input_ranges(g, node);
       const graph::Value& x = g.value(node.inputs[0]);
       if (dequantizes_to_grid_ && out_shape_.size() >= 2 && x.shape == out_shape_) {
-        if (auto grid = graph::pattern::linear_grid(g, node, out_shape_, 1)) {
+        if (auto grid = graph::linear_grid(g, node, out_shape_, 1)) {
           const std::size_t n = std::max(grid->scale.size(), grid->zero_point.size());
           for (std::size_t c = 0; c < n; ++c) {
             grid_.push_back({grid->scale[grid->scale.size() == 1 ? 0 : c],
