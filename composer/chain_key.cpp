@@ -69,6 +69,11 @@ std::string chain_key(const PostOpChain& chain, const ComposeOptions& options) {
             k.put(s.output_low);
             k.put(s.output_high);
             k.put(s.levels);
+          } else if constexpr (std::is_same_v<T, Quantize>) {
+            k.put(s.scale);
+            k.put(s.zero_point);
+            k.put(s.lo);
+            k.put(s.hi);
           } else {
             static_assert(std::is_same_v<T, Round>, "a step without its fields in the key");
           }

@@ -102,6 +102,10 @@ std::optional<std::string> unsupported_reason(const PostOpChain& chain) {
       if (auto why = fake_quantize_unsupported_reason(*fq, chain.channels)) {
         reason = fmt::format("step {}: {}", i, *why);
       }
+    } else if (const auto* q = std::get_if<Quantize>(&step)) {
+      if (auto why = quantize_unsupported_reason(*q, chain.channels)) {
+        reason = fmt::format("step {}: {}", i, *why);
+      }
     }
     if (reason) {
       return reason;

@@ -16,6 +16,30 @@ float at(const std::vector<float>& values, std::size_t c) {
 
 }  // namespace
 
+std::optional<std::string> quantize_unsupported_reason(const Quantize& q, int channels) {
+  const auto sized = [channels](const std::vector<float>& v) {
+    return v.size() == 1 || v.size() == static_cast<std::size_t>(channels);
+  };
+  if (!sized(q.scale) || !sized(q.zero_point)) {
+    return fmt::format("Quantize has {} scales and {} zero points (expected 1 or {} each)",
+                       q.scale.size(), q.zero_point.size(), channels);
+  }
+  for (float s : q.scale) {
+    if (!(s > 0.0F) || !std::isfinite(s) || !std::isfinite(1.0F / s)) {
+      return fmt::format("Quantize scale {} is not a positive f32 with a finite reciprocal", s);
+    }
+  }
+  for (float z : q.zero_point) {
+    if (!std::isfinite(z) || z != std::nearbyint(z)) {
+      return fmt::format("Quantize zero point {} is not an integer", z);
+    }
+  }
+  if (!(q.lo <= q.hi) || q.lo != std::nearbyint(q.lo) || q.hi != std::nearbyint(q.hi)) {
+    return fmt::format("Quantize codes [{}, {}] are not an integer range", q.lo, q.hi);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> fake_quantize_unsupported_reason(const FakeQuantize& fq, int channels) {
   if (fq.levels < 2) {
     return fmt::format("FakeQuantize needs at least 2 levels (got {})", fq.levels);

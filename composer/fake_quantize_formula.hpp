@@ -159,6 +159,10 @@ struct FakeQuantizeAffine {
 // empty input range (il == ih, a step function) or an inverted one (il > ih,
 // which the clamp form does not describe).
 std::optional<std::string> fake_quantize_unsupported_reason(const FakeQuantize& fq, int channels);
+// Why a Quantize step has no defined result (scales that are not positive
+// finite f32 with a finite reciprocal, zero points that are not integers,
+// sizes other than 1 or `channels`, lo > hi), or nullopt.
+std::optional<std::string> quantize_unsupported_reason(const Quantize& q, int channels);
 
 // Precondition: fake_quantize_unsupported_reason(fq, channels) is nullopt.
 FakeQuantizeAffine decompose_fake_quantize(const FakeQuantize& fq);

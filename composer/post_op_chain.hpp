@@ -104,7 +104,19 @@ struct FakeQuantize {
   int levels = 256;
 };
 
-using Step = std::variant<Scale, Shift, Round, Clip, Eltwise, Sum, Binary, FakeQuantize>;
+// ONNX's QuantizeLinear onto the codes [lo, hi]:
+//   clip(round_half_to_even(x / scale) + zero_point, lo, hi)
+// with scale and zero point per tensor or per channel (integer zero points).
+// The result is the code itself; Shift(-zero_point) then Scale(scale) is its
+// DequantizeLinear. compose() expands it into basic steps.
+struct Quantize {
+  std::vector<float> scale;
+  std::vector<float> zero_point;
+  float lo = 0.0F;
+  float hi = 255.0F;
+};
+
+using Step = std::variant<Scale, Shift, Round, Clip, Eltwise, Sum, Binary, FakeQuantize, Quantize>;
 
 // The primitive whose accumulator the chain follows; oneDNN 2.6 accepts
 // different attributes for each (no destination zero point for inner product).

@@ -148,6 +148,10 @@ std::string describe(const Step& step) {
     return fmt::format("{}(input {}, {})", to_string(bin->alg), bin->input,
                        to_string(bin->broadcast));
   }
+  if (const auto* q = std::get_if<Quantize>(&step)) {
+    return fmt::format("quantize({}, zero point {}, codes [{}, {}])", values_text(q->scale),
+                       values_text(q->zero_point), q->lo, q->hi);
+  }
   const auto& fq = std::get<FakeQuantize>(step);
   return fmt::format("fake_quantize({}, {}, {}, {}, levels {})", values_text(fq.input_low),
                      values_text(fq.input_high), values_text(fq.output_low),

@@ -98,6 +98,85 @@ std::optional<std::string> fake_quantize_is_crop_affine_round_affine(Work& work)
   return std::nullopt;
 }
 
+// (quantize(x; S, Z, lo, hi) - Z) * S == clip(round(x * (1/S)), lo - Z, hi - Z) * S
+// (Z an integer: adding it to an integer and taking it off again is exact,
+// so the pair needs no shift; x / S as below)
+std::optional<std::string> quantize_then_dequantize_is_clipped_round(Work& work) {
+  for (std::size_t i = 0; i + 2 < work.items.size(); ++i) {
+    const auto* q = item_at<Quantize>(work, i);
+    const auto* shift = item_at<Shift>(work, i + 1);
+    const auto* scale = item_at<Scale>(work, i + 2);
+    if (q == nullptr || shift == nullptr || scale == nullptr || scale->values != q->scale ||
+        shift->values.size() != q->zero_point.size()) {
+      continue;
+    }
+    bool undoes = true;
+    for (std::size_t c = 0; c < q->zero_point.size(); ++c) {
+      undoes = undoes && shift->values[c] == -q->zero_point[c];
+    }
+    if (!undoes) continue;
+    std::vector<float> inverse, lo, hi;
+    for (float s : q->scale) inverse.push_back(1.0F / s);
+    for (float z : q->zero_point) {
+      lo.push_back(q->lo - z);
+      hi.push_back(q->hi - z);
+    }
+    std::string detail = fmt::format("scale {}, codes [{}, {}] - zero point {}", text(q->scale),
+                                     q->lo, q->hi, text(q->zero_point));
+    std::vector<float> s = q->scale;
+    replace(work, i, 3, {Scale{std::move(inverse)}, Round{}, Clip{std::move(lo), std::move(hi)},
+                         Scale{std::move(s)}});
+    return detail;
+  }
+  return std::nullopt;
+}
+
+// store_T(quantize(x; S, Z, lo, hi)) == store_T(clip(x * (1/S) + Z, lo, hi))  iff it is the chain's first rounding point and T is s8/u8
+// The store rounds half to even. Equal except where x / S sits on a .5 tie
+// and Z is odd: there the store rounds x / S + Z to the other neighbour, one
+// code. Ties at the first rounding point are the unfused path's too, known
+// only to f32 precision (tie_hazard.hpp); later rounding points read exact
+// codes and keep ONNX's order. It saves the round and leaves Z to the
+// destination's zero point.
+std::optional<std::string> final_quantize_is_scaled_store(Work& work) {
+  if (!is_integer_store(work.dst_type) || work.items.empty()) return std::nullopt;
+  const auto* q = std::get_if<Quantize>(&work.items.back());
+  if (q == nullptr) return std::nullopt;
+  for (std::size_t i = 0; i + 1 < work.items.size(); ++i) {
+    const Item& item = work.items[i];
+    const auto* e = std::get_if<Eltwise>(&item);
+    if (std::holds_alternative<Round>(item) || std::holds_alternative<FakeQuantize>(item) ||
+        std::holds_alternative<Quantize>(item) || (e != nullptr && e->alg == EltwiseAlg::round)) {
+      return std::nullopt;
+    }
+  }
+  std::vector<float> inverse;
+  for (float s : q->scale) inverse.push_back(1.0F / s);
+  std::string detail = fmt::format("scale {}, zero point {}", text(q->scale), text(q->zero_point));
+  std::vector<Item> replacement{Scale{std::move(inverse)}, Shift{q->zero_point},
+                                Clip{{q->lo}, {q->hi}}};
+  replace(work, work.items.size() - 1, 1, std::move(replacement));
+  return detail;
+}
+
+// quantize(x; S, Z, lo, hi) == clip(round(x * (1/S)) + Z, lo, hi)
+// (x / S taken as x * (1 / S), the primitive's output scale; the two f32
+// results differ at most at a .5 tie, by one code)
+std::optional<std::string> quantize_is_scale_round_shift_clip(Work& work) {
+  for (std::size_t i = 0; i < work.items.size(); ++i) {
+    if (const auto* q = item_at<Quantize>(work, i)) {
+      std::vector<float> inverse;
+      for (float s : q->scale) inverse.push_back(1.0F / s);
+      std::string detail = fmt::format("scale {}, zero point {}, codes [{}, {}]", text(q->scale),
+                                       text(q->zero_point), q->lo, q->hi);
+      replace(work, i, 1,
+              {Scale{std::move(inverse)}, Round{}, Shift{q->zero_point}, Clip{{q->lo}, {q->hi}}});
+      return detail;
+    }
+  }
+  return std::nullopt;
+}
+
 // linear(x; alpha, beta) == x * alpha + beta
 std::optional<std::string> linear_is_scale_then_shift(Work& work) {
   for (std::size_t i = 0; i < work.items.size(); ++i) {
@@ -731,6 +810,9 @@ std::optional<std::string> repeated_eltwise_is_binary(Work& work) {
 
 constexpr std::array kRules{
     Rule{"fake_quantize_is_crop_affine_round_affine", fake_quantize_is_crop_affine_round_affine},
+    Rule{"quantize_then_dequantize_is_clipped_round", quantize_then_dequantize_is_clipped_round},
+    Rule{"final_quantize_is_scaled_store", final_quantize_is_scaled_store},
+    Rule{"quantize_is_scale_round_shift_clip", quantize_is_scale_round_shift_clip},
     Rule{"linear_is_scale_then_shift", linear_is_scale_then_shift},
     Rule{"eltwise_clip_is_clip", eltwise_clip_is_clip},
     Rule{"eltwise_round_is_round", eltwise_round_is_round},

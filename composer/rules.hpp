@@ -24,7 +24,7 @@
 
 namespace qfuse::composer {
 
-using Item = std::variant<Scale, Shift, Round, Clip, Eltwise, Sum, Binary, FakeQuantize,
+using Item = std::variant<Scale, Shift, Round, Clip, Eltwise, Sum, Binary, FakeQuantize, Quantize,
                           EltwisePostOp, BinaryPostOp, SumPostOp>;
 
 struct Work {

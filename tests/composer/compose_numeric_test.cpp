@@ -144,6 +144,30 @@ std::vector<NumericCase> numeric_cases() {
          return c;
        },
        {DataType::u8, DataType::f32}, 1.0F),
+      // ONNX's QuantizeLinear as the destination: zero point odd, even and 0.
+      numeric_case("quantize_u8_odd_zero_point",
+       [](DataType d) { return chain_of(d, {Scale{{0.0625F}}, Quantize{{0.5F}, {37.0F}, 0.0F, 255.0F}}); },
+       {DataType::u8}),
+      numeric_case("quantize_u8_even_zero_point_per_channel_scale",
+       [](DataType d) { return chain_of(d, {Scale{kNonNegativeScales}, Quantize{{0.25F}, {128.0F}, 0.0F, 255.0F}}); },
+       {DataType::u8}),
+      numeric_case("quantize_s8_narrow_codes",
+       [](DataType d) { return chain_of(d, {Scale{{0.5F}}, Quantize{{0.75F}, {0.0F}, -128.0F, -1.0F}}); },
+       {DataType::s8}),
+      // A Q/DQ pair inside the chain (its dequantize Shift(-Z), Scale(S)),
+      // then a residual and the destination's Quantize.
+      numeric_case("quantize_dequantize_residual",
+       [](DataType d) {
+         return chain_of(d, {Scale{{0.25F}}, Quantize{{0.5F}, {13.0F}, 0.0F, 255.0F}, Shift{{-13.0F}},
+                             Scale{{0.5F}}, Sum{0, 0.5F, d}, Quantize{{0.5F}, {3.0F}, 0.0F, 255.0F}});
+       },
+       {DataType::u8}),
+      numeric_case("quantize_dequantize_f32",
+       [](DataType d) {
+         return chain_of(d, {Scale{{0.01F}}, Quantize{{0.02F}, {-5.0F}, -128.0F, 127.0F}, Shift{{5.0F}},
+                             Scale{{0.02F}}});
+       },
+       {DataType::f32}, 0.02F),
       numeric_case("hsigmoid",
        [](DataType d) {
          std::vector<Step> steps{Scale{{0.002F}}, Eltwise{EltwiseAlg::hsigmoid}};

@@ -40,6 +40,47 @@ TEST(ComposeRules, FakeQuantizeIsCropAffineRoundAffine) {
   EXPECT_EQ(describe(plan.post_ops), "eltwise_round * 2; eltwise_clip(0, 6)");
 }
 
+// A Q/DQ pair inside a chain: the zero point cancels, one round and one clip
+// remain (x / S as the output scale 1 / S).
+TEST(ComposeRules, QuantizeThenItsDequantizeIsAClippedRound) {
+  const PostOpsPlan plan = fuse(make_chain(
+      1, DataType::f32, {Quantize{{0.5F}, {37.0F}, 0.0F, 255.0F}, Shift{{-37.0F}}, Scale{{0.5F}}}));
+  EXPECT_TRUE(applied(plan, "quantize_then_dequantize_is_clipped_round"));
+  EXPECT_FALSE(plan.dst_zero_point.has_value());
+  EXPECT_EQ(plan.output_scales, Floats{2.0F});
+  EXPECT_EQ(describe(plan.post_ops), "eltwise_round * 0.5; eltwise_clip(-18.5, 109)");
+}
+
+// The destination's Quantize at the chain's first rounding point: the store
+// rounds and the zero point is the destination's; after another rounding
+// point (exact codes) ONNX's round stays before the zero point.
+TEST(ComposeRules, FinalQuantizeIsAScaledStoreOnlyAtTheFirstRoundingPoint) {
+  const PostOpsPlan first =
+      fuse(make_chain(1, DataType::u8, {Quantize{{0.5F}, {37.0F}, 0.0F, 255.0F}}));
+  EXPECT_TRUE(applied(first, "final_quantize_is_scaled_store"));
+  EXPECT_EQ(first.dst_zero_point, std::optional<std::int32_t>{37});
+  EXPECT_TRUE(first.post_ops.empty()) << describe(first.post_ops);
+
+  const PostOpsPlan later = fuse(make_chain(
+      1, DataType::u8, {Round{}, Quantize{{0.5F}, {37.0F}, 0.0F, 255.0F}}));
+  EXPECT_FALSE(applied(later, "final_quantize_is_scaled_store"));
+  EXPECT_TRUE(applied(later, "quantize_is_scale_round_shift_clip"));
+  EXPECT_EQ(later.dst_zero_point, std::optional<std::int32_t>{37});
+  // The first round, then ONNX's x / S rounded before Z is added.
+  const std::string ops = describe(later.post_ops);
+  EXPECT_EQ(ops.rfind("eltwise_round"), ops.size() - std::string("eltwise_round").size()) << ops;
+  EXPECT_NE(ops.find("eltwise_round"), ops.rfind("eltwise_round")) << ops;
+}
+
+TEST(ComposeCannotFuse, QuantizeWithAFractionalZeroPointOrAZeroScale) {
+  for (const Quantize& q : {Quantize{{0.5F}, {3.5F}, 0.0F, 255.0F}, Quantize{{0.0F}, {3.0F}, 0.0F, 255.0F},
+                            Quantize{{0.5F}, {3.0F}, 10.0F, 2.0F}}) {
+    const ComposeResult r = compose(make_chain(1, DataType::u8, {q}));
+    EXPECT_FALSE(r.fused());
+    EXPECT_NE(r.reason.find("Quantize"), std::string::npos) << r.reason;
+  }
+}
+
 TEST(ComposeRules, LinearIsScaleThenShift) {
   const PostOpsPlan plan =
       fuse(make_chain(4, DataType::f32, {Eltwise{EltwiseAlg::linear, 2.0F, 3.0F}}));

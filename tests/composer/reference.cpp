@@ -82,6 +82,14 @@ float fake_quantize(const FakeQuantize& fq, float x, int c, bool& near_tie) {
   return static_cast<float>(std::nearbyint(t) / steps * (oh - ol) + ol);
 }
 
+// ONNX's QuantizeLinear from its definition: x / scale in f32, rounded half
+// to even, plus the zero point, clamped to the codes.
+float quantize(const Quantize& q, float x, int c, bool& near_tie) {
+  const float t = x / at(q.scale, c);
+  near_tie = near_tie || is_near_tie(t);
+  return std::min(std::max(std::nearbyint(t) + at(q.zero_point, c), q.lo), q.hi);
+}
+
 // One step that does not round (Scale, Shift, Clip, an eltwise other than
 // round, Sum, Binary) applied to v; false for the rounding steps, which the
 // callers handle.
@@ -113,6 +121,8 @@ float evaluate_one(const PostOpChain& chain, const CaseData& data, int p, int c,
     if (apply_plain(step, data, index, c, v)) continue;
     if (const auto* fq = std::get_if<FakeQuantize>(&step)) {
       v = fake_quantize(*fq, v, c, near_tie);
+    } else if (const auto* q = std::get_if<Quantize>(&step)) {
+      v = quantize(*q, v, c, near_tie);
     } else {  // Round, or eltwise round
       near_tie = near_tie || is_near_tie(v);
       v = std::nearbyint(v);
@@ -185,7 +195,10 @@ std::vector<float> load(const dnnl::memory& memory, DataType type, int pixels, i
 }
 
 bool is_rounding(const Step& step) {
-  if (std::holds_alternative<Round>(step) || std::holds_alternative<FakeQuantize>(step)) return true;
+  if (std::holds_alternative<Round>(step) || std::holds_alternative<FakeQuantize>(step) ||
+      std::holds_alternative<Quantize>(step)) {
+    return true;
+  }
   const auto* e = std::get_if<Eltwise>(&step);
   return e != nullptr && e->alg == EltwiseAlg::round;
 }
@@ -209,6 +222,14 @@ void outcomes_from(const PostOpChain& chain, const CaseData& data, std::size_t i
   for (std::size_t k = from; k < chain.steps.size(); ++k) {
     const Step& step = chain.steps[k];
     if (apply_plain(step, data, index, c, v)) continue;
+    if (const auto* q = std::get_if<Quantize>(&step)) {
+      const float t = v / at(q->scale, c);
+      const float z = at(q->zero_point, c), lo = q->lo, hi = q->hi;
+      round_both(t, [z, lo, hi](double r) {
+        return std::min(std::max(static_cast<float>(r) + z, lo), hi);
+      }, k);
+      return;
+    }
     const auto* fq = std::get_if<FakeQuantize>(&step);
     if (fq == nullptr) {  // Round, or eltwise round
       round_both(v, identity, k);
