@@ -94,6 +94,14 @@ ValueId Builder::convert(ValueId x, ElementType to, std::string name) {
   return op(OpKind::Convert, {x}, ConvertAttrs{to}, std::move(name));
 }
 
+ValueId Builder::quantize(ValueId x, ElementType to, std::vector<float> scale,
+                          std::vector<std::int32_t> zero_point, std::int64_t axis,
+                          std::int32_t levels, std::string name) {
+  return op(OpKind::Quantize, {x},
+            QuantizeAttrs{to, std::move(scale), std::move(zero_point), axis, levels},
+            std::move(name));
+}
+
 ValueId Builder::dequantize(ValueId x, std::vector<float> scale, std::vector<float> zero_point,
                             std::int64_t axis, std::string name) {
   return op(OpKind::Dequantize, {x}, DequantizeAttrs{std::move(scale), std::move(zero_point), axis},

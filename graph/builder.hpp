@@ -50,6 +50,11 @@ class Builder {
   ValueId relu(ValueId x) { return unary(OpKind::Relu, x); }
   ValueId clamp(ValueId x, float lo, float hi, std::string name = {});
   ValueId convert(ValueId x, ElementType to, std::string name = {});
+  // ONNX's QuantizeLinear onto `to`'s first `levels` codes: one scale and
+  // zero point, or one per index of `axis`.
+  ValueId quantize(ValueId x, ElementType to, std::vector<float> scale,
+                   std::vector<std::int32_t> zero_point, std::int64_t axis = 1,
+                   std::int32_t levels = 256, std::string name = {});
   // (f32(x) - zero_point) * scale: one value each, or one per index of `axis`.
   ValueId dequantize(ValueId x, std::vector<float> scale, std::vector<float> zero_point,
                      std::int64_t axis = 1, std::string name = {});

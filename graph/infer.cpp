@@ -262,13 +262,13 @@ OutputSpec check_matmul(NodeChecker& c, const MatMulAttrs& a) {
 
 OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
   const std::size_t inputs = c.node().inputs.size();
-  c.expect(inputs != kFakeQuantizeRangeInputs + 1,
-           "takes a scale and a zero point together (got a scale alone)");
+  c.expect(inputs == kFakeQuantizeRangeInputs, [&] {
+    return "takes 5 inputs (x and four ranges), got " + std::to_string(inputs);
+  });
   c.expect(a.levels >= 2 && a.levels <= 65536,
            [&] { return "levels must be in [2, 65536] (got " + std::to_string(a.levels) + ")"; });
   const Shape& x = c.shape(0);
-  static const char* kNames[] = {"x",           "input_low", "input_high", "output_low",
-                                 "output_high", "scale",     "zero_point"};
+  static const char* kNames[] = {"x", "input_low", "input_high", "output_low", "output_high"};
   for (std::size_t i = 0; i < inputs; ++i) {
     c.expect_type(i, ElementType::f32);
     // (The messages below are built only on failure: this runs for every
@@ -303,21 +303,6 @@ OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
                  (n > 1 ? " at index " + std::to_string(k) : std::string()) +
                  " is empty (the quantization step would divide by zero)");
         }
-      }
-    }
-  }
-  if (inputs == kFakeQuantizeLinearInputs) {
-    // ONNX's grid: positive finite f32 scales, integer zero points (constants).
-    c.expect(c.in(5).is_constant() && c.in(6).is_constant(),
-             "scale and zero point must be constants");
-    for (const float s : c.in(5).constant->data<float>()) {
-      if (!(std::isfinite(s) && s > 0.0f)) {
-        c.fail("scale " + std::to_string(s) + " is not a positive finite f32");
-      }
-    }
-    for (const float z : c.in(6).constant->data<float>()) {
-      if (!(std::isfinite(z) && z == std::nearbyint(z))) {
-        c.fail("zero point " + std::to_string(z) + " is not an integer");
       }
     }
   }
@@ -608,15 +593,17 @@ OutputSpec check_quantize(NodeChecker& c) {
   c.expect_type(0, ElementType::f32);
   c.expect(a.to == ElementType::u8 || a.to == ElementType::s8,
            [&] { return "a Quantize writes u8 or s8 (got " + std::string(to_string(a.to)) + ")"; });
-  c.expect(a.levels >= 2 && a.levels <= 256,
-           [&] { return "levels " + std::to_string(a.levels) + " (expected 2..256)"; });
+  c.expect(a.levels >= 2 && a.code_offset >= 0 && a.code_offset + a.levels <= 256, [&] {
+    return "levels " + std::to_string(a.levels) + " from code offset " +
+           std::to_string(a.code_offset) + " (expected 2..256 codes within the type)";
+  });
   expect_quantization_parameters(c, a.scale.size(), a.zero_point.size(), a.axis);
   for (const float s : a.scale) {
     c.expect(std::isfinite(s) && s > 0.0f,
              [&] { return "scale " + std::to_string(s) + " is not a positive finite f32"; });
   }
   for (const std::int32_t z : a.zero_point) {
-    c.expect(z >= a.code_min() && z <= a.code_min() + 255, [&] {
+    c.expect(z >= a.type_min() && z <= a.type_min() + 255, [&] {
       return "zero point " + std::to_string(z) + " is not a " + std::string(to_string(a.to)) +
              " value";
     });

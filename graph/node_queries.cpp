@@ -62,26 +62,6 @@ std::optional<std::vector<float>> output_quantum(const Graph& g, const Node& fq,
   return q;
 }
 
-bool has_linear_grid(const Node& fq) {
-  return fq.kind == OpKind::FakeQuantize && fq.inputs.size() == kFakeQuantizeLinearInputs;
-}
-
-std::optional<LinearGrid> linear_grid(const Graph& g, const Node& fq, const Shape& shape,
-                                      std::size_t axis) {
-  if (!has_linear_grid(fq)) return std::nullopt;
-  auto scale = channel_vector(g, fq.inputs[5], shape, axis);
-  auto zero = channel_vector(g, fq.inputs[6], shape, axis);
-  if (!scale || !zero) return std::nullopt;
-  LinearGrid grid;
-  grid.scale = std::move(*scale);
-  for (float z : *zero) grid.zero_point.push_back(static_cast<std::int32_t>(z));
-  const auto& a = fq.attr<FakeQuantizeAttrs>();
-  grid.code_low = a.code_low;
-  grid.code_high = a.code_low + static_cast<std::int32_t>(a.levels) - 1;
-  grid.dequantizes_to_grid = output_ranges_are_input_ranges(g, fq);
-  return grid;
-}
-
 bool output_ranges_are_input_ranges(const Graph& g, const Node& fq) {
   const auto same = [&](ValueId a, ValueId b) {
     if (a == b) return true;

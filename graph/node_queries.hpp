@@ -39,23 +39,8 @@ std::optional<std::vector<float>> output_quantum(const Graph& g, const Node& fq,
                                                  const Shape& shape, std::size_t axis,
                                                  std::vector<float>* output_low = nullptr);
 
-// ONNX's grid of a FakeQuantize that has one (scale and zero point, see
-// FakeQuantizeAttrs), as constants along `axis` of `shape`: each of size 1 or
-// one per index. nullopt when the node quantizes by its ranges, or when the
-// grid varies along another axis.
-struct LinearGrid {
-  std::vector<float> scale;
-  std::vector<std::int32_t> zero_point;
-  std::int32_t code_low = 0;
-  std::int32_t code_high = 255;
-  // The output ranges are the input ranges: y = (q - zero_point) * scale.
-  bool dequantizes_to_grid = false;
-};
-bool has_linear_grid(const Node& fq);
 // The FakeQuantize's four ranges are one value each (per tensor).
 bool has_per_tensor_ranges(const Graph& g, const Node& fq);
-std::optional<LinearGrid> linear_grid(const Graph& g, const Node& fq, const Shape& shape,
-                                      std::size_t axis);
 // The FakeQuantize's output ranges are its input ranges (the same values).
 bool output_ranges_are_input_ranges(const Graph& g, const Node& fq);
 

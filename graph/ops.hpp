@@ -143,30 +143,17 @@ struct MatMulAttrs {
   bool operator==(const MatMulAttrs&) const = default;
 };
 
-// FakeQuantize: inputs x, input_low, input_high, output_low, output_high
-// [, scale, zero_point], every range broadcast to x.
-// - By its ranges (a graph built in C++): level = round_half_to_even((x - il)
-//   * (L - 1) / (ih - il)), 0 below il and L - 1 above ih, in double;
-//   y = ol + level * (oh - ol) / (L - 1).
-// - With scale and zero point (ONNX's QuantizeLinear -> DequantizeLinear, as
-//   the importer writes a Q/DQ pair; both broadcast like the ranges): ONNX's
-//   arithmetic, composer::quantize_linear's
-//     q = saturate(round_half_to_even(x / scale) + zero_point) onto
-//         [code_low, code_low + L - 1], the division in f32,
-//   and y = (q - zero_point) * scale in f32 while the output ranges are the
-//   input ranges (inputs 3 and 4 hold the values of inputs 1 and 2), else
-//   y = ol + (q - code_low) * (oh - ol) / (L - 1). The ranges are the grid's
-//   bounds, (code_low - zero_point) * scale and (code_high - zero_point) *
-//   scale, which the passes read; a pass that changes the input ranges drops
-//   scale and zero point (the ranges then define the node).
+// FakeQuantize: inputs x, input_low, input_high, output_low, output_high,
+// every range broadcast to x; the seed's formula, in double:
+//   level = round_half_to_even((x - il) * (L - 1) / (ih - il)), 0 below il
+//   and L - 1 above ih; y = ol + level * (oh - ol) / (L - 1).
+// (ONNX's QuantizeLinear -> DequantizeLinear is Quantize -> Dequantize: one
+// op, one numerics.)
 struct FakeQuantizeAttrs {
   std::int64_t levels = 256;
-  std::int32_t code_low = 0;  // with scale and zero point: 0 (u8) or -128 (s8)
   bool operator==(const FakeQuantizeAttrs&) const = default;
 };
-// FakeQuantize inputs: 5 by its ranges, 7 with ONNX's scale and zero point.
 inline constexpr std::size_t kFakeQuantizeRangeInputs = 5;
-inline constexpr std::size_t kFakeQuantizeLinearInputs = 7;
 
 // Clamp: min(max(x, lo), hi).
 struct ClampAttrs {
@@ -207,20 +194,24 @@ struct ConvertAttrs {
 //   y = saturate(round_half_to_even(x / scale) + zero_point) onto [code_min(), code_max()],
 // the division in f32 (composer::quantize_linear): ONNX's QuantizeLinear.
 // scale and zero_point hold one value, or one per index of dimension `axis`
-// of x. The codes it saturates onto are the type's first `levels` (a narrower
-// grid, e.g. torch's reduce_range activations 0..127); 256: the whole type.
+// of x. The codes it saturates onto are `levels` consecutive codes from the
+// type's lowest + code_offset (a narrower grid: torch's reduce_range
+// activations 0..127, a Clip between QuantizeLinear and DequantizeLinear);
+// 256 from 0: the whole type.
 struct QuantizeAttrs {
   ElementType to = ElementType::u8;
   std::vector<float> scale{1.0f};
   std::vector<std::int32_t> zero_point{0};
   std::int64_t axis = 1;
   std::int32_t levels = 256;
+  std::int32_t code_offset = 0;
   bool per_tensor() const { return scale.size() == 1 && zero_point.size() == 1; }
   float scale_at(std::size_t c) const { return scale[scale.size() == 1 ? 0 : c]; }
   std::int32_t zero_point_at(std::size_t c) const {
     return zero_point[zero_point.size() == 1 ? 0 : c];
   }
-  std::int32_t code_min() const { return to == ElementType::s8 ? -128 : 0; }
+  std::int32_t type_min() const { return to == ElementType::s8 ? -128 : 0; }
+  std::int32_t code_min() const { return type_min() + code_offset; }
   std::int32_t code_max() const { return code_min() + levels - 1; }
   bool operator==(const QuantizeAttrs&) const = default;
 };

@@ -46,8 +46,9 @@ void PassContext::end_phase() {
 namespace {
 
 // Canonical forms: what exporters write in several ways becomes one.
-constexpr std::array<PassEntry, 6> kCanonicalize{{
+constexpr std::array<PassEntry, 7> kCanonicalize{{
     {"recognize_dequantize", recognize_dequantize},
+    {"choose_code_type", choose_code_type},
     {"recognize_activations", recognize_activations},
     {"fold_batch_norm", fold_batch_norm},
     {"fuse_bias", fuse_bias},

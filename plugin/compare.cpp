@@ -16,7 +16,8 @@ namespace {
 struct Match {
   std::string fused_name;
   TensorDiff diff;  // name, node, graph_output, quantized filled at build
-  // u8/s8 codes of a FakeQuantize: real = (q - lo) * step[c] + ol[c].
+  // u8/s8 codes of a FakeQuantize: real = (q - lo) * step[c] + ol[c] (or of
+  // the model's codes in the other int8 type: step 1, ol its lowest code).
   bool codes = false;
   float lo = 0.0f;
   std::vector<float> step, ol;
@@ -204,16 +205,30 @@ Comparison::Comparison(const Model& model, const CompileOptions& options,
           }
         }
         if (it == model_values.end() || fv.type == ElementType::f32) continue;
-        const graph::Node* fq = graph::producer_of(ug, it->second, graph::OpKind::FakeQuantize);
-        if (fq == nullptr) continue;
-        auto step = fq_step(ug, *fq, fv.shape, &m.ol);
-        if (!step) continue;
-        m.codes = true;
         m.lo = fv.type == ElementType::s8 ? -128.0f : 0.0f;
-        m.step = *step;
+        if (const graph::Value& model_value = ug.value(it->second);
+            model_value.type == ElementType::u8 || model_value.type == ElementType::s8) {
+          // The model's own codes stored as the other int8 type (a Q/DQ pair's
+          // codes shifted by 128): code = q - lo + the model type's lowest.
+          m.step = {1.0f};
+          m.ol = {model_value.type == ElementType::s8 ? -128.0f : 0.0f};
+        } else {
+          const graph::Node* fq = graph::producer_of(ug, it->second, graph::OpKind::FakeQuantize);
+          if (fq == nullptr) continue;
+          auto step = fq_step(ug, *fq, fv.shape, &m.ol);
+          if (!step) continue;
+          m.step = *step;
+        }
+        m.codes = true;
       } else if (const graph::Node* fq =
                      graph::producer_of(ug, it->second, graph::OpKind::FakeQuantize)) {
         if (auto step = fq_step(ug, *fq, fv.shape, nullptr)) m.quantum = *step;
+      } else if (const graph::Node* dq =
+                     graph::producer_of(ug, it->second, graph::OpKind::Dequantize)) {
+        // A dequantized grid: its quantum is the scale (per tensor, or per
+        // channel along axis 1).
+        const auto& a = dq->attr<graph::DequantizeAttrs>();
+        if (a.per_tensor() || (a.axis == 1 && fv.shape.size() > 1)) m.quantum = a.scale;
       } else if (fv.type == ElementType::u8 || fv.type == ElementType::s8) {
         m.quantum = {1.0f};  // codes in both graphs
       }

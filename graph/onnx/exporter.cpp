@@ -661,72 +661,11 @@ class Exporter {
     if (xv.type != ElementType::f32) quantize(n.name, out, onnx_type(g_.value(n.outputs[0]).type), y);
   }
 
-  // The axis along which a constant broadcast to `shape` varies (its only
-  // dim other than 1), or nullopt when it is one value.
-  std::optional<std::size_t> varying_axis(graph::ValueId v, const Shape& shape) const {
-    const Shape& s = g_.value(v).shape;
-    std::optional<std::size_t> axis;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      if (s[i] != 1) axis = shape.size() - s.size() + i;
-    }
-    return axis;
-  }
-
   void fake_quantize(const Node& n, const std::string& y) {
     const auto& a = n.attr<graph::FakeQuantizeAttrs>();
-    const Shape& shape = g_.value(n.outputs[0]).shape;
     const std::string& b = n.name;
     const std::string x = in(n.inputs[0]);
     const double steps = static_cast<double>(a.levels - 1);
-    if (graph::has_linear_grid(n)) {
-      // ONNX's grid: q = saturate(round(x / s) + zp) onto [code_low, code_low + L - 1].
-      std::size_t axis = varying_axis(n.inputs[5], shape).value_or(varying_axis(n.inputs[6], shape).value_or(0));
-      std::optional<graph::LinearGrid> grid = graph::linear_grid(g_, n, shape, axis);
-      if (!grid) refuse(n, "its scale and zero point vary along more than one axis");
-      const std::size_t channels = std::max(grid->scale.size(), grid->zero_point.size());
-      const auto scale = graph::expand(grid->scale, channels);
-      std::vector<std::int32_t> zp(channels);
-      for (std::size_t c = 0; c < channels; ++c) zp[c] = grid->zero_point[grid->zero_point.size() == 1 ? 0 : c];
-      if (a.levels == 256 && (a.code_low == 0 || a.code_low == -128) && grid->dequantizes_to_grid) {
-        // QuantizeLinear -> DequantizeLinear: what the node was imported from.
-        const int zt = a.code_low == 0 ? kUint8 : kInt8;
-        const Shape s = channels == 1 ? Shape{} : Shape{static_cast<std::int64_t>(channels)};
-        const std::string sc = w_.constant(b + "/scale", kFloat, scale, s);
-        const std::string z = w_.constant(b + "/zero_point", zt, zp, s);
-        const std::string q = w_.op("QuantizeLinear", b + "/quantize", {x, sc, z});
-        if (channels > 1) Writer::int_attr(*w_.producer(q), "axis", static_cast<std::int64_t>(axis));
-        auto& dq = w_.node("DequantizeLinear", b, {q, sc, z}, y);
-        if (channels > 1) Writer::int_attr(dq, "axis", static_cast<std::int64_t>(axis));
-        return;
-      }
-      // Other levels or output ranges: composer::quantize_linear spelled out,
-      // the same f32 operations (x / s, clamped to [lo - zp, hi - zp], rounded).
-      std::vector<float> qlo(channels), qhi(channels), shift(channels);
-      for (std::size_t c = 0; c < channels; ++c) {
-        qlo[c] = static_cast<float>(a.code_low - zp[c]);
-        qhi[c] = static_cast<float>(a.code_low + a.levels - 1 - zp[c]);
-        shift[c] = static_cast<float>(zp[c] - a.code_low);
-      }
-      const auto along = [&](const std::string& base, const std::vector<float>& v) {
-        return axis_constant(base, v, shape.size(), axis);
-      };
-      std::string t = w_.op("Div", b + "/div", {x, along(b + "/scale", scale)});
-      t = w_.op("Max", b + "/lo", {t, along(b + "/code_lo", qlo)});
-      t = w_.op("Min", b + "/hi", {t, along(b + "/code_hi", qhi)});
-      t = w_.op("Round", b + "/round", {t});
-      if (grid->dequantizes_to_grid) {
-        w_.node("Mul", b, {t, along(b + "/scale", scale)}, y);
-        return;
-      }
-      // ol + (q - code_low) * (oh - ol) / (L - 1)
-      t = w_.op("Add", b + "/level", {t, along(b + "/zero_point", shift)});
-      const std::string step = w_.op("Div", b + "/step",
-                                     {w_.op("Sub", b + "/out_range", {in(n.inputs[4]), in(n.inputs[3])}),
-                                      w_.scalar(b + "/steps", steps)});
-      t = w_.op("Mul", b + "/dequantize", {t, step});
-      w_.node("Add", b, {t, in(n.inputs[3])}, y);
-      return;
-    }
     // By its ranges. A constant inverted range (il > ih) sends x <= ih to ol
     // and x > il to oh, between them a decreasing level: no clamp does that.
     const auto values = [&](std::size_t i) { return graph::constant_f32(g_, n.inputs[i]); };
@@ -805,15 +744,6 @@ class Exporter {
   std::string zero_point_scalar(graph::ValueId v, const std::string& base) {
     if (const auto it = scalars_.find(v.index); it != scalars_.end()) return it->second;
     return w_.op("Reshape", base, {in(v), w_.ints64(base + "/rank0", {})});
-  }
-
-  // A constant varying along `axis` of a rank-`rank` tensor; a scalar when uniform.
-  std::string axis_constant(const std::string& base, const std::vector<float>& v, std::size_t rank,
-                            std::size_t axis) {
-    if (uniform(v)) return w_.constant(base, kFloat, std::vector<float>{v[0]}, {});
-    Shape s(rank - axis, 1);
-    s[0] = static_cast<std::int64_t>(v.size());
-    return w_.constant(base, kFloat, v, s);
   }
 
   // y = table[x - min(x's type)]: Gather on the table by the codes as int32.

@@ -156,9 +156,18 @@ void Importer::op_clip(AttrReader& a) {
   if (is_integer_type(x.type)) {
     const Interval r = int_range(x);
     const Interval out{std::clamp(r.lo, lo, hi), std::clamp(r.hi, lo, hi)};
-    Operand y = make_integer(emit(OpKind::Clamp, {f32(x)}, attrs), x.type, x.shape, out);
-    y.quantized = narrowed_grid(x, out);
-    set_out(0, y);
+    if (auto narrowed = narrowed_grid(x, out)) {
+      // QuantizeLinear -> Clip: a Quantize onto the narrower codes.
+      Operand y;
+      y.type = x.type;
+      y.shape = x.shape;
+      y.value = emit_quantize(narrowed->source, narrowed->params);
+      y.range = Interval{narrowed->params.qmin, narrowed->params.qmax};
+      y.quantized = std::move(narrowed);
+      set_out(0, y);
+      return;
+    }
+    set_out(0, make_integer(emit(OpKind::Clamp, {f32(x)}, attrs), x.type, x.shape, out));
     return;
   }
   require_float(x, "the input");
@@ -168,9 +177,9 @@ void Importer::op_clip(AttrReader& a) {
 // Clip between QuantizeLinear and DequantizeLinear narrows the grid's codes:
 // saturate(round(x / s) + zp) onto [qmin, qmax] and then clamped to [lo, hi]
 // is saturate(...) onto the intersection, for integer bounds. torch exports its
-// reduce_range activations (quint8 0..127) this way. The Q -> Clip -> DQ
-// triple then imports as one FakeQuantize of the narrower grid; a Clip that
-// leaves fewer than two codes keeps its own nodes.
+// reduce_range activations (quint8 0..127) this way. The Clip then imports as
+// a Quantize onto the narrower codes; a Clip that leaves fewer than two codes
+// keeps its own nodes.
 std::shared_ptr<const Operand::Quantized> Importer::narrowed_grid(const Operand& x,
                                                                   const Interval& codes) const {
   if (!x.quantized) return nullptr;

@@ -391,6 +391,7 @@ class Importer {
   QuantParams quant_params(std::size_t scale_i, std::size_t zp_i, std::int64_t axis_attr,
                            const Shape& x_shape, int default_type);
   ValueId emit_quantize(ValueId x, const QuantParams& p);
+  ValueId emit_dequantize(ValueId codes, const QuantParams& p);
   ValueId emit_dequantize_weight(const Literal& q, const QuantParams& p);
   ValueId integer_weight(Operand& w, const Values& zp, std::int64_t zp_axis, bool transpose,
                          std::int64_t rank);

@@ -65,7 +65,19 @@ ValueId Importer::emit_quantize(ValueId x, const QuantParams& p) {
   a.zero_point.clear();
   for (double z : p.zero_point) a.zero_point.push_back(static_cast<std::int32_t>(z));
   if (p.scale.size() > 1) a.axis = p.axis;
+  // The codes [qmin, qmax]: the whole type, or narrower (a Clip after it).
+  a.levels = static_cast<std::int32_t>(p.qmax - p.qmin + 1);
+  a.code_offset = static_cast<std::int32_t>(p.qmin) - a.type_min();
   return emit(OpKind::Quantize, {x}, std::move(a));
+}
+
+// ONNX's DequantizeLinear of run-time codes: one Dequantize.
+ValueId Importer::emit_dequantize(ValueId codes, const QuantParams& p) {
+  graph::DequantizeAttrs a;
+  a.scale.assign(p.scale.begin(), p.scale.end());
+  a.zero_point.assign(p.zero_point.begin(), p.zero_point.end());
+  if (p.scale.size() > 1) a.axis = p.axis;
+  return emit(OpKind::Dequantize, {codes}, std::move(a));
 }
 
 ValueId Importer::subtract_zero_point(ValueId x, const Values& zp, std::int64_t rank,
@@ -100,36 +112,20 @@ void Importer::op_quantize(AttrReader& a) {
 
 void Importer::op_dequantize(AttrReader& a) {
   Operand& x = in(0);
-  const std::int64_t rank = std::max<std::int64_t>(1, rank_of(x.shape));
   const QuantParams p = quant_params(1, 2, a.i("axis", 1), x.shape, x.type);
   if (x.type != p.type) malformed("input type differs from the zero point type");
-  if (x.quantized && options_.qdq_to_fake_quantize && x.quantized->params == p) {
-    // Q -> DQ: one FakeQuantize that keeps ONNX's scale and zero point (and
-    // so its arithmetic), with the grid's bounds il = ol = (qmin - zp) s,
-    // ih = oh = (qmax - zp) s as its ranges for the passes. The codes are the
-    // quantized tensor's: a Clip between the two may have narrowed them.
-    const QuantParams& q = x.quantized->params;
-    Values lo(p.scale.size()), hi(p.scale.size());
-    for (std::size_t k = 0; k < p.scale.size(); ++k) {
-      lo[k] = static_cast<double>(static_cast<float>((q.qmin - p.zero_point[k]) * p.scale[k]));
-      hi[k] = static_cast<double>(static_cast<float>((q.qmax - p.zero_point[k]) * p.scale[k]));
-    }
-    const ValueId il = param_constant(lo, rank, p.axis, "input_low");
-    const ValueId ih = param_constant(hi, rank, p.axis, "input_high");
-    const ValueId s = param_constant(p.scale, rank, p.axis, "scale");
-    const ValueId zp = param_constant(p.zero_point, rank, p.axis, "zero_point");
-    const ValueId y = emit(OpKind::FakeQuantize, {x.quantized->source, il, ih, il, ih, s, zp},
-                           graph::FakeQuantizeAttrs{static_cast<std::int64_t>(q.qmax - q.qmin + 1),
-                                                    static_cast<std::int32_t>(q.qmin)});
-    set_out(0, make_float(y, x.shape));
-    return;
-  }
   if (x.literal) {
     Operand y = make_float(emit_dequantize_weight(*x.literal, p), x.shape);
     y.dq_weight = std::make_shared<const Operand::Weight>(Operand::Weight{x.literal, p});
     set_out(0, y);
     return;
   }
+  if (x.value.valid() && value_type(x.value) != ElementType::f32) {
+    set_out(0, make_float(emit_dequantize(x.value, p), x.shape));
+    return;
+  }
+  // Integers computed in f32 (a Clip or an integer Add of codes).
+  const std::int64_t rank = std::max<std::int64_t>(1, rank_of(x.shape));
   ValueId t = subtract_zero_point(f32(x), p.zero_point, rank, p.axis);
   t = emit(OpKind::Multiply, {t, param_constant(p.scale, rank, p.axis, "scale")});
   set_out(0, make_float(t, x.shape));

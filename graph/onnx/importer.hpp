@@ -27,15 +27,10 @@
 //     Multiply(Subtract(Convert<f32>(q), zp), s)     (Subtract only if zp != 0)
 //   On a constant q (weights) the constant stays u8/s8, so a pass can take it
 //   as int8 weights with per-channel scales s.
-// - A QuantizeLinear whose output feeds a DequantizeLinear with the same
-//   parameters (the QDQ pattern on activations and on f32 weights) becomes one
-//     FakeQuantize(x, il = ol = (qmin - zp) * s, ih = oh = (qmax - zp) * s,
-//                  s, zp; levels qmax - qmin + 1, code_low qmin)
-//   (per axis: one value per channel, shaped [1, C, 1, ...]). It keeps ONNX's
-//   arithmetic: the division in f32, rounding half to even before the zero
-//   point is added, (q - zp) * s in f32 (see FakeQuantizeAttrs). The ranges
-//   describe the grid to the fusion passes. ImportOptions::qdq_to_fake_quantize
-//   = false keeps the separate Quantize and Dequantize decompositions instead.
+// - QuantizeLinear is one Quantize and DequantizeLinear of a run-time tensor
+//   one Dequantize, each with ONNX's arithmetic (the division in f32, rounding
+//   half to even before the zero point is added; (q - zp) * s in f32), per
+//   tensor or along one axis. A Q -> DQ pair is the two ops, as written.
 // - ConvInteger / MatMulInteger: Conv / MatMul (FullyConnected when the right
 //   operand is a 2-D constant) in f32 on Convert<f32>(q) - zp, giving the int32
 //   result as carried f32. Exact while every partial sum stays below 2^24: the
@@ -74,9 +69,6 @@ struct ImportOptions {
   // zero points, shapes, axes and clip bounds to be constants; a model that
   // feeds them as inputs imports once they are fixed here.
   std::map<std::string, std::string> constant_inputs;
-  // Q -> DQ pairs on activations become one FakeQuantize (false: the exact
-  // Quantize and Dequantize decompositions).
-  bool qdq_to_fake_quantize = true;
   // Where initializers stored as external data are read from (their
   // locations are relative to it and may not leave it). import_file: the
   // model file's directory when empty.

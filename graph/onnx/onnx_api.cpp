@@ -12,7 +12,6 @@ onnx::ImportOptions import_options(const OnnxOptions& o) {
   onnx::ImportOptions i;
   i.input_shapes = o.input_shapes;
   i.constant_inputs = o.constant_inputs;
-  i.qdq_to_fake_quantize = o.qdq_to_fake_quantize;
   i.external_data_dir = o.external_data_dir;
   return i;
 }

@@ -7,10 +7,9 @@
 //   BatchNorm(gamma, beta, mean, var, eps),   a = gamma / sqrt(var + eps)
 //
 // With FakeQuantize'd weights the ranges scale too, which is exact only when
-// every a > 0: FQ(w * a; il * a, ih * a, ol * a, oh * a) = a * FQ(w; ...),
-// and only for FakeQuantizes by ranges: one with ONNX's scale and zero point
-// quantizes the weights as the file gives them, and w * a / (s * a) is not
-// w / s in f32.
+// every a > 0: FQ(w * a; il * a, ih * a, ol * a, oh * a) = a * FQ(w; ...).
+// (A Q/DQ pair quantizes the weights as the file gives them, and w * a /
+// (s * a) is not w / s in f32: such weights are not constant here.)
 // Otherwise (or when the weights are not constant) the BatchNorm becomes
 // Multiply(a) + Add(beta - mean * a), which the post-op chain absorbs.
 // Preconditions: the layer's output feeds only the BatchNorm; the channel
@@ -81,8 +80,6 @@ std::optional<ValueId> fold_into_weights(Graph& g, const Node& layer, const Batc
   }
   const Node* fq = producer_of(g, w, OpKind::FakeQuantize);
   if (fq == nullptr || g.consumers(w).size() != 1) return std::nullopt;
-  // ONNX's grid quantizes the file's weights; scaled weights would get other codes.
-  if (has_linear_grid(*fq)) return std::nullopt;
   const Value& raw_value = g.value(fq->inputs[0]);
   if (!raw_value.is_constant() || raw_value.type != ElementType::f32) return std::nullopt;
   const Value raw = raw_value;  // a copy: adding constants may move the value storage

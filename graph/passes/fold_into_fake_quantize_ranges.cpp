@@ -8,12 +8,21 @@
 // The clamp is exact: every clamped value is already saturated by the FQ. The
 // affine cases are exact in real arithmetic; in floating point the two forms
 // may disagree only for inputs within an f32 rounding of a range bound or a
-// rounding tie. An FQ with ONNX's scale and zero point quantizes by its new
-// ranges after an affine fold (the grid no longer describes it). c is a constant per tensor or per channel (axis 1).
+// rounding tie. c is a constant per tensor or per channel (axis 1).
+//
+//   x -> Clamp(lo, hi) -> Quantize(s, zp)       ==>  x -> Quantize(s, zp)
+//        iff Quantize(lo) is the lowest code and Quantize(hi) the highest
+//
+// Quantize is non-decreasing in x (s > 0), so a clamp whose bounds already
+// land on the extreme codes changes no code: exact, ties included (ONNX Runtime's
+// QDQ form quantizes a Relu's output with zero point 0). The affine folds
+// would change ONNX's f32 arithmetic and are not made on a Quantize.
 // Preconditions: the folded node feeds only the FakeQuantize; ranges constant.
 
 #include <algorithm>
 #include <limits>
+
+#include "composer/fake_quantize_formula.hpp"
 
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
@@ -37,10 +46,49 @@ bool clamp_is_redundant(const Ranges& r, float lo, float hi) {
   return true;
 }
 
+// The clamp (or relu) before Quantize `id`, when every value it clamps is
+// saturated by the Quantize anyway: dropped.
+bool drop_clamp_before_quantize(Graph& g, NodeId id, PassContext& ctx) {
+  const Node& q = g.node(id);
+  const NodeId pid = g.value(q.inputs[0]).producer;
+  if (!pid.valid()) return false;
+  const Node& p = g.node(pid);
+  if (p.kind != OpKind::Clamp && p.kind != OpKind::Relu) return false;
+  if (sole_consumer(g, q.inputs[0]) != id) return false;
+  float lo = 0.0f, hi = std::numeric_limits<float>::infinity();
+  if (p.kind == OpKind::Clamp) {
+    lo = p.attr<ClampAttrs>().lo;
+    hi = p.attr<ClampAttrs>().hi;
+  }
+  const auto& a = q.attr<QuantizeAttrs>();
+  for (std::size_t c = 0; c < std::max(a.scale.size(), a.zero_point.size()); ++c) {
+    const float s = a.scale_at(c);
+    const std::int32_t z = a.zero_point_at(c);
+    const bool low_saturates =
+        lo == -std::numeric_limits<float>::infinity() ||
+        composer::quantize_linear(lo, s, z, a.code_min(), a.code_max()) == a.code_min();
+    const bool high_saturates =
+        hi == std::numeric_limits<float>::infinity() ||
+        composer::quantize_linear(hi, s, z, a.code_min(), a.code_max()) == a.code_max();
+    if (!low_saturates || !high_saturates) {
+      ctx.reject(kPass, p.name, "clips inside the codes of '" + q.name + "'");
+      return false;
+    }
+  }
+  const std::string p_name = p.name, q_name = q.name;
+  g.set_input(id, 0, p.inputs[0]);
+  ctx.log(kPass, p_name + " dropped before " + q_name + " (it saturates where the clamp does)");
+  return true;
+}
+
 }  // namespace
 
 bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
+    if (g.node(id).kind == OpKind::Quantize) {
+      if (drop_clamp_before_quantize(g, id, ctx)) return true;
+      continue;
+    }
     const Node& fq = g.node(id);
     if (fq.kind != OpKind::FakeQuantize) continue;
     const NodeId pid = g.value(fq.inputs[0]).producer;
@@ -105,7 +153,6 @@ bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx) {
     g.set_input(id, 0, x);
     g.set_input(id, 1, l);
     g.set_input(id, 2, h);
-    drop_linear_grid(g, id);  // ONNX's scale and zero point no longer describe it
     ctx.log(kPass, p_name + " folded into the input range of " + fq_name);
     return true;
   }

@@ -8,6 +8,13 @@
 // where oneDNN wants it (deconvolution included).
 // Preconditions: the layer output feeds only the Add; an existing bias is a
 // constant. MatMul has no bias input and is left to the post-op chain.
+//
+//   MeanInnerProduct[shift] -> Add(c)  ==>  MeanInnerProduct[shift + c]
+//
+// (a classifier's Gemm bias after the pooled layer), unless the layer clamps
+// its output (a Relu it took), which the Add would have to follow.
+
+#include <cmath>
 
 #include "graph/passes/passes.hpp"
 #include "graph/op_info.hpp"
@@ -19,10 +26,39 @@ namespace {
 constexpr std::string_view kPass = "fuse_bias";
 using namespace pattern;
 
+bool fuse_into_mean_inner_product(Graph& g, NodeId id, PassContext& ctx) {
+  const Node& layer = g.node(id);
+  auto attrs = layer.attr<MeanInnerProductAttrs>();
+  if (std::isfinite(attrs.lo) || std::isfinite(attrs.hi)) return false;
+  const auto next = sole_consumer(g, layer.outputs[0]);
+  if (!next || g.node(*next).kind != OpKind::Add) return false;
+  const Node& add = g.node(*next);
+  const ValueId other = add.inputs[0] == layer.outputs[0] ? add.inputs[1] : add.inputs[0];
+  const Shape shape = g.value(layer.outputs[0]).shape;
+  if (g.value(add.outputs[0]).shape != shape || shape.size() < 2) return false;
+  const auto c = channel_vector(g, other, shape, 1);
+  if (!c) return false;
+  const std::vector<float> shift = expand(*c, attrs.shift.size());
+  for (std::size_t i = 0; i < attrs.shift.size(); ++i) attrs.shift[i] += shift[i];
+  const std::string layer_name = layer.name, add_name = add.name;
+  const NodeId add_id = *next;
+  const ValueId add_out = add.outputs[0];
+  const ValueId y = emit(g, OpKind::MeanInnerProduct, layer_name, layer.inputs, std::move(attrs));
+  replace_value(g, add_out, y);
+  g.erase_node(add_id);
+  g.erase_node(id);
+  ctx.log(kPass, add_name + " -> " + layer_name + "'s shift");
+  return true;
+}
+
 }  // namespace
 
 bool fuse_bias(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
+    if (g.node(id).kind == OpKind::MeanInnerProduct) {
+      if (fuse_into_mean_inner_product(g, id, ctx)) return true;
+      continue;
+    }
     const Node& layer = g.node(id);
     if (layer.kind != OpKind::Convolution && layer.kind != OpKind::Deconvolution &&
         layer.kind != OpKind::FullyConnected) {

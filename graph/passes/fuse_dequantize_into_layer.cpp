@@ -72,13 +72,15 @@ bool from_constant(const Graph& g, ValueId v) {
   return false;
 }
 
-// `v` comes, through data movement, from a FakeQuantize with per-tensor ranges.
+// `v` comes, through data movement, from a FakeQuantize with per-tensor ranges
+// or a per-tensor Quantize.
 bool quantized_per_tensor(const Graph& g, ValueId v) {
   for (int depth = 0; depth < 8; ++depth) {
     const NodeId p = g.value(v).producer;
     if (!p.valid()) return false;
     const Node& n = g.node(p);
     if (n.kind == OpKind::FakeQuantize) return has_per_tensor_ranges(g, n);
+    if (n.kind == OpKind::Quantize) return n.attr<QuantizeAttrs>().per_tensor();
     if (!moves_data(n)) return false;
     v = n.inputs[0];
   }

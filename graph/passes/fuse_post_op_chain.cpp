@@ -1,6 +1,6 @@
 // fuse_post_op_chain
 //
-//   QuantizedLayer -> a -> b -> ... -> FQ(0..L-1) -> Convert(u8)
+//   QuantizedLayer -> a -> b -> ... -> FQ(0..L-1) -> Convert(u8)  (or -> Quantize(u8))
 //     ==>  QuantizedLayer[chain: ..., a, b, ..., FakeQuantize; dst u8]
 //
 // Walks the single-consumer chain after a quantized layer and turns each node
@@ -10,6 +10,8 @@
 //   Clamp -> Clip;  Round -> Round;  Relu, LeakyRelu, Elu, Sigmoid, Tanh, Gelu,
 //     HSwish, HSigmoid, Swish, Exp, Abs, Sqrt -> Eltwise
 //   FakeQuantize with constant ranges -> FakeQuantize
+//   Quantize and the Dequantize that alone reads it (a Q/DQ pair no layer
+//     took the codes of) -> Quantize, Shift(-Z), Scale(S)
 //   Add of another tensor of the same shape (a residual):
 //     dequantized int8 r = (rq - Zr) * Sr -> Sum(rq, Sr) [+ Shift(-Sr * Zr)]
 //     any other f32 tensor               -> Binary(add, full tensor), or after
@@ -18,8 +20,8 @@
 //     channel (a gate), Add of a per-channel one -> Binary(mul | add)
 //   Convert(u8|s8) right after a FakeQuantize whose levels are the integers of
 //     that type -> the destination type (the chain ends there)
-//   Quantize (ONNX's QuantizeLinear) -> Scale(1 / S), Round, Shift(Z), the
-//     destination type (the chain ends there)
+//   Any other Quantize (ONNX's QuantizeLinear) -> Quantize, the destination
+//     type (the chain ends there)
 // Every prefix is offered to the backend (LayerOracle); the longest one it
 // accepts is fused, so a chain is never cut into something that would not run.
 
@@ -47,6 +49,7 @@ namespace cp = composer;
 
 struct Absorbed {
   NodeId node;
+  std::optional<NodeId> dequantize;  // a Quantize's own Dequantize, taken with it
   std::vector<cp::Step> steps;
   std::vector<ValueId> externals;  // new external inputs these steps read
   std::optional<ElementType> dst_type;
@@ -73,63 +76,13 @@ cp::DataType to_composer(ElementType t) {
   }
 }
 
-// ONNX's QuantizeLinear -> DequantizeLinear (a FakeQuantize with scale S and
-// integer zero point Z whose output ranges are its input ranges):
-//   (clamp(round(x / S) + Z, lo, hi) - Z) * S == clamp(round(x / S), lo - Z, hi - Z) * S,
-// the zero point added after the rounding as ONNX adds it, so it cancels: a
-// Scale, a Round, a Clip and a Scale, where the FakeQuantize's ranges would
-// round x / S + Z (another code at a tie when Z is odd) and then take Z off
-// again (two more post-ops). A quantize-only one (output ranges the codes
-// ol .. ol + L - 1, before the Convert to u8/s8) keeps the ranges' rounding,
-// round(x / S + Z) + ol - code_low, with 1 / S and the integer Z as given
-// rather than derived from the ranges in floats (94.99999 for 95), so that the
-// zero point can be the destination's. `r`: the four ranges. Nullopt for any
-// other FakeQuantize.
-std::optional<std::vector<cp::Step>> quantize_linear_steps(const Graph& g, const Node& n,
-                                                           const std::vector<std::vector<float>>& r,
-                                                           const Shape& shape, std::size_t axis) {
-  if (n.inputs.size() != kFakeQuantizeLinearInputs) return std::nullopt;
-  const auto scale = channel_vector(g, n.inputs[5], shape, axis);
-  const auto zero = channel_vector(g, n.inputs[6], shape, axis);
-  if (!scale || !zero) return std::nullopt;
-  const auto& attrs = n.attr<FakeQuantizeAttrs>();
-  const float code_lo = static_cast<float>(attrs.code_low);
-  const float code_hi = static_cast<float>(attrs.code_low + attrs.levels - 1);
-  std::vector<float> inverse, lo, hi;
-  for (float s : *scale) {
-    if (!(s > 0.0f) || !std::isfinite(1.0f / s)) return std::nullopt;
-    inverse.push_back(1.0f / s);
-  }
-  for (float z : *zero) {
-    if (z != std::nearbyint(z)) return std::nullopt;
-  }
-  if (r[2] == r[0] && r[3] == r[1]) {
-    for (float z : *zero) {
-      lo.push_back(code_lo - z);
-      hi.push_back(code_hi - z);
-    }
-    return std::vector<cp::Step>{cp::Scale{inverse}, cp::Round{}, cp::Clip{lo, hi},
-                                 cp::Scale{*scale}};
-  }
-  // Quantize only: unit steps from ol, one value for every channel.
-  const auto levels = static_cast<float>(attrs.levels - 1);
-  if (r[2].size() != 1 || r[3].size() != 1 || r[3][0] - r[2][0] != levels ||
-      r[2][0] != std::nearbyint(r[2][0])) {
-    return std::nullopt;
-  }
-  std::vector<float> shift;
-  for (float z : *zero) shift.push_back(z + r[2][0] - code_lo);
-  return std::vector<cp::Step>{cp::Scale{inverse}, cp::Shift{shift}, cp::Round{},
-                               cp::Clip{{r[2][0]}, {r[3][0]}}};
-}
-
 // Steps for node `n` reading the running value `cur` (shape `shape`, output
 // channels on `axis`), or nullopt when `n` cannot join the chain.
 std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Shape& shape,
                                std::size_t axis, int next_external, bool matrix_product) {
   const Node& n = g.node(id);
   if (n.outputs.size() != 1 || g.value(n.outputs[0]).shape != shape) return std::nullopt;
-  Absorbed a{id, {}, {}, std::nullopt};
+  Absorbed a{id, std::nullopt, {}, {}, std::nullopt};
   // Round and Clamp are the composer's own steps (its rules reason about
   // them); the other unary ops are one eltwise each.
   switch (n.kind) {
@@ -151,39 +104,28 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
         if (!v) return std::nullopt;
         r.push_back(*v);
       }
-      if (auto steps = quantize_linear_steps(g, n, r, shape, axis)) {
-        a.steps = std::move(*steps);
-        return a;
-      }
       cp::FakeQuantize fq{r[0], r[1], r[2], r[3],
                           static_cast<int>(n.attr<FakeQuantizeAttrs>().levels)};
       a.steps.push_back(fq);
       return a;
     }
     case OpKind::Quantize: {
-      // ONNX's QuantizeLinear ends the chain: x / S as the primitive's scale
-      // x * (1 / S), rounded half to even, plus the integer Z after the
-      // rounding, onto the type's first `levels` codes, stored. Steps that
-      // are identities (S = 1, Z = 0, all 256 levels) are left out.
+      // ONNX's QuantizeLinear: the composer's Quantize step. With the
+      // Dequantize that alone reads it (a Q/DQ pair whose codes no layer
+      // took), that one joins as Shift(-Z), Scale(S) and the chain goes on in
+      // f32; otherwise the codes are the destination and the chain ends.
       const auto& q = n.attr<QuantizeAttrs>();
       if (!q.per_tensor() && static_cast<std::size_t>(q.axis) != axis) return std::nullopt;
-      std::vector<float> inverse, zero;
-      for (float s : q.scale) {
-        if (!std::isfinite(1.0f / s)) return std::nullopt;
-        inverse.push_back(1.0f / s);
-      }
+      std::vector<float> zero;
       for (std::int32_t z : q.zero_point) zero.push_back(static_cast<float>(z));
-      const auto all = [](const std::vector<float>& v, float x) {
-        return std::all_of(v.begin(), v.end(), [x](float e) { return e == x; });
-      };
-      if (!all(inverse, 1.0f)) a.steps.push_back(cp::Scale{inverse});
-      if (!all(zero, 0.0f)) {
-        a.steps.push_back(cp::Round{});
-        a.steps.push_back(cp::Shift{zero});
-      }
-      if (q.levels != 256) {
-        a.steps.push_back(cp::Clip{{static_cast<float>(q.code_min())},
-                                   {static_cast<float>(q.code_max())}});
+      a.steps.push_back(cp::Quantize{q.scale, zero, static_cast<float>(q.code_min()),
+                                     static_cast<float>(q.code_max())});
+      if (const Node* dq = dequantize_of_quantize(g, n)) {
+        for (float& z : zero) z = -z;
+        a.steps.push_back(cp::Shift{std::move(zero)});
+        a.steps.push_back(cp::Scale{q.scale});
+        a.dequantize = g.value(dq->outputs[0]).producer;
+        return a;
       }
       a.dst_type = q.to;
       return a;
@@ -303,7 +245,7 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
       if (!a) break;
       externals += static_cast<int>(a->externals.size());
       steps += a->steps.size();
-      cur = g.node(*next).outputs[0];
+      cur = g.node(a->dequantize.value_or(*next)).outputs[0];
       const bool last = a->dst_type.has_value();
       chain.push_back(std::move(*a));
       if (last) break;
@@ -332,17 +274,21 @@ bool fuse_post_op_chain(Graph& g, PassContext& ctx) {
       }
       if (!refused.empty()) ctx.reject(kPass, layer.name, refused);
       const std::string name = layer.name;
-      const NodeId last = chain[k - 1].node;
+      const NodeId last = chain[k - 1].dequantize.value_or(chain[k - 1].node);
       const ValueId last_out = g.node(last).outputs[0];
       std::string absorbed;
       for (std::size_t i = 0; i < k; ++i) {
         absorbed += (i ? ", " : "") + g.node(chain[i].node).name;
+        if (chain[i].dequantize) absorbed += " + " + g.node(*chain[i].dequantize).name;
       }
       const NodeId fused = g.add_node(layer.kind, name, inputs, attrs);
       infer_node(g, fused);
       replace_value(g, last_out, g.node(fused).outputs[0]);
       g.erase_node(id);
-      for (std::size_t i = 0; i < k; ++i) g.erase_node(chain[i].node);
+      for (std::size_t i = 0; i < k; ++i) {
+        g.erase_node(chain[i].node);
+        if (chain[i].dequantize) g.erase_node(*chain[i].dequantize);
+      }
       ctx.log(kPass, name + " absorbed " + absorbed + " (dst " +
                          std::string(to_string(attrs.dst_type())) + ")");
       return true;

@@ -16,6 +16,17 @@
 // changes nothing and is dropped.
 // Preconditions: constant per-tensor ranges, il < ih and ol < oh; M is the
 // only reader of y (else y would be needed both ways), FQ the only reader of M.
+//
+// A per-tensor Quantize (s > 0) is non-decreasing too, and moves the same way;
+// M then runs on its codes. Requantizing onto the grid the codes came from
+// changes nothing:
+//   y -> M -> Quantize                     ==>  y -> Quantize -> M
+//   q -> Dequantize(s, z) -> Quantize(s, z) ==>  q       (same type, q's
+//                                                  codes within its levels)
+//   Concat(a, b) -> Quantize               ==>  Concat(Quantize(a), Quantize(b))
+// so that ONNX Runtime's QDQ form, DQ -> MaxPool -> Q -> DQ with one set of
+// parameters, becomes Q -> MaxPool -> DQ, and each Concat input is quantized
+// by the layer that makes it.
 
 #include <cmath>
 
@@ -54,6 +65,85 @@ bool same_grid(const Graph& g, const Node& a, const Node& b) {
 
 const Node* fake_quantize_producer(const Graph& g, ValueId v) {
   return producer_of(g, v, OpKind::FakeQuantize);
+}
+
+// The codes Quantize `q` reads back unchanged: q reads Dequantize(codes) of
+// its own grid and type, codes within its own (so that it clamps nothing). Each code c gives round((c - z) * s / s) + z = c: the f32
+// product and quotient of integers below 2^8 stay within 2^-15 of c - z.
+std::optional<ValueId> requantized_codes(const Graph& g, const Node& q) {
+  const Node* dq = producer_of(g, q.inputs[0], OpKind::Dequantize);
+  if (dq == nullptr) return std::nullopt;
+  const auto& qa = q.attr<QuantizeAttrs>();
+  const ValueId codes = dq->inputs[0];
+  if (g.value(codes).type != qa.to || !undoes(dq->attr<DequantizeAttrs>(), qa)) {
+    return std::nullopt;
+  }
+  const Node* source = producer_of(g, codes, OpKind::Quantize);
+  const QuantizeAttrs whole{qa.to};
+  const QuantizeAttrs& from = source != nullptr ? source->attr<QuantizeAttrs>() : whole;
+  if (from.code_min() < qa.code_min() || from.code_max() > qa.code_max()) return std::nullopt;
+  return codes;
+}
+
+bool hoist_quantize_through_concat(Graph& g, NodeId q_id, const Node& concat, PassContext& ctx) {
+  const Node q = g.node(q_id);
+  for (ValueId in : concat.inputs) {
+    if (g.value(in).is_constant() || sole_consumer(g, in) != g.value(q.inputs[0]).producer) {
+      ctx.reject(kPass, q.name, "Concat input '" + g.value(in).name + "' has other readers");
+      return false;
+    }
+  }
+  const Node cat = concat;
+  std::vector<ValueId> inputs;
+  for (std::size_t k = 0; k < cat.inputs.size(); ++k) {
+    inputs.push_back(emit(g, OpKind::Quantize, q.name + "/" + std::to_string(k), {cat.inputs[k]},
+                          q.attrs));
+  }
+  const ValueId y = emit(g, OpKind::Concat, cat.name, inputs, cat.attrs);
+  replace_value(g, q.outputs[0], y);
+  g.erase_node(q_id);
+  g.erase_node(g.value(q.inputs[0]).producer);
+  ctx.log(kPass, q.name + " moved onto the inputs of " + cat.name);
+  return true;
+}
+
+bool hoist_quantize(Graph& g, NodeId id, PassContext& ctx) {
+  const Node& q = g.node(id);
+  if (!q.attr<QuantizeAttrs>().per_tensor()) return false;
+  if (const auto codes = requantized_codes(g, q); codes && !g.is_graph_output(q.outputs[0])) {
+    // The codes keep their own name (the model's tensor they are).
+    const std::string name = q.name, source = g.value(*codes).name;
+    g.replace_all_uses(q.outputs[0], *codes);
+    g.erase_node(id);
+    ctx.log(kPass, name + " dropped: it requantizes the codes of " + source + " onto their grid");
+    return true;
+  }
+  const ValueId x = q.inputs[0];
+  const NodeId mid = g.value(x).producer;
+  if (!mid.valid()) return false;
+  const Node& m = g.node(mid);
+  if (!moves_data(m) && m.kind != OpKind::Concat) return false;
+  if (sole_consumer(g, x) != id || g.is_graph_output(x)) {
+    ctx.reject(kPass, q.name, "'" + g.value(x).name + "' has other readers");
+    return false;
+  }
+  if (m.kind == OpKind::Concat) return hoist_quantize_through_concat(g, id, m, ctx);
+  const ValueId y = m.inputs[0];
+  if (g.value(y).is_constant() || sole_consumer(g, y) != mid || g.is_graph_output(y)) {
+    ctx.reject(kPass, q.name, "the input of " + m.name + " has other readers");
+    return false;
+  }
+  const Node old_q = q, mover = m;
+  const ValueId codes = emit(g, OpKind::Quantize, old_q.name + "/above_" + mover.name, {y},
+                             old_q.attrs);
+  std::vector<ValueId> inputs = mover.inputs;
+  inputs[0] = codes;
+  const ValueId moved = emit(g, mover.kind, mover.name, inputs, mover.attrs);
+  replace_value(g, old_q.outputs[0], moved);
+  g.erase_node(id);
+  g.erase_node(mid);
+  ctx.log(kPass, old_q.name + " moved above " + mover.name);
+  return true;
 }
 
 void drop(Graph& g, NodeId fq_id, PassContext& ctx, const std::string& why) {
@@ -100,6 +190,10 @@ bool hoist_through_concat(Graph& g, NodeId fq_id, const Node& concat, PassContex
 
 bool hoist_fake_quantize(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
+    if (g.node(id).kind == OpKind::Quantize) {
+      if (hoist_quantize(g, id, ctx)) return true;
+      continue;
+    }
     const Node& fq = g.node(id);
     if (fq.kind != OpKind::FakeQuantize) continue;
     const ValueId x = fq.inputs[0];

@@ -1,6 +1,7 @@
 // lookup_elementwise
 //
-//   r (u8/s8, or a FakeQuantize onto 256 levels) -> f(...) -> FQ(quantize only) -> Convert(t)
+//   r (u8/s8, or a FakeQuantize onto 256 levels) -> f(...) -> Quantize(t)
+//                                                 or FQ(quantize only) -> Convert(t)
 //     ==>  r -> Lookup(table, t)
 //
 // An elementwise function of a single tensor that has at most 256 values,
@@ -51,43 +52,21 @@ constexpr std::string_view kPass = "lookup_elementwise";
 using namespace pattern;
 
 
-// A per-tensor FakeQuantize: its ranges, and ONNX's grid when it has one.
+// A per-tensor FakeQuantize: its ranges.
 struct Ranges {
   double il, ih, ol, oh, steps;
-  std::optional<LinearGrid> grid;  // one scale and zero point
 };
 
-// Per-tensor constant ranges (and grid) of a FakeQuantize.
+// Per-tensor constant ranges of a FakeQuantize.
 std::optional<Ranges> fq_ranges(const Graph& g, const Node& fq) {
   const auto il = scalar_constant(g, fq.inputs[1]), ih = scalar_constant(g, fq.inputs[2]);
   const auto ol = scalar_constant(g, fq.inputs[3]), oh = scalar_constant(g, fq.inputs[4]);
   if (!il || !ih || !ol || !oh) return std::nullopt;
-  std::optional<LinearGrid> grid = linear_grid(g, fq, g.value(fq.inputs[0]).shape, 0);
-  if (has_linear_grid(fq) && (!grid || grid->scale.size() != 1 || grid->zero_point.size() != 1)) {
-    return std::nullopt;
-  }
-  return Ranges{*il, *ih, *ol, *oh,
-                static_cast<double>(fq.attr<FakeQuantizeAttrs>().levels) - 1.0, std::move(grid)};
+  return Ranges{*il, *ih, *ol, *oh, static_cast<double>(fq.attr<FakeQuantizeAttrs>().levels) - 1.0};
 }
 
-// The output for code `q` of the FakeQuantize's grid (q - code_low: its level).
-double fake_quantize_output(std::int32_t q, const Ranges& r) {
-  if (r.grid->dequantizes_to_grid) {
-    return composer::dequantize_linear(q, r.grid->zero_point[0], r.grid->scale[0]);
-  }
-  return composer::fake_quantize_output(static_cast<double>(q - r.grid->code_low), r.ol, r.oh,
-                                        r.steps);
-}
-
-// The FakeQuantize as the runtime computes it: ONNX's arithmetic with a
-// grid, else the range definition in double.
+// The FakeQuantize as the runtime computes it: the range definition in double.
 double fake_quantize(double x, const Ranges& r) {
-  if (r.grid) {
-    return fake_quantize_output(composer::quantize_linear(static_cast<float>(x), r.grid->scale[0],
-                                                          r.grid->zero_point[0], r.grid->code_low,
-                                                          r.grid->code_high),
-                                r);
-  }
   return composer::fake_quantize_value(x, r.il, r.ih, r.ol, r.oh, r.steps);
 }
 
@@ -284,9 +263,47 @@ bool read_only_inside(const Graph& g, const Function& f, NodeId closing) {
 // table: see the file's header.
 bool worth_a_table(const Graph& g, const Function& f, NodeId closing) {
   if (reads_twice(g, f.nodes) || written_by_data_movement(g, f.root)) return true;
-  return !is_int8(g.value(f.root).type) && costly_activation(g, f.nodes) &&
+  // A root some layer can write (a FakeQuantize's, or a Quantize's codes).
+  const bool layer_can_write =
+      !is_int8(g.value(f.root).type) || producer_of(g, f.root, OpKind::Quantize) != nullptr;
+  return layer_can_write && costly_activation(g, f.nodes) &&
          element_count(g.value(f.root).shape) >= kTableMinValues &&
          read_only_inside(g, f, closing);
+}
+
+// What quantizes f's result to u8/s8 codes: a per-tensor Quantize, or a
+// 256-level FakeQuantize onto the type's codes and its Convert.
+struct Closing {
+  NodeId node;     // the Quantize or the FakeQuantize
+  ValueId input;   // f's result
+  ElementType to;  // the codes' type
+  std::function<double(double)> code;
+};
+
+std::optional<Closing> closing_quantize(const Graph& g, const Node& n) {
+  if (n.kind == OpKind::Quantize) {
+    const auto& q = n.attr<QuantizeAttrs>();
+    if (!q.per_tensor()) return std::nullopt;
+    return Closing{g.value(n.outputs[0]).producer, n.inputs[0], q.to, [q](double x) {
+                     return composer::quantize_linear(static_cast<float>(x), q.scale[0],
+                                                      q.zero_point[0], q.code_min(), q.code_max());
+                   }};
+  }
+  if (n.kind != OpKind::Convert) return std::nullopt;
+  const ConvertAttrs to = n.attr<ConvertAttrs>();
+  if (!is_int8(to.to) || to.quantizes()) return std::nullopt;
+  const Node* fq = producer_of(g, n.inputs[0], OpKind::FakeQuantize);
+  if (fq == nullptr || !sole_consumer(g, fq->outputs[0])) return std::nullopt;
+  const auto out = fq_ranges(g, *fq);
+  const double lo = to.to == ElementType::u8 ? 0.0 : -128.0;
+  if (!out || fq->attr<FakeQuantizeAttrs>().levels != 256 || out->ol != lo ||
+      out->oh != lo + 255.0) {
+    return std::nullopt;
+  }
+  const Ranges r = *out;
+  return Closing{g.value(n.inputs[0]).producer, fq->inputs[0], to.to, [r, lo](double x) {
+                   return composer::convert_to_code(fake_quantize(x, r), lo);
+                 }};
 }
 
 }  // namespace
@@ -296,37 +313,26 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
   std::map<std::uint32_t, std::size_t> position;
   for (std::size_t k = 0; k < order.size(); ++k) position[order[k].index] = k;
   for (NodeId id : order) {
+    const auto closing = closing_quantize(g, g.node(id));
+    if (!closing) continue;
     const Node& cv = g.node(id);
-    if (cv.kind != OpKind::Convert) continue;
-    const ConvertAttrs to = cv.attr<ConvertAttrs>();
-    if (!is_int8(to.to) || to.quantizes()) continue;
-    const Node* fq = producer_of(g, cv.inputs[0], OpKind::FakeQuantize);
-    if (fq == nullptr || !sole_consumer(g, fq->outputs[0])) continue;
-    const auto out = fq_ranges(g, *fq);
-    const double lo = to.to == ElementType::u8 ? 0.0 : -128.0;
-    if (!out || fq->attr<FakeQuantizeAttrs>().levels != 256 || out->ol != lo ||
-        out->oh != lo + 255.0) {
-      continue;
-    }
-    const std::optional<Function> f = find_function(g, fq->inputs[0], position);
-    if (!f || !worth_a_table(g, *f, g.value(cv.inputs[0]).producer)) continue;
+    const std::optional<Function> f = find_function(g, closing->input, position);
+    if (!f || !worth_a_table(g, *f, closing->node)) continue;
     const Node* root_fq = is_int8(g.value(f->root).type)
                               ? nullptr
                               : producer_of(g, f->root, OpKind::FakeQuantize);
     const ElementType root_type = root_fq ? ElementType::u8 : g.value(f->root).type;
     const double root_lo = root_type == ElementType::s8 ? -128.0 : 0.0;
 
-    // The table: f, then the closing FakeQuantize and Convert, on each code.
+    // The table: f, then the closing quantize, on each code.
     LookupAttrs attrs;
-    attrs.to = to.to;
+    attrs.to = closing->to;
     attrs.table.resize(256);
     for (int k = 0; k < 256; ++k) {
       std::map<std::uint32_t, double> value;
       if (root_fq != nullptr) {
         const Ranges r = *fq_ranges(g, *root_fq);
-        value[f->root.index] =
-            r.grid ? static_cast<float>(fake_quantize_output(r.grid->code_low + k, r))
-                   : static_cast<float>(k * (r.oh - r.ol) / r.steps + r.ol);
+        value[f->root.index] = static_cast<float>(k * (r.oh - r.ol) / r.steps + r.ol);
       } else {
         value[f->root.index] = root_lo + k;
       }
@@ -341,13 +347,13 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
         for (ValueId v : n.inputs) in.push_back(read(v));
         value[n.outputs[0].index] = evaluate(g, n, in);
       }
-      const double code = composer::convert_to_code(fake_quantize(read(fq->inputs[0]), *out), lo);
+      const double code = closing->code(read(closing->input));
       attrs.table[static_cast<std::size_t>(k)] =
           static_cast<std::uint8_t>(static_cast<std::int32_t>(code) & 0xff);
     }
 
     // Names and ids first: emitting nodes moves the node table.
-    const std::string name = cv.name, fq_name = fq->name;
+    const std::string name = cv.name, fq_name = g.node(closing->node).name;
     const ValueId old = cv.outputs[0];
     const std::string root_name = g.value(f->root).name;
     ValueId source = f->root;
@@ -362,16 +368,8 @@ bool lookup_elementwise(Graph& g, PassContext& ctx) {
       };
       const ValueId il = scalar("il", r.il), ih = scalar("ih", r.ih);
       const ValueId zero = scalar("lo", 0.0), top = scalar("hi", 255.0);
-      std::vector<ValueId> q_inputs{x, il, ih, zero, top};
-      FakeQuantizeAttrs q_attrs{256};
-      if (r.grid) {
-        // The same rounding as the root: its scale and zero point.
-        q_inputs.push_back(scalar("scale", r.grid->scale[0]));
-        q_inputs.push_back(scalar("zero_point", r.grid->zero_point[0]));
-        q_attrs.code_low = r.grid->code_low;
-      }
-      const ValueId q =
-          emit(g, OpKind::FakeQuantize, base + "/quantize", std::move(q_inputs), q_attrs);
+      const ValueId q = emit(g, OpKind::FakeQuantize, base + "/quantize", {x, il, ih, zero, top},
+                             FakeQuantizeAttrs{256});
       source = emit(g, OpKind::Convert, base + "/to_u8", {q}, ConvertAttrs{ElementType::u8});
     }
     const ValueId y = emit(g, OpKind::Lookup, name + "/lookup", {source}, attrs);

@@ -21,6 +21,10 @@ bool fold_batch_norm(Graph& g, PassContext& ctx);
 // Add of a per-channel constant after a layer becomes (part of) its bias.
 bool fuse_bias(Graph& g, PassContext& ctx);
 
+// A Q/DQ pair stores its codes as s8 with zero point 0 when its grid is
+// symmetric, else as u8 (the codes and zero point shift by 128).
+bool choose_code_type(Graph& g, PassContext& ctx);
+
 // Clamp / Relu / Multiply / Add by constants right before a FakeQuantize fold
 // into its input ranges.
 bool fold_into_fake_quantize_ranges(Graph& g, PassContext& ctx);

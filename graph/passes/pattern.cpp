@@ -90,8 +90,25 @@ std::optional<Dequantized> dequantized(const Graph& g, ValueId v) {
   return d;
 }
 
-void drop_linear_grid(Graph& g, NodeId fq) {
-  if (has_linear_grid(g.node(fq))) g.truncate_inputs(fq, kFakeQuantizeRangeInputs);
+bool undoes(const DequantizeAttrs& d, const QuantizeAttrs& q) {
+  if (d.scale != q.scale || d.zero_point.size() != q.zero_point.size()) return false;
+  if (!q.per_tensor() && d.axis != q.axis) return false;
+  for (std::size_t k = 0; k < q.zero_point.size(); ++k) {
+    if (d.zero_point[k] != static_cast<float>(q.zero_point[k])) return false;
+  }
+  return true;
+}
+
+const Node* dequantize_of_quantize(const Graph& g, const Node& q) {
+  if (q.kind != OpKind::Quantize) return nullptr;
+  const auto reader = sole_consumer(g, q.outputs[0]);
+  if (!reader || g.is_graph_output(q.outputs[0])) return nullptr;
+  const Node& dq = g.node(*reader);
+  if (dq.kind != OpKind::Dequantize ||
+      !undoes(dq.attr<DequantizeAttrs>(), q.attr<QuantizeAttrs>())) {
+    return nullptr;
+  }
+  return &dq;
 }
 
 std::vector<double> weight_sums(const Graph& g, ValueId wq, const Node& layer, std::size_t n) {

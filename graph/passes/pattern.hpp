@@ -16,11 +16,8 @@ namespace qfuse::graph::pattern {
 using graph::channel_vector;
 using graph::constant_f32;
 using graph::expand;
-using graph::has_linear_grid;
 using graph::has_per_tensor_ranges;
 using graph::is_near_integer;
-using graph::linear_grid;
-using graph::LinearGrid;
 using graph::output_quantum;
 using graph::output_ranges_are_input_ranges;
 using graph::pools_globally;
@@ -81,7 +78,11 @@ std::optional<Dequantized> dequantized(const Graph& g, ValueId v);
 // Per tensor, or varying along dimension `axis` of `v` only.
 std::optional<Dequantized> dequantized(const Graph& g, ValueId v, std::size_t axis);
 
-// Makes `fq` quantize by its ranges (a pass changed them).
-void drop_linear_grid(Graph& g, NodeId fq);
+// `d` maps `q`'s codes back to reals: the same scale and zero point, per
+// tensor or along the same axis (ONNX's QuantizeLinear -> DequantizeLinear).
+bool undoes(const DequantizeAttrs& d, const QuantizeAttrs& q);
+// The Dequantize that alone reads Quantize `q` and undoes it (a Q/DQ pair),
+// or nullptr.
+const Node* dequantize_of_quantize(const Graph& g, const Node& q);
 
 }  // namespace qfuse::graph::pattern

@@ -44,7 +44,9 @@ bool quantize_channel_gate(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
     const Node& cv = g.node(id);
     const bool by_ranges = cv.kind == OpKind::Convert && cv.attr<ConvertAttrs>().quantizes();
-    const bool linear = cv.kind == OpKind::Quantize && cv.attr<QuantizeAttrs>().per_tensor();
+    // (GateMultiply stores codes from the type's lowest.)
+    const bool linear = cv.kind == OpKind::Quantize && cv.attr<QuantizeAttrs>().per_tensor() &&
+                        cv.attr<QuantizeAttrs>().code_offset == 0;
     if (!by_ranges && !linear) continue;
     const Node* mul = producer_of(g, cv.inputs[0], OpKind::Multiply);
     if (mul == nullptr || sole_consumer(g, mul->outputs[0]) != id) continue;

@@ -4,16 +4,18 @@
 //     ==>  wq (s8 constant) -> Dequantize(So[oc]) -> layer.weights
 //
 // with, per output channel, the code q of each weight as the FakeQuantize
-// defines it:
-// - with ONNX's scale and zero point (a Q/DQ pair on f32 weights, as PyTorch
-//   exports them): composer::quantize_linear, q = saturate(round_half_even(
-//   w / s) + zp) with the division in f32, and wq = q - zp. The scale is s
-//   itself while the output ranges are the grid's. These are the codes ONNX
-//   computes, ties included: PyTorch's symmetric quantizer puts each
-//   channel's largest weight on w / s = +-127.5 exactly.
-// - by its ranges: q = round_half_to_even((w - il) * (L-1) / (ih - il))
-//   clamped by the FakeQuantize definition, So = (oh - ol) / (L-1),
-//   Zo = -ol / So and wq = q - Zo.
+// defines it: q = round_half_to_even((w - il) * (L-1) / (ih - il)) clamped by
+// the FakeQuantize definition, So = (oh - ol) / (L-1), Zo = -ol / So and
+// wq = q - Zo.
+//
+//   w (f32 constant) -> Quantize(s, zp) -> Dequantize(s, zp) -> layer.weights
+//     ==>  wq (s8 constant) -> Dequantize(s[oc]) -> layer.weights
+//
+// a Q/DQ pair on f32 weights, as PyTorch exports them: composer::quantize_linear,
+// q = saturate(round_half_even(w / s) + zp) with the division in f32, and
+// wq = q - zp. These are the codes ONNX computes, ties included: PyTorch's
+// symmetric quantizer puts each channel's largest weight on w / s = +-127.5
+// exactly.
 // Exact when Zo is an integer and every wq fits s8, which holds for the
 // usual symmetric weight ranges (L = 255, il = -ih; or L = 256,
 // il = -ih * 128/127). The weights are stored 4x smaller.
@@ -51,10 +53,67 @@ int common_channel_axis(const Graph& g, ValueId w) {
   return axis;
 }
 
+// Dequantize `id` of Quantize(f32 constant) read as layer weights: s8
+// weights q - zp and a Dequantize by the scales alone. True when it rewrote.
+bool quantize_pair_on_weights(Graph& g, NodeId id, PassContext& ctx) {
+  const Node& dq = g.node(id);
+  const Node* q = producer_of(g, dq.inputs[0], OpKind::Quantize);
+  if (q == nullptr || dequantize_of_quantize(g, *q) != &dq) return false;
+  const Value& raw = g.value(q->inputs[0]);
+  if (!raw.is_constant() || raw.type != ElementType::f32 || raw.shape.size() < 2) return false;
+  if (g.is_graph_output(dq.outputs[0])) return false;
+  const int axis_i = common_channel_axis(g, dq.outputs[0]);
+  const QuantizeAttrs qa = q->attr<QuantizeAttrs>();
+  if (axis_i < 0 || (!qa.per_tensor() && qa.axis != axis_i)) {
+    ctx.reject(kPass, q->name, "not read as layer weights along its axis");
+    return false;
+  }
+  const auto axis = static_cast<std::size_t>(axis_i);
+  const Shape shape = raw.shape;
+  const auto w = raw.constant->data<float>();
+  std::int64_t inner = 1;
+  for (std::size_t i = axis + 1; i < shape.size(); ++i) inner *= shape[i];
+  const auto channels = static_cast<std::size_t>(shape[axis]);
+  const auto run = static_cast<std::size_t>(inner);
+  std::vector<std::int8_t> wq(w.size());
+  for (std::size_t start = 0; start < w.size(); start += run) {
+    const std::size_t c = (start / run) % channels;
+    const float s = qa.scale_at(c);
+    const std::int32_t zp = qa.zero_point_at(c);
+    for (std::size_t i = start; i < start + run; ++i) {
+      const std::int32_t v = composer::quantize_linear(w[i], s, zp, qa.code_min(), qa.code_max()) - zp;
+      if (v < -128 || v > 127) {
+        ctx.reject(kPass, q->name, "quantized weights minus the zero point do not fit s8");
+        return false;
+      }
+      wq[i] = static_cast<std::int8_t>(v);
+    }
+  }
+  const std::string name = q->name, raw_name = raw.name;
+  const NodeId q_id = g.value(dq.inputs[0]).producer;
+  const ValueId dq_out = dq.outputs[0];
+  const ValueId codes = g.add_constant(raw_name + ".s8", Tensor::from_vector(shape, std::move(wq)));
+  DequantizeAttrs da;
+  da.scale = qa.scale;
+  da.zero_point = std::vector<float>(1, 0.0f);
+  da.axis = static_cast<std::int64_t>(axis);
+  const ValueId deq = emit(g, OpKind::Dequantize, name + "/dequantize", {codes}, std::move(da));
+  replace_value(g, dq_out, deq);
+  g.erase_node(id);
+  g.erase_node(q_id);
+  ctx.log(kPass, name + " -> s8 " + to_string(shape) + " weights, " +
+                     (qa.per_tensor() ? "per-tensor" : "per-channel") + " scale");
+  return true;
+}
+
 }  // namespace
 
 bool quantize_weights(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
+    if (g.node(id).kind == OpKind::Dequantize) {
+      if (quantize_pair_on_weights(g, id, ctx)) return true;
+      continue;
+    }
     const Node& fq = g.node(id);
     if (fq.kind != OpKind::FakeQuantize) continue;
     const Value& raw = g.value(fq.inputs[0]);
@@ -83,11 +142,6 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
       continue;
     }
     const double steps = static_cast<double>(fq.attr<FakeQuantizeAttrs>().levels - 1);
-    const std::optional<LinearGrid> grid = linear_grid(g, fq, shape, axis);
-    if (has_linear_grid(fq) && !grid) {
-      ctx.reject(kPass, fq.name, "scale and zero point are not per tensor or per output channel");
-      continue;
-    }
     std::vector<float> scale(channels);
     std::vector<double> zero(channels);
     bool ok = true;
@@ -96,34 +150,12 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
           r[0][c], r[1][c], r[2][c], r[3][c], static_cast<int>(fq.attr<FakeQuantizeAttrs>().levels));
       const double so = fs.output_scale;
       scale[c] = static_cast<float>(so);
-      if (grid) {
-        // q - zp is the weight; a scaled output range scales the step.
-        zero[c] = grid->zero_point[grid->zero_point.size() == 1 ? 0 : c];
-        if (grid->dequantizes_to_grid) scale[c] = grid->scale[grid->scale.size() == 1 ? 0 : c];
-        ok = so != 0.0;
-        continue;
-      }
       ok = so != 0.0 && is_near_integer(fs.output_zero);
       if (ok) zero[c] = std::round(fs.output_zero);
     }
     if (!ok) {
       ctx.reject(kPass, fq.name, "output zero point is not an integer");
       continue;
-    }
-    if (grid && !grid->dequantizes_to_grid) {
-      // Codes from code_low map onto [ol, oh]: an integer output zero point.
-      for (std::size_t c = 0; c < channels && ok; ++c) {
-        const composer::FakeQuantizeScales fs =
-            composer::fake_quantize_scales(r[0][c], r[1][c], r[2][c], r[3][c],
-                                           static_cast<int>(fq.attr<FakeQuantizeAttrs>().levels));
-        const double z = grid->code_low + fs.output_zero;
-        ok = fs.output_scale != 0.0 && is_near_integer(z);
-        zero[c] = std::round(z);
-      }
-      if (!ok) {
-        ctx.reject(kPass, fq.name, "output zero point is not an integer");
-        continue;
-      }
     }
     const auto w = raw_data->data<float>();
     std::int64_t inner = 1;
@@ -133,12 +165,8 @@ bool quantize_weights(Graph& g, PassContext& ctx) {
     const std::size_t run = static_cast<std::size_t>(inner);
     for (std::size_t start = 0; start < w.size() && ok; start += run) {
       const std::size_t c = (start / run) % channels;
-      const float s = grid ? grid->scale[grid->scale.size() == 1 ? 0 : c] : 0.0f;
-      const std::int32_t zp = grid ? grid->zero_point[grid->zero_point.size() == 1 ? 0 : c] : 0;
       for (std::size_t i = start; i < start + run; ++i) {
-        const double q =
-            grid ? composer::quantize_linear(w[i], s, zp, grid->code_low, grid->code_high)
-                 : composer::fake_quantize_level(w[i], r[0][c], r[1][c], steps);
+        const double q = composer::fake_quantize_level(w[i], r[0][c], r[1][c], steps);
         const double v = q - zero[c];
         ok = ok && v >= -128.0 && v <= 127.0;
         wq[i] = static_cast<std::int8_t>(v);

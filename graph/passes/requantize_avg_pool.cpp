@@ -1,7 +1,7 @@
 // requantize_avg_pool
 //
 //   q -> Dequantize(s, z) -> AvgPool
-//     -> FQ(il, ih, lo, lo + L - 1, L) -> Convert(t)
+//     -> FQ(il, ih, lo, lo + L - 1, L) -> Convert(t)  (or -> Quantize(t, S, Z))
 //     ==>  q -> AvgPool[out_scale a, out_shift b] -> t
 //
 // The dequantize is affine with scalars, so the mean of the dequantized
@@ -13,7 +13,8 @@
 // The pool runs on the int8 tensor and writes the next grid directly (the
 // identity a = 1, b = 0 when both grids are one, as ONNX Runtime writes
 // AveragePool). Rounding the mean once instead of the dequantized mean keeps
-// the result within one step of the unfused graph.
+// the result within one step of the unfused graph. A Quantize is the grid
+// il = -Z * S, Si = S, lo = 0 in these terms (a = s / S, b = Z - z * s / S).
 // Preconditions: the FakeQuantize is per tensor and its levels fill t; with
 // padding counted in the window (count_include_pad), z = 0 (a padded int8 0
 // is the real value -z * s, not 0); s > 0.
@@ -47,7 +48,8 @@ bool pool_dequantized_mean(Graph& g, PassContext& ctx, NodeId id, const Dequanti
   const Node& pool = g.node(id);
   if (!pools_globally(g, pool)) return false;
   for (NodeId c : g.consumers(pool.outputs[0])) {
-    if (g.node(c).kind == OpKind::FakeQuantize) return false;  // a requantizing pool's case
+    const OpKind k = g.node(c).kind;
+    if (k == OpKind::FakeQuantize || k == OpKind::Quantize) return false;  // a requantizing pool's case
   }
   if (!(dq.scale[0] > 0.0f)) {
     ctx.reject(kPass, pool.name, "the dequantize scale is not positive; the pool stays f32");
@@ -68,6 +70,66 @@ bool pool_dequantized_mean(Graph& g, PassContext& ctx, NodeId id, const Dequanti
   return true;
 }
 
+// The grid the pool's mean is quantized onto: code = round((m - x0) / step)
+// + code0, saturated to `type` (the whole type), written by node `last`.
+struct Target {
+  double step, x0, code0;
+  ElementType type;
+  NodeId last;
+};
+
+// A quantize-only FakeQuantize and its Convert: round((m - il) / Si) + lo.
+std::optional<Target> fake_quantize_target(const Graph& g, NodeId fq_id, PassContext& ctx,
+                                           const std::string& pool) {
+  const Node& fq = g.node(fq_id);
+  const auto cv_id = sole_consumer(g, fq.outputs[0]);
+  if (!cv_id || g.node(*cv_id).kind != OpKind::Convert) return std::nullopt;
+  const ElementType t = g.node(*cv_id).attr<ConvertAttrs>().to;
+  if (t != ElementType::u8 && t != ElementType::s8) return std::nullopt;
+  const auto il = scalar_constant(g, fq.inputs[1]), ih = scalar_constant(g, fq.inputs[2]);
+  const auto lo = scalar_constant(g, fq.inputs[3]), hi = scalar_constant(g, fq.inputs[4]);
+  if (!il || !ih || !lo || !hi) {
+    ctx.reject(kPass, pool, "the FakeQuantize after it ('" + fq.name +
+                                "') is not per tensor; the pool stays f32");
+    return std::nullopt;
+  }
+  const double type_lo = t == ElementType::u8 ? 0.0 : -128.0;
+  if (*lo != type_lo || *hi != type_lo + 255.0) {
+    ctx.reject(kPass, pool, "the FakeQuantize after it ('" + fq.name + "') has levels [" +
+                                std::to_string(*lo) + ", " + std::to_string(*hi) +
+                                "], not the whole " + std::string(to_string(t)) +
+                                " range; the pool stays f32");
+    return std::nullopt;
+  }
+  return Target{(static_cast<double>(*ih) - *il) / 255.0, *il, *lo, t, *cv_id};
+}
+
+// `v` (codes, or their dequantize) reaches a layer's activation input through
+// data movement and dequantizes only.
+bool reaches_layer(const Graph& g, ValueId v, int depth = 0) {
+  if (depth > 8) return false;
+  for (NodeId u : g.consumers(v)) {
+    const Node& n = g.node(u);
+    if ((is_layer(n.kind) || is_quantized_layer(n.kind)) && n.inputs[0] == v) return true;
+    if ((moves_data(n) || n.kind == OpKind::Dequantize) && reaches_layer(g, n.outputs[0], depth + 1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// ONNX's QuantizeLinear onto the whole type: round(m / s) + z (z an integer,
+// so adding it after the rounding is adding it before). Only where a layer
+// reads the codes: the pool's rounding then replaces the quantize's, at the
+// cost of ties the int8 mean meets exactly (one step); a quantize that some
+// other op reads keeps the f32 mean.
+std::optional<Target> quantize_target(const Graph& g, NodeId q_id) {
+  const auto& q = g.node(q_id).attr<QuantizeAttrs>();
+  if (!q.per_tensor() || q.levels != 256) return std::nullopt;
+  if (!reaches_layer(g, g.node(q_id).outputs[0])) return std::nullopt;
+  return Target{q.scale[0], 0.0, static_cast<double>(q.zero_point[0]), q.to, q_id};
+}
+
 }  // namespace
 
 bool requantize_avg_pool(Graph& g, PassContext& ctx) {
@@ -76,32 +138,16 @@ bool requantize_avg_pool(Graph& g, PassContext& ctx) {
     if (pool.kind != OpKind::AvgPool || g.value(pool.inputs[0]).type != ElementType::f32) continue;
     const auto dq = dequantized(g, pool.inputs[0]);
     if (!dq || g.value(dq->codes).type == ElementType::s32) continue;
-    const auto fq_id = sole_consumer(g, pool.outputs[0]);
-    if (!fq_id || g.node(*fq_id).kind != OpKind::FakeQuantize) {
+    const auto next = sole_consumer(g, pool.outputs[0]);
+    const OpKind next_kind = next ? g.node(*next).kind : OpKind::Relu;
+    if (next_kind != OpKind::FakeQuantize && next_kind != OpKind::Quantize) {
       if (pool_dequantized_mean(g, ctx, id, *dq)) return true;
       continue;
     }
-    const Node& fq = g.node(*fq_id);
-    const auto cv_id = sole_consumer(g, fq.outputs[0]);
-    if (!cv_id || g.node(*cv_id).kind != OpKind::Convert) continue;
-    const ElementType t = g.node(*cv_id).attr<ConvertAttrs>().to;
-    if (t != ElementType::u8 && t != ElementType::s8) continue;
-
-    const auto il = scalar_constant(g, fq.inputs[1]), ih = scalar_constant(g, fq.inputs[2]);
-    const auto lo = scalar_constant(g, fq.inputs[3]), hi = scalar_constant(g, fq.inputs[4]);
-    if (!il || !ih || !lo || !hi) {
-      ctx.reject(kPass, pool.name, "the FakeQuantize after it ('" + fq.name +
-                                       "') is not per tensor; the pool stays f32");
-      continue;
-    }
-    const double type_lo = t == ElementType::u8 ? 0.0 : -128.0;
-    if (*lo != type_lo || *hi != type_lo + 255.0) {
-      ctx.reject(kPass, pool.name, "the FakeQuantize after it ('" + fq.name + "') has levels [" +
-                                       std::to_string(*lo) + ", " + std::to_string(*hi) +
-                                       "], not the whole " + std::string(to_string(t)) +
-                                       " range; the pool stays f32");
-      continue;
-    }
+    const auto target = next_kind == OpKind::Quantize ? quantize_target(g, *next)
+                                                      : fake_quantize_target(g, *next, ctx, pool.name);
+    if (!target) continue;
+    const ElementType t = target->type;
     if (dq->scale[0] <= 0.0f) {
       ctx.reject(kPass, pool.name, "the dequantize scale is not positive; the pool stays f32");
       continue;
@@ -114,10 +160,12 @@ bool requantize_avg_pool(Graph& g, PassContext& ctx) {
                      ", so a padded int8 0 is not a real 0; the pool stays f32");
       continue;
     }
-    const double si = (static_cast<double>(*ih) - *il) / 255.0;
-    if (!(si > 0.0)) continue;
-    const double a = dq->scale[0] / si;
-    const double b = *lo - (static_cast<double>(dq->zero_point[0]) * dq->scale[0] + *il) / si;
+    // round((m' - x0) / step) + c0 with m' = (mean(q) - z) * s.
+    if (!(target->step > 0.0)) continue;
+    const double a = dq->scale[0] / target->step;
+    const double b =
+        target->code0 - (static_cast<double>(dq->zero_point[0]) * dq->scale[0] + target->x0) /
+                            target->step;
     PoolAttrs attrs = pa;
     // Same grid: exactly the identity, so no post-op is needed.
     attrs.out_scale = std::abs(a - 1.0) < 1e-6 ? 1.0f : static_cast<float>(a);
@@ -132,12 +180,12 @@ bool requantize_avg_pool(Graph& g, PassContext& ctx) {
                                        "; the pool stays f32");
       continue;
     }
-    const std::string name = pool.name, fq_name = fq.name;
-    const ValueId result = g.node(*cv_id).outputs[0];
+    const std::string name = pool.name, fq_name = g.node(*next).name;
+    const ValueId result = g.node(target->last).outputs[0];
     const ValueId pooled = emit(g, OpKind::AvgPool, name, {dq->codes}, attrs);
     replace_value(g, result, pooled);
-    g.erase_node(*cv_id);
-    g.erase_node(*fq_id);
+    if (target->last != *next) g.erase_node(target->last);
+    g.erase_node(*next);
     g.erase_node(id);
     ctx.log(kPass, name + " pools " + std::string(to_string(t)) + " and writes the grid of " +
                        fq_name +

@@ -10,7 +10,8 @@
 //   u8 with lo = 0 otherwise (Zd = Zo; a non-zero Zd becomes a source zero
 //   point of the consuming layer).
 // The rewrite keeps the value: (q + lo - Zd) * So = (q - Zo) * So = q * So + ol.
-// Only FakeQuantize nodes that feed a layer's activation input (directly, through
+// (ONNX's Q/DQ pairs are already the two parts: choose_code_type picks their
+// storage.) Only FakeQuantize nodes that feed a layer's activation input (directly, through
 // data movement, or through an AvgPool quantized again), either side of a MatMul
 // of two quantized run-time tensors, a residual Add, or a quantized product by a
 // per-channel gate (squeeze-excitation), are split; the others
@@ -53,6 +54,7 @@ bool quantized_operand(const Graph& g, ValueId v) {
   const Node& n = g.node(p);
   // Per tensor: an int8 matmul takes one scale and zero point per side.
   if (n.kind == OpKind::FakeQuantize) return has_per_tensor_ranges(g, n);
+  if (n.kind == OpKind::Quantize) return n.attr<QuantizeAttrs>().per_tensor();
   if (moves_data(n)) return quantized_operand(g, n.inputs[0]);
   return is_dequantized(g, v);
 }
@@ -98,7 +100,7 @@ bool feeds_layer_activation(const Graph& g, ValueId v) {
       const ValueId gate = n.inputs[0] == v ? n.inputs[1] : n.inputs[0];
       const auto next = sole_consumer(g, n.outputs[0]);
       if (is_channel_gate(g, gate, v) && g.value(n.outputs[0]).shape == g.value(v).shape && next &&
-          g.node(*next).kind == OpKind::FakeQuantize) {
+          (g.node(*next).kind == OpKind::FakeQuantize || g.node(*next).kind == OpKind::Quantize)) {
         return true;
       }
     }
@@ -113,7 +115,11 @@ bool feeds_layer_activation(const Graph& g, ValueId v) {
            is_quantize_only(g, g.node(*next)))) {
         return true;
       }
-      if (pools_globally(g, n) && !read_by(g, n.outputs[0], OpKind::FakeQuantize)) return true;
+      if (next && g.node(*next).kind == OpKind::Quantize) return true;
+      if (pools_globally(g, n) && !read_by(g, n.outputs[0], OpKind::FakeQuantize) &&
+          !read_by(g, n.outputs[0], OpKind::Quantize)) {
+        return true;
+      }
     }
   }
   return false;
@@ -167,15 +173,7 @@ bool split_fake_quantize(Graph& g, PassContext& ctx) {
     const ElementType storage = symmetric ? ElementType::s8 : ElementType::u8;
     const float lo = symmetric ? -128.0f : 0.0f;
     std::vector<float> scale(n), zero(n);
-    const std::optional<LinearGrid> grid = linear_grid(g, fq, shape, axis);
     for (std::size_t c = 0; c < n; ++c) {
-      if (grid && grid->dequantizes_to_grid) {
-        // ONNX's DequantizeLinear: the stored code is q - code_low + lo.
-        scale[c] = grid->scale[grid->scale.size() == 1 ? 0 : c];
-        zero[c] = static_cast<float>(grid->zero_point[grid->zero_point.size() == 1 ? 0 : c] -
-                                     grid->code_low) + lo;
-        continue;
-      }
       scale[c] = static_cast<float>(so[c]);
       zero[c] = static_cast<float>(zo[c] + lo);
       if (is_near_integer(zero[c], 1e-4)) zero[c] = std::round(zero[c]);
@@ -186,12 +184,7 @@ bool split_fake_quantize(Graph& g, PassContext& ctx) {
     const ValueId qlo = g.add_constant(name + ".qlo", Tensor::from_vector<float>({1}, {lo}));
     const ValueId qhi = g.add_constant(
         name + ".qhi", Tensor::from_vector<float>({1}, {lo + static_cast<float>(steps)}));
-    // The quantize keeps the grid (scale and zero point) and so its rounding.
-    std::vector<ValueId> q_inputs{old.inputs[0], old.inputs[1], old.inputs[2], qlo, qhi};
-    if (has_linear_grid(old)) {
-      q_inputs.push_back(old.inputs[5]);
-      q_inputs.push_back(old.inputs[6]);
-    }
+    const std::vector<ValueId> q_inputs{old.inputs[0], old.inputs[1], old.inputs[2], qlo, qhi};
     const ValueId q = emit(g, OpKind::FakeQuantize, name + "/quantize", q_inputs, old.attrs);
     const ValueId stored = emit(g, OpKind::Convert, name + "/to_" + std::string(to_string(storage)),
                                 {q}, ConvertAttrs{storage});

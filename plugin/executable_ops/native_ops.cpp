@@ -77,8 +77,6 @@ class BroadcastBinaryOp final : public ExecutableOp {
 //   x <= min(il, ih) -> ol;  x > max(il, ih) -> oh;
 //   else q = round_half_to_even((x - il) * (L - 1) / (ih - il)),
 //        y = q * (oh - ol) / (L - 1) + ol.
-// With ONNX's scale and zero point (see FakeQuantizeAttrs), ONNX's
-// arithmetic: composer::quantize_linear, then dequantize_linear.
 // Rounds half to even a double in [0, 2^51] by adding and removing 1.5 * 2^52
 // (the default rounding mode does the rounding); NaN stays NaN.
 constexpr double kRoundHalfEven = 6755399441055744.0;
@@ -148,35 +146,6 @@ void fake_quantize_channels(const float* x, float* y, std::int64_t n,
   }
 }
 
-// One scale and zero point of ONNX's grid; codes in [lo, hi].
-struct LinearCodes {
-  float scale = 1.0f;
-  std::int32_t zero_point = 0, lo = 0, hi = 255;
-};
-
-// QuantizeLinear -> DequantizeLinear over a contiguous span:
-// dequantize_linear(quantize_linear(x)) = clamp(round(x / s), lo - zp,
-// hi - zp) * s, four values per step with SSE2 by the same f32 operations
-// (divps; maxps / minps, which send NaN to the lower bound as the scalar
-// form does; cvtps2dq, which rounds half to even in the default MXCSR).
-void quantize_dequantize_span(const float* x, float* y, std::int64_t n, const LinearCodes& g) {
-  std::int64_t i = 0;
-#if defined(__SSE2__)
-  const __m128 vs = _mm_set1_ps(g.scale);
-  const __m128 vlo = _mm_set1_ps(static_cast<float>(g.lo - g.zero_point));
-  const __m128 vhi = _mm_set1_ps(static_cast<float>(g.hi - g.zero_point));
-  for (; i + 4 <= n; i += 4) {
-    __m128 q = _mm_div_ps(_mm_loadu_ps(x + i), vs);
-    q = _mm_min_ps(_mm_max_ps(q, vlo), vhi);
-    _mm_storeu_ps(y + i, _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtps_epi32(q)), vs));
-  }
-#endif
-  for (; i < n; ++i) {
-    y[i] = composer::dequantize_linear(
-        composer::quantize_linear(x[i], g.scale, g.zero_point, g.lo, g.hi), g.zero_point, g.scale);
-  }
-}
-
 class FakeQuantizeOp final : public ExecutableOp {
  public:
   FakeQuantizeOp(const graph::Graph& g, const Node& node) : ExecutableOp(node) {
@@ -186,26 +155,6 @@ class FakeQuantizeOp final : public ExecutableOp {
     }
     const auto& attrs = node.attr<graph::FakeQuantizeAttrs>();
     levels_ = static_cast<double>(attrs.levels);
-    linear_ = graph::has_linear_grid(node);
-    code_low_ = attrs.code_low;
-    code_high_ = attrs.code_low + static_cast<std::int32_t>(attrs.levels) - 1;
-    if (linear_) {
-      // ONNX's grid: a straight loop per tensor or per channel (axis 1) when
-      // the output is the grid's own dequantization.
-      dequantizes_to_grid_ = graph::output_ranges_are_input_ranges(g, node);
-      const graph::Value& x = g.value(node.inputs[0]);
-      if (dequantizes_to_grid_ && out_shape_.size() >= 2 && x.shape == out_shape_) {
-        if (auto grid = graph::linear_grid(g, node, out_shape_, 1)) {
-          const std::size_t n = std::max(grid->scale.size(), grid->zero_point.size());
-          for (std::size_t c = 0; c < n; ++c) {
-            grid_.push_back({grid->scale[grid->scale.size() == 1 ? 0 : c],
-                             grid->zero_point[grid->zero_point.size() == 1 ? 0 : c], code_low_,
-                             code_high_});
-          }
-        }
-      }
-      return;
-    }
     // Constant per-tensor ranges with il < ih: the straight loop.
     per_tensor_ = true;
     for (std::size_t i = 1; i < 5; ++i) {
@@ -223,7 +172,7 @@ class FakeQuantizeOp final : public ExecutableOp {
   }
 
   std::string implementation() const override {
-    return per_tensor_ || per_channel_ || !grid_.empty() ? "qfuse:fake_quantize" : "reference";
+    return per_tensor_ || per_channel_ ? "qfuse:fake_quantize" : "reference";
   }
 
   void execute(ExecContext& ctx) const override {
@@ -231,35 +180,6 @@ class FakeQuantizeOp final : public ExecutableOp {
     for (std::size_t i = 0; i < in.size(); ++i) in[i] = ctx.in(node().inputs[i]).data<float>().data();
     float* y = ctx.out(node().outputs[0]).data<float>().data();
     const double steps = levels_ - 1.0;
-    if (!grid_.empty()) {
-      // One span per (n, c) plane with that channel's scale and zero point.
-      const std::int64_t channels = grid_.size() == 1 ? 1 : out_shape_[1];
-      const std::int64_t planes = grid_.size() == 1 ? 1 : out_shape_[0] * channels;
-      const std::int64_t inner = element_count(out_shape_) / planes;
-      constexpr std::int64_t kChunk = 4096;
-      const std::int64_t chunks = (inner + kChunk - 1) / kChunk;
-      parallel_for(planes * inner >= 32768, planes * chunks, [&](std::int64_t k) {
-        const std::int64_t p = k / chunks, begin = (k % chunks) * kChunk;
-        const std::int64_t offset = p * inner + begin;
-        quantize_dequantize_span(in[0] + offset, y + offset, std::min(kChunk, inner - begin),
-                                 grid_[static_cast<std::size_t>(p % channels)]);
-      });
-      return;
-    }
-    if (linear_) {
-      for_each_broadcast(out_shape_, strides_, [&](std::int64_t i, const auto& off) {
-        const float s = in[5][off[5]];
-        const auto zp = static_cast<std::int32_t>(in[6][off[6]]);
-        const std::int32_t q = composer::quantize_linear(in[0][off[0]], s, zp, code_low_, code_high_);
-        if (dequantizes_to_grid_) {
-          y[i] = composer::dequantize_linear(q, zp, s);
-        } else {
-          const double ol = in[3][off[3]], oh = in[4][off[4]];
-          y[i] = static_cast<float>(ol + static_cast<double>(q - code_low_) * (oh - ol) / steps);
-        }
-      });
-      return;
-    }
     if (per_tensor_) {
       const std::int64_t total = element_count(out_shape_);
       constexpr std::int64_t kChunk = 4096;
@@ -333,11 +253,6 @@ class FakeQuantizeOp final : public ExecutableOp {
   bool per_channel_ = false;
   double ranges_[4] = {0, 0, 0, 0};             // il, ih, ol, oh
   std::vector<double> channel_ranges_[4];       // the same, per channel
-  // ONNX's grid (inputs 5 and 6).
-  bool linear_ = false;
-  bool dequantizes_to_grid_ = false;
-  std::int32_t code_low_ = 0, code_high_ = 255;
-  std::vector<LinearCodes> grid_;  // per tensor or per channel (axis 1): the straight loop
 };
 
 // The quantization level of x (composer::saturated_level over 255 steps),
@@ -472,8 +387,9 @@ __attribute__((target("avx512f"))) std::int64_t min_max_avx512(const float* x, s
 
 // composer::quantize_linear over a span onto [T's minimum, hi] (T's whole
 // range by default), sixteen values per step with AVX-512 where the CPU has
-// it, else four with SSE2, by the same f32 operations (see
-// quantize_dequantize_span).
+// it, else four with SSE2, by the same f32 operations (divps; maxps / minps,
+// which send NaN to the lower bound as the scalar form does; cvtps2dq, which
+// rounds half to even in the default MXCSR).
 template <typename T>
 void quantize_linear_span(const float* x, T* y, std::int64_t n, float scale,
                           std::int32_t zero_point,
@@ -501,6 +417,15 @@ void quantize_linear_span(const float* x, T* y, std::int64_t n, float scale,
   for (; i < n; ++i) y[i] = static_cast<T>(composer::quantize_linear(x[i], scale, zero_point, lo, hi));
 }
 
+// Codes below `lo` raised to it: quantize_linear_span's codes onto [lo, hi]
+// when lo is above T's minimum (saturating there first and then at lo is
+// saturating at lo, NaN included).
+template <typename T>
+void raise_codes(T* y, std::int64_t n, std::int32_t lo) {
+  const auto floor = static_cast<T>(lo);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = std::max(y[i], floor);
+}
+
 // A per-tensor quantization to the stored u8/s8: a quantizing Convert
 // (FakeQuantize's range formula) or a Quantize (ONNX's QuantizeLinear),
 // computed as FakeQuantizeOp does (the same operations in the same order, so
@@ -518,12 +443,15 @@ class QuantizeOp final : public ExecutableOp {
       zero_point_ = a.zero_point[0];
       lo_ = a.code_min();
       hi_ = a.code_max();
+      signed_ = a.to == ElementType::s8;
+      raise_to_lo_ = a.code_min() != a.type_min();
     } else {
       const auto& a = node.attr<graph::ConvertAttrs>();
       il_ = a.input_low;
       range_ = static_cast<double>(a.input_high) - static_cast<double>(a.input_low);
       lo_ = a.code_min();
       hi_ = lo_ + 255;
+      signed_ = lo_ < 0;
     }
     const Shape& s = g.value(node.inputs[0]).shape;
     in_cl_ = in_channels_last && s.size() >= 3;
@@ -538,10 +466,10 @@ class QuantizeOp final : public ExecutableOp {
   void execute(ExecContext& ctx) const override {
     const float* x = ctx.in(node().inputs[0]).data<float>().data();
     Tensor& out = ctx.out(node().outputs[0]);
-    if (lo_ == 0) {
-      run(x, out.data<std::uint8_t>().data());
-    } else {
+    if (signed_) {
       run(x, out.data<std::int8_t>().data());
+    } else {
+      run(x, out.data<std::uint8_t>().data());
     }
   }
 
@@ -553,6 +481,8 @@ class QuantizeOp final : public ExecutableOp {
   void span(const float* x, T* y, std::int64_t n) const {
     if (linear_) {
       quantize_linear_span(x, y, n, scale_, zero_point_, hi_);
+      // Codes from above the type's lowest: the loop saturated to that.
+      if (raise_to_lo_) raise_codes(y, n, lo_);
     } else {
       quantize_span(x, y, n, il_, range_, lo_);
     }
@@ -638,6 +568,8 @@ class QuantizeOp final : public ExecutableOp {
   int hi_ = 255;  // the highest code (linear): lo_ + levels - 1
   // ONNX's QuantizeLinear instead of the range formula.
   bool linear_ = false;
+  bool signed_ = false;      // s8 codes
+  bool raise_to_lo_ = false;  // lo_ is above the type's lowest code
   float scale_ = 1.0f;
   std::int32_t zero_point_ = 0;
   bool in_cl_ = false, out_cl_ = false;
@@ -760,8 +692,10 @@ class QuantizeChannelsOp final : public ExecutableOp {
       scale_.push_back(a.scale_at(static_cast<std::size_t>(c)));
       zero_.push_back(a.zero_point_at(static_cast<std::size_t>(c)));
     }
+    lo_ = a.code_min();
     hi_ = a.code_max();
     signed_ = a.to == ElementType::s8;
+    raise_to_lo_ = a.code_min() != a.type_min();
   }
 
   void execute(ExecContext& ctx) const override {
@@ -782,14 +716,16 @@ class QuantizeChannelsOp final : public ExecutableOp {
     parallel_for(count_ >= (1 << 16), runs, [&](std::int64_t r) {
       const auto c = static_cast<std::size_t>(r % channels_);
       quantize_linear_span(x + r * inner_, y + r * inner_, inner_, scale_[c], zero_[c], hi_);
+      if (raise_to_lo_) raise_codes(y + r * inner_, inner_, lo_);
     });
   }
 
   std::int64_t count_ = 0, channels_ = 1, inner_ = 1;
   std::vector<float> scale_;
   std::vector<std::int32_t> zero_;
-  std::int32_t hi_ = 255;
+  std::int32_t lo_ = 0, hi_ = 255;
   bool signed_ = false;
+  bool raise_to_lo_ = false;
 };
 
 // Dequantize: y = (f32(x) - z) * s per element (composer::dequantize), in

@@ -557,10 +557,8 @@ PYBIND11_MODULE(_qfuse, m) {
   m.def(
       "import_onnx",
       [](const py::object& source, const std::map<std::string, Shape>& shapes,
-         bool qdq_to_fake_quantize, const std::string& external_data_dir) {
-        const OnnxOptions o{.input_shapes = shapes,
-                            .qdq_to_fake_quantize = qdq_to_fake_quantize,
-                            .external_data_dir = external_data_dir};
+         const std::string& external_data_dir) {
+        const OnnxOptions o{.input_shapes = shapes, .external_data_dir = external_data_dir};
         if (py::isinstance<py::bytes>(source)) {
           const std::string bytes = source.cast<std::string>();
           py::gil_scoped_release release;
@@ -571,7 +569,7 @@ PYBIND11_MODULE(_qfuse, m) {
         return import_onnx(path, o);
       },
       py::arg("source"), py::arg("shapes") = std::map<std::string, Shape>{},
-      py::arg("qdq_to_fake_quantize") = true, py::arg("external_data_dir") = "");
+      py::arg("external_data_dir") = "");
 
   m.def("onnx_inputs", [](const std::string& path) {
     py::list out;

@@ -296,12 +296,13 @@ TEST_P(CorpusWeights, QuantizeToOnnxsCodes) {
   ASSERT_FALSE(entries.empty());
   const graph::Graph g = onnx::import_file(model_path(GetParam()));
 
-  // The imported value of each DequantizeLinear output (a FakeQuantize).
+  // The imported value of each DequantizeLinear output (a Dequantize of a
+  // Quantize of the f32 weights).
   const auto imported = [&g](const Entry& e) {
     const auto alias = g.tensor_aliases().find(e.dq_output);
     return alias == g.tensor_aliases().end() ? e.dq_output : alias->second;
   };
-  // Fused: the s8 weights quantize_weights made from the FakeQuantize's f32
+  // Fused: the s8 weights quantize_weights made from the Quantize's f32
   // constant ("<constant>.s8").
   const CompiledModel fused = compile(g, {.fuse = true});
   const graph::Graph& fg = compiled_graph(fused);
@@ -310,9 +311,11 @@ TEST_P(CorpusWeights, QuantizeToOnnxsCodes) {
     const Tensor codes = tools::read_npy(dir / (e.key + ".codes.npy"));
     const auto fq_out = g.find_value(imported(e));
     ASSERT_TRUE(fq_out.has_value()) << e.dq_output;
-    const graph::Node* fq = graph::pattern::producer_of(g, *fq_out, graph::OpKind::FakeQuantize);
-    ASSERT_NE(fq, nullptr) << e.dq_output << " is not imported as a FakeQuantize";
-    const auto id = fg.find_value(g.value(fq->inputs[0]).name + ".s8");
+    const graph::Node* dq = graph::pattern::producer_of(g, *fq_out, graph::OpKind::Dequantize);
+    ASSERT_NE(dq, nullptr) << e.dq_output << " is not imported as a Dequantize";
+    const graph::Node* q = graph::pattern::producer_of(g, dq->inputs[0], graph::OpKind::Quantize);
+    ASSERT_NE(q, nullptr) << e.dq_output << " does not dequantize a Quantize";
+    const auto id = fg.find_value(g.value(q->inputs[0]).name + ".s8");
     ASSERT_TRUE(id.has_value()) << e.initializer << " is not an int8 layer's weights";
     const graph::Value& w = fg.value(*id);
     ASSERT_TRUE(w.is_constant() && w.type == ElementType::s8) << e.initializer;

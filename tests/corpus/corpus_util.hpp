@@ -38,9 +38,15 @@ inline std::string real_network(const std::string& name) {
   return fs::exists(fs::path(QFUSE_CORPUS_DIR) / (net + "_f32.output.npy")) ? net : std::string();
 }
 
-// The quantum of an f32 output made by a FakeQuantize (per channel on axis
-// 1, or per tensor); nullopt when the output has no quantization grid.
+// The quantum of an f32 output made by a FakeQuantize or a Dequantize (per
+// channel on axis 1, or per tensor); nullopt when the output has no
+// quantization grid.
 inline std::optional<std::vector<float>> quantum_of(const graph::Graph& g, graph::ValueId v) {
+  if (const graph::Node* dq = graph::pattern::producer_of(g, v, graph::OpKind::Dequantize)) {
+    const auto& a = dq->attr<graph::DequantizeAttrs>();
+    if (a.per_tensor() || a.axis == 1) return a.scale;
+    return std::nullopt;
+  }
   const graph::Node* fq = graph::pattern::producer_of(g, v, graph::OpKind::FakeQuantize);
   if (fq == nullptr) return std::nullopt;
   const Shape& shape = g.value(v).shape;

@@ -460,23 +460,8 @@ TEST(ExportOps, FakeQuantizeForms) {
       {"onnx_grid_per_channel", 0.02,
        [&](Builder& b, ValueId x) {
          const std::vector<float> scale{0.02f, 0.03f, 0.025f, 0.04f}, zp{0.0f, 10.0f, 128.0f, 255.0f};
-         std::vector<float> lo(4), hi(4);
-         for (std::size_t c = 0; c < 4; ++c) {
-           lo[c] = (0.0f - zp[c]) * scale[c];
-           hi[c] = (255.0f - zp[c]) * scale[c];
-         }
-         const ValueId l = per_channel(b, "il", lo), h = per_channel(b, "ih", hi);
-         return b.op(OpKind::FakeQuantize,
-                     {x, l, h, l, h, per_channel(b, "scale", scale), per_channel(b, "zp", zp)},
-                     graph::FakeQuantizeAttrs{256, 0}, "fq");
-       }},
-      {"onnx_grid_other_output_ranges", 2.0 / 255,
-       [&](Builder& b, ValueId x) {
-         const float s = 0.02f, zp = 20.0f;
-         return b.op(OpKind::FakeQuantize,
-                     {x, b.scalar(-zp * s), b.scalar((255.0f - zp) * s), b.scalar(-1.0f), b.scalar(1.0f),
-                      b.scalar(s), b.scalar(zp)},
-                     graph::FakeQuantizeAttrs{256, 0}, "fq");
+         const ValueId q = b.quantize(x, ElementType::u8, scale, {0, 10, 128, 255}, 1, 256, "q");
+         return b.dequantize(q, scale, zp, 1, "dq");
        }},
   };
   for (const Case& c : cases) {

@@ -620,18 +620,11 @@ struct SmallNet {
   FqRange out;
 };
 
-inline // ONNX's QuantizeLinear -> DequantizeLinear as the importer writes it: the
-// grid's ranges, then its scale and zero point (u8).
-ValueId linear_q(Builder& b, ValueId x, float scale, int zero_point, const std::string& name) {
-  const float lo = static_cast<float>(-zero_point) * scale;
-  const float hi = static_cast<float>(255 - zero_point) * scale;
-  const Shape one{1, 1, 1, 1};
-  const ValueId il = b.constant(name + ".il", one, {lo});
-  const ValueId ih = b.constant(name + ".ih", one, {hi});
-  const ValueId s = b.constant(name + ".scale", one, {scale});
-  const ValueId z = b.constant(name + ".zero_point", one, {static_cast<float>(zero_point)});
-  return b.op(OpKind::FakeQuantize, {x, il, ih, il, ih, s, z}, graph::FakeQuantizeAttrs{256, 0},
-              name);
+// ONNX's QuantizeLinear -> DequantizeLinear as the importer writes it (u8).
+inline ValueId linear_q(Builder& b, ValueId x, float scale, int zero_point,
+                        const std::string& name) {
+  const ValueId q = b.quantize(x, ElementType::u8, {scale}, {zero_point}, 1, 256, name + "/q");
+  return b.dequantize(q, {scale}, {static_cast<float>(zero_point)}, 1, name);
 }
 
 // Closes `net` at `y` with an s8 FakeQuantize on [-8, 8]: the output grid.

@@ -507,8 +507,8 @@ TEST(OnnxQuantize, PerAxisDequantizeLinearIsExact) {
   }
 }
 
-// Q -> DQ becomes one FakeQuantize, or the exact pair when asked.
-TEST(OnnxQuantize, QdqPairIsOneFakeQuantizeOrExactOnRequest) {
+// Q -> DQ imports one to one: a Quantize and a Dequantize, ONNX's values on ties.
+TEST(OnnxQuantize, QdqPairIsAQuantizeAndADequantize) {
   Model m;
   m.input("x", kFloat, {64});
   m.initializer("s", kFloat, {}, std::vector<float>{0.0625f});  // a power of two
@@ -516,22 +516,22 @@ TEST(OnnxQuantize, QdqPairIsOneFakeQuantizeOrExactOnRequest) {
   m.node("QuantizeLinear", {"x", "s", "zp"}, {"q"});
   m.node("DequantizeLinear", {"q", "s", "zp"}, {"y"});
   m.output("y", kFloat);
-  const graph::Graph fq = import_bytes(m.bytes());
-  EXPECT_EQ(fq.live_node_count(), 1u);
-  EXPECT_EQ(count_nodes(fq, graph::OpKind::FakeQuantize), 1u);
-  const graph::Graph exact = import_bytes(m.bytes(), {.qdq_to_fake_quantize = false});
-  EXPECT_EQ(count_nodes(exact, graph::OpKind::FakeQuantize), 0u);
+  const graph::Graph g = import_bytes(m.bytes());
+  EXPECT_EQ(g.live_node_count(), 2u);
+  EXPECT_EQ(count_nodes(g, graph::OpKind::Quantize), 1u);
+  EXPECT_EQ(count_nodes(g, graph::OpKind::Dequantize), 1u);
+  EXPECT_EQ(count_nodes(g, graph::OpKind::FakeQuantize), 0u);
 
   std::vector<float> xv = random_floats(64, -10.0f, 10.0f, 9);
-  xv[0] = 0.03125f;  // tie: 0.5 step; zp - qmin = 128 is even, so both agree
+  xv[0] = 0.03125f;  // tie: 0.5 step
   xv[1] = -0.09375f;
   const Tensor x = Tensor::from_vector<float>({64}, xv);
-  for (const graph::Graph* g : {&fq, &exact}) {
-    const Tensor y = run(*g, false, "x", x, "y");
+  for (const bool fuse : {false, true}) {
+    const Tensor y = run(g, fuse, "x", x, "y");
     for (std::size_t i = 0; i < xv.size(); ++i) {
       const float expected =
           static_cast<float>(onnx_quantize(xv[i], 0.0625f, 128, 0, 255) - 128) * 0.0625f;
-      EXPECT_EQ(y.data<float>()[i], expected) << "x = " << xv[i];
+      EXPECT_EQ(y.data<float>()[i], expected) << "x = " << xv[i] << (fuse ? ", fused" : "");
     }
   }
 }
@@ -563,10 +563,11 @@ Model qdq_conv_model(int c, int oc, int hw) {
   return m;
 }
 
-TEST(OnnxQdq, ConvImportsAsFakeQuantizeAndIntegerWeightsAndFusesToOneInt8Layer) {
+TEST(OnnxQdq, ConvImportsAsQdqPairsAndIntegerWeightsAndFusesToOneInt8Layer) {
   const int c = 8, oc = 16, hw = 10;
   const graph::Graph g = import_bytes(qdq_conv_model(c, oc, hw).bytes());
-  EXPECT_EQ(count_nodes(g, graph::OpKind::FakeQuantize), 2u);
+  EXPECT_EQ(count_nodes(g, graph::OpKind::FakeQuantize), 0u);
+  EXPECT_EQ(count_nodes(g, graph::OpKind::Quantize), 2u);
   EXPECT_EQ(count_nodes(g, graph::OpKind::Convolution), 1u);
   // Weights stay s8 behind Convert -> Multiply(per-channel scale).
   bool s8_weights = false;
@@ -820,9 +821,9 @@ TEST(OnnxQdq, OddZeroPointActivationsOnTiesGetOnnxCodesFusedAndUnfused) {
 
 // torch's default x86 QAT activations (reduce_range, quint8 0..127) export as
 // QuantizeLinear -> Clip -> DequantizeLinear. The Clip narrows the grid's
-// codes: the triple is one FakeQuantize of that many levels, the layer runs
-// int8, the input's quantization is one Convert onto those codes, and every
-// tie and saturation gives ONNX's codes, clamped, fused and unfused.
+// codes: the triple is a Quantize onto those codes and a Dequantize, the
+// layer runs int8, and every tie and saturation gives ONNX's codes, clamped,
+// fused and unfused.
 struct ClipCase {
   std::optional<std::uint8_t> lo, hi;  // Clip's inputs; absent ones are omitted
   int codes_lo, codes_hi;              // the codes that remain
@@ -870,13 +871,16 @@ TEST(OnnxQdq, TorchReduceRangeClipIsANarrowerGridFusedAndExact) {
                                std::to_string(k.codes_lo) + ".." + std::to_string(k.codes_hi);
       const graph::Graph g = import_bytes(clipped_qdq_conv(c, hw, zp, k).bytes());
       EXPECT_EQ(count_nodes(g, graph::OpKind::Clamp), 0u) << what;
-      ASSERT_EQ(count_nodes(g, graph::OpKind::FakeQuantize), 2u) << what;
+      std::size_t narrowed = 0;
       for (graph::NodeId id : g.topological_order()) {
         const graph::Node& n = g.node(id);
-        if (n.kind != graph::OpKind::FakeQuantize) continue;
-        EXPECT_EQ(n.attr<graph::FakeQuantizeAttrs>().levels, k.codes_hi - k.codes_lo + 1) << what;
-        EXPECT_EQ(n.attr<graph::FakeQuantizeAttrs>().code_low, k.codes_lo) << what;
+        if (n.kind != graph::OpKind::Quantize || g.consumers(n.outputs[0]).empty()) continue;
+        const auto& q = n.attr<graph::QuantizeAttrs>();
+        EXPECT_EQ(q.code_min(), k.codes_lo) << what;
+        EXPECT_EQ(q.code_max(), k.codes_hi) << what;
+        ++narrowed;
       }
+      EXPECT_EQ(narrowed, 2u) << what;
       // x / s = j + 0.5 across the codes and beyond both ends.
       std::vector<float> xv(static_cast<std::size_t>(c * hw * hw));
       for (std::size_t i = 0; i < xv.size(); ++i) {
@@ -892,19 +896,23 @@ TEST(OnnxQdq, TorchReduceRangeClipIsANarrowerGridFusedAndExact) {
               << "x / s = " << xv[i] / 0.25f << ", " << what << (fuse ? ", fused" : ", unfused");
         }
         if (!fuse) continue;
-        std::size_t int8 = 0;
+        // The input's Quantize and the int8 layer, which writes the output.
+        std::size_t int8 = 0, quantizes = 0;
         for (const auto& l : layers) {
           int8 += is_int8_layer(l);
-          EXPECT_NE(l.op, "FakeQuantize") << l.node << " runs as a loop; " << what;
+          quantizes += l.op == "Quantize";
+          EXPECT_TRUE(is_int8_layer(l) || l.op == "Quantize") << l.node << " " << l.op << "; " << what;
         }
         EXPECT_EQ(int8, 1u) << what;
+        EXPECT_EQ(quantizes, 1u) << what;
       }
     }
   }
 }
 
-// A Clip that leaves one code, or a DequantizeLinear of another grid, is no
-// narrower grid: the nodes stay as written and compute ONNX's values.
+// A Clip that leaves one code is no narrower grid: the nodes stay as written.
+// A DequantizeLinear of another grid reads the narrowed codes. Both compute
+// ONNX's values.
 TEST(OnnxQdq, ClipBetweenQdqThatLeavesOneCodeOrMeetsAnotherGridIsNotFolded) {
   const int c = 4, hw = 8;
   Model one = clipped_qdq_conv(c, hw, 10, {std::uint8_t{7}, std::uint8_t{7}, 7, 7});
@@ -927,10 +935,15 @@ TEST(OnnxQdq, ClipBetweenQdqThatLeavesOneCodeOrMeetsAnotherGridIsNotFolded) {
   }
   {
     const graph::Graph g = import_bytes(other.bytes());
-    // The input's Clip stays (its DequantizeLinear has another scale); the
-    // output's triple is one FakeQuantize.
-    EXPECT_EQ(count_nodes(g, graph::OpKind::Clamp), 1u);
-    EXPECT_EQ(count_nodes(g, graph::OpKind::FakeQuantize), 1u);
+    // Each Clip is a Quantize onto codes 0..127, whatever grid the
+    // DequantizeLinear after it reads them on (the input's: another scale).
+    EXPECT_EQ(count_nodes(g, graph::OpKind::Clamp), 0u);
+    std::size_t narrowed = 0;
+    for (graph::NodeId id : g.topological_order()) {
+      const graph::Node& n = g.node(id);
+      narrowed += n.kind == graph::OpKind::Quantize && n.attr<graph::QuantizeAttrs>().code_max() == 127;
+    }
+    EXPECT_EQ(narrowed, 2u);
     for (bool fuse : {false, true}) {
       const Tensor y = run(g, fuse, "x", x, "y");
       for (std::size_t i = 0; i < xv.size(); ++i) {

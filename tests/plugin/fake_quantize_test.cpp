@@ -265,16 +265,31 @@ TEST(FakeQuantizeLinearReference, HalfEvenByHand) {
   EXPECT_EQ(half_even(-1), 0);       // -0.5 -> 0
 }
 
+// ONNX's QuantizeLinear -> DequantizeLinear as the two ops run it: the codes
+// of one, dequantized by the other, per tensor or along `axis`.
+Tensor run_pair(const Tensor& x, ElementType to, const std::vector<float>& scale,
+                const std::vector<float>& zero_point, std::int64_t axis = 1) {
+  graph::QuantizeAttrs q;
+  q.to = to;
+  q.scale = scale;
+  q.zero_point.clear();
+  for (float z : zero_point) q.zero_point.push_back(static_cast<std::int32_t>(z));
+  q.axis = axis;
+  const Tensor codes = run_op(OpKind::Quantize, {input(x)}, q);
+  return run_op(OpKind::Dequantize, {input(codes)},
+                graph::DequantizeAttrs{scale, zero_point, axis});
+}
+
 struct LinearGridCase {
   ElementType type;  // u8 or s8: codes [0, 255] or [-128, 127]
   int zero_point;
 };
 
-class FakeQuantizeLinearTest : public ::testing::TestWithParam<LinearGridCase> {};
+class QuantizeDequantizeTest : public ::testing::TestWithParam<LinearGridCase> {};
 
 // Every half step from below the grid to above it, per tensor (the vector
 // loop and its scalar tail) and per channel along axis 1 and axis 0 (weights).
-TEST_P(FakeQuantizeLinearTest, TiesRoundBeforeTheZeroPointIsAdded) {
+TEST_P(QuantizeDequantizeTest, TiesRoundBeforeTheZeroPointIsAdded) {
   const LinearGridCase p = GetParam();
   const int lo = p.type == ElementType::u8 ? 0 : -128, hi = lo + 255;
   const float s = 0.25f;
@@ -286,14 +301,8 @@ TEST_P(FakeQuantizeLinearTest, TiesRoundBeforeTheZeroPointIsAdded) {
     expected.push_back(static_cast<float>(q - p.zero_point) * s);
   }
   const auto n = static_cast<std::int64_t>(xs.size());
-  const Tensor il = scalar(static_cast<float>(lo - p.zero_point) * s);
-  const Tensor ih = scalar(static_cast<float>(hi - p.zero_point) * s);
   const auto grid = [&](const Shape& shape) {
-    const auto x = filled(shape, xs);
-    return run_op(OpKind::FakeQuantize,
-                  {input(x), constant(il), constant(ih), constant(il), constant(ih),
-                   constant(scalar(s)), constant(scalar(static_cast<float>(p.zero_point)))},
-                  graph::FakeQuantizeAttrs{256, lo});
+    return run_pair(filled(shape, xs), p.type, {s}, {static_cast<float>(p.zero_point)});
   };
   for (const Shape& shape : {Shape{n}, Shape{1, 1, n}}) {
     const Tensor y = grid(shape);
@@ -306,25 +315,18 @@ TEST_P(FakeQuantizeLinearTest, TiesRoundBeforeTheZeroPointIsAdded) {
   // and along axis 0 (ranges shaped [C, 1]: the general loop).
   for (const bool axis0 : {false, true}) {
     const std::int64_t channels = 3;
-    std::vector<float> x, sc, zp, l, h, e;
+    std::vector<float> x, sc, zp, e;
     for (std::int64_t c = 0; c < channels; ++c) {
       const float sc_c = s / static_cast<float>(1 << c);
       sc.push_back(sc_c);
       zp.push_back(static_cast<float>(p.zero_point));
-      l.push_back(static_cast<float>(lo - p.zero_point) * sc_c);
-      h.push_back(static_cast<float>(hi - p.zero_point) * sc_c);
       for (std::int64_t i = 0; i < n; ++i) {
         x.push_back(xs[idx(i)] / static_cast<float>(1 << c));
         e.push_back(expected[idx(i)] / static_cast<float>(1 << c));
       }
     }
     const Shape xshape = axis0 ? Shape{channels, n} : Shape{1, channels, n};
-    const Shape pshape = axis0 ? Shape{channels, 1} : Shape{1, channels, 1};
-    const Tensor lt = filled(pshape, l), ht = filled(pshape, h);
-    const Tensor y = run_op(OpKind::FakeQuantize,
-                            {input(filled(xshape, x)), constant(lt), constant(ht), constant(lt),
-                             constant(ht), constant(filled(pshape, sc)), constant(filled(pshape, zp))},
-                            graph::FakeQuantizeAttrs{256, lo});
+    const Tensor y = run_pair(filled(xshape, x), p.type, sc, zp, axis0 ? 0 : 1);
     for (std::size_t i = 0; i < e.size(); ++i) {
       ASSERT_EQ(y.data<float>()[i], e[i]) << "element " << i << (axis0 ? " (axis 0)" : "");
     }
@@ -335,11 +337,11 @@ TEST_P(FakeQuantizeLinearTest, TiesRoundBeforeTheZeroPointIsAdded) {
 // largest weight on w / s = -127.5 (-> -128) or +127.5 (-> 128 -> 127).
 // ONNX divides in f32; the expected codes here divide in f32 too, and the
 // test checks that the ties it is about are really there.
-TEST(FakeQuantizeLinear, TorchSymmetricWeightsOnTiesQuantizeAsOnnx) {
+TEST(QuantizeDequantize, TorchSymmetricWeightsOnTiesQuantizeAsOnnx) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   const std::int64_t channels = 64, per = 9;
-  std::vector<float> w(static_cast<std::size_t>(channels * per)), sc, zp, l, h;
+  std::vector<float> w(static_cast<std::size_t>(channels * per)), sc, zp;
   int ties = 0;
   for (std::int64_t c = 0; c < channels; ++c) {
     float m = 0.0f;
@@ -350,18 +352,10 @@ TEST(FakeQuantizeLinear, TorchSymmetricWeightsOnTiesQuantizeAsOnnx) {
     const float s = m / 127.5f;
     sc.push_back(s);
     zp.push_back(0.0f);
-    l.push_back(-128.0f * s);
-    h.push_back(127.0f * s);
     for (std::int64_t k = 0; k < per; ++k) ties += std::abs(w[idx(c * per + k)] / s) == 127.5f;
   }
   ASSERT_GT(ties, channels / 2) << "the test needs weights on w / s = +-127.5";
-  const Shape pshape{channels, 1};
-  const Tensor lt = filled(pshape, l), ht = filled(pshape, h);
-  const Tensor y = run_op(OpKind::FakeQuantize,
-                          {input(filled({channels, per}, w)), constant(lt), constant(ht),
-                           constant(lt), constant(ht), constant(filled(pshape, sc)),
-                           constant(filled(pshape, zp))},
-                          graph::FakeQuantizeAttrs{256, -128});
+  const Tensor y = run_pair(filled({channels, per}, w), ElementType::s8, sc, zp, 0);
   for (std::int64_t i = 0; i < channels * per; ++i) {
     const float s = sc[idx(i / per)];
     const float q = std::clamp(std::nearbyint(w[idx(i)] / s), -128.0f, 127.0f);
@@ -369,7 +363,7 @@ TEST(FakeQuantizeLinear, TorchSymmetricWeightsOnTiesQuantizeAsOnnx) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Grids, FakeQuantizeLinearTest,
+INSTANTIATE_TEST_SUITE_P(Grids, QuantizeDequantizeTest,
                          ::testing::Values(LinearGridCase{ElementType::u8, 0},
                                            LinearGridCase{ElementType::u8, 3},
                                            LinearGridCase{ElementType::u8, 128},

@@ -171,7 +171,15 @@ def test_compare_records_html_and_merge(tmp_path, cnn_path, test_set):
     sets = [{"input": batch(test_set[0][i * 8:])} for i in range(4)]
     records = qfuse.compare(m, sets, html=tmp_path / "r.html", title="fashion_cnn")
     assert records[-1]["graph_output"] and records[-1]["implementation"].startswith("brg")
-    assert all(r["isolated_max_lsb"] <= 1.0 + 1e-6 for r in records if r["quantized"])
+    # Each fused layer fed the unfused path's inputs stays within one step,
+    # except at a lone .5 tie at its chain's first rounding point: f32 noise
+    # decides it in either path, and a Q/DQ pair inside the chain on a grid
+    # coarser than the output's (this model's /pw/Conv, 2.26 output codes a
+    # step) carries it to two or three codes (composer/tie_hazard.hpp).
+    for r in records:
+        if r["quantized"]:
+            assert r["isolated_max_lsb"] <= 1.0 + 1e-6 or (
+                r["isolated_max_lsb"] <= 3.0 + 1e-6 and r["isolated_equal_share"] >= 0.99999), r
     assert all(r["elements"] > 0 for r in records)
     page = (tmp_path / "r.html").read_text()
     assert page.startswith("<!doctype html>") and "fashion_cnn" in page and "<svg" in page

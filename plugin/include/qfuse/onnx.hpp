@@ -30,9 +30,6 @@ struct OnnxOptions {
   // Inputs fixed at import, as if they were initializers: serialized
   // TensorProto bytes, by input name.
   std::map<std::string, std::string> constant_inputs;
-  // QuantizeLinear -> DequantizeLinear pairs on activations become one
-  // FakeQuantize (what fuses); false keeps the exact Q and DQ decompositions.
-  bool qdq_to_fake_quantize = true;
   // Where initializers stored as external data are read from (locations are
   // relative to it and may not leave it). import_onnx: the model file's
   // directory when empty; import_onnx_bytes: required for such models.

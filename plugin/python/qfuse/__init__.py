@@ -37,12 +37,11 @@ __all__ = [
 ]
 
 
-def load(source, shapes=None, *, qdq_to_fake_quantize=True, external_data_dir=""):
+def load(source, shapes=None, *, external_data_dir=""):
     """Imports an ONNX model from a path or from bytes.
 
     shapes: concrete shapes for inputs with symbolic dimensions, by input name
-    ({"input": (8, 3, 224, 224)}). qdq_to_fake_quantize=False keeps the exact
-    QuantizeLinear / DequantizeLinear decompositions (nothing fuses).
+    ({"input": (8, 3, 224, 224)}).
     The model keeps its ONNX bytes (Model.onnx) so that evaluate() can bind
     other batch sizes.
     """
@@ -58,10 +57,9 @@ def load(source, shapes=None, *, qdq_to_fake_quantize=True, external_data_dir=""
             raise IoError(f"read {path}: {e.strerror}") from None
         if not external_data_dir:
             external_data_dir = os.path.dirname(os.path.abspath(path))
-    model = _qfuse.import_onnx(data, bound, qdq_to_fake_quantize, external_data_dir)
+    model = _qfuse.import_onnx(data, bound, external_data_dir)
     model.onnx = data
-    model.onnx_options = {"qdq_to_fake_quantize": qdq_to_fake_quantize,
-                          "external_data_dir": external_data_dir}
+    model.onnx_options = {"external_data_dir": external_data_dir}
     return model
 
 
