@@ -1,5 +1,5 @@
 // The C API's ONNX import (qfuse/qfuse_c.h). Compiled into libqfuse_onnx
-// (graph/onnx/CMakeLists.txt), beside the importer it calls.
+// (plugin/CMakeLists.txt), beside the importer it calls.
 #include <string>
 
 #include "plugin/c_api_internal.hpp"

@@ -26,8 +26,8 @@
 #include "qfuse/compare.hpp"
 #include "qfuse/onnx.hpp"
 #include "qfuse/qfuse.hpp"
-#include "tools/common/compare_report.hpp"
-#include "tools/common/measure.hpp"
+#include "plugin/report/compare_report.hpp"
+#include "plugin/report/measure.hpp"
 
 namespace py = pybind11;
 
@@ -410,9 +410,9 @@ class Request {
                             const std::vector<std::vector<double>>& staged) {
     py::list out;
     double total = 0.0;
-    const std::vector<tools::NodeTime> rows = tools::node_medians(layers, times, staged);
-    for (const tools::NodeTime& r : rows) total += r.median_us;
-    for (const tools::NodeTime& r : rows) {
+    const std::vector<report::NodeTime> rows = report::node_medians(layers, times, staged);
+    for (const report::NodeTime& r : rows) total += r.median_us;
+    for (const report::NodeTime& r : rows) {
       py::dict d;
       d["node"] = r.node();
       d["op"] = r.op();
@@ -638,10 +638,10 @@ PYBIND11_MODULE(_qfuse, m) {
           [](const Compiled& c, const py::dict& inputs, double seconds, int requests,
              int threads_per_request, bool per_layer, int min_inferences) {
             const std::map<std::string, Tensor> given = input_tensors(c.model().inputs(), inputs);
-            tools::LatencyRun run;
+            report::LatencyRun run;
             {
               py::gil_scoped_release release;
-              run = tools::measure_latency(
+              run = report::measure_latency(
                   c.model(),
                   [&given](InferRequest& r) {
                     for (const auto& [name, t] : given) r.set_input(name, t);
@@ -656,13 +656,13 @@ PYBIND11_MODULE(_qfuse, m) {
             d["inferences"] = l.size();
             d["seconds"] = run.seconds;
             d["first_inference_ms"] = run.first_ms;
-            d["latency_ms_median"] = tools::median(l);
-            d["latency_ms_p90"] = tools::percentile(l, 0.9);
-            d["latency_ms_p99"] = tools::percentile(l, 0.99);
-            d["latency_ms_min"] = tools::percentile(l, 0.0);
-            d["latency_ms_max"] = tools::percentile(l, 1.0);
+            d["latency_ms_median"] = report::median(l);
+            d["latency_ms_p90"] = report::percentile(l, 0.9);
+            d["latency_ms_p99"] = report::percentile(l, 0.99);
+            d["latency_ms_min"] = report::percentile(l, 0.0);
+            d["latency_ms_max"] = report::percentile(l, 1.0);
             d["throughput_per_s"] = run.throughput();
-            d["peak_rss_mib"] = tools::peak_rss_mib();
+            d["peak_rss_mib"] = report::peak_rss_mib();
             const std::vector<LayerInfo> layers = c.model().layers();
             d["layers"] = per_layer ? Request::node_rows(layers, run.node_times_us,
                                                          run.staged_reorder_times_us)
@@ -755,7 +755,7 @@ PYBIND11_MODULE(_qfuse, m) {
         std::vector<LayerInfo> ls;
         for (const py::handle& l : layers) ls.push_back(layer_of(l.cast<py::dict>()));
         std::ostringstream out;
-        tools::write_compare_html(out, model, inputs, diffs_of(records), ls);
+        report::write_compare_html(out, model, inputs, diffs_of(records), ls);
         return out.str();
       },
       py::arg("records"), py::arg("layers"), py::arg("model"), py::arg("inputs"));
@@ -763,7 +763,7 @@ PYBIND11_MODULE(_qfuse, m) {
       "report_table",
       [](const py::list& records) {
         std::ostringstream out;
-        tools::print_compare_table(out, diffs_of(records));
+        report::print_compare_table(out, diffs_of(records));
         return out.str();
       },
       py::arg("records"));

@@ -22,10 +22,10 @@
 #include "graph/op_info.hpp"
 #include "graph/release_memory.hpp"
 #endif
-#include "tools/common/compare_report.hpp"
+#include "plugin/report/compare_report.hpp"
 #include "tools/common/fashion_mnist.hpp"
 #include "tools/common/isa.hpp"
-#include "tools/common/measure.hpp"
+#include "plugin/report/measure.hpp"
 #include "tools/common/models.hpp"
 #include "tools/common/npy.hpp"
 #include "tools/qfuse/cli.hpp"
@@ -52,11 +52,11 @@ std::string default_report_path(const std::string& file) {
   return ec || shown.empty() || shown.string().rfind("..", 0) == 0 ? path.string() : shown.string();
 }
 
-using tools::median;
-using tools::NodeTime;
-using tools::node_medians;
-using tools::peak_rss_mib;
-using tools::percentile;
+using report::median;
+using report::NodeTime;
+using report::node_medians;
+using report::peak_rss_mib;
+using report::percentile;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -344,8 +344,8 @@ int fashion_mnist_job(const tools::fashion_mnist::BundledModel& bundled, const A
   }
   const std::string report = args.value("--html").value_or(
       default_report_path("qfuse_report_" + model_name + ".html"));
-  auto report_file = tools::create_report_file(report);
-  tools::write_compare_html(report_file, model_name,
+  auto report_file = report::create_report_file(report);
+  report::write_compare_html(report_file, model_name,
                      std::to_string(std::min(n, kReportImages)) + " Fashion-MNIST test images" +
                          (classifier ? "" : " with noise"),
                      cmp.tensors(), cmp.fused().layers());
@@ -498,7 +498,7 @@ int bench_command(const Args& args) {
               << std::flush;
   };
   const bool progress = isatty(STDOUT_FILENO) != 0;
-  const tools::LatencyRun run = tools::measure_latency(
+  const report::LatencyRun run = report::measure_latency(
       model, [&model](InferRequest& r) { fill_inputs(model, r, std::nullopt); },
       {.requests = requests, .threads_per_request = per_request, .seconds = seconds,
        .per_layer = per_layer},

@@ -18,7 +18,7 @@
 #ifdef QFUSE_HAVE_ONNX
 #include "graph/onnx/importer.hpp"
 #endif
-#include "tools/common/compare_report.hpp"
+#include "plugin/report/compare_report.hpp"
 #include "tools/common/fashion_mnist.hpp"
 #include "tools/common/models.hpp"
 #include "tools/common/npy.hpp"
@@ -72,14 +72,14 @@ int compare_with_reference(const Args& args, const std::string& model_name,
             << reference_dir << ", " << used << " of them compared; inputs from " << *input_dir
             << "\n\nfused against the reference:\n";
   const std::vector<TensorDiff> fused = fused_cmp.tensors();
-  tools::print_compare_table(std::cout, fused);
+  report::print_compare_table(std::cout, fused);
   std::cout << "\nunfused against the reference:\n";
   const std::vector<TensorDiff> unfused_diffs = unfused_cmp.tensors();
-  tools::print_compare_table(std::cout, unfused_diffs);
+  report::print_compare_table(std::cout, unfused_diffs);
   const std::string desc = "the inputs in " + *input_dir + "; reference " + reference_dir;
   if (auto path = args.value("--json")) {
-    auto out = tools::create_report_file(*path);
-    tools::write_compare_json(out, model_name, desc, fused, fused_cmp.fused().layers(), &unfused_diffs);
+    auto out = report::create_report_file(*path);
+    report::write_compare_json(out, model_name, desc, fused, fused_cmp.fused().layers(), &unfused_diffs);
   }
   return 0;
 }
@@ -156,19 +156,19 @@ int compare_command(const Args& args) {
             << " int8 layers), unfused " << cmp->unfused().layers().size() << " nodes; "
             << inputs_desc << (options.allow_residual_round_drop ? "; allow_residual_round_drop" : "")
             << "\n";
-  tools::print_compare_table(std::cout, tensors);
-  if (integer) tools::print_integer_table(std::cout, *int_vs_unfused, tensors, int_vs_float->tensors());
+  report::print_compare_table(std::cout, tensors);
+  if (integer) report::print_integer_table(std::cout, *int_vs_unfused, tensors, int_vs_float->tensors());
   bool within_one_lsb = true;
   for (const TensorDiff& t : tensors) {
     if (t.graph_output && t.quantized && (t.lsb[2] + t.lsb[3]) > 0) within_one_lsb = false;
   }
   if (auto path = args.value("--json")) {
-    auto out = tools::create_report_file(*path);
-    tools::write_compare_json(out, model_name, inputs_desc, tensors, layers);
+    auto out = report::create_report_file(*path);
+    report::write_compare_json(out, model_name, inputs_desc, tensors, layers);
   }
   if (auto path = args.value("--html")) {
-    auto out = tools::create_report_file(*path);
-    tools::write_compare_html(out, model_name, inputs_desc, tensors, layers);
+    auto out = report::create_report_file(*path);
+    report::write_compare_html(out, model_name, inputs_desc, tensors, layers);
     std::cout << "report: " << *path << '\n';
   }
   return within_one_lsb ? 0 : 3;

@@ -1,4 +1,4 @@
-#include "tools/common/measure.hpp"
+#include "plugin/report/measure.hpp"
 
 #include <omp.h>
 
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <thread>
 
-namespace qfuse::tools {
+namespace qfuse::report {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -118,4 +118,4 @@ std::vector<NodeTime> node_medians(const std::vector<LayerInfo>& layers,
   return rows;
 }
 
-}  // namespace qfuse::tools
+}  // namespace qfuse::report

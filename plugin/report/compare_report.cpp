@@ -2,7 +2,7 @@
 // the bundled models' job: a table, JSON and a self-contained HTML page with
 // an SVG plot of the error per tensor in execution order. Public API only.
 
-#include "tools/common/compare_report.hpp"
+#include "plugin/report/compare_report.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include <map>
 #include <sstream>
 
-namespace qfuse::tools {
+namespace qfuse::report {
 namespace {
 
 std::string escape(const std::string& s, bool html) {
@@ -277,4 +277,4 @@ std::ofstream create_report_file(const std::string& path) {
   return out;
 }
 
-}  // namespace qfuse::tools
+}  // namespace qfuse::report

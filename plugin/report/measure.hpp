@@ -9,7 +9,7 @@
 
 #include "qfuse/qfuse.hpp"
 
-namespace qfuse::tools {
+namespace qfuse::report {
 
 double median(std::vector<double> v);
 // p in [0, 1]: the nearest-rank percentile (0: min, 1: max).
@@ -63,4 +63,4 @@ std::vector<NodeTime> node_medians(const std::vector<LayerInfo>& layers,
                                    const std::vector<std::vector<double>>& times,
                                    const std::vector<std::vector<double>>& staged);
 
-}  // namespace qfuse::tools
+}  // namespace qfuse::report

@@ -12,7 +12,7 @@
 #include "qfuse/compare.hpp"
 #include "qfuse/qfuse.hpp"
 
-namespace qfuse::tools {
+namespace qfuse::report {
 
 // One line per tensor: LSB histogram, equal share, isolated figures, cosine, SNR.
 void print_compare_table(std::ostream& out, const std::vector<TensorDiff>& tensors);
@@ -36,4 +36,4 @@ void write_compare_html(std::ostream& out, const std::string& model, const std::
 // A file to write a report into; IoError naming `path` when it cannot be created.
 std::ofstream create_report_file(const std::string& path);
 
-}  // namespace qfuse::tools
+}  // namespace qfuse::report
