@@ -1,5 +1,7 @@
 #include "composer/post_ops_plan.hpp"
 
+#include "composer/eltwise_math.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <type_traits>
@@ -41,29 +43,7 @@ std::string join(const std::vector<T>& items) {
 
 }  // namespace
 
-std::string to_string(EltwiseAlg alg) {
-  switch (alg) {
-    case EltwiseAlg::relu: return "relu";
-    case EltwiseAlg::tanh: return "tanh";
-    case EltwiseAlg::elu: return "elu";
-    case EltwiseAlg::square: return "square";
-    case EltwiseAlg::abs: return "abs";
-    case EltwiseAlg::sqrt: return "sqrt";
-    case EltwiseAlg::linear: return "linear";
-    case EltwiseAlg::clip: return "clip";
-    case EltwiseAlg::logistic: return "logistic";
-    case EltwiseAlg::exp: return "exp";
-    case EltwiseAlg::gelu_tanh: return "gelu_tanh";
-    case EltwiseAlg::gelu_erf: return "gelu_erf";
-    case EltwiseAlg::log: return "log";
-    case EltwiseAlg::swish: return "swish";
-    case EltwiseAlg::hardswish: return "hardswish";
-    case EltwiseAlg::hsigmoid: return "hsigmoid";
-    case EltwiseAlg::round: return "round";
-    case EltwiseAlg::mish: return "mish";
-  }
-  return fmt::format("eltwise#{}", static_cast<int>(alg));
-}
+std::string to_string(EltwiseAlg alg) { return std::string(eltwise_info(alg).name); }
 
 std::string to_string(BinaryAlg alg) {
   switch (alg) {

@@ -26,23 +26,6 @@ constexpr std::int64_t kTieWindow = 2048;        // ties tried, and codes of an 
 constexpr std::int64_t kMaxCodes = 65536;        // codes of the previous rounding point
 constexpr std::int64_t kMaxEvaluations = 1 << 18;  // per rounding point and channel
 
-bool monotone_increasing(EltwiseAlg alg, double alpha) {
-  switch (alg) {
-    case EltwiseAlg::relu: return alpha >= 0;
-    case EltwiseAlg::tanh:
-    case EltwiseAlg::elu:
-    case EltwiseAlg::sqrt:
-    case EltwiseAlg::logistic:
-    case EltwiseAlg::exp:
-    case EltwiseAlg::log:
-    case EltwiseAlg::hsigmoid:
-    case EltwiseAlg::round:
-    case EltwiseAlg::clip: return true;
-    case EltwiseAlg::linear: return alpha >= 0;
-    default: return false;
-  }
-}
-
 template <typename T>
 double at(const std::vector<T>& v, int c) {
   return static_cast<double>(v.size() == 1 ? v[0] : v[static_cast<std::size_t>(c)]);

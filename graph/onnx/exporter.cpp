@@ -11,6 +11,7 @@
 #include <numeric>
 #include <set>
 
+#include "composer/eltwise_math.hpp"
 #include "composer/fake_quantize_formula.hpp"
 #include "graph/onnx/proto_utils.hpp"
 #include "graph/ops.hpp"
@@ -1380,6 +1381,10 @@ class Exporter {
                       float alpha, float beta) {
     using composer::EltwiseAlg;
     const auto unary = [&](const char* op) { return w_.op(op, b, {x}); };
+    // One ONNX operator with its defaults (composer/eltwise_math.hpp's table).
+    if (const std::string_view op = composer::eltwise_info(alg).onnx_op; !op.empty()) {
+      return w_.op(std::string(op), b, {x});
+    }
     switch (alg) {
       case EltwiseAlg::relu: {
         if (alpha == 0.0f) return unary("Relu");
@@ -1392,17 +1397,12 @@ class Exporter {
         Writer::float_attr(*w_.producer(t), "alpha", alpha);
         return t;
       }
-      case EltwiseAlg::tanh: return unary("Tanh");
       case EltwiseAlg::square: return w_.op("Mul", b, {x, x});
-      case EltwiseAlg::abs: return unary("Abs");
-      case EltwiseAlg::sqrt: return unary("Sqrt");
       case EltwiseAlg::linear: {
         const std::string t = w_.op("Mul", b + "/alpha", {x, w_.scalar(b + "/alpha", alpha)});
         return beta == 0.0f ? t : w_.op("Add", b + "/beta", {t, w_.scalar(b + "/beta", beta)});
       }
       case EltwiseAlg::clip: return w_.op("Clip", b, {x, w_.scalar(b + "/lo", alpha), w_.scalar(b + "/hi", beta)});
-      case EltwiseAlg::logistic: return unary("Sigmoid");
-      case EltwiseAlg::exp: return unary("Exp");
       case EltwiseAlg::gelu_tanh:
       case EltwiseAlg::gelu_erf: {
         const std::string t = w_.fresh(b);
@@ -1414,16 +1414,13 @@ class Exporter {
         swish(b, x, alpha, t);
         return t;
       }
-      case EltwiseAlg::hardswish: return unary("HardSwish");
       case EltwiseAlg::hsigmoid: {
         const std::string t = unary("HardSigmoid");
         Writer::float_attr(*w_.producer(t), "alpha", 1.0f / 6.0f);
         Writer::float_attr(*w_.producer(t), "beta", 0.5f);
         return t;
       }
-      case EltwiseAlg::round: return unary("Round");
-      case EltwiseAlg::log:
-      case EltwiseAlg::mish: break;
+      default: break;  // log, mish
     }
     refuse(n, "post-op eltwise " + composer::to_string(alg) +
                   ": qfuse has no operator to read its ONNX form back as");

@@ -221,16 +221,7 @@ constexpr std::int64_t kTableMinValues = 4096;
 bool costly_activation(const Graph& g, const std::vector<NodeId>& nodes) {
   for (NodeId id : nodes) {
     const auto e = eltwise_of(g.node(id));
-    if (!e) continue;
-    switch (e->alg) {
-      case composer::EltwiseAlg::relu:
-      case composer::EltwiseAlg::linear:
-      case composer::EltwiseAlg::clip:
-      case composer::EltwiseAlg::round:
-      case composer::EltwiseAlg::abs:
-      case composer::EltwiseAlg::hsigmoid: break;  // a clip of an affine step
-      default: return true;
-    }
+    if (e && !composer::eltwise_info(e->alg).piecewise_linear) return true;
   }
   return false;
 }

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "composer/eltwise_math.hpp"
 #include "composer/fake_quantize_formula.hpp"
 
 namespace qfuse::composer {
@@ -127,6 +128,42 @@ TEST(FakeQuantizeFormula, ConvertToCodeRoundsHalfToEvenAndSaturates) {
     EXPECT_EQ(convert_to_code(lo + 254.6, lo), lo + 255.0);
     EXPECT_EQ(convert_to_code(std::numeric_limits<double>::quiet_NaN(), lo), lo + 255.0);
   }
+}
+
+// The eltwise table's columns against the functions themselves: every row
+// marked non-decreasing is, sampled across [-8, 8] (log and sqrt from 0.01);
+// every row marked piecewise linear has zero second differences away from its
+// kinks; and the values are the textbook ones at a few points.
+TEST(EltwiseTable, ColumnsAgreeWithTheFunctions) {
+  for (const EltwiseInfo& row : eltwise_table()) {
+    const bool positive_only = row.alg == EltwiseAlg::log || row.alg == EltwiseAlg::sqrt;
+    const double lo = positive_only ? 0.01 : -8.0;
+    for (const double alpha : {0.5, -0.5}) {
+      const double beta = row.alg == EltwiseAlg::clip ? 1.0 : 0.25;
+      const double a = row.alg == EltwiseAlg::clip ? -1.0 : alpha;
+      bool increasing = true;
+      for (double x = lo; x < 8.0; x += 1.0 / 64) {
+        increasing = increasing && row.value(x + 1.0 / 64, a, beta) >= row.value(x, a, beta);
+      }
+      EXPECT_EQ(increasing, monotone_increasing(row.alg, a)) << row.name << " alpha " << a;
+    }
+    if (row.piecewise_linear && row.alg != EltwiseAlg::round) {
+      int curved = 0;
+      for (double x = -7.9; x < 7.9; x += 0.37) {
+        const double h = 1e-3;
+        const double d2 = row.value(x + h, 0.5, 1.0) - 2 * row.value(x, 0.5, 1.0) + row.value(x - h, 0.5, 1.0);
+        curved += std::abs(d2) > 1e-9;
+      }
+      EXPECT_LE(curved, 3) << row.name << " (a kink or two)";
+    }
+  }
+  EXPECT_EQ(eltwise_value(EltwiseAlg::logistic, 0.0, 0, 0), 0.5);
+  EXPECT_EQ(eltwise_value(EltwiseAlg::hardswish, 3.0, 0, 0), 3.0);
+  EXPECT_EQ(eltwise_value(EltwiseAlg::hsigmoid, 0.0, 0, 0), 0.5);
+  EXPECT_EQ(eltwise_value(EltwiseAlg::round, 2.5, 0, 0), 2.0);
+  EXPECT_NEAR(eltwise_value(EltwiseAlg::gelu_erf, 1.0, 0, 0), 0.8413447460685429, 1e-15);
+  EXPECT_EQ(eltwise_info(EltwiseAlg::logistic).onnx_op, "Sigmoid");
+  EXPECT_EQ(eltwise_info(EltwiseAlg::mish).name, "mish");
 }
 
 }  // namespace
