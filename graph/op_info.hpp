@@ -55,11 +55,17 @@ struct OpInfo {
   // Each output element is an element of the one data input (Resize: in
   // nearest mode only), so a per-tensor grid passes through unchanged.
   bool moves_values;
+  // The ONNX operator that is exactly this op, input for input, with no
+  // attributes ("Mul" for Multiply): what the importer reads as it and the
+  // exporter writes. Empty for the others.
+  std::string_view onnx;
 };
 
 const OpInfo& op_info(OpKind kind);
 // The op whose name (to_string) is `name`.
 std::optional<OpKind> op_kind_named(std::string_view name);
+// The op that ONNX operator `onnx_op` is exactly (OpInfo::onnx), if one is.
+std::optional<OpKind> op_kind_of_onnx(std::string_view onnx_op);
 
 // The eltwise (algorithm, alpha, beta) that computes unary node `n`, if one does.
 std::optional<composer::Eltwise> eltwise_of(const Node& n);

@@ -14,6 +14,7 @@
 #include "composer/eltwise_math.hpp"
 #include "composer/fake_quantize_formula.hpp"
 #include "graph/onnx/proto_utils.hpp"
+#include "graph/op_info.hpp"
 #include "graph/ops.hpp"
 #include "graph/node_queries.hpp"
 #include "qfuse/error.hpp"
@@ -346,10 +347,7 @@ class Exporter {
       case OpKind::Minimum:
       case OpKind::Maximum: {
         require_f32();
-        static const std::map<OpKind, const char*> kOps = {
-            {OpKind::Add, "Add"},         {OpKind::Subtract, "Sub"}, {OpKind::Multiply, "Mul"},
-            {OpKind::Divide, "Div"},      {OpKind::Minimum, "Min"},  {OpKind::Maximum, "Max"}};
-        w_.node(kOps.at(n.kind), b, {x(0), x(1)}, y);
+        w_.node(std::string(graph::op_info(n.kind).onnx), b, {x(0), x(1)}, y);
         return;
       }
       case OpKind::Relu:
@@ -361,11 +359,7 @@ class Exporter {
       case OpKind::Round:
       case OpKind::HSwish: {
         require_f32();
-        static const std::map<OpKind, const char*> kOps = {
-            {OpKind::Relu, "Relu"}, {OpKind::Sigmoid, "Sigmoid"}, {OpKind::Tanh, "Tanh"},
-            {OpKind::Exp, "Exp"},   {OpKind::Abs, "Abs"},         {OpKind::Sqrt, "Sqrt"},
-            {OpKind::Round, "Round"}, {OpKind::HSwish, "HardSwish"}};
-        w_.node(kOps.at(n.kind), b, {x(0)}, y);
+        w_.node(std::string(graph::op_info(n.kind).onnx), b, {x(0)}, y);
         return;
       }
       case OpKind::LeakyRelu:

@@ -2,14 +2,21 @@
 
 #include "graph/onnx/import_internal.hpp"
 
+#include <stdexcept>
+
+#include "graph/op_info.hpp"
+
 namespace qfuse::onnx::impl {
 
+// The IR op that ONNX operator exactly is (graph/op_info.cpp's onnx column).
+OpKind Importer::onnx_kind() const {
+  const auto kind = graph::op_kind_of_onnx(node_->op_type());
+  if (!kind) throw std::logic_error("import: no IR op is " + node_->op_type());
+  return *kind;
+}
+
 void Importer::op_unary(AttrReader&) {
-  static const std::unordered_map<std::string, OpKind> kKinds = {
-      {"Relu", OpKind::Relu},    {"Sigmoid", OpKind::Sigmoid}, {"Tanh", OpKind::Tanh},
-      {"Exp", OpKind::Exp},      {"Abs", OpKind::Abs},         {"Sqrt", OpKind::Sqrt},
-      {"Round", OpKind::Round},  {"HardSwish", OpKind::HSwish}};
-  const OpKind kind = kKinds.at(node_->op_type());
+  const OpKind kind = onnx_kind();
   // Tanh inside GELU's tanh form imports the GELU too; the Tanh itself is
   // imported below all the same, and dies unread.
   if (kind == OpKind::Tanh) try_tanh_gelu();
@@ -104,13 +111,7 @@ Operand Importer::binary(OpKind kind, Operand& x, Operand& y, const std::string&
   return make_integer(emit(kind, {f32(x), f32(y)}, NoAttrs{}, suffix), x.type, out_shape, r);
 }
 
-void Importer::op_binary(AttrReader&) {
-  static const std::unordered_map<std::string, OpKind> kKinds = {{"Add", OpKind::Add},
-                                                                 {"Sub", OpKind::Subtract},
-                                                                 {"Mul", OpKind::Multiply},
-                                                                 {"Div", OpKind::Divide}};
-  set_out(0, binary(kKinds.at(node_->op_type()), in(0), in(1), ""));
-}
+void Importer::op_binary(AttrReader&) { set_out(0, binary(onnx_kind(), in(0), in(1), "")); }
 
 void Importer::op_variadic(AttrReader&) {
   const std::string& op = node_->op_type();

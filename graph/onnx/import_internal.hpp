@@ -310,6 +310,7 @@ class Importer {
   // --- operators -----------------------------------------------------------
   void op_constant(AttrReader& a);
   void op_identity(AttrReader& a);
+  OpKind onnx_kind() const;
   void op_unary(AttrReader& a);
   void op_elu_like(AttrReader& a);
   void op_hard_sigmoid(AttrReader& a);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "graph/onnx/importer.hpp"
+#include "graph/op_info.hpp"
 #include "plugin/api_internal.hpp"
 #include "tests/onnx/onnx_model_builder.hpp"
 
@@ -505,6 +506,32 @@ TEST(OnnxQuantize, PerAxisDequantizeLinearIsExact) {
     const float expected = static_cast<float>(qv[i] - zp[i / 2]) * s[i / 2];
     EXPECT_EQ(y.data<float>()[i], expected) << i;
   }
+}
+
+// Every ONNX operator graph/op_info.cpp names as exactly one IR op imports as
+// that op (the exporter writes it back by the same column), and a name no row
+// has is not taken for one.
+TEST(OnnxNames, EachOperatorOfTheTableImportsAsItsOp) {
+  std::size_t rows = 0;
+  for (int k = 0; k <= static_cast<int>(graph::OpKind::Quantize); ++k) {  // the table's last row
+    const auto kind = static_cast<graph::OpKind>(k);
+    const std::string_view onnx_op = graph::op_info(kind).onnx;
+    if (onnx_op.empty()) continue;
+    ++rows;
+    const bool binary = graph::is_elementwise_binary(kind);
+    Model m;
+    m.input("x", kFloat, {1, 4});
+    if (binary) m.input("y", kFloat, {1, 4});
+    m.node(std::string(onnx_op), binary ? std::vector<std::string>{"x", "y"} : std::vector<std::string>{"x"},
+           {"z"});
+    m.output("z", kFloat);
+    const graph::Graph g = import_bytes(m.bytes());
+    EXPECT_EQ(count_nodes(g, kind), 1u) << onnx_op;
+    EXPECT_EQ(graph::op_kind_of_onnx(onnx_op), kind) << onnx_op;
+  }
+  EXPECT_EQ(rows, 14u);
+  EXPECT_FALSE(graph::op_kind_of_onnx("Multiply").has_value());
+  EXPECT_FALSE(graph::op_kind_of_onnx("").has_value());
 }
 
 // Q -> DQ imports one to one: a Quantize and a Dequantize, ONNX's values on ties.
