@@ -76,6 +76,117 @@ cp::DataType to_composer(ElementType t) {
   }
 }
 
+// A FakeQuantize with constant ranges per tensor or per channel: the
+// composer's FakeQuantize step.
+bool absorb_fake_quantize(const Graph& g, const Node& n, const Shape& shape, std::size_t axis,
+                          Absorbed& a) {
+  std::vector<std::vector<float>> r;
+  for (std::size_t i = 1; i < 5; ++i) {
+    auto v = channel_vector(g, n.inputs[i], shape, axis);
+    if (!v) return false;
+    r.push_back(*v);
+  }
+  a.steps.push_back(cp::FakeQuantize{r[0], r[1], r[2], r[3],
+                                     static_cast<int>(n.attr<FakeQuantizeAttrs>().levels)});
+  return true;
+}
+
+// ONNX's QuantizeLinear: the composer's Quantize step. With the Dequantize
+// that alone reads it (a Q/DQ pair whose codes no layer took), that one joins
+// as Shift(-Z), Scale(S) and the chain goes on in f32; otherwise the codes
+// are the destination and the chain ends.
+bool absorb_quantize(const Graph& g, const Node& n, std::size_t axis, Absorbed& a) {
+  const auto& q = n.attr<QuantizeAttrs>();
+  if (!q.per_tensor() && static_cast<std::size_t>(q.axis) != axis) return false;
+  std::vector<float> zero;
+  for (std::int32_t z : q.zero_point) zero.push_back(static_cast<float>(z));
+  a.steps.push_back(cp::Quantize{q.scale, zero, static_cast<float>(q.code_min()),
+                                 static_cast<float>(q.code_max())});
+  if (const Node* dq = dequantize_of_quantize(g, n)) {
+    for (float& z : zero) z = -z;
+    a.steps.push_back(cp::Shift{std::move(zero)});
+    a.steps.push_back(cp::Scale{q.scale});
+    a.dequantize = g.value(dq->outputs[0]).producer;
+    return true;
+  }
+  a.dst_type = q.to;
+  return true;
+}
+
+// Multiply / Add / Subtract / Divide of the running value `cur` by a
+// constant, a gate or a residual.
+bool absorb_arithmetic(const Graph& g, const Node& n, ValueId cur, const Shape& shape,
+                       std::size_t axis, int next_external, bool matrix_product, Absorbed& a) {
+  const bool cur_first = n.inputs[0] == cur;
+  const ValueId other = n.inputs[cur_first ? 1 : 0];
+  if (g.value(other).is_constant()) {
+    auto v = channel_vector(g, other, shape, axis);
+    if (!v) return false;
+    if (n.kind == OpKind::Multiply) {
+      a.steps.push_back(cp::Scale{*v});
+    } else if (n.kind == OpKind::Add) {
+      a.steps.push_back(cp::Shift{*v});
+    } else if (n.kind == OpKind::Subtract) {
+      for (float& x : *v) x = -x;
+      if (cur_first) {
+        a.steps.push_back(cp::Shift{*v});
+      } else {  // c - x
+        a.steps.push_back(cp::Scale{{-1.0f}});
+        for (float& x : *v) x = -x;
+        a.steps.push_back(cp::Shift{*v});
+      }
+    } else {
+      if (!cur_first) return false;
+      for (float& x : *v) {
+        if (x == 0.0f) return false;
+        x = 1.0f / x;
+      }
+      a.steps.push_back(cp::Scale{*v});
+    }
+    return true;
+  }
+  if (g.value(other).type != ElementType::f32) return false;
+  // A runtime tensor of one value per channel (squeeze-excitation's gate
+  // computed from something other than this layer's output) or of the
+  // output's shape: a binary post-op reading it.
+  const bool full = g.value(other).shape == shape;
+  const bool per_channel = !full && is_per_channel(g.value(other).shape, shape, axis);
+  if ((n.kind == OpKind::Multiply && (full || per_channel)) ||
+      (n.kind == OpKind::Add && per_channel)) {
+    a.steps.push_back(cp::Binary{n.kind == OpKind::Multiply ? cp::BinaryAlg::mul
+                                                            : cp::BinaryAlg::add,
+                                 next_external,
+                                 full ? cp::Broadcast::full : cp::Broadcast::per_channel,
+                                 cp::DataType::f32});
+    a.externals.push_back(other);
+    return true;
+  }
+  if (n.kind != OpKind::Add || !full) return false;
+  // Residual: a dequantized int8 tensor is read directly by a sum post-op.
+  if (const auto d = dequantized(g, other)) {
+    const ElementType t = g.value(d->codes).type;
+    if (t == ElementType::u8 || t == ElementType::s8) {
+      a.steps.push_back(cp::Sum{next_external, d->scale[0], to_composer(t)});
+      if (d->zero_point[0] != 0.0f) a.steps.push_back(cp::Shift{{-d->scale[0] * d->zero_point[0]}});
+      a.externals.push_back(d->codes);
+      return true;
+    }
+  }
+  // Any other f32 residual: a full-tensor binary add; a sum post-op
+  // instead after a matrix product, whose fast oneDNN 2.6 kernel (brgemm
+  // inner product) takes binary operands only per channel or per tensor
+  // (the sum reads the residual from the f32 destination, placed there
+  // first or shared in place).
+  if (matrix_product) {
+    a.steps.push_back(cp::Sum{next_external, 1.0f, cp::DataType::f32});
+  } else {
+    a.steps.push_back(cp::Binary{cp::BinaryAlg::add, next_external, cp::Broadcast::full,
+                                 cp::DataType::f32});
+  }
+  a.externals.push_back(other);
+  return true;
+}
+
 // Steps for node `n` reading the running value `cur` (shape `shape`, output
 // channels on `axis`), or nullopt when `n` cannot join the chain.
 std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Shape& shape,
@@ -96,40 +207,10 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
     a.steps.push_back(*e);
     return a;
   }
+  bool taken = false;
   switch (n.kind) {
-    case OpKind::FakeQuantize: {
-      std::vector<std::vector<float>> r;
-      for (std::size_t i = 1; i < 5; ++i) {
-        auto v = channel_vector(g, n.inputs[i], shape, axis);
-        if (!v) return std::nullopt;
-        r.push_back(*v);
-      }
-      cp::FakeQuantize fq{r[0], r[1], r[2], r[3],
-                          static_cast<int>(n.attr<FakeQuantizeAttrs>().levels)};
-      a.steps.push_back(fq);
-      return a;
-    }
-    case OpKind::Quantize: {
-      // ONNX's QuantizeLinear: the composer's Quantize step. With the
-      // Dequantize that alone reads it (a Q/DQ pair whose codes no layer
-      // took), that one joins as Shift(-Z), Scale(S) and the chain goes on in
-      // f32; otherwise the codes are the destination and the chain ends.
-      const auto& q = n.attr<QuantizeAttrs>();
-      if (!q.per_tensor() && static_cast<std::size_t>(q.axis) != axis) return std::nullopt;
-      std::vector<float> zero;
-      for (std::int32_t z : q.zero_point) zero.push_back(static_cast<float>(z));
-      a.steps.push_back(cp::Quantize{q.scale, zero, static_cast<float>(q.code_min()),
-                                     static_cast<float>(q.code_max())});
-      if (const Node* dq = dequantize_of_quantize(g, n)) {
-        for (float& z : zero) z = -z;
-        a.steps.push_back(cp::Shift{std::move(zero)});
-        a.steps.push_back(cp::Scale{q.scale});
-        a.dequantize = g.value(dq->outputs[0]).producer;
-        return a;
-      }
-      a.dst_type = q.to;
-      return a;
-    }
+    case OpKind::FakeQuantize: taken = absorb_fake_quantize(g, n, shape, axis, a); break;
+    case OpKind::Quantize: taken = absorb_quantize(g, n, axis, a); break;
     case OpKind::Convert: {
       const ElementType to = n.attr<ConvertAttrs>().to;
       if (to != ElementType::u8 && to != ElementType::s8) return std::nullopt;
@@ -141,78 +222,13 @@ std::optional<Absorbed> absorb(const Graph& g, NodeId id, ValueId cur, const Sha
     case OpKind::Multiply:
     case OpKind::Add:
     case OpKind::Subtract:
-    case OpKind::Divide: {
-      const bool cur_first = n.inputs[0] == cur;
-      const ValueId other = n.inputs[cur_first ? 1 : 0];
-      if (g.value(other).is_constant()) {
-        auto v = channel_vector(g, other, shape, axis);
-        if (!v) return std::nullopt;
-        if (n.kind == OpKind::Multiply) {
-          a.steps.push_back(cp::Scale{*v});
-        } else if (n.kind == OpKind::Add) {
-          a.steps.push_back(cp::Shift{*v});
-        } else if (n.kind == OpKind::Subtract) {
-          for (float& x : *v) x = -x;
-          if (cur_first) {
-            a.steps.push_back(cp::Shift{*v});
-          } else {  // c - x
-            a.steps.push_back(cp::Scale{{-1.0f}});
-            for (float& x : *v) x = -x;
-            a.steps.push_back(cp::Shift{*v});
-          }
-        } else {
-          if (!cur_first) return std::nullopt;
-          for (float& x : *v) {
-            if (x == 0.0f) return std::nullopt;
-            x = 1.0f / x;
-          }
-          a.steps.push_back(cp::Scale{*v});
-        }
-        return a;
-      }
-      if (g.value(other).type != ElementType::f32) return std::nullopt;
-      // A runtime tensor of one value per channel (squeeze-excitation's gate
-      // computed from something other than this layer's output) or of the
-      // output's shape: a binary post-op reading it.
-      const bool full = g.value(other).shape == shape;
-      const bool per_channel = !full && is_per_channel(g.value(other).shape, shape, axis);
-      if ((n.kind == OpKind::Multiply && (full || per_channel)) ||
-          (n.kind == OpKind::Add && per_channel)) {
-        a.steps.push_back(cp::Binary{n.kind == OpKind::Multiply ? cp::BinaryAlg::mul
-                                                                : cp::BinaryAlg::add,
-                                     next_external,
-                                     full ? cp::Broadcast::full : cp::Broadcast::per_channel,
-                                     cp::DataType::f32});
-        a.externals.push_back(other);
-        return a;
-      }
-      if (n.kind != OpKind::Add || !full) return std::nullopt;
-      // Residual: a dequantized int8 tensor is read directly by a sum post-op.
-      if (const auto d = dequantized(g, other)) {
-        const ElementType t = g.value(d->codes).type;
-        if (t == ElementType::u8 || t == ElementType::s8) {
-          a.steps.push_back(cp::Sum{next_external, d->scale[0], to_composer(t)});
-          if (d->zero_point[0] != 0.0f) a.steps.push_back(cp::Shift{{-d->scale[0] * d->zero_point[0]}});
-          a.externals.push_back(d->codes);
-          return a;
-        }
-      }
-      // Any other f32 residual: a full-tensor binary add; a sum post-op
-      // instead after a matrix product, whose fast oneDNN 2.6 kernel (brgemm
-      // inner product) takes binary operands only per channel or per tensor
-      // (the sum reads the residual from the f32 destination, placed there
-      // first or shared in place).
-      if (matrix_product) {
-        a.steps.push_back(cp::Sum{next_external, 1.0f, cp::DataType::f32});
-      } else {
-        a.steps.push_back(cp::Binary{cp::BinaryAlg::add, next_external, cp::Broadcast::full,
-                                     cp::DataType::f32});
-      }
-      a.externals.push_back(other);
-      return a;
-    }
-    default: return std::nullopt;
+    case OpKind::Divide:
+      taken = absorb_arithmetic(g, n, cur, shape, axis, next_external, matrix_product, a);
+      break;
+    default: break;
   }
+  if (!taken) return std::nullopt;
+  return a;
 }
 
 }  // namespace
