@@ -203,38 +203,6 @@ void absorb_matmul_transposes(graph::Graph& g,
   }
 }
 
-std::vector<std::pair<int, dnnl::memory>> apply_chain(const F32Chain& chain,
-                                                      dnnl::primitive_attr& attr,
-                                                      const dnnl::engine& engine,
-                                                      std::int64_t channels, int channel_axis,
-                                                      int rank,
-                                                      std::vector<RuntimeOperand>* runtime) {
-  dnnl::post_ops ops;
-  std::vector<std::pair<int, dnnl::memory>> args;
-  for (const F32PostOp& s : chain.steps) {
-    if (!s.binary) {
-      ops.append_eltwise(1.0f, s.alg, s.alpha, s.beta);
-      continue;
-    }
-    dnnl::memory::dims dims(static_cast<std::size_t>(rank), 1);
-    const bool per_channel = s.operand.valid() ? s.per_channel : s.values.size() != 1;
-    dims[static_cast<std::size_t>(channel_axis)] = per_channel ? channels : 1;
-    const dnnl::memory::desc md = plain_desc(dims, ElementType::f32);
-    const int index = ops.len();
-    ops.append_binary(s.alg, md);
-    if (s.operand.valid()) {
-      if (runtime == nullptr) throw std::logic_error("apply_chain: a run-time operand with nowhere to bind it");
-      runtime->push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, s.operand, md});
-      continue;
-    }
-    dnnl::memory m(md, engine);
-    std::copy(s.values.begin(), s.values.end(), static_cast<float*>(m.get_data_handle()));
-    args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, m);
-  }
-  attr.set_post_ops(ops);
-  return args;
-}
-
 std::string describe(const F32Chain& chain) {
   std::string s;
   for (const F32PostOp& step : chain.steps) {

@@ -56,16 +56,7 @@ struct RuntimeOperand {
   dnnl::memory::desc md;
 };
 
-// The chain as oneDNN post-ops on `attr` for a destination of `channels`
-// channels on axis `channel_axis` of `rank` dims; returns the constant binary
-// operands with their execution argument ids, and adds the run-time ones to
-// `runtime` (which may be null when the chain has none).
-std::vector<std::pair<int, dnnl::memory>> apply_chain(const F32Chain& chain,
-                                                      dnnl::primitive_attr& attr,
-                                                      const dnnl::engine& engine,
-                                                      std::int64_t channels, int channel_axis,
-                                                      int rank,
-                                                      std::vector<RuntimeOperand>* runtime = nullptr);
+// (plugin/post_ops_attr.hpp's apply_chain makes the chain oneDNN post-ops.)
 
 // f32 MatMuls of two run-time rank-4 tensors take the Transposes around them
 // where oneDNN 2.6's brgemm matmul reads and writes those layouts by strides

@@ -1,5 +1,8 @@
 #include "plugin/post_ops_attr.hpp"
 
+#include "plugin/dnnl_utils.hpp"
+#include "plugin/f32_post_ops.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -123,6 +126,39 @@ dnnl::algorithm to_dnnl(BinaryAlg alg) {
   throw std::invalid_argument("to_dnnl: unknown binary algorithm");
 }
 
+dnnl::primitive_attr user_scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  use_user_scratchpad(attr);
+  return attr;
+}
+
+void use_user_scratchpad(dnnl::primitive_attr& attr) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+}
+
+void set_layer_quantization(dnnl::primitive_attr& attr, std::optional<int> runtime_scales_mask,
+                            std::int32_t src_zero_point, std::int32_t weights_zero_point) {
+  if (runtime_scales_mask) attr.set_output_scales(*runtime_scales_mask, {DNNL_RUNTIME_F32_VAL});
+  if (src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {src_zero_point});
+  if (weights_zero_point != 0) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {weights_zero_point});
+}
+
+dnnl::primitive_attr affine_attr(float scale, float shift) {
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  if (scale != 1.0f || shift != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, scale, shift);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
+dnnl::primitive_attr output_scale_attr(float scale) {
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  attr.set_output_scales(0, {scale});
+  return attr;
+}
+
 dnnl::primitive_attr make_primitive_attr(const PostOpsPlan& plan,
                                          const dnnl::memory::dims& dst_dims,
                                          FullTensorLayout full, std::size_t channel_axis) {
@@ -198,6 +234,38 @@ std::unordered_map<int, dnnl::memory> make_constant_post_op_memory(
     memories.emplace(arg.arg, std::move(memory));
   }
   return memories;
+}
+
+std::vector<std::pair<int, dnnl::memory>> apply_chain(const F32Chain& chain,
+                                                      dnnl::primitive_attr& attr,
+                                                      const dnnl::engine& engine,
+                                                      std::int64_t channels, int channel_axis,
+                                                      int rank,
+                                                      std::vector<RuntimeOperand>* runtime) {
+  dnnl::post_ops ops;
+  std::vector<std::pair<int, dnnl::memory>> args;
+  for (const F32PostOp& s : chain.steps) {
+    if (!s.binary) {
+      ops.append_eltwise(1.0f, s.alg, s.alpha, s.beta);
+      continue;
+    }
+    dnnl::memory::dims dims(static_cast<std::size_t>(rank), 1);
+    const bool per_channel = s.operand.valid() ? s.per_channel : s.values.size() != 1;
+    dims[static_cast<std::size_t>(channel_axis)] = per_channel ? channels : 1;
+    const dnnl::memory::desc md = plain_desc(dims, ElementType::f32);
+    const int index = ops.len();
+    ops.append_binary(s.alg, md);
+    if (s.operand.valid()) {
+      if (runtime == nullptr) throw std::logic_error("apply_chain: a run-time operand with nowhere to bind it");
+      runtime->push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, s.operand, md});
+      continue;
+    }
+    dnnl::memory m(md, engine);
+    std::copy(s.values.begin(), s.values.end(), static_cast<float*>(m.get_data_handle()));
+    args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, m);
+  }
+  attr.set_post_ops(ops);
+  return args;
 }
 
 }  // namespace qfuse::plugin

@@ -1,9 +1,15 @@
-// The one place that speaks oneDNN 2.x post-op attributes: turns a PostOpsPlan into a
-// dnnl::primitive_attr and lists the memory arguments its binary post-ops
-// read. A oneDNN 3.x backend (per-argument scales) replaces this file only.
+// The one place that builds oneDNN 2.x primitive attributes: a PostOpsPlan
+// (an int8 layer's composed chain) as output scales, destination zero point
+// and post-ops, with the memory arguments its binary post-ops read; an f32
+// layer's absorbed chain (F32Chain) as post-ops; an int8 layer's run-time
+// output scales and source / weights zero points; a requantizing pool's and
+// a quantizing softmax's scale; the user scratchpad every primitive takes. A
+// oneDNN 3.x backend (per-argument scales) replaces this file only.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -12,6 +18,9 @@
 #include "composer/post_ops_plan.hpp"
 
 namespace qfuse::plugin {
+
+struct F32Chain;
+struct RuntimeOperand;
 
 dnnl::memory::data_type to_dnnl(composer::DataType type);
 dnnl::algorithm to_dnnl(composer::EltwiseAlg alg);
@@ -33,6 +42,36 @@ dnnl::primitive_attr make_primitive_attr(const composer::PostOpsPlan& plan,
                                          const dnnl::memory::dims& dst_dims,
                                          FullTensorLayout full = FullTensorLayout::plain,
                                          std::size_t channel_axis = 1);
+
+// Attributes whose scratchpad the caller passes at execution
+// (DNNL_ARG_SCRATCHPAD: the request's arena), as every primitive qfuse runs
+// takes it; use_user_scratchpad sets that on `attr`.
+dnnl::primitive_attr user_scratchpad_attr();
+void use_user_scratchpad(dnnl::primitive_attr& attr);
+
+// An int8 layer's quantization beyond its plan: output scales given at run
+// time (a dynamic layer: `runtime_scales_mask`, 0 per tensor), and the
+// source and weights zero points (none when 0).
+void set_layer_quantization(dnnl::primitive_attr& attr, std::optional<int> runtime_scales_mask,
+                            std::int32_t src_zero_point, std::int32_t weights_zero_point);
+
+// User scratchpad and, unless it is the identity, scale * x + shift as an
+// eltwise post-op (an int8 pool writing the next grid).
+dnnl::primitive_attr affine_attr(float scale, float shift);
+// User scratchpad and one output scale (a softmax writing codes).
+dnnl::primitive_attr output_scale_attr(float scale);
+
+// An f32 layer's absorbed chain as oneDNN post-ops on `attr`, for a
+// destination of `channels` channels on axis `channel_axis` of `rank` dims;
+// returns the constant binary operands with their execution argument ids,
+// and adds the run-time ones to `runtime` (which may be null when the chain
+// has none).
+std::vector<std::pair<int, dnnl::memory>> apply_chain(const F32Chain& chain,
+                                                      dnnl::primitive_attr& attr,
+                                                      const dnnl::engine& engine,
+                                                      std::int64_t channels, int channel_axis,
+                                                      int rank,
+                                                      std::vector<RuntimeOperand>* runtime = nullptr);
 
 // The tensor binary post-op number `post_op_index` reads, passed at execution
 // as argument `arg` (DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1).

@@ -16,6 +16,7 @@
 #include "plugin/executable_ops/byte_kernels.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/f32_post_ops.hpp"
+#include "plugin/post_ops_attr.hpp"
 #include "plugin/memory_plan.hpp"
 
 namespace qfuse::plugin {
@@ -86,12 +87,6 @@ class DnnlOp final : public ExecutableOp {
   std::string implementation_;
   std::string post_ops_;
 };
-
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
 
 std::unique_ptr<ExecutableOp> make_op(const Node& node, const dnnl::engine& engine,
                                       const dnnl::primitive_desc_base& pd,
@@ -262,7 +257,7 @@ class ConstantWeightsOp final : public ExecutableOp {
 dnnl::primitive_attr layer_attr(const Operands& o, const dnnl::engine& engine, std::size_t rank,
                                 std::vector<std::pair<int, memory>>& args,
                                 std::vector<RuntimeOperand>* runtime = nullptr) {
-  dnnl::primitive_attr attr = user_scratchpad();
+  dnnl::primitive_attr attr = user_scratchpad_attr();
   if (o.chain != nullptr) {
     const Shape& out = o.out().shape;
     const std::int64_t channels = out[*graph::output_channel_axis(o.node.kind, out.size())];
@@ -330,7 +325,7 @@ std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::en
       prop_kind::forward_inference, algorithm::convolution_direct, o.in_md(0), w_md, b_md,
       o.out_md(), to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
       to_dims(a.pads_end));
-  dnnl::convolution_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::convolution_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   std::vector<Binding> bindings{{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
                                 {DNNL_ARG_WEIGHTS, o.node.inputs[1], w_md},
                                 {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}};
@@ -380,7 +375,7 @@ std::unique_ptr<ExecutableOp> make_shuffled_1x1_deconvolution(const Operands& o,
   dnnl::convolution_forward::desc desc(prop_kind::forward_inference,
                                        algorithm::convolution_direct, o.in_md(0), w_any, b_md,
                                        staged, {1, 1}, {0, 0}, {0, 0});
-  dnnl::convolution_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::convolution_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   auto op = std::make_unique<ConstantWeightsOp>(o.node, engine, pd, w_plain, conv_weights,
                                                 conv_bias ? &*conv_bias : nullptr,
                                                 pd.dst_desc());
@@ -432,7 +427,7 @@ std::unique_ptr<ExecutableOp> make_deconvolution(const Operands& o, const dnnl::
         prop_kind::forward_inference, algorithm::deconvolution_direct, o.in_md(0), w_any, b_md,
         o.out_md(), to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
         pads_end);
-    dnnl::deconvolution_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+    dnnl::deconvolution_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
     return std::make_unique<ConstantWeightsOp>(o.node, engine, std::move(pd), w_md,
                                                *o.in(1).constant,
                                                o.has(2) ? o.in(2).constant.get() : nullptr,
@@ -442,7 +437,7 @@ std::unique_ptr<ExecutableOp> make_deconvolution(const Operands& o, const dnnl::
       prop_kind::forward_inference, algorithm::deconvolution_direct, o.in_md(0), w_md, b_md,
       o.out_md(), to_dims(a.strides), to_dnnl_dilations(a.dilations), to_dims(a.pads_begin),
       pads_end);
-  dnnl::deconvolution_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::deconvolution_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   std::vector<Binding> bindings{{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
                                 {DNNL_ARG_WEIGHTS, o.node.inputs[1], w_md},
                                 {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}};
@@ -474,7 +469,7 @@ std::unique_ptr<ExecutableOp> make_fully_connected(const Operands& o,
   }
   dnnl::inner_product_forward::desc desc(prop_kind::forward_inference, x_md, o.in_md(1), b_md,
                                          y_md);
-  dnnl::inner_product_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::inner_product_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   std::vector<Binding> bindings{{DNNL_ARG_SRC, o.node.inputs[0], x_md},
                                 {DNNL_ARG_WEIGHTS, o.node.inputs[1], o.in_md(1)},
                                 {DNNL_ARG_DST, o.node.outputs[0], y_md}};
@@ -536,7 +531,7 @@ std::unique_ptr<ExecutableOp> make_matmul(const Operands& o, const dnnl::engine&
 std::unique_ptr<ExecutableOp> make_eltwise(const Operands& o, const dnnl::engine& engine,
                                            algorithm alg, float alpha, float beta) {
   dnnl::eltwise_forward::desc desc(prop_kind::forward_inference, alg, o.in_md(0), alpha, beta);
-  dnnl::eltwise_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::eltwise_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   return make_op(o.node, engine, pd,
                  {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
                   {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
@@ -612,7 +607,7 @@ std::unique_ptr<ExecutableOp> make_binary(const Operands& o, const dnnl::engine&
   const memory::desc src0 = operand(first);
   const memory::desc src1 = operand(second);
   dnnl::binary::desc desc(binary_algorithm(o.node.kind), src0, src1, o.out_md());
-  dnnl::binary::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::binary::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   return make_op(o.node, engine, pd,
                  {{DNNL_ARG_SRC_0, o.node.inputs[first], src0},
                   {DNNL_ARG_SRC_1, o.node.inputs[second], src1},
@@ -623,7 +618,7 @@ std::unique_ptr<ExecutableOp> make_prelu(const Operands& o, const dnnl::engine& 
   const memory::desc slope =
       plain_desc(pad_rank(o.in(1).shape, o.in(0).shape.size()), ElementType::f32);
   dnnl::prelu_forward::desc desc(prop_kind::forward_inference, o.in_md(0), slope);
-  dnnl::prelu_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::prelu_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   return make_op(o.node, engine, pd,
                  {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
                   {DNNL_ARG_WEIGHTS, o.node.inputs[1], slope},
@@ -636,7 +631,7 @@ std::unique_ptr<ExecutableOp> make_layer_norm(const Operands& o, const dnnl::eng
   const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
   dnnl::layer_normalization_forward::desc desc(prop_kind::forward_inference, o.in_md(0),
                                                o.node.attr<graph::LayerNormAttrs>().epsilon, flags);
-  dnnl::layer_normalization_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::layer_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   return make_op(o.node, engine, pd,
                  {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
                   {DNNL_ARG_SCALE, o.node.inputs[1], o.in_md(1)},
@@ -650,7 +645,7 @@ std::unique_ptr<ExecutableOp> make_batch_norm(const Operands& o, const dnnl::eng
                      dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
   dnnl::batch_normalization_forward::desc desc(prop_kind::forward_inference, o.in_md(0),
                                                a.epsilon, flags);
-  dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   return make_op(o.node, engine, pd,
                  {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
                   {DNNL_ARG_SCALE, o.node.inputs[1], o.in_md(1)},
@@ -664,12 +659,7 @@ std::unique_ptr<ExecutableOp> make_pool(const Operands& o, const dnnl::engine& e
   const auto& a = o.node.attr<graph::PoolAttrs>();
   const memory::desc src = o.in_md(0), dst = o.out_md();
   const bool channels_last = o.layout(o.node.inputs[0]) == Layout::channels_last;
-  dnnl::primitive_attr attr = user_scratchpad();
-  if (a.out_scale != 1.0f || a.out_shift != 0.0f) {
-    dnnl::post_ops po;
-    po.append_eltwise(1.0f, algorithm::eltwise_linear, a.out_scale, a.out_shift);
-    attr.set_post_ops(po);
-  }
+  const dnnl::primitive_attr attr = affine_attr(a.out_scale, a.out_shift);
   const bool int8 = o.in(0).type != ElementType::f32;
   if (o.node.kind == OpKind::AvgPool && int8 && !channels_last && graph::pools_globally(o.graph, o.node)) {
     // oneDNN 2.6 pools u8/s8 with jit only channels last; its reduction is
@@ -710,7 +700,7 @@ std::unique_ptr<ExecutableOp> make_pool(const Operands& o, const dnnl::engine& e
 
 std::unique_ptr<ExecutableOp> make_reorder(const Operands& o, const dnnl::engine& engine,
                                            const memory::desc& src_md) {
-  dnnl::reorder::primitive_desc pd(engine, src_md, engine, o.out_md(), user_scratchpad());
+  dnnl::reorder::primitive_desc pd(engine, src_md, engine, o.out_md(), user_scratchpad_attr());
   return make_op(o.node, engine, pd,
                  {{DNNL_ARG_FROM, o.node.inputs[0], src_md},
                   {DNNL_ARG_TO, o.node.outputs[0], o.out_md()}});
@@ -732,7 +722,7 @@ std::unique_ptr<ExecutableOp> make_concat(const Operands& o, const dnnl::engine&
     bindings.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), o.node.inputs[i], srcs[i]});
   }
   bindings.push_back({DNNL_ARG_DST, o.node.outputs[0], o.out_md()});
-  dnnl::concat::primitive_desc pd(o.out_md(), axis, srcs, engine, user_scratchpad());
+  dnnl::concat::primitive_desc pd(o.out_md(), axis, srcs, engine, user_scratchpad_attr());
   return make_op(o.node, engine, pd, std::move(bindings));
 }
 
@@ -745,7 +735,7 @@ std::unique_ptr<ExecutableOp> make_slice(const Operands& o, const dnnl::engine& 
 
 std::unique_ptr<ExecutableOp> make_reduce_mean(const Operands& o, const dnnl::engine& engine) {
   dnnl::reduction::desc desc(algorithm::reduction_mean, o.in_md(0), o.out_md(), 0.0f, 0.0f);
-  dnnl::reduction::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::reduction::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   return make_op(o.node, engine, pd,
                  {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
                   {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
@@ -770,9 +760,7 @@ dnnl::softmax_v2_forward::primitive_desc quantizing_softmax_pd(const Operands& o
   const auto& a = o.node.attr<graph::SoftmaxAttrs>();
   dnnl::softmax_v2_forward::desc desc(prop_kind::forward_inference, algorithm::softmax_accurate,
                                       o.in_md(0), o.out_md(), static_cast<int>(a.axis));
-  dnnl::primitive_attr attr = user_scratchpad();
-  attr.set_output_scales(0, {1.0f / a.quantize_scale});
-  return {desc, attr, engine};
+  return {desc, output_scale_attr(1.0f / a.quantize_scale), engine};
 }
 
 std::unique_ptr<ExecutableOp> make_softmax(const Operands& o, const dnnl::engine& engine) {
@@ -783,7 +771,7 @@ std::unique_ptr<ExecutableOp> make_softmax(const Operands& o, const dnnl::engine
                     {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
   }
   dnnl::softmax_forward::desc desc(prop_kind::forward_inference, o.in_md(0), axis);
-  dnnl::softmax_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  dnnl::softmax_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
   return make_op(o.node, engine, pd,
                  {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
                   {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
@@ -825,7 +813,7 @@ class MeanInnerProductOp final : public ExecutableOp {
     // (M = 2: 960 -> 240 and 480 -> 640, oneDNN 2.6 brgemm).
     const dnnl::inner_product_forward::primitive_desc pd(
         dnnl::inner_product_forward::desc(prop_kind::forward_inference, src_md_, any, dst_md_),
-        user_scratchpad(), engine_);
+        user_scratchpad_attr(), engine_);
     const std::string impl = pd.impl_info_str();
     exact_ = impl.find("vnni") != std::string::npos || impl.find("amx") != std::string::npos;
     if (exact_) {
@@ -975,7 +963,7 @@ std::optional<std::string> check_quantizing_softmax(const graph::Graph& graph,
 std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,
                                            const dnnl::memory::desc& src,
                                            const dnnl::memory::desc& dst) {
-  dnnl::reorder::primitive_desc pd(engine, src, engine, dst, user_scratchpad());
+  dnnl::reorder::primitive_desc pd(engine, src, engine, dst, user_scratchpad_attr());
   return make_op(node, engine, pd,
                  {{DNNL_ARG_FROM, node.inputs[0], src}, {DNNL_ARG_TO, node.outputs[0], dst}});
 }

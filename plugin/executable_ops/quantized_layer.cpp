@@ -375,16 +375,14 @@ std::variant<Build, Refusal> build_primitive(const graph::Graph& g, const Node& 
   dnnl::primitive_attr attr = b.integer ? dnnl::primitive_attr()
                                          : make_primitive_attr(b.plan, b.dst_dims, b.full_layout,
                                                                b.channel_axis);
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (a.dynamic) {
-    attr.set_output_scales(b.dynamic_scales > 1 ? 1 << 1 : 0, {DNNL_RUNTIME_F32_VAL});
-  }
-  if (a.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {a.src_zero_point});
+  use_user_scratchpad(attr);
   // oneDNN 2.6 multiplies s8 weights only: u8 ones are shifted by -128 each
   // run, w - z = (w - 128) - (z - 128).
   b.shift_weights = b.runtime_weights && w.type == ElementType::u8;
-  const std::int32_t weights_zero_point = a.weights_zero_point - (b.shift_weights ? 128 : 0);
-  if (weights_zero_point != 0) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {weights_zero_point});
+  set_layer_quantization(attr,
+                         a.dynamic ? std::optional<int>(b.dynamic_scales > 1 ? 1 << 1 : 0)
+                                   : std::nullopt,
+                         a.src_zero_point, a.weights_zero_point - (b.shift_weights ? 128 : 0));
 
   const auto any = [](const memory::desc& md) {
     return memory::desc(md.dims(), md.data_type(), memory::format_tag::any);
