@@ -75,21 +75,6 @@ std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n, const Shape
   }
 }
 
-std::unique_ptr<ExecutableOp> make_unfused_op(const graph::Graph& graph, const graph::Node& node,
-                                              const dnnl::engine& engine,
-                                              const LayoutOf& layout_of = {},
-                                              const F32Chain* chain = nullptr) {
-  try {
-    if (auto op = make_native_op(graph, node, layout_of)) return op;
-    if (auto op = make_dnnl_op(graph, node, engine, layout_of, chain)) return op;
-  } catch (const dnnl::error& e) {
-    throw CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
-                       node.name + "': oneDNN refused the primitive (" + e.what() + ")");
-  }
-  throw UnsupportedError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
-                         node.name + "': no executable implementation");
-}
-
 }  // namespace plugin
 
 CompiledModel::CompiledModel() = default;
@@ -679,43 +664,11 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
     m.alone = runs_single_threaded(impl->graph, node);
     omp_set_num_threads(m.alone ? 1 : impl->threads);
     try {
-      if (graph::is_quantized_layer(node.kind)) {
-        m.op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
-                                            impl->memory.sum_in_place[order[i].index],
-                                            &layer_builds);
-      } else if (node.kind == graph::OpKind::Convert &&
-                 !node.attr<graph::ConvertAttrs>().quantizes() &&
-                 (layout_of(node.inputs[0]) != plugin::Layout::plain ||
-                  layout_of(node.outputs[0]) != plugin::Layout::plain)) {
-        const graph::Value& in = impl->graph.value(node.inputs[0]);
-        const graph::Value& out = impl->graph.value(node.outputs[0]);
-        m.op = plugin::make_convert(node, impl->engine,
-                                    plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
-                                    plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
-      } else if (node.kind == graph::OpKind::Dequantize &&
-                 layout_of(node.inputs[0]) != layout_of(node.outputs[0])) {
-        const graph::Value& in = impl->graph.value(node.inputs[0]);
-        const graph::Value& out = impl->graph.value(node.outputs[0]);
-        const plugin::Layout out_layout = layout_of(node.outputs[0]);
-        m.op = plugin::make_dequantize(
-            impl->graph, node, out_layout == plugin::Layout::channels_last,
-            plugin::make_convert(node, impl->engine,
-                                 plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
-                                 plugin::layout_desc(out.shape, out.type, out_layout)));
-      } else if (options.integer_only && node.kind == graph::OpKind::AvgPool &&
-                 is_int8(impl->graph.value(node.inputs[0]).type) &&
-                 !node.attr<graph::PoolAttrs>().to_f32) {
-        std::string why;
-        m.op = plugin::make_integer_avg_pool(impl->graph, node, layout_of, options.integer_eta, why);
-        if (!m.op) {
-          m.integer_refusal = why;
-          m.op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of, nullptr);
-        }
-      } else {
-        const auto chain = chains.find(order[i].index);
-        m.op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of,
-                                       chain != chains.end() ? &chain->second : nullptr);
-      }
+      const auto chain = chains.find(order[i].index);
+      m.op = plugin::make_executable(plugin::OpBuild{
+          impl->graph, node, impl->engine, layout_of,
+          chain != chains.end() ? &chain->second : nullptr, &options,
+          impl->memory.sum_in_place[order[i].index], &layer_builds, &m.integer_refusal});
     } catch (const dnnl::error& e) {
       m.error = std::make_exception_ptr(
           CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +

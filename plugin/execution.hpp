@@ -113,11 +113,6 @@ std::int64_t layer_macs(const graph::Graph& graph, const graph::Node& node);
 // The same for a node whose output has shape `out` (one not in the graph yet).
 std::int64_t layer_macs(const graph::Graph& graph, const graph::Node& node, const Shape& out);
 
-// Creates the unfused executable for one node. Throws CompileError naming the
-// node when oneDNN refuses it.
-std::unique_ptr<ExecutableOp> make_unfused_op(const graph::Graph& graph, const graph::Node& node,
-                                              const dnnl::engine& engine);
-
 }  // namespace qfuse::plugin
 
 namespace qfuse {

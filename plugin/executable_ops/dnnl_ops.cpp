@@ -97,20 +97,8 @@ std::unique_ptr<ExecutableOp> make_op(const Node& node, const dnnl::engine& engi
 
 memory::dims to_dims(const graph::Ints& v) { return memory::dims(v.begin(), v.end()); }
 
-struct Operands {
-  const graph::Graph& graph;
-  const Node& node;
-  const LayoutOf& layout_of;
-  const F32Chain* chain = nullptr;  // post-ops a layer absorbed
-  const graph::Value& in(std::size_t i) const { return graph.value(node.inputs[i]); }
-  const graph::Value& out() const { return graph.value(node.outputs[0]); }
-  Layout layout(graph::ValueId v) const { return layout_of ? layout_of(v) : Layout::plain; }
-  memory::desc in_md(std::size_t i) const {
-    return layout_desc(in(i).shape, in(i).type, layout(node.inputs[i]));
-  }
-  memory::desc out_md() const { return layout_desc(out().shape, out().type, layout(node.outputs[0])); }
-  bool has(std::size_t i) const { return node.inputs.size() > i; }
-};
+// The node and its buffers' layouts (ops.hpp).
+using Operands = OpBuild;
 
 // An f32 layer (convolution, deconvolution, fully connected, matmul) with
 // constant weights: the weights are reordered once into the layout the
@@ -593,7 +581,7 @@ std::unique_ptr<ExecutableOp> make_binary(const Operands& o, const dnnl::engine&
   // oneDNN broadcasts only its second source; without a first source of the
   // destination's shape a loop broadcasts both.
   const std::optional<std::size_t> first_source = dnnl_binary_first_source(o.graph, o.node);
-  if (!first_source) return make_broadcast_binary(o.graph, o.node);
+  if (!first_source) return make_broadcast_binary(o);
   const Shape& out = o.out().shape;
   const std::size_t rank = out.size();
   const std::size_t first = *first_source;
@@ -711,19 +699,6 @@ std::unique_ptr<ExecutableOp> make_transpose(const Operands& o, const dnnl::engi
   return make_reorder(o, engine,
                       permuted_desc(o.in(0).shape, std::vector<int>(perm.begin(), perm.end()),
                                     o.in(0).type));
-}
-
-std::unique_ptr<ExecutableOp> make_concat(const Operands& o, const dnnl::engine& engine) {
-  const auto axis = static_cast<int>(o.node.attr<graph::ConcatAttrs>().axis);
-  std::vector<memory::desc> srcs;
-  std::vector<Binding> bindings;
-  for (std::size_t i = 0; i < o.node.inputs.size(); ++i) {
-    srcs.push_back(o.in_md(i));
-    bindings.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), o.node.inputs[i], srcs[i]});
-  }
-  bindings.push_back({DNNL_ARG_DST, o.node.outputs[0], o.out_md()});
-  dnnl::concat::primitive_desc pd(o.out_md(), axis, srcs, engine, user_scratchpad_attr());
-  return make_op(o.node, engine, pd, std::move(bindings));
 }
 
 // A unit-step slice is a view of the input: one reorder copies it out.
@@ -950,7 +925,7 @@ std::optional<std::string> check_quantizing_softmax(const graph::Graph& graph,
                                                     const dnnl::engine& engine) {
   try {
     const std::string impl =
-        quantizing_softmax_pd(Operands{graph, node, LayoutOf{}}, engine).impl_info_str();
+        quantizing_softmax_pd(OpBuild{graph, node, engine, LayoutOf{}}, engine).impl_info_str();
     if (impl.find("ref") != std::string::npos) {
       return "oneDNN offers only its reference implementation (" + impl + ")";
     }
@@ -960,51 +935,65 @@ std::optional<std::string> check_quantizing_softmax(const graph::Graph& graph,
   }
 }
 
-std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,
-                                           const dnnl::memory::desc& src,
-                                           const dnnl::memory::desc& dst) {
-  dnnl::reorder::primitive_desc pd(engine, src, engine, dst, user_scratchpad_attr());
-  return make_op(node, engine, pd,
-                 {{DNNL_ARG_FROM, node.inputs[0], src}, {DNNL_ARG_TO, node.outputs[0], dst}});
+// The makers of the executable table (ops.hpp).
+std::unique_ptr<ExecutableOp> make_dnnl_convolution(const OpBuild& b) {
+  return make_convolution(b, b.engine);
 }
 
-std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const graph::Node& node,
-                                           const dnnl::engine& engine, const LayoutOf& layout_of,
-                                           const F32Chain* chain) {
-  const Operands o{graph, node, layout_of, chain};
-  // Unary activations: the same algorithms an f32 layer's absorbed post-ops use.
-  if (const std::vector<F32PostOp> steps = eltwise_steps(node); !steps.empty()) {
-    if (steps.size() == 1) return make_eltwise(o, engine, steps[0].alg, steps[0].alpha, steps[0].beta);
-    return make_eltwise_sequence(o, engine, steps);
-  }
-  switch (node.kind) {
-    case OpKind::Convolution: return make_convolution(o, engine);
-    case OpKind::Deconvolution: return make_deconvolution(o, engine);
-    case OpKind::FullyConnected: return make_fully_connected(o, engine);
-    case OpKind::MatMul: return make_matmul(o, engine);
-    case OpKind::Multiply:
-    case OpKind::Add:
-    case OpKind::Subtract:
-    case OpKind::Divide:
-    case OpKind::Minimum:
-    case OpKind::Maximum: return make_binary(o, engine);
-    case OpKind::PRelu: return make_prelu(o, engine);
-    case OpKind::BatchNormalization: return make_batch_norm(o, engine);
-    case OpKind::LayerNorm: return make_layer_norm(o, engine);
-    case OpKind::MaxPool:
-    case OpKind::AvgPool: return make_pool(o, engine);
-    case OpKind::Transpose: return make_transpose(o, engine);
-    case OpKind::Concat: return make_concat(o, engine);
-    case OpKind::Convert: return make_reorder(o, engine, o.in_md(0));
-    case OpKind::Slice: return make_slice(o, engine);
-    case OpKind::ReduceMean: return make_reduce_mean(o, engine);
-    case OpKind::Power: return make_power(o, engine);
-    case OpKind::Softmax: return make_softmax(o, engine);
-    case OpKind::MeanInnerProduct:
-      return std::make_unique<MeanInnerProductOp>(
-          graph, node, engine, o.layout(node.inputs[0]) == Layout::channels_last);
-    default: return nullptr;
-  }
+std::unique_ptr<ExecutableOp> make_dnnl_deconvolution(const OpBuild& b) {
+  return make_deconvolution(b, b.engine);
+}
+
+std::unique_ptr<ExecutableOp> make_dnnl_fully_connected(const OpBuild& b) {
+  return make_fully_connected(b, b.engine);
+}
+
+std::unique_ptr<ExecutableOp> make_dnnl_matmul(const OpBuild& b) { return make_matmul(b, b.engine); }
+
+// Unary activations: the same algorithms an f32 layer's absorbed post-ops use.
+std::unique_ptr<ExecutableOp> make_dnnl_eltwise(const OpBuild& b) {
+  const std::vector<F32PostOp> steps = eltwise_steps(b.node);
+  if (steps.empty()) return nullptr;
+  if (steps.size() > 1) return make_eltwise_sequence(b, b.engine, steps);
+  return make_eltwise(b, b.engine, steps[0].alg, steps[0].alpha, steps[0].beta);
+}
+
+std::unique_ptr<ExecutableOp> make_dnnl_binary(const OpBuild& b) { return make_binary(b, b.engine); }
+std::unique_ptr<ExecutableOp> make_dnnl_prelu(const OpBuild& b) { return make_prelu(b, b.engine); }
+
+std::unique_ptr<ExecutableOp> make_dnnl_batch_norm(const OpBuild& b) {
+  return make_batch_norm(b, b.engine);
+}
+
+std::unique_ptr<ExecutableOp> make_dnnl_layer_norm(const OpBuild& b) {
+  return make_layer_norm(b, b.engine);
+}
+
+std::unique_ptr<ExecutableOp> make_dnnl_pool(const OpBuild& b) { return make_pool(b, b.engine); }
+
+std::unique_ptr<ExecutableOp> make_dnnl_transpose(const OpBuild& b) {
+  return make_transpose(b, b.engine);
+}
+
+std::unique_ptr<ExecutableOp> make_dnnl_reorder(const OpBuild& b) {
+  return make_reorder(b, b.engine, b.in_md(0));
+}
+
+std::unique_ptr<ExecutableOp> make_dnnl_slice(const OpBuild& b) { return make_slice(b, b.engine); }
+
+std::unique_ptr<ExecutableOp> make_dnnl_reduce_mean(const OpBuild& b) {
+  return make_reduce_mean(b, b.engine);
+}
+
+std::unique_ptr<ExecutableOp> make_dnnl_power(const OpBuild& b) { return make_power(b, b.engine); }
+
+std::unique_ptr<ExecutableOp> make_dnnl_softmax(const OpBuild& b) {
+  return make_softmax(b, b.engine);
+}
+
+std::unique_ptr<ExecutableOp> make_dnnl_mean_inner_product(const OpBuild& b) {
+  return std::make_unique<MeanInnerProductOp>(b.graph, b.node, b.engine,
+                                              b.channels_last(b.node.inputs[0]));
 }
 
 bool is_shuffled_1x1_deconvolution(const graph::Graph& graph, const graph::Node& node) {

@@ -13,23 +13,80 @@ namespace qfuse::plugin {
 // The layout of each value's buffer (plain when not given).
 using LayoutOf = std::function<Layout(graph::ValueId)>;
 
-// A single oneDNN primitive for the node, or null when oneDNN has no
-// primitive for this operator. Elementwise ops, binary ops, pools and
-// reorders read and write the layouts `layout_of` gives; the rest are plain.
-// `chain`: the post-ops an f32 Convolution / FullyConnected absorbed.
 struct F32Chain;
-std::unique_ptr<ExecutableOp> make_dnnl_op(const graph::Graph& graph, const graph::Node& node,
-                                           const dnnl::engine& engine,
-                                           const LayoutOf& layout_of = {},
-                                           const F32Chain* chain = nullptr);
 
-// The ops qfuse runs itself rather than as a oneDNN primitive (native_ops.cpp):
-// FakeQuantize and the quantizing Convert, Dequantize (in one layout), Lookup, GateMultiply, Resize,
-// Reshape / Flatten, Concat, Gather, DynamicQuantize, ShuffleChannels, the
-// Slices and MaxPools of codes it has a kernel for, the dequantized mean;
-// null for anything else (oneDNN's, make_dnnl_op).
-std::unique_ptr<ExecutableOp> make_native_op(const graph::Graph& graph, const graph::Node& node,
-                                             const LayoutOf& layout_of = {});
+// What making one node's executable reads.
+struct OpBuild {
+  const graph::Graph& graph;
+  const graph::Node& node;
+  const dnnl::engine& engine;
+  const LayoutOf& layout_of;
+  const F32Chain* chain = nullptr;          // the post-ops an f32 layer absorbed
+  const CompileOptions* options = nullptr;  // null: the defaults
+  bool sum_in_place = false;                // a quantized layer's (make_quantized_layer)
+  LayerBuildCache* layer_builds = nullptr;  // builds the fusion passes kept
+  // Set when integer-only mode has no integer form for the node (why not).
+  std::optional<std::string>* integer_refusal = nullptr;
+
+  const graph::Value& in(std::size_t i) const { return graph.value(node.inputs[i]); }
+  const graph::Value& out() const { return graph.value(node.outputs[0]); }
+  bool has(std::size_t i) const { return node.inputs.size() > i; }
+  Layout layout(graph::ValueId v) const { return layout_of ? layout_of(v) : Layout::plain; }
+  bool channels_last(graph::ValueId v) const { return layout(v) == Layout::channels_last; }
+  // The descriptor of input i / the output in its buffer's layout.
+  dnnl::memory::desc in_md(std::size_t i) const;
+  dnnl::memory::desc out_md() const;
+};
+
+// Makes one executable, or returns null when its form does not take the node.
+using MakeExecutable = std::unique_ptr<ExecutableOp> (*)(const OpBuild&);
+
+// The node's executable: the first of its op's makers (in executable_table.cpp,
+// one row per op) that takes it. Throws UnsupportedError naming the node when
+// none does; oneDNN's refusals (dnnl::error) reach the caller.
+std::unique_ptr<ExecutableOp> make_executable(const OpBuild& build);
+
+// The makers, by the file that holds them.
+// quantize_ops.cpp: the quantizers, each with its definition's arithmetic.
+std::unique_ptr<ExecutableOp> make_fake_quantize(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_quantize(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_quantizing_convert(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dequantize(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dynamic_quantize(const OpBuild& b);
+// code_ops.cpp: ops on int8 codes between layers.
+std::unique_ptr<ExecutableOp> make_gate_multiply(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_lookup(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_max_pool_of_codes(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dequantized_mean(const OpBuild& b);
+// data_ops.cpp: data movement and conversions, any element type.
+std::unique_ptr<ExecutableOp> make_copy(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_concat(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_resize(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_slice_of_rows(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_shuffle_channels(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_gather(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_integer_convert(const OpBuild& b);
+// Elementwise binary with numpy broadcasting on both sides.
+std::unique_ptr<ExecutableOp> make_broadcast_binary(const OpBuild& b);
+// dnnl_ops.cpp: one oneDNN primitive. Elementwise ops, binary ops, pools and
+// reorders read and write the layouts `layout_of` gives; the rest are plain.
+std::unique_ptr<ExecutableOp> make_dnnl_convolution(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_deconvolution(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_fully_connected(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_matmul(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_eltwise(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_binary(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_prelu(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_batch_norm(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_layer_norm(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_pool(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_transpose(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_reorder(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_slice(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_reduce_mean(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_power(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_softmax(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_dnnl_mean_inner_product(const OpBuild& b);
 
 // An f32 2D deconvolution whose kernel equals its stride (no padding,
 // dilation or groups, constant weights): each input pixel writes its own
@@ -44,22 +101,6 @@ bool is_shuffled_1x1_deconvolution(const graph::Graph& graph, const graph::Node&
 std::optional<std::string> check_quantizing_softmax(const graph::Graph& graph,
                                                     const graph::Node& node,
                                                     const dnnl::engine& engine);
-
-// Convert as a oneDNN reorder between the given layouts.
-std::unique_ptr<ExecutableOp> make_convert(const graph::Node& node, const dnnl::engine& engine,
-                                           const dnnl::memory::desc& src,
-                                           const dnnl::memory::desc& dst);
-
-// Dequantize in the output's layout (`channels_last`): a reorder from the
-// input's layout (make_convert to f32) runs first when one is given, and the
-// op dequantizes its f32 integers in place.
-std::unique_ptr<ExecutableOp> make_dequantize(const graph::Graph& graph, const graph::Node& node,
-                                              bool channels_last,
-                                              std::unique_ptr<ExecutableOp> reorder);
-
-// Elementwise binary with numpy broadcasting on both sides.
-std::unique_ptr<ExecutableOp> make_broadcast_binary(const graph::Graph& graph,
-                                                    const graph::Node& node);
 
 }  // namespace qfuse::plugin
 
