@@ -922,7 +922,7 @@ void infer_node(Graph& graph, NodeId id) {
       });
     }
   }
-  const std::size_t outputs = node.kind == OpKind::DynamicQuantize ? 3 : 1;
+  const std::size_t outputs = op_info(node.kind).outputs;
   checker.expect(node.outputs.size() == outputs, [&] {
     return "expected " + std::to_string(outputs) + " output(s), got " +
            std::to_string(node.outputs.size());

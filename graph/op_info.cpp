@@ -20,59 +20,59 @@ constexpr std::optional<E> no_eltwise = std::nullopt;
 // In OpKind's order.
 // clang-format off
 constexpr std::array kOps{
-  //     kind                              name                       category           inputs          comm.  eltwise            args      channels     moves
-  OpInfo{OpKind::Convolution,              "Convolution",             C::layer,          2, 3,           false, no_eltwise,        A::none,  Ch::second,  false, ""},
-  OpInfo{OpKind::Deconvolution,            "Deconvolution",           C::layer,          2, 3,           false, no_eltwise,        A::none,  Ch::second,  false, ""},
-  OpInfo{OpKind::FullyConnected,           "FullyConnected",          C::layer,          2, 3,           false, no_eltwise,        A::none,  Ch::last,    false, ""},
-  OpInfo{OpKind::MatMul,                   "MatMul",                  C::layer,          2, 6,           false, no_eltwise,        A::none,  Ch::last,    false, ""},
-  OpInfo{OpKind::FakeQuantize,             "FakeQuantize",            C::quantization,   5, 7,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::Multiply,                 "Multiply",                C::binary,         2, 2,           true,  no_eltwise,        A::none,  Ch::none,    false, "Mul"},
-  OpInfo{OpKind::Add,                      "Add",                     C::binary,         2, 2,           true,  no_eltwise,        A::none,  Ch::none,    false, "Add"},
-  OpInfo{OpKind::Subtract,                 "Subtract",                C::binary,         2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "Sub"},
-  OpInfo{OpKind::Divide,                   "Divide",                  C::binary,         2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "Div"},
-  OpInfo{OpKind::Minimum,                  "Minimum",                 C::binary,         2, 2,           true,  no_eltwise,        A::none,  Ch::none,    false, "Min"},
-  OpInfo{OpKind::Maximum,                  "Maximum",                 C::binary,         2, 2,           true,  no_eltwise,        A::none,  Ch::none,    false, "Max"},
-  OpInfo{OpKind::Round,                    "Round",                   C::unary,          1, 1,           false, E::round,          A::none,  Ch::none,    false, "Round"},
-  OpInfo{OpKind::Clamp,                    "Clamp",                   C::unary,          1, 1,           false, E::clip,           A::clamp, Ch::none,    false, ""},
-  OpInfo{OpKind::Relu,                     "Relu",                    C::unary,          1, 1,           false, E::relu,           A::none,  Ch::none,    false, "Relu"},
-  OpInfo{OpKind::LeakyRelu,                "LeakyRelu",               C::unary,          1, 1,           false, E::relu,           A::alpha, Ch::none,    false, ""},
-  OpInfo{OpKind::PRelu,                    "PRelu",                   C::other,          2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::Sigmoid,                  "Sigmoid",                 C::unary,          1, 1,           false, E::logistic,       A::none,  Ch::none,    false, "Sigmoid"},
-  OpInfo{OpKind::Tanh,                     "Tanh",                    C::unary,          1, 1,           false, E::tanh,           A::none,  Ch::none,    false, "Tanh"},
-  OpInfo{OpKind::Elu,                      "Elu",                     C::unary,          1, 1,           false, E::elu,            A::alpha, Ch::none,    false, ""},
-  OpInfo{OpKind::Gelu,                     "Gelu",                    C::unary,          1, 1,           false, E::gelu_erf,       A::gelu,  Ch::none,    false, ""},
-  OpInfo{OpKind::HSwish,                   "HSwish",                  C::unary,          1, 1,           false, E::hardswish,      A::none,  Ch::none,    false, "HardSwish"},
-  OpInfo{OpKind::HSigmoid,                 "HSigmoid",                C::unary,          1, 1,           false, E::hsigmoid,       A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::Swish,                    "Swish",                   C::unary,          1, 1,           false, E::swish,          A::alpha, Ch::none,    false, ""},
-  OpInfo{OpKind::Exp,                      "Exp",                     C::unary,          1, 1,           false, E::exp,            A::none,  Ch::none,    false, "Exp"},
-  OpInfo{OpKind::Abs,                      "Abs",                     C::unary,          1, 1,           false, E::abs,            A::none,  Ch::none,    false, "Abs"},
-  OpInfo{OpKind::Sqrt,                     "Sqrt",                    C::unary,          1, 1,           false, E::sqrt,           A::none,  Ch::none,    false, "Sqrt"},
-  OpInfo{OpKind::Convert,                  "Convert",                 C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::BatchNormalization,       "BatchNormalization",      C::normalization,  5, 5,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::MaxPool,                  "MaxPool",                 C::pooling,        1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, ""},
-  OpInfo{OpKind::AvgPool,                  "AvgPool",                 C::pooling,        1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::Reshape,                  "Reshape",                 C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, ""},
-  OpInfo{OpKind::Flatten,                  "Flatten",                 C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, ""},
-  OpInfo{OpKind::Transpose,                "Transpose",               C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, ""},
-  OpInfo{OpKind::Concat,                   "Concat",                  C::data_movement,  1, kVariadic,   false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::Resize,                   "Resize",                  C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, ""},
-  OpInfo{OpKind::Slice,                    "Slice",                   C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, ""},
-  OpInfo{OpKind::ReduceMean,               "ReduceMean",              C::other,          1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::Power,                    "Power",                   C::other,          1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::Softmax,                  "Softmax",                 C::normalization,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::Lookup,                   "Lookup",                  C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::GateMultiply,             "GateMultiply",            C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::QuantizedConvolution,     "QuantizedConvolution",    C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::second,  false, ""},
-  OpInfo{OpKind::QuantizedDeconvolution,   "QuantizedDeconvolution",  C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::second,  false, ""},
-  OpInfo{OpKind::QuantizedFullyConnected,  "QuantizedFullyConnected", C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::last,    false, ""},
-  OpInfo{OpKind::QuantizedMatMul,          "QuantizedMatMul",         C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::last,    false, ""},
-  OpInfo{OpKind::Gather,                   "Gather",                  C::data_movement,  2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::LayerNorm,                "LayerNorm",               C::normalization,  3, 3,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::DynamicQuantize,          "DynamicQuantize",         C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::ShuffleChannels,          "ShuffleChannels",         C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, ""},
-  OpInfo{OpKind::MeanInnerProduct,         "MeanInnerProduct",        C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::Dequantize,               "Dequantize",              C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
-  OpInfo{OpKind::Quantize,                 "Quantize",                C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, ""},
+  //     kind                              name                       category           inputs          comm.  eltwise            args      channels     moves  onnx         outputs
+  OpInfo{OpKind::Convolution,              "Convolution",             C::layer,          2, 3,           false, no_eltwise,        A::none,  Ch::second,  false, "",          1},
+  OpInfo{OpKind::Deconvolution,            "Deconvolution",           C::layer,          2, 3,           false, no_eltwise,        A::none,  Ch::second,  false, "",          1},
+  OpInfo{OpKind::FullyConnected,           "FullyConnected",          C::layer,          2, 3,           false, no_eltwise,        A::none,  Ch::last,    false, "",          1},
+  OpInfo{OpKind::MatMul,                   "MatMul",                  C::layer,          2, 6,           false, no_eltwise,        A::none,  Ch::last,    false, "",          1},
+  OpInfo{OpKind::FakeQuantize,             "FakeQuantize",            C::quantization,   5, 5,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Multiply,                 "Multiply",                C::binary,         2, 2,           true,  no_eltwise,        A::none,  Ch::none,    false, "Mul",       1},
+  OpInfo{OpKind::Add,                      "Add",                     C::binary,         2, 2,           true,  no_eltwise,        A::none,  Ch::none,    false, "Add",       1},
+  OpInfo{OpKind::Subtract,                 "Subtract",                C::binary,         2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "Sub",       1},
+  OpInfo{OpKind::Divide,                   "Divide",                  C::binary,         2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "Div",       1},
+  OpInfo{OpKind::Minimum,                  "Minimum",                 C::binary,         2, 2,           true,  no_eltwise,        A::none,  Ch::none,    false, "Min",       1},
+  OpInfo{OpKind::Maximum,                  "Maximum",                 C::binary,         2, 2,           true,  no_eltwise,        A::none,  Ch::none,    false, "Max",       1},
+  OpInfo{OpKind::Round,                    "Round",                   C::unary,          1, 1,           false, E::round,          A::none,  Ch::none,    false, "Round",     1},
+  OpInfo{OpKind::Clamp,                    "Clamp",                   C::unary,          1, 1,           false, E::clip,           A::clamp, Ch::none,    false, "",          1},
+  OpInfo{OpKind::Relu,                     "Relu",                    C::unary,          1, 1,           false, E::relu,           A::none,  Ch::none,    false, "Relu",      1},
+  OpInfo{OpKind::LeakyRelu,                "LeakyRelu",               C::unary,          1, 1,           false, E::relu,           A::alpha, Ch::none,    false, "",          1},
+  OpInfo{OpKind::PRelu,                    "PRelu",                   C::other,          2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Sigmoid,                  "Sigmoid",                 C::unary,          1, 1,           false, E::logistic,       A::none,  Ch::none,    false, "Sigmoid",   1},
+  OpInfo{OpKind::Tanh,                     "Tanh",                    C::unary,          1, 1,           false, E::tanh,           A::none,  Ch::none,    false, "Tanh",      1},
+  OpInfo{OpKind::Elu,                      "Elu",                     C::unary,          1, 1,           false, E::elu,            A::alpha, Ch::none,    false, "",          1},
+  OpInfo{OpKind::Gelu,                     "Gelu",                    C::unary,          1, 1,           false, E::gelu_erf,       A::gelu,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::HSwish,                   "HSwish",                  C::unary,          1, 1,           false, E::hardswish,      A::none,  Ch::none,    false, "HardSwish", 1},
+  OpInfo{OpKind::HSigmoid,                 "HSigmoid",                C::unary,          1, 1,           false, E::hsigmoid,       A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Swish,                    "Swish",                   C::unary,          1, 1,           false, E::swish,          A::alpha, Ch::none,    false, "",          1},
+  OpInfo{OpKind::Exp,                      "Exp",                     C::unary,          1, 1,           false, E::exp,            A::none,  Ch::none,    false, "Exp",       1},
+  OpInfo{OpKind::Abs,                      "Abs",                     C::unary,          1, 1,           false, E::abs,            A::none,  Ch::none,    false, "Abs",       1},
+  OpInfo{OpKind::Sqrt,                     "Sqrt",                    C::unary,          1, 1,           false, E::sqrt,           A::none,  Ch::none,    false, "Sqrt",      1},
+  OpInfo{OpKind::Convert,                  "Convert",                 C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::BatchNormalization,       "BatchNormalization",      C::normalization,  5, 5,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::MaxPool,                  "MaxPool",                 C::pooling,        1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, "",          1},
+  OpInfo{OpKind::AvgPool,                  "AvgPool",                 C::pooling,        1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Reshape,                  "Reshape",                 C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, "",          1},
+  OpInfo{OpKind::Flatten,                  "Flatten",                 C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, "",          1},
+  OpInfo{OpKind::Transpose,                "Transpose",               C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, "",          1},
+  OpInfo{OpKind::Concat,                   "Concat",                  C::data_movement,  1, kVariadic,   false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Resize,                   "Resize",                  C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, "",          1},
+  OpInfo{OpKind::Slice,                    "Slice",                   C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, "",          1},
+  OpInfo{OpKind::ReduceMean,               "ReduceMean",              C::other,          1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Power,                    "Power",                   C::other,          1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Softmax,                  "Softmax",                 C::normalization,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Lookup,                   "Lookup",                  C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::GateMultiply,             "GateMultiply",            C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::QuantizedConvolution,     "QuantizedConvolution",    C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::second,  false, "",          1},
+  OpInfo{OpKind::QuantizedDeconvolution,   "QuantizedDeconvolution",  C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::second,  false, "",          1},
+  OpInfo{OpKind::QuantizedFullyConnected,  "QuantizedFullyConnected", C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::last,    false, "",          1},
+  OpInfo{OpKind::QuantizedMatMul,          "QuantizedMatMul",         C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::last,    false, "",          1},
+  OpInfo{OpKind::Gather,                   "Gather",                  C::data_movement,  2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::LayerNorm,                "LayerNorm",               C::normalization,  3, 3,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::DynamicQuantize,          "DynamicQuantize",         C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          3},
+  OpInfo{OpKind::ShuffleChannels,          "ShuffleChannels",         C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, "",          1},
+  OpInfo{OpKind::MeanInnerProduct,         "MeanInnerProduct",        C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Dequantize,               "Dequantize",              C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Quantize,                 "Quantize",                C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
 };
 // clang-format on
 
@@ -84,12 +84,18 @@ constexpr bool in_kind_order() {
 }
 static_assert(in_kind_order(), "kOps must hold one row per OpKind, in OpKind's order");
 
-// Each f32 layer and its int8 form.
-constexpr std::array<std::pair<OpKind, OpKind>, 4> kQuantizedForms{{
-    {OpKind::Convolution, OpKind::QuantizedConvolution},
-    {OpKind::Deconvolution, OpKind::QuantizedDeconvolution},
-    {OpKind::FullyConnected, OpKind::QuantizedFullyConnected},
-    {OpKind::MatMul, OpKind::QuantizedMatMul},
+using W = WeightsAxis;
+using M = MacCount;
+using Anchor = composer::AnchorKind;
+// Each layer: its f32 and int8 forms and what the passes and the plugin ask of it.
+constexpr std::array<LayerInfo, 4> kLayers{{
+    {OpKind::Convolution, OpKind::QuantizedConvolution, Anchor::convolution, W::first,
+     M::per_output_pixel},
+    {OpKind::Deconvolution, OpKind::QuantizedDeconvolution, Anchor::deconvolution,
+     W::deconvolution, M::per_input_pixel},
+    {OpKind::FullyConnected, OpKind::QuantizedFullyConnected, Anchor::inner_product, W::first,
+     M::per_output_pixel},
+    {OpKind::MatMul, OpKind::QuantizedMatMul, Anchor::inner_product, W::matmul, M::contracted},
 }};
 
 }  // namespace
@@ -137,19 +143,25 @@ std::optional<composer::Eltwise> eltwise_of(const Node& n) {
   return std::nullopt;
 }
 
-OpKind quantized_form(OpKind layer) {
-  for (const auto& [f32, int8] : kQuantizedForms) {
-    if (f32 == layer) return int8;
+const LayerInfo* layer_info(OpKind kind) {
+  for (const LayerInfo& info : kLayers) {
+    if (info.f32 == kind || info.int8 == kind) return &info;
   }
-  throw std::invalid_argument("quantized_form: " + std::string(to_string(layer)) +
-                              " is not a layer");
+  return nullptr;
+}
+
+OpKind quantized_form(OpKind layer) {
+  const LayerInfo* info = layer_info(layer);
+  if (info == nullptr || info->f32 != layer) {
+    throw std::invalid_argument("quantized_form: " + std::string(to_string(layer)) +
+                                " is not a layer");
+  }
+  return info->int8;
 }
 
 OpKind float_form(OpKind kind) {
-  for (const auto& [f32, int8] : kQuantizedForms) {
-    if (int8 == kind) return f32;
-  }
-  return kind;
+  const LayerInfo* info = layer_info(kind);
+  return info != nullptr && info->int8 == kind ? info->f32 : kind;
 }
 
 std::optional<std::size_t> output_channel_axis(OpKind kind, std::size_t rank) {

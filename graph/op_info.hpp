@@ -40,6 +40,29 @@ enum class EltwiseArgs : std::uint8_t {
 
 inline constexpr std::uint8_t kVariadic = 255;  // max_inputs: any number
 
+// Where a layer's weights hold its output channels.
+enum class WeightsAxis : std::uint8_t {
+  first,          // [O, I / groups, k...]: convolutions, fully connected
+  deconvolution,  // [I, O / groups, k...]: dimension 1 when ungrouped, none with groups
+  matmul,         // B [K, N]: dimension 1; [N, K] when transposed: 0
+};
+
+// How a layer's multiply-adds per inference are counted.
+enum class MacCount : std::uint8_t {
+  per_output_pixel,  // every weight once per output pixel (convolutions, fully connected)
+  per_input_pixel,   // every weight once per input pixel (deconvolutions)
+  contracted,        // each output element over the contracted dimension (matmuls)
+};
+
+// What the post-op composer knows about a layer (its f32 and int8 forms).
+struct LayerInfo {
+  OpKind f32;
+  OpKind int8;
+  composer::AnchorKind anchor;  // the primitive that anchors a chain
+  WeightsAxis weights;
+  MacCount macs;
+};
+
 struct OpInfo {
   OpKind kind;
   std::string_view name;
@@ -59,6 +82,7 @@ struct OpInfo {
   // attributes ("Mul" for Multiply): what the importer reads as it and the
   // exporter writes. Empty for the others.
   std::string_view onnx;
+  std::uint8_t outputs;  // how many outputs a node has
 };
 
 const OpInfo& op_info(OpKind kind);
@@ -69,6 +93,9 @@ std::optional<OpKind> op_kind_of_onnx(std::string_view onnx_op);
 
 // The eltwise (algorithm, alpha, beta) that computes unary node `n`, if one does.
 std::optional<composer::Eltwise> eltwise_of(const Node& n);
+
+// The layer facts of an f32 or quantized layer; null for any other op.
+const LayerInfo* layer_info(OpKind kind);
 
 // The int8 form of an f32 layer (is_layer), and back: float_form of a
 // quantized layer is its f32 layer; of any other op, the op itself.

@@ -51,28 +51,31 @@ std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n) {
 }
 
 std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n, const Shape& out) {
-  using graph::OpKind;
-  const bool layer = graph::is_quantized_layer(n.kind) || graph::is_layer(n.kind) ||
-                     n.kind == OpKind::MeanInnerProduct;
-  if (!layer || n.inputs.size() < 2 || out.size() < 2) return 0;
+  using graph::MacCount;
+  if (n.inputs.size() < 2 || out.size() < 2) return 0;
+  // The layer over the mean, as the model counts it: [N, K] x [K, O].
+  if (n.kind == graph::OpKind::MeanInnerProduct) {
+    return element_count(out) * g.value(n.inputs[1]).shape[1];
+  }
+  const graph::LayerInfo* layer = graph::layer_info(n.kind);
+  if (layer == nullptr) return 0;
   const Shape& w = g.value(n.inputs[1]).shape;
   const Shape& in = g.value(n.inputs[0]).shape;
   const std::int64_t out_elements = element_count(out);
-  // The layer over the mean, as the model counts it: [N, K] x [K, O].
-  if (n.kind == OpKind::MeanInnerProduct) return out_elements * w[1];
-  switch (n.kind) {
-    case OpKind::Convolution:
-    case OpKind::QuantizedConvolution: return element_count(w) * (out_elements / out[1]);
-    case OpKind::Deconvolution:
-    case OpKind::QuantizedDeconvolution: return element_count(w) * (element_count(in) / in[1]);
-    case OpKind::MatMul: {  // [.., M, K] x [.., K, N]: K per output element
-      const auto& a = n.attr<graph::MatMulAttrs>();
-      if (!a.perm_a.empty()) return out_elements * in[static_cast<std::size_t>(a.perm_a.back())];
-      return out_elements * (a.transpose_a ? in[in.size() - 2] : in.back());
+  switch (layer->macs) {
+    case MacCount::per_output_pixel: {
+      const std::size_t channels = *graph::output_channel_axis(n.kind, out.size());
+      return element_count(w) * (out_elements / out[channels]);
     }
-    case OpKind::QuantizedMatMul: return out_elements * in.back();  // activations not transposed
-    default: return element_count(w) * (out_elements / out.back());
+    case MacCount::per_input_pixel: return element_count(w) * (element_count(in) / in[1]);
+    case MacCount::contracted: {  // [.., M, K] x [.., K, N]: K per output element
+      const auto* a = std::get_if<graph::MatMulAttrs>(&n.attrs);
+      if (a == nullptr) return out_elements * in.back();  // int8: activations not transposed
+      if (!a->perm_a.empty()) return out_elements * in[static_cast<std::size_t>(a->perm_a.back())];
+      return out_elements * (a->transpose_a ? in[in.size() - 2] : in.back());
+    }
   }
+  return 0;
 }
 
 }  // namespace plugin

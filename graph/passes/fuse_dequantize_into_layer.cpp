@@ -219,9 +219,7 @@ Candidate make_candidate(Graph& g, const Node& layer, const LayerMatch& m) {
   attrs.src_zero_point = static_cast<std::int32_t>(std::lround(m.x.zero_point[0]));
   attrs.chain.channels = static_cast<int>(m.channels);
   attrs.chain.dst_type = composer::DataType::f32;
-  attrs.chain.anchor = layer.kind == OpKind::Convolution     ? composer::AnchorKind::convolution
-                       : layer.kind == OpKind::Deconvolution ? composer::AnchorKind::deconvolution
-                                                             : composer::AnchorKind::inner_product;
+  attrs.chain.anchor = layer_info(layer.kind)->anchor;
   attrs.chain.steps.push_back(
       composer::Scale{all_equal(m.scale) ? std::vector<float>{m.scale[0]} : m.scale});
   c.inputs = {m.x.codes, m.w.codes};

@@ -53,13 +53,13 @@ void replace_value(Graph& g, ValueId from, ValueId to) {
 }
 
 int weights_channel_axis(const Node& layer) {
-  switch (layer.kind) {
-    case OpKind::Convolution:
-    case OpKind::FullyConnected: return 0;
-    case OpKind::Deconvolution: return layer.attr<DeconvAttrs>().groups == 1 ? 1 : -1;
-    case OpKind::MatMul: return layer.attr<MatMulAttrs>().transpose_b ? 0 : 1;
-    default: return -1;
+  if (!is_layer(layer.kind)) return -1;
+  switch (layer_info(layer.kind)->weights) {
+    case WeightsAxis::first: return 0;
+    case WeightsAxis::deconvolution: return layer.attr<DeconvAttrs>().groups == 1 ? 1 : -1;
+    case WeightsAxis::matmul: return layer.attr<MatMulAttrs>().transpose_b ? 0 : 1;
   }
+  return -1;
 }
 
 bool moves_data(const Node& n) {
