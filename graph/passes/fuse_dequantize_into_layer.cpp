@@ -293,6 +293,55 @@ bool plain_matmul(const Node& layer) {
   return !m.transpose_a && m.perm_a.empty() && m.perm_b.empty() && m.perm_y.empty();
 }
 
+// The output channels of a layer that reads a mean alone: a 1x1 convolution
+// without groups, a fully connected layer or a plain matmul, writing one
+// value per image and output channel ([N, O] or [N, O, 1, ...]: no padding
+// around the one pixel). Otherwise why not.
+std::variant<std::int64_t, std::string> mean_layer_channels(const Node& layer, const Shape& ws,
+                                                            const Shape& x, int w_axis,
+                                                            const Shape& out_shape) {
+  const std::int64_t k = x[1];
+  std::int64_t o = 0;
+  if (layer.kind == OpKind::Convolution) {
+    const auto& c = layer.attr<ConvAttrs>();
+    const bool one_by_one = ws.size() == x.size() &&
+                            std::all_of(ws.begin() + 2, ws.end(), [](auto d) { return d == 1; });
+    if (c.groups != 1 || !one_by_one || ws[1] != k) {
+      return std::string("only a 1x1 convolution without groups reads the mean alone");
+    }
+    o = ws[0];
+  } else if (layer.kind == OpKind::FullyConnected || plain_matmul(layer)) {
+    if (ws.size() != 2 || ws[w_axis == 0 ? 1 : 0] != k) {
+      return std::string("the weights are not a [K, O] or [O, K] matrix");
+    }
+    o = ws[static_cast<std::size_t>(w_axis)];
+  } else {
+    return "a " + std::string(to_string(layer.kind)) + " of it has no integer form here";
+  }
+  Shape expected(out_shape.size(), 1);
+  if (!expected.empty()) expected[0] = x[0];
+  if (expected.size() > 1) expected[1] = o;
+  if (out_shape != expected) {
+    return "the layer writes " + to_string(out_shape) + ", not one value per image and "
+           "output channel";
+  }
+  return o;
+}
+
+// s8 weights as [O, K] rows, from [O, K] or (transposed) [K, O].
+std::vector<std::int8_t> weights_as_rows(const Tensor& codes, std::int64_t o, std::int64_t k,
+                                         bool transposed) {
+  const auto src = codes.data<std::int8_t>();
+  std::vector<std::int8_t> wk(static_cast<std::size_t>(o * k));
+  for (std::int64_t r = 0; r < o; ++r) {
+    for (std::int64_t c = 0; c < k; ++c) {
+      wk[static_cast<std::size_t>(r * k + c)] =
+          src[static_cast<std::size_t>(transposed ? c * o + r : r * k + c)];
+    }
+  }
+  return wk;
+}
+
 // The second form above: true when it rewrote `id`; a refusal is logged.
 bool fuse_mean_layer(Graph& g, PassContext& ctx, NodeId id, const Node& pool) {
   const Node& layer = g.node(id);
@@ -312,34 +361,10 @@ bool fuse_mean_layer(Graph& g, PassContext& ctx, NodeId id, const Node& pool) {
       w->zero_point[0] != 0.0f) {
     return refuse("the weights are not dequantized s8 constants without a zero point");
   }
-  const Shape& ws = g.value(w->codes).shape;
-  const std::int64_t k = x[1];
-  std::int64_t o = 0;
-  if (layer.kind == OpKind::Convolution) {
-    const auto& c = layer.attr<ConvAttrs>();
-    const bool one_by_one = ws.size() == x.size() &&
-                            std::all_of(ws.begin() + 2, ws.end(), [](auto d) { return d == 1; });
-    if (c.groups != 1 || !one_by_one || ws[1] != k) {
-      return refuse("only a 1x1 convolution without groups reads the mean alone");
-    }
-    o = ws[0];
-  } else if (layer.kind == OpKind::FullyConnected || plain_matmul(layer)) {
-    if (ws.size() != 2 || ws[w_axis == 0 ? 1 : 0] != k) {
-      return refuse("the weights are not a [K, O] or [O, K] matrix");
-    }
-    o = ws[static_cast<std::size_t>(w_axis)];
-  } else {
-    return refuse("a " + std::string(to_string(layer.kind)) + " of it has no integer form here");
-  }
-  // It writes [N, O] or [N, O, 1, ...]: what the layer writes (no padding
-  // around the one pixel, the channels where the layer has them).
-  Shape expected(out_shape.size(), 1);
-  if (!expected.empty()) expected[0] = x[0];
-  if (expected.size() > 1) expected[1] = o;
-  if (out_shape != expected) {
-    return refuse("the layer writes " + to_string(out_shape) + ", not one value per image and "
-                  "output channel");
-  }
+  const std::variant<std::int64_t, std::string> channels =
+      mean_layer_channels(layer, g.value(w->codes).shape, x, w_axis, out_shape);
+  if (const auto* why = std::get_if<std::string>(&channels)) return refuse(*why);
+  const std::int64_t k = x[1], o = std::get<std::int64_t>(channels);
   if (!(pa.out_scale > 0.0f)) return refuse("the mean's scale is not positive");
   const double z = -static_cast<double>(pa.out_shift) / pa.out_scale;
   const ElementType xt = g.value(codes).type;
@@ -369,16 +394,9 @@ bool fuse_mean_layer(Graph& g, PassContext& ctx, NodeId id, const Node& pool) {
   a.shift = bias ? *bias : std::vector<float>(static_cast<std::size_t>(o), 0.0f);
   a.zero_point = static_cast<std::int32_t>(std::lround(z));
   a.out_rank = static_cast<std::int64_t>(out_shape.size());
-  // The weights as [O, K] codes.
-  const auto src = g.value(w->codes).constant->data<std::int8_t>();
-  std::vector<std::int8_t> wk(static_cast<std::size_t>(o * k));
   const bool transposed = layer.kind == OpKind::MatMul && w_axis == 1;
-  for (std::int64_t r = 0; r < o; ++r) {
-    for (std::int64_t c = 0; c < k; ++c) {
-      wk[static_cast<std::size_t>(r * k + c)] =
-          src[static_cast<std::size_t>(transposed ? c * o + r : r * k + c)];
-    }
-  }
+  const std::vector<std::int8_t> wk =
+      weights_as_rows(*g.value(w->codes).constant, o, k, transposed);
   // A Relu that nothing else reads becomes the clamp at 0.
   ValueId result = layer.outputs[0];
   std::vector<NodeId> absorbed;

@@ -247,63 +247,73 @@ struct Refusal {
   std::string reason;
 };
 
-std::variant<Build, Refusal> build_primitive(const graph::Graph& g, const Node& node,
-                                             const Shape& out_shape, const dnnl::engine& engine,
-                                             const CompileOptions& options, Layout src_layout,
-                                             Layout dst_layout) {
+// A dynamic layer's run-time scale is the primitive's output scale: nothing
+// constant may join it (that would round the product differently from
+// ONNX). Its bias -z * sum_k w[n, k] is made each run from the weight sums.
+std::optional<Refusal> take_dynamic_scales(Build& b, const graph::Graph& g, const Node& node) {
   const auto& a = node.attr<QuantizedLayerAttrs>();
-  const composer::ComposeResult composed = timed_compose(a.chain, compose_options(options));
-  if (!composed.fused()) return Refusal{"composer: " + composed.reason};
-  Build b;
-  b.plan = *composed.plan;
+  const bool unit = std::all_of(b.plan.output_scales.begin(), b.plan.output_scales.end(),
+                                [](float s) { return s == 1.0f; });
+  if (!unit || b.plan.dst_zero_point) {
+    return Refusal{"a constant scale or zero point follows the run-time scale"};
+  }
+  b.plan.output_scales.clear();
+  b.plan.fixed_output_scales.clear();
+  b.dynamic_scales = std::max(static_cast<std::size_t>(element_count(g.value(node.inputs[3]).shape)),
+                              a.dynamic_weight_scales.size());
+  b.dynamic_weight_scales = a.dynamic_weight_scales;
+  const Tensor& w = *g.value(node.inputs[1]).constant;
+  const auto wd = w.data<std::int8_t>();
+  const std::int64_t n = w.shape()[0], k = element_count(w.shape()) / n;
+  b.weight_sums.assign(static_cast<std::size_t>(n), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t& sum = b.weight_sums[static_cast<std::size_t>(i)];
+    for (std::int64_t j = 0; j < k; ++j) sum += wd[static_cast<std::size_t>(i * k + j)];
+  }
+  return std::nullopt;
+}
+
+// Integer-only mode: the plan's integer form, or why there is none.
+void choose_integer_plan(Build& b, const graph::Graph& g, const Node& node,
+                         const CompileOptions& options) {
+  const auto& a = node.attr<QuantizedLayerAttrs>();
   if (a.dynamic) {
-    // The run-time scale is the primitive's output scale: nothing constant
-    // may join it (that would round the product differently from ONNX).
-    const bool unit = std::all_of(b.plan.output_scales.begin(), b.plan.output_scales.end(),
-                                  [](float s) { return s == 1.0f; });
-    if (!unit || b.plan.dst_zero_point) {
-      return Refusal{"a constant scale or zero point follows the run-time scale"};
-    }
-    b.plan.output_scales.clear();
-    b.plan.fixed_output_scales.clear();
-    b.dynamic_scales = std::max(static_cast<std::size_t>(element_count(g.value(node.inputs[3]).shape)),
-                                a.dynamic_weight_scales.size());
-    b.dynamic_weight_scales = a.dynamic_weight_scales;
-    const Tensor& w = *g.value(node.inputs[1]).constant;
-    const auto wd = w.data<std::int8_t>();
-    const std::int64_t n = w.shape()[0], k = element_count(w.shape()) / n;
-    b.weight_sums.assign(static_cast<std::size_t>(n), 0);
-    for (std::int64_t i = 0; i < n; ++i) {
-      std::int64_t& sum = b.weight_sums[static_cast<std::size_t>(i)];
-      for (std::int64_t j = 0; j < k; ++j) sum += wd[static_cast<std::size_t>(i * k + j)];
-    }
-  }
-  b.runtime_weights = !g.value(node.inputs[1]).is_constant();
-  if (options.integer_only && a.dynamic) {
     b.integer_reason = "the scale is known only at run time (a dynamic layer)";
-  } else if (options.integer_only && b.runtime_weights) {
+    return;
+  }
+  if (b.runtime_weights) {
     b.integer_reason = "both operands are known only at run time";
-  } else if (options.integer_only) {
-    std::vector<float> bias;
-    if (a.has_bias) {
-      const auto values = g.value(node.inputs[2]).constant->data<float>();
-      bias.assign(values.begin(), values.end());
-    }
-    composer::IntegerPlanResult r = composer::derive_integer_plan(b.plan, bias, options.integer_eta);
-    b.integer = std::move(r.plan);
-    b.integer_reason = std::move(r.reason);
+    return;
   }
-  if (!b.integer) lift_tiny_output_scales(b);
-  if (!b.integer) {
-    b.shuffle = shuffle_form(g, node, out_shape);
-    if (b.shuffle) b.shuffle->layer_plan = b.plan;
-    if (b.shuffle && !repeat_channels(b, b.shuffle->kh * b.shuffle->kw)) {
-      b.plan = *composed.plan;
-      b.bias_factor.clear();
-      lift_tiny_output_scales(b);
-      b.shuffle.reset();
-    }
+  std::vector<float> bias;
+  if (a.has_bias) {
+    const auto values = g.value(node.inputs[2]).constant->data<float>();
+    bias.assign(values.begin(), values.end());
   }
+  composer::IntegerPlanResult r = composer::derive_integer_plan(b.plan, bias, options.integer_eta);
+  b.integer = std::move(r.plan);
+  b.integer_reason = std::move(r.reason);
+}
+
+// The float plan's tiny scales lifted, and a kernel == stride deconvolution
+// in its 1x1 convolution form where its channels can repeat.
+void choose_float_form(Build& b, const graph::Graph& g, const Node& node, const Shape& out_shape,
+                       const composer::PostOpsPlan& composed) {
+  lift_tiny_output_scales(b);
+  b.shuffle = shuffle_form(g, node, out_shape);
+  if (b.shuffle) b.shuffle->layer_plan = b.plan;
+  if (b.shuffle && !repeat_channels(b, b.shuffle->kh * b.shuffle->kw)) {
+    b.plan = composed;
+    b.bias_factor.clear();
+    lift_tiny_output_scales(b);
+    b.shuffle.reset();
+  }
+}
+
+// The residual a sum post-op reads, refused when oneDNN would read it as
+// another type of another size than the destination.
+std::optional<Refusal> find_sum_input(Build& b, const Node& node) {
+  const auto& a = node.attr<QuantizedLayerAttrs>();
   for (const auto& op : b.plan.post_ops) {
     if (const auto* s = std::get_if<composer::SumPostOp>(&op)) {
       b.sum_input = a.first_external_input() + static_cast<std::size_t>(s->input);
@@ -314,20 +324,39 @@ std::variant<Build, Refusal> build_primitive(const graph::Graph& g, const Node& 
       }
     }
   }
+  return std::nullopt;
+}
+
+// The plan: the composed post-ops and what the layer's form adds to them.
+std::variant<Build, Refusal> plan_layer(const graph::Graph& g, const Node& node,
+                                        const Shape& out_shape, const CompileOptions& options) {
+  const auto& a = node.attr<QuantizedLayerAttrs>();
+  const composer::ComposeResult composed = timed_compose(a.chain, compose_options(options));
+  if (!composed.fused()) return Refusal{"composer: " + composed.reason};
+  Build b;
+  b.plan = *composed.plan;
+  if (a.dynamic) {
+    if (auto refused = take_dynamic_scales(b, g, node)) return *refused;
+  }
+  b.runtime_weights = !g.value(node.inputs[1]).is_constant();
+  if (options.integer_only) choose_integer_plan(b, g, node, options);
+  if (!b.integer) choose_float_form(b, g, node, out_shape, *composed.plan);
+  if (auto refused = find_sum_input(b, node)) return *refused;
+  return b;
+}
+
+// The source, destination and output descriptors and the destination's
+// dims and layout as the composer sees them.
+void describe_buffers(Build& b, const graph::Graph& g, const Node& node, const Shape& out_shape,
+                      Layout src_layout, Layout dst_layout) {
+  const auto& a = node.attr<QuantizedLayerAttrs>();
   const graph::Value& x = g.value(node.inputs[0]);
   const graph::Value& w = g.value(node.inputs[1]);
-  // Integer-only: the bias is the integer plan's (added to the accumulators).
-  const std::int64_t repeat = b.shuffle ? b.shuffle->kh * b.shuffle->kw : 1;
-  const memory::desc bias_md =
-      a.dynamic ? plain_desc(Shape{static_cast<std::int64_t>(b.weight_sums.size())}, ElementType::f32)
-      : a.has_bias && !b.integer
-          ? plain_desc(Shape{element_count(g.value(node.inputs[2]).shape) * repeat},
-                       ElementType::f32)
-          : memory::desc();
+  // Integer-only: the primitive writes the s32 accumulators.
   const ElementType dst_type = b.integer ? ElementType::s32 : a.dst_type();
-
   if (b.shuffle) {
     // The 1x1 convolution's output, staged channels last.
+    const std::int64_t repeat = b.shuffle->kh * b.shuffle->kw;
     const Shape staged{x.shape[0], b.shuffle->oc * repeat, x.shape[2], x.shape[3]};
     b.src_md = layout_desc(x.shape, x.type, src_layout);
     b.dst_md = layout_desc(staged, dst_type, Layout::channels_last);
@@ -372,120 +401,175 @@ std::variant<Build, Refusal> build_primitive(const graph::Graph& g, const Node& 
   // Where the output channels lie in the primitive's destination (a
   // matrix product runs on a 2D view unless both operands come at run time).
   b.channel_axis = *graph::output_channel_axis(node.kind, b.dst_dims.size());
+}
+
+// The primitive's attributes: the plan's output scales, zero point and
+// post-ops (none in integer-only mode), and the source / weights zero points.
+dnnl::primitive_attr layer_primitive_attr(Build& b, const graph::Graph& g, const Node& node) {
+  const auto& a = node.attr<QuantizedLayerAttrs>();
   dnnl::primitive_attr attr = b.integer ? dnnl::primitive_attr()
                                          : make_primitive_attr(b.plan, b.dst_dims, b.full_layout,
                                                                b.channel_axis);
   use_user_scratchpad(attr);
   // oneDNN 2.6 multiplies s8 weights only: u8 ones are shifted by -128 each
   // run, w - z = (w - 128) - (z - 128).
-  b.shift_weights = b.runtime_weights && w.type == ElementType::u8;
+  b.shift_weights = b.runtime_weights && g.value(node.inputs[1]).type == ElementType::u8;
   set_layer_quantization(attr,
                          a.dynamic ? std::optional<int>(b.dynamic_scales > 1 ? 1 << 1 : 0)
                                    : std::nullopt,
                          a.src_zero_point, a.weights_zero_point - (b.shift_weights ? 128 : 0));
+  return attr;
+}
 
-  const auto any = [](const memory::desc& md) {
-    return memory::desc(md.dims(), md.data_type(), memory::format_tag::any);
-  };
-  std::int64_t reduction = 0;  // values summed per output
-  switch (node.kind) {
-    case OpKind::QuantizedConvolution: {
-      const auto& c = std::get<graph::ConvAttrs>(a.geometry);
-      Shape wd = w.shape;
-      if (c.groups > 1) {
-        wd = {c.groups, w.shape[0] / c.groups};
-        wd.insert(wd.end(), w.shape.begin() + 1, w.shape.end());
-      }
-      b.weights_md_plain = plain_desc(wd, ElementType::s8);
-      dnnl::convolution_forward::desc d(
-          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, b.src_md,
-          any(b.weights_md_plain), bias_md, b.dst_md, to_dims(c.strides),
-          to_dnnl_dilations(c.dilations), to_dims(c.pads_begin), to_dims(c.pads_end));
-      b.pd = dnnl::convolution_forward::primitive_desc(d, attr, engine);
-      reduction = element_count(w.shape) / w.shape[0];  // IC / groups * kernel
-      prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
-      break;
-    }
-    case OpKind::QuantizedDeconvolution: {
-      const auto& c = std::get<graph::DeconvAttrs>(a.geometry);
-      if (b.shuffle) {
-        // Stored weights [IC, OC, kh, kw] are the 1x1 convolution's
-        // [OC * kh * kw, IC] transposed: the same memory.
-        const std::int64_t ic = w.shape[0], oc = b.shuffle->oc * repeat;
-        b.weights_md_plain = permuted_desc(Shape{ic, oc, 1, 1}, {1, 0, 2, 3}, ElementType::s8);
-        dnnl::convolution_forward::desc d(
-            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, b.src_md,
-            any(b.weights_md_plain), bias_md, b.dst_md, {1, 1}, {0, 0}, {0, 0});
-        b.pd = dnnl::convolution_forward::primitive_desc(d, attr, engine);
-        reduction = ic;
-        prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(b.dst_dims));
-        break;
-      }
-      std::vector<int> perm;
-      if (c.groups > 1) {
-        Shape stored{c.groups, w.shape[0] / c.groups, w.shape[1]};
-        stored.insert(stored.end(), w.shape.begin() + 2, w.shape.end());
-        perm = {0, 2, 1};
-        for (std::size_t i = 3; i < stored.size(); ++i) perm.push_back(static_cast<int>(i));
-        b.weights_md_plain = permuted_desc(stored, perm, ElementType::s8);
-      } else {
-        perm = {1, 0};
-        for (std::size_t i = 2; i < w.shape.size(); ++i) perm.push_back(static_cast<int>(i));
-        b.weights_md_plain = permuted_desc(w.shape, perm, ElementType::s8);
-      }
-      memory::dims pads_end;
-      for (std::size_t i = 0; i < c.pads_end.size(); ++i) {
-        pads_end.push_back(c.pads_end[i] - c.output_padding[i]);
-      }
-      dnnl::deconvolution_forward::desc d(
-          dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, b.src_md,
-          any(b.weights_md_plain), bias_md, b.dst_md, to_dims(c.strides),
-          to_dnnl_dilations(c.dilations), to_dims(c.pads_begin), pads_end);
-      b.pd = dnnl::deconvolution_forward::primitive_desc(d, attr, engine);
-      // Each output sums IC / groups * kernel / stride^2 products on average.
-      reduction = element_count(w.shape) / w.shape[1] / c.groups;
-      for (const std::int64_t s : c.strides) reduction /= std::max<std::int64_t>(s, 1);
-      prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
-      break;
-    }
-    case OpKind::QuantizedFullyConnected: {
-      b.weights_md_plain = plain_desc(w.shape, ElementType::s8);
-      dnnl::inner_product_forward::desc d(dnnl::prop_kind::forward_inference, b.src_md,
-                                          any(b.weights_md_plain), bias_md, b.dst_md);
-      b.pd = dnnl::inner_product_forward::primitive_desc(d, attr, engine);
-      reduction = x.shape.back();
-      prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
-      break;
-    }
-    default: {
-      const auto& m = std::get<graph::MatMulAttrs>(a.geometry);
-      if (m.transpose_a) return Refusal{"transposed int8 activations"};
-      if (b.runtime_weights) {
-        if (m.transpose_b) return Refusal{"transposed run-time weights"};
-        Shape wd = w.shape;
-        wd.insert(wd.begin(), static_cast<std::ptrdiff_t>(out_shape.size() - w.shape.size()), 1);
-        b.weights_md_plain = plain_desc(wd, ElementType::s8);
-        dnnl::matmul::desc d(b.src_md, b.weights_md_plain, memory::desc(), b.dst_md);
-        b.pd = dnnl::matmul::primitive_desc(d, attr, engine);
-        reduction = x.shape.back();
-        break;
-      }
-      if (w.shape.size() != 2) return Refusal{"int8 matmul needs 2D weights"};
-      b.weights_md_plain =
-          m.transpose_b ? permuted_desc(w.shape, {1, 0}, ElementType::s8)
-                        : plain_desc(w.shape, ElementType::s8);
-      memory::desc bias2d;
-      if (a.has_bias && !b.integer) {
-        bias2d = plain_desc(Shape{1, out_shape.back()}, ElementType::f32);
-      }
-      dnnl::matmul::desc d(b.src_md, any(b.weights_md_plain), bias2d, b.dst_md);
-      b.pd = dnnl::matmul::primitive_desc(d, attr, engine);
-      reduction = x.shape.back();
-      prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(out_shape));
-      break;
-    }
+// What the primitive descriptor of each layer kind reads.
+struct Descriptors {
+  const graph::Graph& g;
+  const Node& node;
+  const Shape& out_shape;
+  const dnnl::primitive_attr& attr;
+  const dnnl::engine& engine;
+  memory::desc bias_md;  // f32, or none (integer-only: the integer plan adds it)
+  const graph::Value& x() const { return g.value(node.inputs[0]); }
+  const graph::Value& w() const { return g.value(node.inputs[1]); }
+  const QuantizedLayerAttrs& a() const { return node.attr<QuantizedLayerAttrs>(); }
+};
+
+memory::desc format_any(const memory::desc& md) {
+  return memory::desc(md.dims(), md.data_type(), memory::format_tag::any);
+}
+
+void convolution_pd(Build& b, const Descriptors& d) {
+  const auto& c = std::get<graph::ConvAttrs>(d.a().geometry);
+  const Shape& ws = d.w().shape;
+  Shape wd = ws;
+  if (c.groups > 1) {
+    wd = {c.groups, ws[0] / c.groups};
+    wd.insert(wd.end(), ws.begin() + 1, ws.end());
   }
-  return b;
+  b.weights_md_plain = plain_desc(wd, ElementType::s8);
+  dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, b.src_md,
+      format_any(b.weights_md_plain), d.bias_md, b.dst_md, to_dims(c.strides),
+      to_dnnl_dilations(c.dilations), to_dims(c.pads_begin), to_dims(c.pads_end));
+  b.pd = dnnl::convolution_forward::primitive_desc(desc, d.attr, d.engine);
+  const std::int64_t reduction = element_count(ws) / ws[0];  // IC / groups * kernel
+  prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(d.out_shape));
+}
+
+// The kernel == stride deconvolution as its 1x1 convolution: stored weights
+// [IC, OC, kh, kw] are the convolution's [OC * kh * kw, IC] transposed, the
+// same memory.
+void shuffled_deconvolution_pd(Build& b, const Descriptors& d) {
+  const std::int64_t ic = d.w().shape[0];
+  const std::int64_t oc = b.shuffle->oc * b.shuffle->kh * b.shuffle->kw;
+  b.weights_md_plain = permuted_desc(Shape{ic, oc, 1, 1}, {1, 0, 2, 3}, ElementType::s8);
+  dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, b.src_md,
+      format_any(b.weights_md_plain), d.bias_md, b.dst_md, {1, 1}, {0, 0}, {0, 0});
+  b.pd = dnnl::convolution_forward::primitive_desc(desc, d.attr, d.engine);
+  prefer_vnni_for_small_layers(b.pd, ic, ic * element_count(b.dst_dims));
+}
+
+void deconvolution_pd(Build& b, const Descriptors& d) {
+  if (b.shuffle) return shuffled_deconvolution_pd(b, d);
+  const auto& c = std::get<graph::DeconvAttrs>(d.a().geometry);
+  const Shape& ws = d.w().shape;
+  std::vector<int> perm;
+  if (c.groups > 1) {
+    Shape stored{c.groups, ws[0] / c.groups, ws[1]};
+    stored.insert(stored.end(), ws.begin() + 2, ws.end());
+    perm = {0, 2, 1};
+    for (std::size_t i = 3; i < stored.size(); ++i) perm.push_back(static_cast<int>(i));
+    b.weights_md_plain = permuted_desc(stored, perm, ElementType::s8);
+  } else {
+    perm = {1, 0};
+    for (std::size_t i = 2; i < ws.size(); ++i) perm.push_back(static_cast<int>(i));
+    b.weights_md_plain = permuted_desc(ws, perm, ElementType::s8);
+  }
+  memory::dims pads_end;
+  for (std::size_t i = 0; i < c.pads_end.size(); ++i) {
+    pads_end.push_back(c.pads_end[i] - c.output_padding[i]);
+  }
+  dnnl::deconvolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, b.src_md,
+      format_any(b.weights_md_plain), d.bias_md, b.dst_md, to_dims(c.strides),
+      to_dnnl_dilations(c.dilations), to_dims(c.pads_begin), pads_end);
+  b.pd = dnnl::deconvolution_forward::primitive_desc(desc, d.attr, d.engine);
+  // Each output sums IC / groups * kernel / stride^2 products on average.
+  std::int64_t reduction = element_count(ws) / ws[1] / c.groups;
+  for (const std::int64_t s : c.strides) reduction /= std::max<std::int64_t>(s, 1);
+  prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(d.out_shape));
+}
+
+void fully_connected_pd(Build& b, const Descriptors& d) {
+  b.weights_md_plain = plain_desc(d.w().shape, ElementType::s8);
+  dnnl::inner_product_forward::desc desc(dnnl::prop_kind::forward_inference, b.src_md,
+                                         format_any(b.weights_md_plain), d.bias_md, b.dst_md);
+  b.pd = dnnl::inner_product_forward::primitive_desc(desc, d.attr, d.engine);
+  const std::int64_t reduction = d.x().shape.back();
+  prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(d.out_shape));
+}
+
+std::optional<Refusal> matmul_pd(Build& b, const Descriptors& d) {
+  const auto& m = std::get<graph::MatMulAttrs>(d.a().geometry);
+  const Shape& ws = d.w().shape;
+  if (m.transpose_a) return Refusal{"transposed int8 activations"};
+  if (b.runtime_weights) {
+    if (m.transpose_b) return Refusal{"transposed run-time weights"};
+    Shape wd = ws;
+    wd.insert(wd.begin(), static_cast<std::ptrdiff_t>(d.out_shape.size() - ws.size()), 1);
+    b.weights_md_plain = plain_desc(wd, ElementType::s8);
+    dnnl::matmul::desc desc(b.src_md, b.weights_md_plain, memory::desc(), b.dst_md);
+    b.pd = dnnl::matmul::primitive_desc(desc, d.attr, d.engine);
+    return std::nullopt;
+  }
+  if (ws.size() != 2) return Refusal{"int8 matmul needs 2D weights"};
+  b.weights_md_plain = m.transpose_b ? permuted_desc(ws, {1, 0}, ElementType::s8)
+                                     : plain_desc(ws, ElementType::s8);
+  memory::desc bias2d;
+  if (d.a().has_bias && !b.integer) {
+    bias2d = plain_desc(Shape{1, d.out_shape.back()}, ElementType::f32);
+  }
+  dnnl::matmul::desc desc(b.src_md, format_any(b.weights_md_plain), bias2d, b.dst_md);
+  b.pd = dnnl::matmul::primitive_desc(desc, d.attr, d.engine);
+  const std::int64_t reduction = d.x().shape.back();
+  prefer_vnni_for_small_layers(b.pd, reduction, reduction * element_count(d.out_shape));
+  return std::nullopt;
+}
+
+// The layer's int8 primitive: its plan (plan_layer), its buffers' descriptors,
+// its attributes, then the primitive descriptor of its kind. An ordinary
+// refusal is a value; oneDNN refusing a descriptor throws dnnl::error.
+std::variant<Build, Refusal> build_primitive(const graph::Graph& g, const Node& node,
+                                             const Shape& out_shape, const dnnl::engine& engine,
+                                             const CompileOptions& options, Layout src_layout,
+                                             Layout dst_layout) {
+  std::variant<Build, Refusal> planned = plan_layer(g, node, out_shape, options);
+  if (std::holds_alternative<Refusal>(planned)) return planned;
+  Build& b = std::get<Build>(planned);
+  describe_buffers(b, g, node, out_shape, src_layout, dst_layout);
+  const dnnl::primitive_attr attr = layer_primitive_attr(b, g, node);
+  const auto& a = node.attr<QuantizedLayerAttrs>();
+  const std::int64_t repeat = b.shuffle ? b.shuffle->kh * b.shuffle->kw : 1;
+  Descriptors d{g, node, out_shape, attr, engine, {}};
+  if (a.dynamic) {
+    d.bias_md = plain_desc(Shape{static_cast<std::int64_t>(b.weight_sums.size())}, ElementType::f32);
+  } else if (a.has_bias && !b.integer) {
+    d.bias_md = plain_desc(Shape{element_count(g.value(node.inputs[2]).shape) * repeat},
+                           ElementType::f32);
+  }
+  switch (graph::layer_info(node.kind)->anchor) {
+    case composer::AnchorKind::convolution: convolution_pd(b, d); break;
+    case composer::AnchorKind::deconvolution: deconvolution_pd(b, d); break;
+    case composer::AnchorKind::inner_product:
+      if (node.kind == OpKind::QuantizedFullyConnected) {
+        fully_connected_pd(b, d);
+      } else if (auto refused = matmul_pd(b, d)) {
+        return *refused;
+      }
+      break;
+  }
+  return planned;
 }
 
 class QuantizedLayerOp final : public ExecutableOp {
@@ -494,42 +578,10 @@ class QuantizedLayerOp final : public ExecutableOp {
                    Build build, const std::function<Layout(ValueId)>& layout_of,
                    bool sum_in_place)
       : ExecutableOp(node), engine_(engine), b_(std::move(build)), sum_in_place_(sum_in_place) {
-    const auto& a = node.attr<QuantizedLayerAttrs>();
     implementation_ = b_.pd.impl_info_str();
     scratchpad_md_ = b_.pd.scratchpad_desc();
-    // Convolutions always run channels last; a plain neighbour gets a reorder
-    // through a staging area behind the primitive's scratchpad, unless its
-    // bytes are the same in both layouts (one channel, as a detector's map,
-    // or one pixel).
     std::size_t offset = align(scratchpad_md_.get_size());
-    if (b_.spatial) {
-      const graph::Value& x = g.value(node.inputs[0]);
-      const graph::Value& y = g.value(node.outputs[0]);
-      const auto needs_stage = [&](ValueId v, const Shape& s) {
-        if (layout_of(v) != Layout::plain || s.size() < 3) return false;
-        const std::int64_t pixels =
-            std::accumulate(s.begin() + 2, s.end(), std::int64_t{1}, std::multiplies<>());
-        return s[1] != 1 && pixels != 1;
-      };
-      if (needs_stage(node.inputs[0], x.shape)) {
-        src_stage_ = Stage{offset, layout_desc(x.shape, x.type, Layout::plain), {}};
-        src_stage_->reorder = dnnl::reorder(
-            dnnl::reorder::primitive_desc(engine_, src_stage_->user_md, engine_, b_.src_md));
-        src_stage_->bytes = byte_layout_change(x.shape, x.type, true);
-        offset = align(offset + b_.src_md.get_size());
-      }
-      if (b_.shuffle) {
-        dst_stage_ = shuffle_stage(offset, layout_of(node.outputs[0]));
-        offset = align(offset + b_.dst_md.get_size());
-        implementation_ += " + pixel shuffle";
-      } else if (needs_stage(node.outputs[0], y.shape)) {
-        dst_stage_ = Stage{offset, layout_desc(y.shape, y.type, Layout::plain), {}};
-        dst_stage_->reorder = dnnl::reorder(
-            dnnl::reorder::primitive_desc(engine_, b_.out_md, engine_, dst_stage_->user_md));
-        dst_stage_->bytes = byte_layout_change(y.shape, y.type, false);
-        offset = align(offset + b_.out_md.get_size());
-      }
-    }
+    if (b_.spatial) offset = stage_plain_neighbours(g, node, layout_of, offset);
     depthwise_ = depthwise_kernel(g, node);
     if (depthwise_) {
       // The primitive descriptor stays for the plan's checks; no primitive
@@ -541,89 +593,20 @@ class QuantizedLayerOp final : public ExecutableOp {
       return;
     }
     primitive_ = dnnl::primitive(b_.pd.get());
-    if (b_.integer) {
-      // The s32 accumulators, and a residual stored plain staged channels last.
-      acc_offset_ = offset;
-      offset = align(offset + b_.dst_md.get_size());
-      requantizer_.emplace(*b_.integer);
-      if (b_.integer->residual_input) {
-        const ValueId rv = node.inputs[a.first_external_input() +
-                                       static_cast<std::size_t>(*b_.integer->residual_input)];
-        integer_residual_ = rv;
-        const graph::Value& r = g.value(rv);
-        if (b_.spatial && layout_of(rv) == Layout::plain && r.shape.size() >= 3) {
-          integer_residual_stage_ = Stage{offset, layout_desc(r.shape, r.type, Layout::plain), {}};
-          integer_residual_stage_->bytes = byte_layout_change(r.shape, r.type, true);
-          offset = align(offset + static_cast<std::size_t>(element_count(r.shape)));
-        }
-      }
-    }
-    if (a.dynamic) {
+    if (b_.integer) offset = reserve_integer_requantization(g, node, layout_of, offset);
+    if (node.attr<QuantizedLayerAttrs>().dynamic) {
       dynamic_bias_offset_ = offset;
       offset = align(offset + b_.weight_sums.size() * sizeof(float));
       dynamic_scales_offset_ = offset;
       offset = align(offset + b_.dynamic_scales * sizeof(float));
     }
-    total_scratch_ = offset;
     if (b_.shift_weights) {
       shifted_weights_offset_ = offset;
       offset = align(offset + b_.weights_md_plain.get_size());
     }
-    total_scratch_ = offset;
-    // Weights: reordered once into the implementation's layout (run-time
-    // ones are bound each run).
-    const memory::desc w_md = b_.pd.weights_desc();
-    if (!b_.runtime_weights) {
-      weights_ = memory(w_md, engine_);
-      const Tensor& wq = *g.value(node.inputs[1]).constant;
-      memory src(b_.weights_md_plain, engine_, const_cast<void*>(wq.raw_data()));
-      reorder_at_compile(engine_, src, weights_);
-    }
-    if (a.has_bias && !b_.integer) {
-      const Tensor& bias = *g.value(node.inputs[2]).constant;
-      bias_ = memory(b_.pd.weights_desc(1), engine_);
-      const std::size_t repeat =
-          b_.shuffle ? static_cast<std::size_t>(b_.shuffle->kh * b_.shuffle->kw) : 1;
-      const std::vector<float> values = primitive_bias(bias, repeat);
-      std::copy(values.begin(), values.end(), static_cast<float*>(bias_.get_data_handle()));
-    }
-    // Binary post-op tensors: constants owned here, externals bound per run.
-    binary_args_ = binary_post_op_args(b_.plan, b_.dst_dims, b_.full_layout, b_.channel_axis);
-    constant_args_ = make_constant_post_op_memory(binary_args_, engine_);
-    // A full-tensor operand is read channels last; one stored plain is
-    // reordered into a staging area first.
-    const std::size_t first_external = a.first_external_input();
-    for (const auto& arg : binary_args_) {
-      if (!arg.external_input || b_.full_layout != FullTensorLayout::channels_last ||
-          arg.desc.dims() != b_.dst_dims) {
-        continue;
-      }
-      const ValueId v = node.inputs[first_external + static_cast<std::size_t>(*arg.external_input)];
-      const graph::Value& t = g.value(v);
-      if (layout_of(v) == Layout::channels_last) continue;
-      Stage st{offset, layout_desc(t.shape, t.type, Layout::plain), {}};
-      st.reorder = dnnl::reorder(
-          dnnl::reorder::primitive_desc(engine_, st.user_md, engine_, arg.desc));
-      offset = align(offset + arg.desc.get_size());
-      binary_stages_.emplace(arg.arg, std::move(st));
-    }
-    total_scratch_ = offset;
-    if (b_.sum_input && !sum_in_place_ && !b_.integer) {
-      // The sum post-op reads the residual from the destination buffer, in
-      // the residual's data type: copy it there first.
-      const ValueId rv = node.inputs[*b_.sum_input];
-      const graph::Value& r = g.value(rv);
-      if (b_.spatial) {
-        residual_md_ = layout_desc(r.shape, r.type, layout_of(rv));
-        if (layout_of(rv) == Layout::plain) residual_bytes_ = byte_layout_change(r.shape, r.type, true);
-        residual_dst_md_ = layout_desc(g.value(node.outputs[0]).shape, r.type, Layout::channels_last);
-      } else {
-        residual_md_ = plain_desc(b_.dst_dims, r.type);
-        residual_dst_md_ = plain_desc(b_.dst_dims, r.type);
-      }
-      residual_copy_ = dnnl::reorder(
-          dnnl::reorder::primitive_desc(engine_, residual_md_, engine_, residual_dst_md_));
-    }
+    prepare_constants(g, node);
+    total_scratch_ = stage_binary_operands(g, node, layout_of, offset);
+    if (b_.sum_input && !sum_in_place_ && !b_.integer) prepare_residual_copy(g, node, layout_of);
   }
 
   void execute(ExecContext& ctx) const override {
@@ -645,110 +628,12 @@ class QuantizedLayerOp final : public ExecutableOp {
     void* dst = dst_stage_ ? scratch + dst_stage_->offset : user_dst;
     st.args.at(DNNL_ARG_SRC).set_data_handle(src);
     st.args.at(DNNL_ARG_DST).set_data_handle(b_.integer ? scratch + acc_offset_ : dst);
-    const std::size_t first_external = n.attr<QuantizedLayerAttrs>().first_external_input();
-    for (const auto& arg : binary_args_) {
-      if (arg.external_input) {
-        const ValueId v = n.inputs[first_external + static_cast<std::size_t>(*arg.external_input)];
-        void* data = const_cast<void*>(ctx.in(v).raw_data());
-        if (const auto it = binary_stages_.find(arg.arg); it != binary_stages_.end()) {
-          memory& user = st.staged_binary.at(arg.arg);
-          user.set_data_handle(data);
-          st.args.at(arg.arg).set_data_handle(scratch + it->second.offset);
-          ctx.staged([&] { it->second.reorder.execute(ctx.stream(), user, st.args.at(arg.arg)); });
-        } else {
-          st.args.at(arg.arg).set_data_handle(data);
-        }
-      }
-    }
-    if (scratchpad_md_.get_size() > 0) st.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
-    if (b_.runtime_weights) {
-      const Tensor& w = ctx.in(n.inputs[1]);
-      if (b_.shift_weights) {
-        auto* shifted = scratch + shifted_weights_offset_;
-        shift_u8_to_s8(static_cast<const std::uint8_t*>(w.raw_data()), shifted,
-                       static_cast<std::size_t>(w.size()));
-        st.args.at(DNNL_ARG_WEIGHTS).set_data_handle(shifted);
-      } else {
-        st.args.at(DNNL_ARG_WEIGHTS).set_data_handle(const_cast<void*>(w.raw_data()));
-      }
-    }
-    if (!b_.weight_sums.empty()) {
-      // bias[c] = -z * sum_k w[c, k]: with the accumulator, the integer
-      // sum_k w[c, k] * (x[k] - z); then the run-time scales.
-      const Tensor& zt = ctx.in(n.inputs[2]);
-      const std::int64_t z = zt.type() == ElementType::u8 ? zt.data<std::uint8_t>()[0]
-                                                          : zt.data<std::int8_t>()[0];
-      auto* bias = reinterpret_cast<float*>(scratch + dynamic_bias_offset_);
-      for (std::size_t c = 0; c < b_.weight_sums.size(); ++c) {
-        bias[c] = static_cast<float>(-z * b_.weight_sums[c]);
-      }
-      auto* scales = reinterpret_cast<float*>(scratch + dynamic_scales_offset_);
-      const auto r = ctx.in(n.inputs[3]).data<float>();
-      const std::vector<float>& ws = b_.dynamic_weight_scales;
-      if (ws.empty()) {
-        std::memcpy(scales, r.data(), b_.dynamic_scales * sizeof(float));
-      } else {
-        // ONNX Runtime's Mul(s, ws), one f32 product per channel.
-        for (std::size_t c = 0; c < b_.dynamic_scales; ++c) scales[c] = r[0] * ws[ws.size() == 1 ? 0 : c];
-      }
-      st.args.at(DNNL_ARG_BIAS).set_data_handle(bias);
-      st.args.at(DNNL_ARG_ATTR_OUTPUT_SCALES).set_data_handle(scales);
-    }
-
-    if (src_stage_) {
-      st.user_src.set_data_handle(user_src);
-      ctx.staged([&] {
-        if (src_stage_->bytes) {
-          src_stage_->bytes->run(user_src, src);
-        } else {
-          src_stage_->reorder.execute(ctx.stream(), st.user_src, st.args.at(DNNL_ARG_SRC));
-        }
-      });
-    }
-    if (b_.sum_input && !sum_in_place_ && !b_.integer) {
-      st.residual.set_data_handle(const_cast<void*>(ctx.in(n.inputs[*b_.sum_input]).raw_data()));
-      st.residual_in_dst.set_data_handle(dst);
-      ctx.staged([&] {
-        if (residual_bytes_) {
-          residual_bytes_->run(st.residual.get_data_handle(), dst);
-        } else {
-          residual_copy_.execute(ctx.stream(), st.residual, st.residual_in_dst);
-        }
-      });
-    }
+    bind_run_time_operands(ctx, st, scratch);
+    if (!b_.weight_sums.empty()) bind_dynamic_quantization(ctx, st, scratch);
+    stage_inputs(ctx, st, user_src, src, dst);
     primitive_.execute(ctx.stream(), st.args);
-    if (b_.integer) {
-      ctx.stream().wait();
-      const void* residual = nullptr;
-      if (integer_residual_) {
-        residual = ctx.in(*integer_residual_).raw_data();
-        if (integer_residual_stage_) {
-          void* staged = scratch + integer_residual_stage_->offset;
-          ctx.staged([&] { integer_residual_stage_->bytes->run(residual, staged); });
-          residual = staged;
-        }
-      }
-      const std::int64_t channels = b_.integer->channels;
-      requantizer_->run(reinterpret_cast<const std::int32_t*>(scratch + acc_offset_),
-                        element_count(b_.dst_dims) / channels, residual, dst);
-    }
-    if (dst_stage_) {
-      st.user_dst.set_data_handle(user_dst);
-      ctx.staged([&] {
-        if (dst_stage_->bytes) {
-          dst_stage_->bytes->run(dst, user_dst);
-        } else if (dst_stage_->staged_md) {
-          st.staged_view.set_data_handle(dst);
-          dst_stage_->reorder.execute(ctx.stream(), st.staged_view, st.user_dst);
-        } else if (b_.integer) {
-          // The requantized output, not the accumulators DST points at.
-          st.integer_out.set_data_handle(dst);
-          dst_stage_->reorder.execute(ctx.stream(), st.integer_out, st.user_dst);
-        } else {
-          dst_stage_->reorder.execute(ctx.stream(), st.args.at(DNNL_ARG_DST), st.user_dst);
-        }
-      });
-    }
+    if (b_.integer) requantize(ctx, scratch, dst);
+    if (dst_stage_) unstage_output(ctx, st, dst, user_dst);
     ctx.stream().wait();
   }
 
@@ -802,6 +687,128 @@ class QuantizedLayerOp final : public ExecutableOp {
 
 
  private:
+  // Convolutions always run channels last; a plain neighbour gets a reorder
+  // through a staging area behind the primitive's scratchpad, unless its
+  // bytes are the same in both layouts (one channel, as a detector's map,
+  // or one pixel). Returns the scratch offset past the stages.
+  std::size_t stage_plain_neighbours(const graph::Graph& g, const Node& node,
+                                     const std::function<Layout(ValueId)>& layout_of,
+                                     std::size_t offset) {
+    const graph::Value& x = g.value(node.inputs[0]);
+    const graph::Value& y = g.value(node.outputs[0]);
+    const auto needs_stage = [&](ValueId v, const Shape& s) {
+      if (layout_of(v) != Layout::plain || s.size() < 3) return false;
+      const std::int64_t pixels =
+          std::accumulate(s.begin() + 2, s.end(), std::int64_t{1}, std::multiplies<>());
+      return s[1] != 1 && pixels != 1;
+    };
+    if (needs_stage(node.inputs[0], x.shape)) {
+      src_stage_ = Stage{offset, layout_desc(x.shape, x.type, Layout::plain), {}};
+      src_stage_->reorder = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine_, src_stage_->user_md, engine_, b_.src_md));
+      src_stage_->bytes = byte_layout_change(x.shape, x.type, true);
+      offset = align(offset + b_.src_md.get_size());
+    }
+    if (b_.shuffle) {
+      dst_stage_ = shuffle_stage(offset, layout_of(node.outputs[0]));
+      offset = align(offset + b_.dst_md.get_size());
+      implementation_ += " + pixel shuffle";
+    } else if (needs_stage(node.outputs[0], y.shape)) {
+      dst_stage_ = Stage{offset, layout_desc(y.shape, y.type, Layout::plain), {}};
+      dst_stage_->reorder = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine_, b_.out_md, engine_, dst_stage_->user_md));
+      dst_stage_->bytes = byte_layout_change(y.shape, y.type, false);
+      offset = align(offset + b_.out_md.get_size());
+    }
+    return offset;
+  }
+
+  // Integer-only mode: the s32 accumulators, and a residual stored plain
+  // staged channels last. Returns the scratch offset past them.
+  std::size_t reserve_integer_requantization(const graph::Graph& g, const Node& node,
+                                             const std::function<Layout(ValueId)>& layout_of,
+                                             std::size_t offset) {
+    acc_offset_ = offset;
+    offset = align(offset + b_.dst_md.get_size());
+    requantizer_.emplace(*b_.integer);
+    if (!b_.integer->residual_input) return offset;
+    const std::size_t first_external = node.attr<QuantizedLayerAttrs>().first_external_input();
+    const ValueId rv =
+        node.inputs[first_external + static_cast<std::size_t>(*b_.integer->residual_input)];
+    integer_residual_ = rv;
+    const graph::Value& r = g.value(rv);
+    if (b_.spatial && layout_of(rv) == Layout::plain && r.shape.size() >= 3) {
+      integer_residual_stage_ = Stage{offset, layout_desc(r.shape, r.type, Layout::plain), {}};
+      integer_residual_stage_->bytes = byte_layout_change(r.shape, r.type, true);
+      offset = align(offset + static_cast<std::size_t>(element_count(r.shape)));
+    }
+    return offset;
+  }
+
+  // Constant weights reordered once into the implementation's layout (run-time
+  // ones are bound each run), the f32 bias, and the constant operands of
+  // binary post-ops.
+  void prepare_constants(const graph::Graph& g, const Node& node) {
+    const auto& a = node.attr<QuantizedLayerAttrs>();
+    if (!b_.runtime_weights) {
+      weights_ = memory(b_.pd.weights_desc(), engine_);
+      const Tensor& wq = *g.value(node.inputs[1]).constant;
+      memory src(b_.weights_md_plain, engine_, const_cast<void*>(wq.raw_data()));
+      reorder_at_compile(engine_, src, weights_);
+    }
+    if (a.has_bias && !b_.integer) {
+      const Tensor& bias = *g.value(node.inputs[2]).constant;
+      bias_ = memory(b_.pd.weights_desc(1), engine_);
+      const std::size_t repeat =
+          b_.shuffle ? static_cast<std::size_t>(b_.shuffle->kh * b_.shuffle->kw) : 1;
+      const std::vector<float> values = primitive_bias(bias, repeat);
+      std::copy(values.begin(), values.end(), static_cast<float*>(bias_.get_data_handle()));
+    }
+    binary_args_ = binary_post_op_args(b_.plan, b_.dst_dims, b_.full_layout, b_.channel_axis);
+    constant_args_ = make_constant_post_op_memory(binary_args_, engine_);
+  }
+
+  // A full-tensor binary operand is read channels last; one stored plain is
+  // reordered into a staging area first. Returns the scratch offset past them.
+  std::size_t stage_binary_operands(const graph::Graph& g, const Node& node,
+                                    const std::function<Layout(ValueId)>& layout_of,
+                                    std::size_t offset) {
+    const std::size_t first_external = node.attr<QuantizedLayerAttrs>().first_external_input();
+    for (const auto& arg : binary_args_) {
+      if (!arg.external_input || b_.full_layout != FullTensorLayout::channels_last ||
+          arg.desc.dims() != b_.dst_dims) {
+        continue;
+      }
+      const ValueId v = node.inputs[first_external + static_cast<std::size_t>(*arg.external_input)];
+      const graph::Value& t = g.value(v);
+      if (layout_of(v) == Layout::channels_last) continue;
+      Stage st{offset, layout_desc(t.shape, t.type, Layout::plain), {}};
+      st.reorder = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine_, st.user_md, engine_, arg.desc));
+      offset = align(offset + arg.desc.get_size());
+      binary_stages_.emplace(arg.arg, std::move(st));
+    }
+    return offset;
+  }
+
+  // The sum post-op reads the residual from the destination buffer, in the
+  // residual's data type: a reorder copies it there first.
+  void prepare_residual_copy(const graph::Graph& g, const Node& node,
+                             const std::function<Layout(ValueId)>& layout_of) {
+    const ValueId rv = node.inputs[*b_.sum_input];
+    const graph::Value& r = g.value(rv);
+    if (b_.spatial) {
+      residual_md_ = layout_desc(r.shape, r.type, layout_of(rv));
+      if (layout_of(rv) == Layout::plain) residual_bytes_ = byte_layout_change(r.shape, r.type, true);
+      residual_dst_md_ = layout_desc(g.value(node.outputs[0]).shape, r.type, Layout::channels_last);
+    } else {
+      residual_md_ = plain_desc(b_.dst_dims, r.type);
+      residual_dst_md_ = plain_desc(b_.dst_dims, r.type);
+    }
+    residual_copy_ = dnnl::reorder(
+        dnnl::reorder::primitive_desc(engine_, residual_md_, engine_, residual_dst_md_));
+  }
+
   // The padded 3x3 or 5x5 depthwise layer (strides 1 or 2) with a source
   // zero point on qfuse's kernel (depthwise_kernel.hpp), where it can take
   // the layer; null otherwise. Says at debug level why a layer of that form
@@ -936,6 +943,129 @@ class QuantizedLayerOp final : public ExecutableOp {
     memory staged_view;  // the pixel shuffle's view of the staged destination
     std::unordered_map<int, memory> staged_binary;  // plain operands of binary_stages_
   };
+
+  // The binary post-ops' run-time operands (staged channels last where
+  // stored plain), the scratchpad, and run-time weights (u8 shifted to s8).
+  void bind_run_time_operands(ExecContext& ctx, State& st, std::uint8_t* scratch) const {
+    const Node& n = node();
+    const std::size_t first_external = n.attr<QuantizedLayerAttrs>().first_external_input();
+    for (const auto& arg : binary_args_) {
+      if (arg.external_input) {
+        const ValueId v = n.inputs[first_external + static_cast<std::size_t>(*arg.external_input)];
+        void* data = const_cast<void*>(ctx.in(v).raw_data());
+        if (const auto it = binary_stages_.find(arg.arg); it != binary_stages_.end()) {
+          memory& user = st.staged_binary.at(arg.arg);
+          user.set_data_handle(data);
+          st.args.at(arg.arg).set_data_handle(scratch + it->second.offset);
+          ctx.staged([&] { it->second.reorder.execute(ctx.stream(), user, st.args.at(arg.arg)); });
+        } else {
+          st.args.at(arg.arg).set_data_handle(data);
+        }
+      }
+    }
+    if (scratchpad_md_.get_size() > 0) st.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch);
+    if (b_.runtime_weights) {
+      const Tensor& w = ctx.in(n.inputs[1]);
+      if (b_.shift_weights) {
+        auto* shifted = scratch + shifted_weights_offset_;
+        shift_u8_to_s8(static_cast<const std::uint8_t*>(w.raw_data()), shifted,
+                       static_cast<std::size_t>(w.size()));
+        st.args.at(DNNL_ARG_WEIGHTS).set_data_handle(shifted);
+      } else {
+        st.args.at(DNNL_ARG_WEIGHTS).set_data_handle(const_cast<void*>(w.raw_data()));
+      }
+    }
+  }
+
+  // A dynamic layer's bias and output scales, made from its run-time inputs.
+  void bind_dynamic_quantization(ExecContext& ctx, State& st, std::uint8_t* scratch) const {
+    const Node& n = node();
+    // bias[c] = -z * sum_k w[c, k]: with the accumulator, the integer
+    // sum_k w[c, k] * (x[k] - z); then the run-time scales.
+    const Tensor& zt = ctx.in(n.inputs[2]);
+    const std::int64_t z = zt.type() == ElementType::u8 ? zt.data<std::uint8_t>()[0]
+                                                        : zt.data<std::int8_t>()[0];
+    auto* bias = reinterpret_cast<float*>(scratch + dynamic_bias_offset_);
+    for (std::size_t c = 0; c < b_.weight_sums.size(); ++c) {
+      bias[c] = static_cast<float>(-z * b_.weight_sums[c]);
+    }
+    auto* scales = reinterpret_cast<float*>(scratch + dynamic_scales_offset_);
+    const auto r = ctx.in(n.inputs[3]).data<float>();
+    const std::vector<float>& ws = b_.dynamic_weight_scales;
+    if (ws.empty()) {
+      std::memcpy(scales, r.data(), b_.dynamic_scales * sizeof(float));
+    } else {
+      // ONNX Runtime's Mul(s, ws), one f32 product per channel.
+      for (std::size_t c = 0; c < b_.dynamic_scales; ++c) {
+        scales[c] = r[0] * ws[ws.size() == 1 ? 0 : c];
+      }
+    }
+    st.args.at(DNNL_ARG_BIAS).set_data_handle(bias);
+    st.args.at(DNNL_ARG_ATTR_OUTPUT_SCALES).set_data_handle(scales);
+  }
+
+  // The source staged channels last, and the residual the sum post-op reads
+  // copied into the destination.
+  void stage_inputs(ExecContext& ctx, State& st, void* user_src, void* src, void* dst) const {
+    const Node& n = node();
+    if (src_stage_) {
+      st.user_src.set_data_handle(user_src);
+      ctx.staged([&] {
+        if (src_stage_->bytes) {
+          src_stage_->bytes->run(user_src, src);
+        } else {
+          src_stage_->reorder.execute(ctx.stream(), st.user_src, st.args.at(DNNL_ARG_SRC));
+        }
+      });
+    }
+    if (b_.sum_input && !sum_in_place_ && !b_.integer) {
+      st.residual.set_data_handle(const_cast<void*>(ctx.in(n.inputs[*b_.sum_input]).raw_data()));
+      st.residual_in_dst.set_data_handle(dst);
+      ctx.staged([&] {
+        if (residual_bytes_) {
+          residual_bytes_->run(st.residual.get_data_handle(), dst);
+        } else {
+          residual_copy_.execute(ctx.stream(), st.residual, st.residual_in_dst);
+        }
+      });
+    }
+  }
+
+  // Integer-only mode: the s32 accumulators requantized into `dst`.
+  void requantize(ExecContext& ctx, std::uint8_t* scratch, void* dst) const {
+    ctx.stream().wait();
+    const void* residual = nullptr;
+    if (integer_residual_) {
+      residual = ctx.in(*integer_residual_).raw_data();
+      if (integer_residual_stage_) {
+        void* staged = scratch + integer_residual_stage_->offset;
+        ctx.staged([&] { integer_residual_stage_->bytes->run(residual, staged); });
+        residual = staged;
+      }
+    }
+    const std::int64_t channels = b_.integer->channels;
+    requantizer_->run(reinterpret_cast<const std::int32_t*>(scratch + acc_offset_),
+                      element_count(b_.dst_dims) / channels, residual, dst);
+  }
+
+  // The output moved from its staging area into the caller's buffer.
+  void unstage_output(ExecContext& ctx, State& st, void* dst, void* user_dst) const {
+    st.user_dst.set_data_handle(user_dst);
+    ctx.staged([&] {
+      if (dst_stage_->bytes) {
+        dst_stage_->bytes->run(dst, user_dst);
+      } else if (dst_stage_->staged_md) {
+        st.staged_view.set_data_handle(dst);
+        dst_stage_->reorder.execute(ctx.stream(), st.staged_view, st.user_dst);
+      } else if (b_.integer) {
+        // The requantized output, not the accumulators DST points at.
+        st.integer_out.set_data_handle(dst);
+        dst_stage_->reorder.execute(ctx.stream(), st.integer_out, st.user_dst);
+      } else {
+        dst_stage_->reorder.execute(ctx.stream(), st.args.at(DNNL_ARG_DST), st.user_dst);
+      }
+    });
+  }
 
   State make_state() const {
     State st;
