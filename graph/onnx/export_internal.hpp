@@ -1,7 +1,8 @@
 #pragma once
 // Internal to the ONNX exporter (exporter.hpp says what it writes): the
 // Writer that assembles the GraphProto and the Exporter that walks the fused
-// graph, whose members exporter.cpp defines.
+// graph, whose members exporter.cpp defines, but for quantization and the
+// ops on codes (export_quantization.cpp).
 
 #include <onnx/onnx_pb.h>
 
@@ -166,6 +167,11 @@ class Exporter {
   void layer_norm(const Node& n, const std::string& y);
   void gather(const Node& n, const std::string& y);
   void resize(const Node& n, const std::string& y);
+  template <typename T>
+  std::string channel_constant(const std::string& base, int type, const std::vector<T>& v,
+                               std::size_t rank, bool spatial);
+
+  // ---- quantization and the ops on codes (export_quantization.cpp) ----------
   void fake_quantize(const Node& n, const std::string& y);
   void dynamic_quantize(const Node& n, const std::string& y);
   std::string zero_point_scalar(graph::ValueId v, const std::string& base);
@@ -179,9 +185,7 @@ class Exporter {
   void dequantize(const Node& n, const std::string& y);
   void mean_inner_product(const Node& n, const std::string& y);
   void quantize(const std::string& base, const std::string& x, int zt, const std::string& out);
-  template <typename T>
-  std::string channel_constant(const std::string& base, int type, const std::vector<T>& v,
-                               std::size_t rank, bool spatial);
+  void avg_pool(const Node& n);
 
   // ---- fused int8 layers ---------------------------------------------------
   std::string accumulator(const Node& n, int channels, bool& is_float,
@@ -196,7 +200,6 @@ class Exporter {
   std::string eltwise(const Node& n, const std::string& b, const std::string& x,
                       composer::EltwiseAlg alg, float alpha, float beta);
   static void pool_attrs(::onnx::NodeProto& p, const graph::PoolAttrs& a);
-  void avg_pool(const Node& n);
   void max_pool(const Node& n, const std::string& y);
 
   const graph::Graph& g_;
