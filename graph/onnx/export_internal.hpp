@@ -2,7 +2,8 @@
 // Internal to the ONNX exporter (exporter.hpp says what it writes): the
 // Writer that assembles the GraphProto and the Exporter that walks the fused
 // graph, whose members exporter.cpp defines, but for quantization and the
-// ops on codes (export_quantization.cpp).
+// ops on codes (export_quantization.cpp) and the fused int8 layers
+// (export_layers.cpp).
 
 #include <onnx/onnx_pb.h>
 
@@ -167,9 +168,8 @@ class Exporter {
   void layer_norm(const Node& n, const std::string& y);
   void gather(const Node& n, const std::string& y);
   void resize(const Node& n, const std::string& y);
-  template <typename T>
-  std::string channel_constant(const std::string& base, int type, const std::vector<T>& v,
-                               std::size_t rank, bool spatial);
+  static void pool_attrs(::onnx::NodeProto& p, const graph::PoolAttrs& a);
+  void max_pool(const Node& n, const std::string& y);
 
   // ---- quantization and the ops on codes (export_quantization.cpp) ----------
   void fake_quantize(const Node& n, const std::string& y);
@@ -187,7 +187,10 @@ class Exporter {
   void quantize(const std::string& base, const std::string& x, int zt, const std::string& out);
   void avg_pool(const Node& n);
 
-  // ---- fused int8 layers ---------------------------------------------------
+  // ---- fused int8 layers (export_layers.cpp) --------------------------------
+  template <typename T>
+  std::string channel_constant(const std::string& base, int type, const std::vector<T>& v,
+                               std::size_t rank, bool spatial);
   std::string accumulator(const Node& n, int channels, bool& is_float,
                           std::vector<double>& abs_sum);
   std::string run_time_weights_accumulator(const Node& n, int channels,
@@ -199,8 +202,6 @@ class Exporter {
   void float_scale_layer(const Node& n);
   std::string eltwise(const Node& n, const std::string& b, const std::string& x,
                       composer::EltwiseAlg alg, float alpha, float beta);
-  static void pool_attrs(::onnx::NodeProto& p, const graph::PoolAttrs& a);
-  void max_pool(const Node& n, const std::string& y);
 
   const graph::Graph& g_;
   const ExportSource& source_;
