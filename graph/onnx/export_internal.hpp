@@ -1,9 +1,14 @@
 #pragma once
 // Internal to the ONNX exporter (exporter.hpp says what it writes): the
 // Writer that assembles the GraphProto and the Exporter that walks the fused
-// graph, whose members exporter.cpp defines, but for quantization and the
-// ops on codes (export_quantization.cpp) and the fused int8 layers
-// (export_layers.cpp).
+// graph. Its members live by concern:
+//   exporter.cpp             the driver: tensor names, the graph's inputs and
+//                            outputs, each node in order (and the post-ops an
+//                            f32 layer absorbed), the pre-quantized form's
+//                            shape ops; the public functions;
+//   export_ops.cpp           the ordinary operators;
+//   export_quantization.cpp  quantization and the ops on codes;
+//   export_layers.cpp        the fused int8 layers.
 
 #include <onnx/onnx_pb.h>
 
@@ -157,7 +162,7 @@ class Exporter {
   std::string cast(const std::string& x, int to, const std::string& base);
   void emit(const Node& n);
 
-  // ---- ordinary ONNX operators ---------------------------------------------
+  // ---- ordinary ONNX operators (export_ops.cpp) -----------------------------
   void ordinary(const Node& n, const std::string& y);
   std::string transpose_last_two(const std::string& x, std::size_t rank, const std::string& base);
   static void conv_attrs(::onnx::NodeProto& node, const graph::Ints& strides,
