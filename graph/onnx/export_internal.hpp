@@ -54,18 +54,46 @@ class Exporter {
   void emit(const Node& n);
 
   // ---- ordinary ONNX operators (export_ops.cpp) -----------------------------
+  // How ordinary() writes an op: the writer (of `n` into `y`), and whether
+  // every input must be f32 (else the op is refused, naming the input).
+  struct OrdinaryForm {
+    void (Exporter::*write)(const Node& n, const std::string& y);
+    bool f32_inputs;
+  };
+  static const std::map<OpKind, OrdinaryForm>& ordinary_forms();
   void ordinary(const Node& n, const std::string& y);
+  void require_f32_inputs(const Node& n) const;
+  void prequantized_op(const Node& n, const std::string& y);
+  void binary_op(const Node& n, const std::string& y);
+  void unary_op(const Node& n, const std::string& y);
+  void alpha_activation(const Node& n, const std::string& y);
+  void prelu(const Node& n, const std::string& y);
+  void clamp(const Node& n, const std::string& y);
+  void hsigmoid(const Node& n, const std::string& y);
+  void power(const Node& n, const std::string& y);
+  void swish(const Node& n, const std::string& y);
+  void gelu(const Node& n, const std::string& y);
+  void spell_swish(const std::string& b, const std::string& x, float alpha, const std::string& y);
+  void spell_gelu(const std::string& b, const std::string& x, bool tanh_form,
+                  const std::string& y);
+  void softmax(const Node& n, const std::string& y);
+  void layer_norm(const Node& n, const std::string& y);
+  void reduce_mean(const Node& n, const std::string& y);
+  void batch_norm(const Node& n, const std::string& y);
+  void gather(const Node& n, const std::string& y);
+  void resize(const Node& n, const std::string& y);
+  void slice(const Node& n, const std::string& y);
+  static void pool_attrs(::onnx::NodeProto& p, const graph::PoolAttrs& a);
+  void max_pool(const Node& n, const std::string& y);
+  void avg_pool(const Node& n, const std::string& y);
+  void convolution(const Node& n, const std::string& y);
+  void deconvolution(const Node& n, const std::string& y);
+  void fully_connected(const Node& n, const std::string& y);
+  void matmul(const Node& n, const std::string& y);
   std::string transpose_last_two(const std::string& x, std::size_t rank, const std::string& base);
   static void conv_attrs(::onnx::NodeProto& node, const graph::Ints& strides,
                          const graph::Ints& dilations, const graph::Ints& pads_begin,
                          const graph::Ints& pads_end, std::int64_t groups, const Shape& w);
-  void swish(const std::string& b, const std::string& x, float alpha, const std::string& y);
-  void gelu(const std::string& b, const std::string& x, bool tanh_form, const std::string& y);
-  void layer_norm(const Node& n, const std::string& y);
-  void gather(const Node& n, const std::string& y);
-  void resize(const Node& n, const std::string& y);
-  static void pool_attrs(::onnx::NodeProto& p, const graph::PoolAttrs& a);
-  void max_pool(const Node& n, const std::string& y);
 
   // ---- quantization and the ops on codes (export_quantization.cpp) ----------
   void fake_quantize(const Node& n, const std::string& y);
@@ -81,7 +109,7 @@ class Exporter {
   void dequantize(const Node& n, const std::string& y);
   void mean_inner_product(const Node& n, const std::string& y);
   void quantize(const std::string& base, const std::string& x, int zt, const std::string& out);
-  void avg_pool(const Node& n);
+  void int8_avg_pool(const Node& n);
 
   // ---- fused int8 layers (export_layers.cpp) --------------------------------
   template <typename T>

@@ -497,12 +497,12 @@ std::string Exporter::eltwise(const Node& n, const std::string& b, const std::st
     case EltwiseAlg::gelu_tanh:
     case EltwiseAlg::gelu_erf: {
       const std::string t = w_.fresh(b);
-      gelu(b, x, alg == EltwiseAlg::gelu_tanh, t);
+      spell_gelu(b, x, alg == EltwiseAlg::gelu_tanh, t);
       return t;
     }
     case EltwiseAlg::swish: {
       const std::string t = w_.fresh(b);
-      swish(b, x, alpha, t);
+      spell_swish(b, x, alpha, t);
       return t;
     }
     case EltwiseAlg::hsigmoid: {

@@ -328,8 +328,8 @@ void Exporter::mean_inner_product(const Node& n, const std::string& y) {
   w_.finish(t, y, n.name);
 }
 
-// An int8 average pool (an f32 one is an ordinary AveragePool).
-void Exporter::avg_pool(const Node& n) {
+// An int8 average pool (an f32 one is an ordinary AveragePool: avg_pool).
+void Exporter::int8_avg_pool(const Node& n) {
   const auto& a = n.attr<graph::PoolAttrs>();
   const graph::Value& x = g_.value(n.inputs[0]);
   const graph::Value& y = g_.value(n.outputs[0]);

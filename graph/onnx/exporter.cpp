@@ -150,7 +150,7 @@ void Exporter::emit(const Node& n) {
     case OpKind::QuantizedFullyConnected:
     case OpKind::QuantizedMatMul: return layer(n);
     case OpKind::AvgPool:
-      if (is_int8(g_.value(n.inputs[0]).type)) return avg_pool(n);
+      if (is_int8(g_.value(n.inputs[0]).type)) return int8_avg_pool(n);
       break;
     case OpKind::MaxPool: return max_pool(n, name(n.outputs[0]));
     case OpKind::Reshape:
