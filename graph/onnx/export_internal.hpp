@@ -113,8 +113,8 @@ class Exporter {
 
   // ---- fused int8 layers (export_layers.cpp) --------------------------------
   template <typename T>
-  std::string channel_constant(const std::string& base, int type, const std::vector<T>& v,
-                               std::size_t rank, bool spatial);
+  std::string channel_constant(const Node& n, const std::string& base, int type,
+                               const std::vector<T>& v);
   std::string accumulator(const Node& n, int channels, bool& is_float,
                           std::vector<double>& abs_sum);
   std::string run_time_weights_accumulator(const Node& n, int channels,
@@ -123,7 +123,21 @@ class Exporter {
   void check_accumulator_bound(const Node& n, const std::vector<double>& abs_sum,
                                const std::vector<T>& bias);
   void layer(const Node& n);
+  void check_exact(const Node& n, const std::vector<std::int64_t>& v, const char* what);
+  std::string stage_scale(const Node& n, const composer::IntegerStage& st,
+                          const std::string& base, std::string t, const std::string& residual,
+                          bool writes_output);
+  std::string stage_clamp(const Node& n, const composer::IntegerStage& st,
+                          const std::string& base, std::string t, bool writes_output);
+  void integer_dequantize(const Node& n, const composer::IntegerPlan& plan, std::string t,
+                          const std::string& residual);
   void float_scale_layer(const Node& n);
+  std::string dynamic_scale(const Node& n, const composer::PostOpsPlan& plan,
+                            const std::string& t);
+  std::string output_scales(const Node& n, const composer::PostOpsPlan& plan, std::string t);
+  std::string post_op(const Node& n, const composer::PostOpsPlan& plan, std::size_t k,
+                      std::string t);
+  std::string external_input(const Node& n, int input, const std::string& base);
   std::string eltwise(const Node& n, const std::string& b, const std::string& x,
                       composer::EltwiseAlg alg, float alpha, float beta);
 

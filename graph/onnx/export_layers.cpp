@@ -23,11 +23,14 @@ bool uniform(const std::vector<T>& v) {
 
 }  // namespace
 
-// A per-channel constant for an output of `rank` whose channels lie on
-// axis 1 (spatial) or last (matrix products); a scalar when uniform.
+// A per-channel constant for the output of the layer `n`, whose channels lie
+// on axis 1 (convolutions) or last (matrix products); a scalar when uniform.
 template <typename T>
-std::string Exporter::channel_constant(const std::string& base, int type, const std::vector<T>& v,
-                                       std::size_t rank, bool spatial) {
+std::string Exporter::channel_constant(const Node& n, const std::string& base, int type,
+                                       const std::vector<T>& v) {
+  const std::size_t rank = g_.value(n.outputs[0]).shape.size();
+  const bool spatial =
+      n.kind == OpKind::QuantizedConvolution || n.kind == OpKind::QuantizedDeconvolution;
   if (uniform(v)) return w_.constant(base, type, std::vector<T>{v[0]}, {});
   Shape s{static_cast<std::int64_t>(v.size())};
   if (spatial) s.resize(rank - 1, 1);
@@ -179,6 +182,8 @@ void Exporter::check_accumulator_bound(const Node& n, const std::vector<double>&
   }
 }
 
+// A layer with an integer plan: its accumulator, + bias, then each stage
+// (M0, the residual, K, 2^-N, the clamp) and the store or the dequantize.
 void Exporter::layer(const Node& n) {
   if (source_.prequantized_only && n.kind == OpKind::QuantizedDeconvolution) {
     refuse(n, "ONNX has no integer transposed convolution (ConvInteger covers Conv only)");
@@ -190,9 +195,6 @@ void Exporter::layer(const Node& n) {
       source_.integer_plan && !a.dynamic ? source_.integer_plan(n) : nullptr;
   if (plan == nullptr) return float_scale_layer(n);
   const graph::Value& y = g_.value(n.outputs[0]);
-  const bool spatial =
-      n.kind == OpKind::QuantizedConvolution || n.kind == OpKind::QuantizedDeconvolution;
-  const std::size_t rank = y.shape.size();
 
   bool acc_is_float = false;
   std::vector<double> abs_sum;
@@ -200,9 +202,8 @@ void Exporter::layer(const Node& n) {
   check_accumulator_bound(n, abs_sum, plan->bias);
   if (std::any_of(plan->bias.begin(), plan->bias.end(), [](std::int32_t b) { return b != 0; })) {
     acc = w_.op("Add", n.name + "/bias",
-                {acc, acc_is_float
-                          ? channel_constant(n.name + "/bias", kFloat, plan->bias, rank, spatial)
-                          : channel_constant(n.name + "/bias", kInt32, plan->bias, rank, spatial)});
+                {acc, acc_is_float ? channel_constant(n, n.name + "/bias", kFloat, plan->bias)
+                                   : channel_constant(n, n.name + "/bias", kInt32, plan->bias)});
   }
   // The stage's integer input: int32 accumulators, or (after a rounding
   // point inside the layer) a float holding an integer: an intermediate
@@ -215,81 +216,16 @@ void Exporter::layer(const Node& n) {
     residual =
         in(n.inputs[a.first_external_input() + static_cast<std::size_t>(*plan->residual_input)]);
   }
-  const auto to_float = [&](const std::string& v, const std::string& base) {
-    return cast(v, kFloat, base);
-  };
   for (std::size_t s = 0; s < plan->stages.size(); ++s) {
     const composer::IntegerStage& st = plan->stages[s];
     const bool writes_output = s + 1 == plan->stages.size() && y.type != ElementType::f32;
     const std::string base = n.name + "/stage" + std::to_string(s);
-    // Integers written as float are exact below 2^24 (larger ones only
-    // with trailing zero bits); others round to the nearest float.
-    const auto exact = [&](const std::vector<std::int64_t>& v, const char* what) {
-      for (const std::int64_t value : v) {
-        if (static_cast<std::int64_t>(static_cast<float>(value)) != value) {
-          if (source_.prequantized_only) {
-            refuse(n, std::string(what) + " " + std::to_string(value) +
-                          " is not exact as a float (integers are below 2^24; lower "
-                          "CompileOptions::integer_eta)");
-          }
-          ++report_.inexact_constants;
-          spdlog::warn("export-prequantized: {}: {} {} is not exact as a float: written as {:.0f} "
-                       "(relative error below 2^-24; a value that close to a rounding tie can "
-                       "land on the neighbouring code)",
-                       n.name, what, value, static_cast<double>(static_cast<float>(value)));
-          return;
-        }
-      }
-    };
-    exact(st.multiplier, "a multiplier M0 of");
-    exact(st.residual_multiplier, "a residual multiplier of");
-    exact(st.offset, "an offset K of");
-    std::string t = x_is_float ? xi : to_float(xi, base + "/cast");
-    t = w_.op("Mul", base + "/M0",
-              {t, channel_constant(base + "/M0", kFloat, st.multiplier, rank, spatial)});
-    if (!st.residual_multiplier.empty()) {
-      std::string r = to_float(residual, base + "/residual_cast");
-      r = w_.op("Mul", base + "/R",
-                {r, channel_constant(base + "/R", kFloat, st.residual_multiplier, rank, spatial)});
-      t = w_.op("Add", base + "/residual_add", {t, r});
-    }
-    if (std::any_of(st.offset.begin(), st.offset.end(), [](std::int64_t k) { return k != 0; })) {
-      t = w_.op("Add", base + "/K",
-                {t, channel_constant(base + "/K", kFloat, st.offset, rank, spatial)});
-    }
-    std::vector<double> shift;
-    for (const int sh : st.shift) shift.push_back(std::ldexp(1.0, -sh));
-    t = w_.op("Mul", base + "/shift",
-              {t, channel_constant(base + "/shift", kFloat, shift, rank, spatial)});
-    if (!writes_output) t = w_.op("Round", base + "/round", {t});
-    // The clamp, where narrower than what QuantizeLinear saturates to.
-    double type_lo = -0x1p31, type_hi = 0x1p31 - 1;
-    if (writes_output) {
-      type_lo = y.type == ElementType::s8 ? -128 : 0;
-      type_hi = y.type == ElementType::s8 ? 127 : 255;
-    }
-    const bool clamp_lo =
-        std::any_of(st.lo.begin(), st.lo.end(), [&](std::int32_t v) { return v > type_lo; });
-    const bool clamp_hi =
-        std::any_of(st.hi.begin(), st.hi.end(), [&](std::int32_t v) { return v < type_hi; });
-    if ((clamp_lo || clamp_hi) && uniform(st.lo) && uniform(st.hi)) {
-      // One clamp for every channel: Clip.
-      t = w_.op("Clip", base + "/clip",
-                {t,
-                 w_.constant(base + "/lo", kFloat,
-                             std::vector<double>{static_cast<double>(st.lo[0])}, {}),
-                 w_.constant(base + "/hi", kFloat,
-                             std::vector<double>{static_cast<double>(st.hi[0])}, {})});
-    } else {
-      if (clamp_lo) {
-        t = w_.op("Max", base + "/lo",
-                  {t, channel_constant(base + "/lo", kFloat, st.lo, rank, spatial)});
-      }
-      if (clamp_hi) {
-        t = w_.op("Min", base + "/hi",
-                  {t, channel_constant(base + "/hi", kFloat, st.hi, rank, spatial)});
-      }
-    }
+    check_exact(n, st.multiplier, "a multiplier M0 of");
+    check_exact(n, st.residual_multiplier, "a residual multiplier of");
+    check_exact(n, st.offset, "an offset K of");
+    std::string t = x_is_float ? xi : cast(xi, kFloat, base + "/cast");
+    t = stage_scale(n, st, base, t, residual, writes_output);
+    t = stage_clamp(n, st, base, t, writes_output);
     if (writes_output) {
       quantize(base, t, onnx_type(y.type), name(n.outputs[0]));
     } else {
@@ -298,42 +234,121 @@ void Exporter::layer(const Node& n) {
     }
   }
   if (y.type == ElementType::f32) {
-    const composer::IntegerDequantize& d = *plan->dequantize;
-    std::string t = x_is_float ? xi : to_float(xi, n.name + "/dequantize");
-    t = w_.op("Mul", n.name + "/scale",
-              {t, channel_constant(n.name + "/scale", kFloat, d.scale, rank, spatial)});
-    if (d.residual_scale != 0.0f) {
-      std::string r = to_float(residual, n.name + "/residual_cast");
-      r = w_.op("Mul", n.name + "/residual_scale",
-                {r, w_.constant(n.name + "/residual_scale", kFloat,
-                                std::vector<float>{d.residual_scale}, {})});
-      t = w_.op("Add", n.name + "/residual_add", {t, r});
-    }
-    const bool clamps =
-        std::any_of(d.lo.begin(), d.lo.end(), [](float v) { return std::isfinite(v); }) ||
-        std::any_of(d.hi.begin(), d.hi.end(), [](float v) { return std::isfinite(v); });
-    if (!clamps || !plan->stages.empty()) {
-      // After a stage the codes are clamped already.
-      w_.node("Add", n.name + "/shift",
-              {t, channel_constant(n.name + "/shift", kFloat, d.shift, rank, spatial)},
-              name(n.outputs[0]));
-    } else {
-      if (source_.prequantized_only) refuse(n, "a clamp on a dequantized accumulator");
-      // A clamp on the dequantized accumulator.
-      t = w_.op("Add", n.name + "/shift",
-                {t, channel_constant(n.name + "/shift", kFloat, d.shift, rank, spatial)});
-      t = w_.op("Max", n.name + "/clamp_lo",
-                {t, channel_constant(n.name + "/clamp_lo", kFloat, d.lo, rank, spatial)});
-      w_.node("Min", n.name + "/clamp_hi",
-              {t, channel_constant(n.name + "/clamp_hi", kFloat, d.hi, rank, spatial)},
-              name(n.outputs[0]));
-    }
+    integer_dequantize(n, *plan, x_is_float ? xi : cast(xi, kFloat, n.name + "/dequantize"),
+                       residual);
   }
   if (n.kind == OpKind::QuantizedDeconvolution) {
     ++report_.deconvolutions;
   } else {
     ++report_.layers;
   }
+}
+
+// Integers written as float are exact below 2^24 (larger ones only with
+// trailing zero bits); others round to the nearest float: refused in the
+// pre-quantized form only, else counted, with a warning for the first of `v`.
+void Exporter::check_exact(const Node& n, const std::vector<std::int64_t>& v, const char* what) {
+  for (const std::int64_t value : v) {
+    if (static_cast<std::int64_t>(static_cast<float>(value)) != value) {
+      if (source_.prequantized_only) {
+        refuse(n, std::string(what) + " " + std::to_string(value) +
+                      " is not exact as a float (integers are below 2^24; lower "
+                      "CompileOptions::integer_eta)");
+      }
+      ++report_.inexact_constants;
+      spdlog::warn("export-prequantized: {}: {} {} is not exact as a float: written as {:.0f} "
+                   "(relative error below 2^-24; a value that close to a rounding tie can "
+                   "land on the neighbouring code)",
+                   n.name, what, value, static_cast<double>(static_cast<float>(value)));
+      return;
+    }
+  }
+}
+
+// One stage's arithmetic on the float integer `t`: * M0 [+ residual * R]
+// [+ K] * 2^-N, then Round unless the stage writes the output (whose
+// QuantizeLinear rounds).
+std::string Exporter::stage_scale(const Node& n, const composer::IntegerStage& st,
+                                  const std::string& base, std::string t,
+                                  const std::string& residual, bool writes_output) {
+  t = w_.op("Mul", base + "/M0", {t, channel_constant(n, base + "/M0", kFloat, st.multiplier)});
+  if (!st.residual_multiplier.empty()) {
+    std::string r = cast(residual, kFloat, base + "/residual_cast");
+    r = w_.op("Mul", base + "/R",
+              {r, channel_constant(n, base + "/R", kFloat, st.residual_multiplier)});
+    t = w_.op("Add", base + "/residual_add", {t, r});
+  }
+  if (std::any_of(st.offset.begin(), st.offset.end(), [](std::int64_t k) { return k != 0; })) {
+    t = w_.op("Add", base + "/K", {t, channel_constant(n, base + "/K", kFloat, st.offset)});
+  }
+  std::vector<double> shift;
+  for (const int sh : st.shift) shift.push_back(std::ldexp(1.0, -sh));
+  t = w_.op("Mul", base + "/shift", {t, channel_constant(n, base + "/shift", kFloat, shift)});
+  if (!writes_output) t = w_.op("Round", base + "/round", {t});
+  return t;
+}
+
+// The stage's clamp, where narrower than what QuantizeLinear saturates to
+// (int32's range inside the layer): one Clip when every channel has the
+// same bounds, else Max / Min by channel.
+std::string Exporter::stage_clamp(const Node& n, const composer::IntegerStage& st,
+                                  const std::string& base, std::string t, bool writes_output) {
+  const graph::Value& y = g_.value(n.outputs[0]);
+  double type_lo = -0x1p31, type_hi = 0x1p31 - 1;
+  if (writes_output) {
+    type_lo = y.type == ElementType::s8 ? -128 : 0;
+    type_hi = y.type == ElementType::s8 ? 127 : 255;
+  }
+  const bool clamp_lo =
+      std::any_of(st.lo.begin(), st.lo.end(), [&](std::int32_t v) { return v > type_lo; });
+  const bool clamp_hi =
+      std::any_of(st.hi.begin(), st.hi.end(), [&](std::int32_t v) { return v < type_hi; });
+  if ((clamp_lo || clamp_hi) && uniform(st.lo) && uniform(st.hi)) {
+    // One clamp for every channel: Clip.
+    const auto bound = [&](const char* which, std::int32_t v) {
+      return w_.constant(base + which, kFloat, std::vector<double>{static_cast<double>(v)}, {});
+    };
+    return w_.op("Clip", base + "/clip", {t, bound("/lo", st.lo[0]), bound("/hi", st.hi[0])});
+  }
+  if (clamp_lo) {
+    t = w_.op("Max", base + "/lo", {t, channel_constant(n, base + "/lo", kFloat, st.lo)});
+  }
+  if (clamp_hi) {
+    t = w_.op("Min", base + "/hi", {t, channel_constant(n, base + "/hi", kFloat, st.hi)});
+  }
+  return t;
+}
+
+// An f32 output of an integer plan from the float integer `t` (the last
+// stage's, or the accumulator + bias): * scale [+ residual * its scale]
+// + shift [then the clamp, where no stage clamped].
+void Exporter::integer_dequantize(const Node& n, const composer::IntegerPlan& plan, std::string t,
+                                  const std::string& residual) {
+  const composer::IntegerDequantize& d = *plan.dequantize;
+  t = w_.op("Mul", n.name + "/scale", {t, channel_constant(n, n.name + "/scale", kFloat, d.scale)});
+  if (d.residual_scale != 0.0f) {
+    std::string r = cast(residual, kFloat, n.name + "/residual_cast");
+    r = w_.op("Mul", n.name + "/residual_scale",
+              {r, w_.constant(n.name + "/residual_scale", kFloat,
+                              std::vector<float>{d.residual_scale}, {})});
+    t = w_.op("Add", n.name + "/residual_add", {t, r});
+  }
+  const bool clamps =
+      std::any_of(d.lo.begin(), d.lo.end(), [](float v) { return std::isfinite(v); }) ||
+      std::any_of(d.hi.begin(), d.hi.end(), [](float v) { return std::isfinite(v); });
+  if (!clamps || !plan.stages.empty()) {
+    // After a stage the codes are clamped already.
+    w_.node("Add", n.name + "/shift", {t, channel_constant(n, n.name + "/shift", kFloat, d.shift)},
+            name(n.outputs[0]));
+    return;
+  }
+  if (source_.prequantized_only) refuse(n, "a clamp on a dequantized accumulator");
+  // A clamp on the dequantized accumulator.
+  t = w_.op("Add", n.name + "/shift", {t, channel_constant(n, n.name + "/shift", kFloat, d.shift)});
+  t = w_.op("Max", n.name + "/clamp_lo",
+            {t, channel_constant(n, n.name + "/clamp_lo", kFloat, d.lo)});
+  w_.node("Min", n.name + "/clamp_hi", {t, channel_constant(n, n.name + "/clamp_hi", kFloat, d.hi)},
+          name(n.outputs[0]));
 }
 
 // A layer that kept float scales: its accumulator, then the composed plan
@@ -356,9 +371,6 @@ void Exporter::float_scale_layer(const Node& n) {
   if (!composed) refuse(n, "the compiled model has no composed plan for this layer");
   const composer::PostOpsPlan& plan = *composed;
   const graph::Value& y = g_.value(n.outputs[0]);
-  const bool spatial =
-      n.kind == OpKind::QuantizedConvolution || n.kind == OpKind::QuantizedDeconvolution;
-  const std::size_t rank = y.shape.size();
   const std::string& b = n.name;
 
   bool acc_is_float = false;
@@ -371,85 +383,12 @@ void Exporter::float_scale_layer(const Node& n) {
   }
   check_accumulator_bound(n, abs_sum, bias);
   if (!acc_is_float) t = cast(t, kFloat, b + "/cast");
-  if (a.dynamic) {
-    // The run-time scale is the whole output scale (as the executable
-    // requires): nothing constant joins it.
-    const bool unit = std::all_of(plan.output_scales.begin(), plan.output_scales.end(),
-                                  [](float s) { return s == 1.0f; });
-    if (!unit || plan.dst_zero_point || a.has_bias) {
-      refuse(n, "a dynamic layer with a constant output scale, bias or zero point besides its "
-                "run-time scale");
-    }
-    std::string r = in(n.inputs[3]);
-    if (!a.dynamic_weight_scales.empty()) {
-      // ONNX Runtime's form: r = Mul(s, the weights' scales).
-      r = w_.op("Mul", b + "/scales_mul",
-                {r, channel_constant(b + "/weight_scale", kFloat, a.dynamic_weight_scales, rank,
-                                     spatial)});
-    }
-    t = w_.op("Mul", b + "/scale", {t, r});
-  }
+  if (a.dynamic) t = dynamic_scale(n, plan, t);
   if (std::any_of(bias.begin(), bias.end(), [](float v) { return v != 0.0f; })) {
-    t = w_.op("Add", b + "/bias", {t, channel_constant(b + "/bias", kFloat, bias, rank, spatial)});
+    t = w_.op("Add", b + "/bias", {t, channel_constant(n, b + "/bias", kFloat, bias)});
   }
-  if (!plan.output_scales.empty() &&
-      !std::all_of(plan.output_scales.begin(), plan.output_scales.end(),
-                   [](float s) { return s == 1.0f; })) {
-    // A denormal scale (a channel of zero weights) in two steps: its
-    // product with 2^100 is exact, and so is the final 2^-100 on a
-    // result in the normal range, without relying on a runtime that
-    // multiplies denormals (rather than flushing them to zero).
-    const bool tiny = std::any_of(plan.output_scales.begin(), plan.output_scales.end(),
-                                  [](float s) { return s != 0.0f && std::fabs(s) < 0x1p-100f; });
-    std::vector<float> scales = plan.output_scales;
-    if (tiny) {
-      for (float& s : scales) s = std::ldexp(s, 100);
-    }
-    t = w_.op("Mul", b + "/output_scale",
-              {t, channel_constant(b + "/output_scale", kFloat, scales, rank, spatial)});
-    if (tiny) {
-      t = w_.op("Mul", b + "/output_scale_2^-100",
-                {t, w_.scalar(b + "/two_pow_minus_100", 0x1p-100)});
-    }
-  }
-  const std::size_t first_external = a.first_external_input();
-  const auto external = [&](int input, const std::string& base) {
-    return in_f32(n.inputs[first_external + static_cast<std::size_t>(input)], base);
-  };
-  for (std::size_t k = 0; k < plan.post_ops.size(); ++k) {
-    const std::string base = b + "/post_op" + std::to_string(k);
-    const composer::PostOp& op = plan.post_ops[k];
-    if (const auto* e = std::get_if<composer::EltwisePostOp>(&op)) {
-      t = eltwise(n, base, t, e->alg, e->alpha, e->beta);
-      if (e->scale != 1.0f) {
-        t = w_.op("Mul", base + "/scale", {t, w_.scalar(base + "/scale", e->scale)});
-      }
-    } else if (const auto* bin = std::get_if<composer::BinaryPostOp>(&op)) {
-      std::string other;
-      if (const auto* c = std::get_if<composer::ConstantTensor>(&bin->tensor)) {
-        if (c->values.size() == 1 || static_cast<int>(c->values.size()) == plan.channels) {
-          other = channel_constant(base + "/operand", kFloat, c->values, rank, spatial);
-        } else {
-          other = w_.constant(base + "/operand", kFloat, c->values, y.shape);
-        }
-      } else {
-        other = external(std::get<composer::ExternalTensor>(bin->tensor).input, base + "/operand");
-      }
-      static const std::map<composer::BinaryAlg, const char*> kOps = {
-          {composer::BinaryAlg::add, "Add"}, {composer::BinaryAlg::sub, "Sub"},
-          {composer::BinaryAlg::mul, "Mul"}, {composer::BinaryAlg::min, "Min"},
-          {composer::BinaryAlg::max, "Max"}};
-      t = w_.op(kOps.at(bin->alg), base, {t, other});
-    } else {
-      // The residual's raw values (codes) read from the destination.
-      const auto& sum = std::get<composer::SumPostOp>(op);
-      std::string r = external(sum.input, base + "/residual");
-      if (sum.scale != 1.0f) {
-        r = w_.op("Mul", base + "/residual_scale", {r, w_.scalar(base + "/scale", sum.scale)});
-      }
-      t = w_.op("Add", base, {t, r});
-    }
-  }
+  t = output_scales(n, plan, t);
+  for (std::size_t k = 0; k < plan.post_ops.size(); ++k) t = post_op(n, plan, k, t);
   if (plan.dst_zero_point && *plan.dst_zero_point != 0) {
     t = w_.op("Add", b + "/dst_zero_point",
               {t, w_.scalar(b + "/dst_zero_point", *plan.dst_zero_point)});
@@ -464,6 +403,102 @@ void Exporter::float_scale_layer(const Node& n) {
   } else {
     ++report_.float_scale_layers;
   }
+}
+
+// A dynamic layer's accumulator as float times its run-time scale.
+std::string Exporter::dynamic_scale(const Node& n, const composer::PostOpsPlan& plan,
+                                    const std::string& t) {
+  const auto& a = n.attr<graph::QuantizedLayerAttrs>();
+  const std::string& b = n.name;
+  // The run-time scale is the whole output scale (as the executable
+  // requires): nothing constant joins it.
+  const bool unit = std::all_of(plan.output_scales.begin(), plan.output_scales.end(),
+                                [](float s) { return s == 1.0f; });
+  if (!unit || plan.dst_zero_point || a.has_bias) {
+    refuse(n, "a dynamic layer with a constant output scale, bias or zero point besides its "
+              "run-time scale");
+  }
+  std::string r = in(n.inputs[3]);
+  if (!a.dynamic_weight_scales.empty()) {
+    // ONNX Runtime's form: r = Mul(s, the weights' scales).
+    r = w_.op("Mul", b + "/scales_mul",
+              {r, channel_constant(n, b + "/weight_scale", kFloat, a.dynamic_weight_scales)});
+  }
+  return w_.op("Mul", b + "/scale", {t, r});
+}
+
+// (acc + bias) * the plan's output scales, unless every one is 1.
+std::string Exporter::output_scales(const Node& n, const composer::PostOpsPlan& plan,
+                                    std::string t) {
+  const std::string& b = n.name;
+  if (plan.output_scales.empty() ||
+      std::all_of(plan.output_scales.begin(), plan.output_scales.end(),
+                  [](float s) { return s == 1.0f; })) {
+    return t;
+  }
+  // A denormal scale (a channel of zero weights) in two steps: its
+  // product with 2^100 is exact, and so is the final 2^-100 on a
+  // result in the normal range, without relying on a runtime that
+  // multiplies denormals (rather than flushing them to zero).
+  const bool tiny = std::any_of(plan.output_scales.begin(), plan.output_scales.end(),
+                                [](float s) { return s != 0.0f && std::fabs(s) < 0x1p-100f; });
+  std::vector<float> scales = plan.output_scales;
+  if (tiny) {
+    for (float& s : scales) s = std::ldexp(s, 100);
+  }
+  t = w_.op("Mul", b + "/output_scale",
+            {t, channel_constant(n, b + "/output_scale", kFloat, scales)});
+  if (tiny) {
+    t = w_.op("Mul", b + "/output_scale_2^-100",
+              {t, w_.scalar(b + "/two_pow_minus_100", 0x1p-100)});
+  }
+  return t;
+}
+
+// The plan's post-op `k` on `t`: an activation, a binary op with a constant
+// or a tensor the layer reads, or the residual sum.
+std::string Exporter::post_op(const Node& n, const composer::PostOpsPlan& plan, std::size_t k,
+                              std::string t) {
+  const std::string base = n.name + "/post_op" + std::to_string(k);
+  const composer::PostOp& op = plan.post_ops[k];
+  if (const auto* e = std::get_if<composer::EltwisePostOp>(&op)) {
+    t = eltwise(n, base, t, e->alg, e->alpha, e->beta);
+    if (e->scale != 1.0f) {
+      t = w_.op("Mul", base + "/scale", {t, w_.scalar(base + "/scale", e->scale)});
+    }
+    return t;
+  }
+  if (const auto* bin = std::get_if<composer::BinaryPostOp>(&op)) {
+    std::string other;
+    if (const auto* c = std::get_if<composer::ConstantTensor>(&bin->tensor)) {
+      if (c->values.size() == 1 || static_cast<int>(c->values.size()) == plan.channels) {
+        other = channel_constant(n, base + "/operand", kFloat, c->values);
+      } else {
+        other = w_.constant(base + "/operand", kFloat, c->values, g_.value(n.outputs[0]).shape);
+      }
+    } else {
+      other = external_input(n, std::get<composer::ExternalTensor>(bin->tensor).input,
+                             base + "/operand");
+    }
+    static const std::map<composer::BinaryAlg, const char*> kOps = {
+        {composer::BinaryAlg::add, "Add"}, {composer::BinaryAlg::sub, "Sub"},
+        {composer::BinaryAlg::mul, "Mul"}, {composer::BinaryAlg::min, "Min"},
+        {composer::BinaryAlg::max, "Max"}};
+    return w_.op(kOps.at(bin->alg), base, {t, other});
+  }
+  // The residual's raw values (codes) read from the destination.
+  const auto& sum = std::get<composer::SumPostOp>(op);
+  std::string r = external_input(n, sum.input, base + "/residual");
+  if (sum.scale != 1.0f) {
+    r = w_.op("Mul", base + "/residual_scale", {r, w_.scalar(base + "/scale", sum.scale)});
+  }
+  return w_.op("Add", base, {t, r});
+}
+
+// The layer's external input `input` (a post-op's operand) as f32.
+std::string Exporter::external_input(const Node& n, int input, const std::string& base) {
+  const auto& a = n.attr<graph::QuantizedLayerAttrs>();
+  return in_f32(n.inputs[a.first_external_input() + static_cast<std::size_t>(input)], base);
 }
 
 // alg(x, alpha, beta) of the composer's vocabulary.
