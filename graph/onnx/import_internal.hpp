@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -289,6 +290,18 @@ class Importer {
 
   // --- the model -----------------------------------------------------------
   void bind_inputs(const std::set<std::string>& initializers);
+  // Its steps: the constants given for inputs, the names of the shapes given,
+  // the dim_params the given shapes fix, then each input not otherwise bound.
+  void bind_constant_inputs(const std::set<std::string>& known);
+  void check_given_shape_names(const std::set<std::string>& known) const;
+  std::map<std::string, std::int64_t> given_dim_params() const;
+  void bind_input(const ::onnx::ValueInfoProto& vi,
+                  const std::map<std::string, std::int64_t>& params);
+  // The input's given shape, else its declared one, dim_params from `params`.
+  Shape input_shape(const ::onnx::ValueInfoProto& vi,
+                    const std::map<std::string, std::int64_t>& params) const;
+  // GraphError / UnsupportedError for a rank-0, empty or oversized input.
+  void check_input_shape(const std::string& name, const Shape& shape) const;
   void import_node(const ::onnx::NodeProto& node, std::size_t index);
   void mark_outputs();
   void remove_dead_nodes();
