@@ -370,6 +370,26 @@ class Importer {
   // At a ReduceMean: LayerNorm spelled out (opset 13) imported as one
   // LayerNorm, the nodes after it taken; otherwise a debug line says why not.
   void try_spelled_out_layer_norm(AttrReader& a);
+  // The node reading `t` alone, when it is a plain `op` (no attribute
+  // outside `attrs`); nullopt otherwise, or when `t` is a graph output.
+  std::optional<int> sole_plain_reader(const std::string& t, const char* op,
+                                       std::initializer_list<const char*> attrs = {}) const;
+  // LayerNorm's core after mean = ReduceMean(x) (the current node): d = x -
+  // mean, then d / Sqrt(ReduceMean(Pow(d, 2)) + eps), each value read inside
+  // the pattern alone; `why` says why not when it does not match.
+  struct LayerNormCore {
+    std::vector<int> taken;  // the nodes after the mean
+    std::string out;         // the normalized tensor (after gamma and beta once taken)
+    double epsilon;
+  };
+  std::optional<LayerNormCore> layer_norm_core(const std::string& x, std::int64_t rank,
+                                               std::string& why) const;
+  // `op` (Mul: gamma, Add: beta) on the core's output by a FLOAT constant of
+  // the normalized dimension's `channels` values that does not broadcast the
+  // output, taken into `core`; else nullopt, and a debug line says why the
+  // LayerNorm ends before it.
+  std::optional<Values> layer_norm_affine(const char* op, std::int64_t channels,
+                                          std::int64_t rank, LayerNormCore& core) const;
   // GELU's end after f = erf(..) or tanh(..): 1 + f, then the product with x
   // and 0.5 in any of the three placements.
   struct GeluTail {
