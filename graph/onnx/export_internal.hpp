@@ -44,7 +44,7 @@ class Exporter {
   ExportReport run();
 
  private:
-  // ---- the driver ----------------------------------------------------------
+  // ---- the driver (exporter.cpp) -------------------------------------------
   [[noreturn]] void refuse(const Node& n, const std::string& why) const;
   void add_value_info(::onnx::ValueInfoProto& info, graph::ValueId id);
   const std::string& name(graph::ValueId id) const { return names_[id.index]; }

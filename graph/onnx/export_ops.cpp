@@ -101,6 +101,7 @@ void Exporter::binary_op(const Node& n, const std::string& y) {
           y);
 }
 
+// The same, on the one input.
 void Exporter::unary_op(const Node& n, const std::string& y) {
   w_.node(std::string(graph::op_info(n.kind).onnx), n.name, {in(n.inputs[0])}, y);
 }
