@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -289,6 +290,18 @@ class Importer {
 
   // --- the model -----------------------------------------------------------
   void bind_inputs(const std::set<std::string>& initializers);
+  // Its steps: the constants given for inputs, the names of the shapes given,
+  // the dim_params the given shapes fix, then each input not otherwise bound.
+  void bind_constant_inputs(const std::set<std::string>& known);
+  void check_given_shape_names(const std::set<std::string>& known) const;
+  std::map<std::string, std::int64_t> given_dim_params() const;
+  void bind_input(const ::onnx::ValueInfoProto& vi,
+                  const std::map<std::string, std::int64_t>& params);
+  // The input's given shape, else its declared one, dim_params from `params`.
+  Shape input_shape(const ::onnx::ValueInfoProto& vi,
+                    const std::map<std::string, std::int64_t>& params) const;
+  // GraphError / UnsupportedError for a rank-0, empty or oversized input.
+  void check_input_shape(const std::string& name, const Shape& shape) const;
   void import_node(const ::onnx::NodeProto& node, std::size_t index);
   void mark_outputs();
   void remove_dead_nodes();
@@ -357,6 +370,26 @@ class Importer {
   // At a ReduceMean: LayerNorm spelled out (opset 13) imported as one
   // LayerNorm, the nodes after it taken; otherwise a debug line says why not.
   void try_spelled_out_layer_norm(AttrReader& a);
+  // The node reading `t` alone, when it is a plain `op` (no attribute
+  // outside `attrs`); nullopt otherwise, or when `t` is a graph output.
+  std::optional<int> sole_plain_reader(const std::string& t, const char* op,
+                                       std::initializer_list<const char*> attrs = {}) const;
+  // LayerNorm's core after mean = ReduceMean(x) (the current node): d = x -
+  // mean, then d / Sqrt(ReduceMean(Pow(d, 2)) + eps), each value read inside
+  // the pattern alone; `why` says why not when it does not match.
+  struct LayerNormCore {
+    std::vector<int> taken;  // the nodes after the mean
+    std::string out;         // the normalized tensor (after gamma and beta once taken)
+    double epsilon;
+  };
+  std::optional<LayerNormCore> layer_norm_core(const std::string& x, std::int64_t rank,
+                                               std::string& why) const;
+  // `op` (Mul: gamma, Add: beta) on the core's output by a FLOAT constant of
+  // the normalized dimension's `channels` values that does not broadcast the
+  // output, taken into `core`; else nullopt, and a debug line says why the
+  // LayerNorm ends before it.
+  std::optional<Values> layer_norm_affine(const char* op, std::int64_t channels,
+                                          std::int64_t rank, LayerNormCore& core) const;
   // GELU's end after f = erf(..) or tanh(..): 1 + f, then the product with x
   // and 0.5 in any of the three placements.
   struct GeluTail {

@@ -54,6 +54,11 @@ bool plain_node(const ::onnx::NodeProto& n, const std::string& op,
   return true;
 }
 
+// axes [-1] or [rank - 1], keepdims 1.
+bool last_axis_only(const Ints& axes, std::int64_t keepdims, std::int64_t rank) {
+  return keepdims == 1 && axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+}
+
 // A node as messages name it: its name, else its first output's.
 std::string called(const ::onnx::NodeProto& n) {
   return n.op_type() + " node '" + (n.name().empty() && n.output_size() > 0 ? n.output(0) : n.name()) + "'";
@@ -260,7 +265,6 @@ void Importer::try_tanh_gelu() {
 }
 
 void Importer::try_spelled_out_layer_norm(AttrReader& a) {
-  const auto& g = model_.graph();
   const auto refuse = [&](const std::string& why) {
     spdlog::debug("import {}: not a spelled-out LayerNorm: {}", label(), why);
   };
@@ -272,31 +276,54 @@ void Importer::try_spelled_out_layer_norm(AttrReader& a) {
   const Shape x_shape = xo->shape;
   const std::int64_t r = rank_of(x_shape);
   if (r < 2) return refuse("the input has rank " + std::to_string(r) + " (LayerNorm needs >= 2)");
-  // axes [-1] or [rank - 1], keepdims 1.
-  const auto last_axis_only = [r](const Ints& axes, std::int64_t keepdims) {
-    return keepdims == 1 && axes.size() == 1 && (axes[0] == -1 || axes[0] == r - 1);
-  };
-  if (!last_axis_only(a.ints("axes"), a.i("keepdims", 1))) {
+  if (!last_axis_only(a.ints("axes"), a.i("keepdims", 1), r)) {
     return refuse("the mean is not over the last axis alone with keepdims = 1");
   }
-  const auto single_reader = [&](const std::string& t, const char* op,
-                                 std::initializer_list<const char*> attrs = {}) -> std::optional<int> {
-    const auto i = sole_onnx_consumer(t);
-    if (!i || !plain_node(g.node(*i), op, attrs)) return std::nullopt;
-    return i;
+  std::string why;
+  std::optional<LayerNormCore> core = layer_norm_core(x, r, why);
+  if (!core) return refuse(why);
+  // Then [* gamma] [+ beta], constants of the normalized dimension's size
+  // that do not broadcast the output.
+  const std::int64_t c = x_shape.back();
+  const std::optional<Values> gamma = layer_norm_affine("Mul", c, r, *core);
+  const std::optional<Values> beta = layer_norm_affine("Add", c, r, *core);
+  for (int i : core->taken) taken_nodes_.insert(i);
+  Operand& xv = *xo;
+  const ValueId scale = f32_constant(gamma ? *gamma : Values(sz(c), 1.0), {c}, "scale");
+  const ValueId bias = f32_constant(beta ? *beta : Values(sz(c), 0.0), {c}, "bias");
+  const ValueId y = emit(OpKind::LayerNorm, {f32(xv), scale, bias},
+                         graph::LayerNormAttrs{static_cast<float>(core->epsilon)}, "layer_norm");
+  tensors_[core->out] = make_float(y, x_shape);
+}
+
+std::optional<int> Importer::sole_plain_reader(const std::string& t, const char* op,
+                                               std::initializer_list<const char*> attrs) const {
+  const auto i = sole_onnx_consumer(t);
+  if (!i || !plain_node(model_.graph().node(*i), op, attrs)) return std::nullopt;
+  return i;
+}
+
+std::optional<Importer::LayerNormCore> Importer::layer_norm_core(const std::string& x,
+                                                                 std::int64_t rank,
+                                                                 std::string& why) const {
+  const auto& g = model_.graph();
+  const auto fail = [&why](const std::string& reason) -> std::optional<LayerNormCore> {
+    why = reason;
+    return std::nullopt;
   };
   // d = x - mean
   const std::string& mean = node_->output(0);
-  const auto sub_i = single_reader(mean, "Sub");
+  const auto sub_i = sole_plain_reader(mean, "Sub");
   if (!sub_i || g.node(*sub_i).input(0) != x || g.node(*sub_i).input(1) != mean) {
-    return refuse("the mean is not read by one Sub(x, mean) alone");
+    return fail("the mean is not read by one Sub(x, mean) alone");
   }
   const std::string& d = g.node(*sub_i).output(0);
   // d is read by Pow(d, 2) and Div(d, ..), nothing else (indices; -1: none).
   int pow_i = -1, div_i = -1;
   const auto d_readers = onnx_consumers_.find(d);
   if (d_readers != onnx_consumers_.end() && d_readers->second.size() == 2 &&
-      std::none_of(g.output().begin(), g.output().end(), [&](const auto& o) { return o.name() == d; })) {
+      std::none_of(g.output().begin(), g.output().end(),
+                   [&](const auto& o) { return o.name() == d; })) {
     for (int i : d_readers->second) {
       const ::onnx::NodeProto& n = g.node(i);
       if (plain_node(n, "Pow") && n.input_size() == 2 && n.input(0) == d) pow_i = i;
@@ -304,73 +331,58 @@ void Importer::try_spelled_out_layer_norm(AttrReader& a) {
     }
   }
   if (pow_i < 0 || div_i < 0) {
-    return refuse("x - mean ('" + d + "') is not read by one Pow and one Div alone");
+    return fail("x - mean ('" + d + "') is not read by one Pow and one Div alone");
   }
   if (scalar_tensor(g.node(pow_i).input(1)) != 2.0) {
-    return refuse(called(g.node(pow_i)) + " does not square (the exponent is not the constant 2)");
+    return fail(called(g.node(pow_i)) + " does not square (the exponent is not the constant 2)");
   }
   // var = ReduceMean(d^2), same axes
-  const auto var_i = single_reader(g.node(pow_i).output(0), "ReduceMean", {"axes", "keepdims"});
-  if (!var_i) return refuse("d^2 is not read by one ReduceMean alone");
+  const auto var_i = sole_plain_reader(g.node(pow_i).output(0), "ReduceMean", {"axes", "keepdims"});
+  if (!var_i) return fail("d^2 is not read by one ReduceMean alone");
   {
     AttrReader va(g.node(*var_i), called(g.node(*var_i)));
-    if (!last_axis_only(va.ints("axes"), va.i("keepdims", 1))) {
-      return refuse("the variance is not a mean over the last axis alone with keepdims = 1");
+    if (!last_axis_only(va.ints("axes"), va.i("keepdims", 1), rank)) {
+      return fail("the variance is not a mean over the last axis alone with keepdims = 1");
     }
   }
   // var + eps
-  const auto add_eps_i = single_reader(g.node(*var_i).output(0), "Add");
+  const auto add_eps_i = sole_plain_reader(g.node(*var_i).output(0), "Add");
   const auto eps_name = add_eps_i ? other_input(g.node(*add_eps_i), g.node(*var_i).output(0))
                                   : std::nullopt;
-  if (!eps_name) return refuse("the variance is not read by one Add alone");
+  if (!eps_name) return fail("the variance is not read by one Add alone");
   const std::optional<double> eps = scalar_tensor(*eps_name);
   if (!eps || !std::isfinite(*eps) || *eps < 0.0) {
-    return refuse("epsilon ('" + *eps_name + "') is not a constant >= 0");
+    return fail("epsilon ('" + *eps_name + "') is not a constant >= 0");
   }
   // sqrt(var + eps), then d / sqrt(..)
-  const auto sqrt_i = single_reader(g.node(*add_eps_i).output(0), "Sqrt");
-  if (!sqrt_i) return refuse("var + eps is not read by one Sqrt alone");
+  const auto sqrt_i = sole_plain_reader(g.node(*add_eps_i).output(0), "Sqrt");
+  if (!sqrt_i) return fail("var + eps is not read by one Sqrt alone");
   const std::string& sd = g.node(*sqrt_i).output(0);
-  if (single_reader(sd, "Div") != div_i || g.node(div_i).input(1) != sd) {
-    return refuse("the standard deviation is not read by Div(x - mean, ..) alone");
+  if (sole_plain_reader(sd, "Div") != div_i || g.node(div_i).input(1) != sd) {
+    return fail("the standard deviation is not read by Div(x - mean, ..) alone");
   }
-  std::vector<int> taken{*sub_i, pow_i, *var_i, *add_eps_i, *sqrt_i, div_i};
-  std::string out = g.node(div_i).output(0);
-  // Then [* gamma] [+ beta], constants of the normalized dimension's size
-  // that do not broadcast the output.
-  const std::int64_t c = x_shape.back();
-  const auto per_channel = [&](const std::string& t) -> std::optional<Values> {
-    const std::optional<Literal> l = constant_tensor(t);
-    if (!l || l->type != kFloat || l->shape.empty() || l->shape.back() != c ||
-        i64(l->values.size()) != c || rank_of(l->shape) > r) {
-      return std::nullopt;
-    }
-    return l->values;
-  };
-  const auto affine = [&](const char* op) -> std::optional<Values> {
-    const auto i = single_reader(out, op);
-    if (!i) return std::nullopt;
-    const auto t = other_input(g.node(*i), out);
-    std::optional<Values> v = t ? per_channel(*t) : std::nullopt;
-    if (!v) {
-      spdlog::debug("import {}: LayerNorm ends before {}: its other operand is not a FLOAT "
-                    "constant of {} values",
-                    label(), called(g.node(*i)), c);
-      return std::nullopt;
-    }
-    taken.push_back(*i);
-    out = g.node(*i).output(0);
-    return v;
-  };
-  const std::optional<Values> gamma = affine("Mul");
-  const std::optional<Values> beta = affine("Add");
-  for (int i : taken) taken_nodes_.insert(i);
-  Operand& xv = *xo;
-  const ValueId scale = f32_constant(gamma ? *gamma : Values(sz(c), 1.0), {c}, "scale");
-  const ValueId bias = f32_constant(beta ? *beta : Values(sz(c), 0.0), {c}, "bias");
-  const ValueId y = emit(OpKind::LayerNorm, {f32(xv), scale, bias},
-                         graph::LayerNormAttrs{static_cast<float>(*eps)}, "layer_norm");
-  tensors_[out] = make_float(y, x_shape);
+  return LayerNormCore{{*sub_i, pow_i, *var_i, *add_eps_i, *sqrt_i, div_i},
+                       g.node(div_i).output(0), *eps};
+}
+
+std::optional<Values> Importer::layer_norm_affine(const char* op, std::int64_t channels,
+                                                  std::int64_t rank, LayerNormCore& core) const {
+  const auto& g = model_.graph();
+  const auto i = sole_plain_reader(core.out, op);
+  if (!i) return std::nullopt;
+  const auto t = other_input(g.node(*i), core.out);
+  std::optional<Literal> l;
+  if (t) l = constant_tensor(*t);
+  if (!l || l->type != kFloat || l->shape.empty() || l->shape.back() != channels ||
+      i64(l->values.size()) != channels || rank_of(l->shape) > rank) {
+    spdlog::debug("import {}: LayerNorm ends before {}: its other operand is not a FLOAT "
+                  "constant of {} values",
+                  label(), called(g.node(*i)), channels);
+    return std::nullopt;
+  }
+  core.taken.push_back(*i);
+  core.out = g.node(*i).output(0);
+  return l->values;
 }
 
 }  // namespace qfuse::onnx::impl

@@ -57,12 +57,21 @@ double cast_value(double v, int to) {
 void Importer::bind_inputs(const std::set<std::string>& initializers) {
   const auto& g = model_.graph();
   // Explicit bindings first; they also fix dim_params by name.
-  std::map<std::string, std::int64_t> params;
   std::set<std::string> known;
   for (const auto& vi : g.input()) {
     if (initializers.count(vi.name())) continue;
     known.insert(vi.name());
   }
+  bind_constant_inputs(known);
+  check_given_shape_names(known);
+  const std::map<std::string, std::int64_t> params = given_dim_params();
+  for (const auto& vi : g.input()) {
+    if (initializers.count(vi.name()) || options_.constant_inputs.count(vi.name())) continue;
+    bind_input(vi, params);
+  }
+}
+
+void Importer::bind_constant_inputs(const std::set<std::string>& known) {
   for (const auto& [name, bytes] : options_.constant_inputs) {
     if (!known.count(name)) {
       throw GraphError("import " + origin_ + ": a constant is given for '" + name +
@@ -76,6 +85,9 @@ void Importer::bind_inputs(const std::set<std::string>& initializers) {
     Literal lit = decode_tensor(t, origin_ + " constant input '" + name + "'");
     tensors_[name] = make_literal(lit.type, lit.shape, std::move(lit.values));
   }
+}
+
+void Importer::check_given_shape_names(const std::set<std::string>& known) const {
   for (const auto& [name, shape] : options_.input_shapes) {
     if (!known.count(name)) {
       std::string list;
@@ -84,7 +96,11 @@ void Importer::bind_inputs(const std::set<std::string>& initializers) {
                        "', which is not a graph input (inputs: " + list + ")");
     }
   }
-  for (const auto& vi : g.input()) {
+}
+
+std::map<std::string, std::int64_t> Importer::given_dim_params() const {
+  std::map<std::string, std::int64_t> params;
+  for (const auto& vi : model_.graph().input()) {
     auto it = options_.input_shapes.find(vi.name());
     if (it == options_.input_shapes.end() || !vi.type().tensor_type().has_shape()) continue;
     const auto& dims = vi.type().tensor_type().shape().dim();
@@ -111,76 +127,86 @@ void Importer::bind_inputs(const std::set<std::string>& initializers) {
       }
     }
   }
-  for (const auto& vi : g.input()) {
-    if (initializers.count(vi.name()) || options_.constant_inputs.count(vi.name())) continue;
-    const auto& tt = vi.type().tensor_type();
-    if (!vi.type().has_tensor_type()) {
-      throw UnsupportedError("import " + origin_ + ": input '" + vi.name() +
-                             "' is not a tensor (sequences, maps and optionals are not supported)");
-    }
-    auto type = to_element_type(tt.elem_type());
-    if (!type) {
-      throw UnsupportedError("import " + origin_ + ": input '" + vi.name() +
-                             "' has element type " + onnx_type_name(tt.elem_type()) +
-                             " (qfuse tensors are FLOAT, UINT8, INT8, INT32, INT64)");
-    }
-    Shape shape;
-    auto it = options_.input_shapes.find(vi.name());
-    if (it != options_.input_shapes.end()) {
-      shape = it->second;
+  return params;
+}
+
+void Importer::bind_input(const ::onnx::ValueInfoProto& vi,
+                          const std::map<std::string, std::int64_t>& params) {
+  const auto& tt = vi.type().tensor_type();
+  if (!vi.type().has_tensor_type()) {
+    throw UnsupportedError("import " + origin_ + ": input '" + vi.name() +
+                           "' is not a tensor (sequences, maps and optionals are not supported)");
+  }
+  auto type = to_element_type(tt.elem_type());
+  if (!type) {
+    throw UnsupportedError("import " + origin_ + ": input '" + vi.name() +
+                           "' has element type " + onnx_type_name(tt.elem_type()) +
+                           " (qfuse tensors are FLOAT, UINT8, INT8, INT32, INT64)");
+  }
+  const Shape shape = input_shape(vi, params);
+  check_input_shape(vi.name(), shape);
+  Operand o;
+  o.type = tt.elem_type();
+  o.shape = shape;
+  o.value = b_.input(vi.name(), shape, *type);
+  used_names_.insert(vi.name());
+  if (is_integer_type(o.type)) o.range = type_range(o.type);
+  tensors_[vi.name()] = o;
+}
+
+Shape Importer::input_shape(const ::onnx::ValueInfoProto& vi,
+                            const std::map<std::string, std::int64_t>& params) const {
+  auto it = options_.input_shapes.find(vi.name());
+  if (it != options_.input_shapes.end()) return it->second;
+  const auto& tt = vi.type().tensor_type();
+  if (!tt.has_shape()) {
+    throw GraphError("import " + origin_ + ": input '" + vi.name() +
+                     "' has no declared shape; bind it (e.g. --shape " + vi.name() +
+                     "=1x3x224x224, or give the input tensor)");
+  }
+  std::string declared;
+  for (const auto& dim : tt.shape().dim()) {
+    declared += (declared.empty() ? "" : ",") +
+                (dim.has_dim_value() ? std::to_string(dim.dim_value())
+                                     : dim.has_dim_param() ? dim.dim_param() : "?");
+  }
+  Shape shape;
+  for (int d = 0; d < tt.shape().dim_size(); ++d) {
+    const auto& dim = tt.shape().dim(d);
+    if (dim.has_dim_value()) {
+      shape.push_back(dim.dim_value());
+    } else if (dim.has_dim_param() && params.count(dim.dim_param())) {
+      shape.push_back(params.at(dim.dim_param()));
     } else {
-      if (!tt.has_shape()) {
-        throw GraphError("import " + origin_ + ": input '" + vi.name() +
-                         "' has no declared shape; bind it (e.g. --shape " + vi.name() +
-                         "=1x3x224x224, or give the input tensor)");
-      }
-      std::string declared;
-      for (const auto& dim : tt.shape().dim()) {
-        declared += (declared.empty() ? "" : ",") +
-                    (dim.has_dim_value() ? std::to_string(dim.dim_value())
-                                         : dim.has_dim_param() ? dim.dim_param() : "?");
-      }
-      for (int d = 0; d < tt.shape().dim_size(); ++d) {
-        const auto& dim = tt.shape().dim(d);
-        if (dim.has_dim_value()) {
-          shape.push_back(dim.dim_value());
-        } else if (dim.has_dim_param() && params.count(dim.dim_param())) {
-          shape.push_back(params.at(dim.dim_param()));
-        } else {
-          throw GraphError(
-              "import " + origin_ + ": input '" + vi.name() + "' has unresolved dimension " +
-              std::to_string(d) + (dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "") +
-              " in [" + declared + "]; bind it (e.g. --shape " + vi.name() +
-              "=1x3x224x224, or give the input tensor)");
-        }
-      }
+      throw GraphError(
+          "import " + origin_ + ": input '" + vi.name() + "' has unresolved dimension " +
+          std::to_string(d) + (dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "") +
+          " in [" + declared + "]; bind it (e.g. --shape " + vi.name() +
+          "=1x3x224x224, or give the input tensor)");
     }
-    if (shape.empty()) {
-      throw UnsupportedError("import " + origin_ + ": input '" + vi.name() +
-                             "' is a rank-0 tensor (not supported)");
+  }
+  return shape;
+}
+
+void Importer::check_input_shape(const std::string& name, const Shape& shape) const {
+  if (shape.empty()) {
+    throw UnsupportedError("import " + origin_ + ": input '" + name +
+                           "' is a rank-0 tensor (not supported)");
+  }
+  for (auto d : shape) {
+    if (d < 0) {
+      throw GraphError("import " + origin_ + ": input '" + name + "' has shape " +
+                       to_string(shape) + " (a negative dimension)");
     }
-    for (auto d : shape) {
-      if (d < 0) {
-        throw GraphError("import " + origin_ + ": input '" + vi.name() + "' has shape " +
-                         to_string(shape) + " (a negative dimension)");
-      }
-      if (d == 0) {
-        throw UnsupportedError("import " + origin_ + ": input '" + vi.name() + "' has shape " +
-                               to_string(shape) + " (empty tensors are not supported)");
-      }
+    if (d == 0) {
+      throw UnsupportedError("import " + origin_ + ": input '" + name + "' has shape " +
+                             to_string(shape) + " (empty tensors are not supported)");
     }
-    try {
-      (void)element_count(shape);
-    } catch (const GraphError& e) {
-      throw GraphError("import " + origin_ + ": input '" + vi.name() + "': " + e.what());
-    }
-    Operand o;
-    o.type = tt.elem_type();
-    o.shape = shape;
-    o.value = b_.input(vi.name(), shape, *type);
-    used_names_.insert(vi.name());
-    if (is_integer_type(o.type)) o.range = type_range(o.type);
-    tensors_[vi.name()] = o;
+  }
+  try {
+    (void)element_count(shape);
+  } catch (const GraphError& e) {
+    throw GraphError("import " + origin_ + ": input '" + name + "': " + e.what());
   }
 }
 

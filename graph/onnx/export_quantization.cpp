@@ -1,0 +1,400 @@
+// ONNX export of quantization and of the ops on codes: Convert, Quantize,
+// Dequantize, FakeQuantize, DynamicQuantize, Lookup, GateMultiply,
+// MeanInnerProduct and the int8 average pool, each written as ONNX's
+// QuantizeLinear / DequantizeLinear where that is the same arithmetic, else
+// spelled out in f32 as qfuse computes it.
+
+#include <algorithm>
+#include <cmath>
+#include <variant>
+
+#include "composer/fake_quantize_formula.hpp"
+#include "graph/onnx/export_internal.hpp"
+
+namespace qfuse::onnx::export_impl {
+
+// f32 -> 8-bit: clamp(round((x - lo) * 255 / (hi - lo)), 0, 255) + type min,
+// a QuantizeLinear when lo sits on the grid (it does for Q/DQ models).
+void Exporter::convert(const Node& n) {
+  const auto& a = n.attr<graph::ConvertAttrs>();
+  const graph::Value& x = g_.value(n.inputs[0]);
+  const graph::Value& y = g_.value(n.outputs[0]);
+  if (!a.quantizes()) {
+    if (y.type == ElementType::f32 || (y.type == ElementType::s32 && x.type != ElementType::f32)) {
+      // Exact: integers to f32 (below 2^24, as the IR's Convert) or to s32.
+      auto& c = w_.node("Cast", n.name, {in(n.inputs[0])}, name(n.outputs[0]));
+      Writer::int_attr(c, "to", onnx_type(y.type));
+      return;
+    }
+    if (is_int8(y.type)) {
+      // Rounds half to even and saturates, as Convert does (a Cast to an
+      // 8-bit type would wrap around).
+      quantize(n.name, in_f32(n.inputs[0], n.name), onnx_type(y.type), name(n.outputs[0]));
+      return;
+    }
+    // f32 -> s32: round half to even, then a Cast (which truncates).
+    const std::string r = w_.op("Round", n.name + "/round", {in(n.inputs[0])});
+    auto& c = w_.node("Cast", n.name, {r}, name(n.outputs[0]));
+    Writer::int_attr(c, "to", kInt32);
+    return;
+  }
+  if (x.type != ElementType::f32) refuse(n, "quantizes a non-f32 tensor");
+  quantize_as(a, y.type, in(n.inputs[0]), n.name, name(n.outputs[0]));
+}
+
+// The Quantize `a` of the f32 tensor `xin`, into `out`: ONNX's own
+// QuantizeLinear, the same arithmetic. Onto fewer codes than the type holds,
+// a Clip follows (as torch writes its reduce_range).
+void Exporter::quantize_linear(const graph::QuantizeAttrs& a, const std::string& xin,
+                               const std::string& base, const std::string& out) {
+  const int zt = onnx_type(a.to);
+  const bool narrow = a.levels != 256;
+  const std::string q = narrow ? out + "/codes" : out;
+  const Shape dims = a.per_tensor() ? Shape{} : Shape{static_cast<std::int64_t>(
+                                                    std::max(a.scale.size(), a.zero_point.size()))};
+  std::vector<float> scale;
+  std::vector<double> zero;
+  for (std::size_t c = 0; c < (dims.empty() ? 1 : static_cast<std::size_t>(dims[0])); ++c) {
+    scale.push_back(a.scale_at(c));
+    zero.push_back(static_cast<double>(a.zero_point_at(c)));
+  }
+  auto& node = w_.node("QuantizeLinear", base,
+                       {xin, w_.constant(base + "/scale", kFloat, scale, dims),
+                        w_.constant(base + "/zero_point", zt, zero, dims)},
+                       q);
+  if (!dims.empty()) Writer::int_attr(node, "axis", a.axis);
+  if (narrow) {
+    w_.node("Clip", base + "/levels",
+            {q, w_.constant(base + "/code_min", zt, std::vector<double>{double(a.code_min())}, {}),
+             w_.constant(base + "/code_max", zt, std::vector<double>{double(a.code_max())}, {})},
+            out);
+  }
+}
+
+// The quantizing Convert `a` (by ranges) onto `to` of the f32 tensor `xin`, into `out`.
+void Exporter::quantize_as(const graph::ConvertAttrs& a, ElementType to, const std::string& xin,
+                           const std::string& base, const std::string& out) {
+  const int zt = onnx_type(to);
+  const composer::FakeQuantizeScales fs =
+      composer::fake_quantize_scales(a.input_low, a.input_high, 0.0, 255.0, 256);
+  const double scale = fs.input_scale;
+  const double type_min = to == ElementType::s8 ? -128.0 : 0.0;
+  const double zp = fs.input_zero + type_min;
+  if (std::abs(zp - std::nearbyint(zp)) < 1e-4) {
+    w_.node("QuantizeLinear", base,
+            {xin, w_.constant(base + "/scale", kFloat, std::vector<double>{scale}, {}),
+             w_.constant(base + "/zero_point", zt, std::vector<double>{std::nearbyint(zp)}, {})},
+            out);
+    return;
+  }
+  // The grid does not hold zero: (x - lo) / scale + type min, rounded.
+  std::string t =
+      w_.op("Sub", base + "/shift",
+            {xin, w_.constant(base + "/lo", kFloat, std::vector<float>{a.input_low}, {})});
+  t = w_.op("Mul", base + "/scale",
+            {t, w_.constant(base + "/inv_scale", kFloat, std::vector<double>{1.0 / scale}, {})});
+  if (type_min != 0) {
+    t = w_.op("Add", base + "/type_min",
+              {t, w_.constant(base + "/min", kFloat, std::vector<double>{type_min}, {})});
+  }
+  quantize(base, t, zt, out);
+}
+
+// QuantizeLinear(x, 1, 0 of type zt) into `out`.
+void Exporter::quantize(const std::string& base, const std::string& x, int zt,
+                        const std::string& out) {
+  w_.node("QuantizeLinear", base + "/round",
+          {x, w_.constant(base + "/one", kFloat, std::vector<float>{1.0f}, {}),
+           w_.constant(base + "/zero", zt, std::vector<std::int32_t>{0}, {})},
+          out);
+}
+
+// Dequantize: ONNX's DequantizeLinear (the same two f32 operations) where
+// every zero point is an integer of the codes' type (0 for s32); else the
+// Cast, Sub and Mul it computes.
+void Exporter::dequantize(const Node& n, const std::string& y) {
+  const auto& a = n.attr<graph::DequantizeAttrs>();
+  const graph::Value& x = g_.value(n.inputs[0]);
+  const std::size_t count = std::max(a.scale.size(), a.zero_point.size());
+  const double lo = x.type == ElementType::u8 ? 0.0 : x.type == ElementType::s8 ? -128.0 : 0.0;
+  const double hi = x.type == ElementType::u8 ? 255.0 : x.type == ElementType::s8 ? 127.0 : 0.0;
+  std::vector<float> scale(count), zero(count);
+  bool integral = true;
+  for (std::size_t c = 0; c < count; ++c) {
+    scale[c] = a.scale_at(c);
+    zero[c] = a.zero_point_at(c);
+    integral = integral && zero[c] == std::nearbyint(zero[c]) && zero[c] >= lo && zero[c] <= hi;
+  }
+  if (integral) {
+    const Shape dims = count == 1 ? Shape{} : Shape{static_cast<std::int64_t>(count)};
+    auto& dq = w_.node("DequantizeLinear", n.name,
+                       {in(n.inputs[0]), w_.constant(n.name + "/scale", kFloat, scale, dims),
+                        w_.constant(n.name + "/zero_point", onnx_type(x.type), zero, dims)},
+                       y);
+    if (count > 1) Writer::int_attr(dq, "axis", a.axis);
+    return;
+  }
+  Shape dims(x.shape.size(), 1);
+  if (count > 1) dims[static_cast<std::size_t>(a.axis)] = static_cast<std::int64_t>(count);
+  std::string t = cast(in(n.inputs[0]), kFloat, n.name + "/to_f32");
+  t = w_.op("Sub", n.name + "/zero_point",
+            {t, w_.constant(n.name + "/zero_point", kFloat, zero, dims)});
+  w_.node("Mul", n.name, {t, w_.constant(n.name + "/scale", kFloat, scale, dims)}, y);
+}
+
+void Exporter::fake_quantize(const Node& n, const std::string& y) {
+  const auto& a = n.attr<graph::FakeQuantizeAttrs>();
+  const std::string& b = n.name;
+  const std::string x = in(n.inputs[0]);
+  const double steps = static_cast<double>(a.levels - 1);
+  // By its ranges. A constant inverted range (il > ih) sends x <= ih to ol
+  // and x > il to oh, between them a decreasing level: no clamp does that.
+  const auto values = [&](std::size_t i) { return graph::constant_f32(g_, n.inputs[i]); };
+  const auto il = values(1), ih = values(2), ol = values(3), oh = values(4);
+  if (il && ih) {
+    const std::size_t m = std::max(il->size(), ih->size());
+    const auto l = graph::expand(*il, m), h = graph::expand(*ih, m);
+    for (std::size_t c = 0; c < m; ++c) {
+      if (!(l[c] < h[c])) {
+        refuse(n, "an empty or inverted input range [" + std::to_string(l[c]) + ", " +
+                      std::to_string(h[c]) + "] (a step function no ONNX operator qfuse reads "
+                      "back expresses)");
+      }
+    }
+  }
+  // One range on a u8 grid (256 levels, zero a code, output = input
+  // ranges): QuantizeLinear -> DequantizeLinear with S = (ih - il) / 255.
+  if (a.levels == 256 && il && ih && ol && oh && il->size() == 1 && ih->size() == 1 &&
+      *il == *ol && *ih == *oh) {
+    const composer::FakeQuantizeScales fs =
+        composer::fake_quantize_scales((*il)[0], (*ih)[0], (*ol)[0], (*oh)[0], 256);
+    const double s = fs.input_scale, z = fs.input_zero;
+    if (graph::is_near_integer(z) && std::nearbyint(z) >= 0 && std::nearbyint(z) <= 255) {
+      const std::string sc = w_.scalar(b + "/scale", s);
+      const std::string zc =
+          w_.constant(b + "/zero_point", kUint8, std::vector<double>{std::nearbyint(z)}, {});
+      const std::string q = w_.op("QuantizeLinear", b + "/quantize", {x, sc, zc});
+      w_.node("DequantizeLinear", b, {q, sc, zc}, y);
+      return;
+    }
+  }
+  // round(clamp((x - il) * (L - 1) / (ih - il), 0, L - 1)) * (oh - ol) / (L - 1) + ol
+  const std::string lo = in(n.inputs[1]);
+  std::string t = w_.op("Sub", b + "/shift", {x, lo});
+  t = w_.op("Mul", b + "/steps", {t, w_.scalar(b + "/levels", steps)});
+  t = w_.op("Div", b + "/range", {t, w_.op("Sub", b + "/in_range", {in(n.inputs[2]), lo})});
+  t = w_.op("Max", b + "/lo", {t, w_.scalar(b + "/zero", 0.0)});
+  t = w_.op("Min", b + "/hi", {t, w_.scalar(b + "/top", steps)});
+  t = w_.op("Round", b + "/round", {t});
+  t = w_.op("Mul", b + "/out",
+            {t, w_.op("Sub", b + "/out_range", {in(n.inputs[4]), in(n.inputs[3])})});
+  t = w_.op("Div", b + "/out_steps", {t, w_.scalar(b + "/levels_out", steps)});
+  w_.node("Add", b, {t, in(n.inputs[3])}, y);
+}
+
+// DynamicQuantizeLinear writes its scale and zero point as scalars (rank 0)
+// where qfuse's are [1]: each is reshaped to [1] under qfuse's name where
+// anything but a dynamic layer's zero point reads it (MatMulInteger takes a
+// scalar a_zero_point, or one per row of A), and a dynamic layer reads the
+// scalar (zero_point_scalar).
+void Exporter::dynamic_quantize(const Node& n, const std::string& y) {
+  const std::string& b = n.name;
+  auto& node = w_.node("DynamicQuantizeLinear", b, {in(n.inputs[0])}, y);
+  for (const std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+    const std::string scalar = w_.fresh(b + (i == 1 ? "/scale" : "/zero_point"));
+    node.add_output(scalar);
+    scalars_[n.outputs[i].index] = scalar;
+  }
+  for (const std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+    const graph::ValueId v = n.outputs[i];
+    const std::vector<graph::NodeId> consumers = g_.consumers(v);
+    const bool only_dynamic_zero_points =
+        std::all_of(consumers.begin(), consumers.end(), [&](graph::NodeId c) {
+          const Node& cn = g_.node(c);
+          return cn.kind == OpKind::QuantizedFullyConnected &&
+                 cn.attr<graph::QuantizedLayerAttrs>().dynamic &&
+                 std::count(cn.inputs.begin(), cn.inputs.end(), v) == 1 && cn.inputs[2] == v;
+        });
+    if (!only_dynamic_zero_points || g_.is_graph_output(v)) {
+      w_.node("Reshape", b + (i == 1 ? "/scale_shape" : "/zero_point_shape"),
+              {scalars_.at(v.index), w_.ints64(b + "/one_element", {1})}, name(v));
+    }
+  }
+}
+
+// A one-element run-time tensor as a scalar: DynamicQuantizeLinear's own
+// output, else a Reshape to rank 0.
+std::string Exporter::zero_point_scalar(graph::ValueId v, const std::string& base) {
+  if (const auto it = scalars_.find(v.index); it != scalars_.end()) return it->second;
+  return w_.op("Reshape", base, {in(v), w_.ints64(base + "/rank0", {})});
+}
+
+// y = table[x - min(x's type)]: Gather on the table by the codes as int32.
+void Exporter::lookup(const Node& n, const std::string& y) {
+  const auto& a = n.attr<graph::LookupAttrs>();
+  const graph::Value& xv = g_.value(n.inputs[0]);
+  if (!is_int8(xv.type) || !is_int8(a.to) || a.table.size() != 256) {
+    refuse(n, "a Lookup reads and writes u8 or s8 through 256 entries");
+  }
+  std::vector<std::int32_t> table(256);
+  for (std::size_t i = 0; i < 256; ++i) {
+    table[i] = a.to == ElementType::s8
+                   ? static_cast<std::int32_t>(static_cast<std::int8_t>(a.table[i]))
+                   : static_cast<std::int32_t>(a.table[i]);
+  }
+  const std::string t = w_.constant(n.name + "/table", onnx_type(a.to), table, Shape{256});
+  std::string idx = cast(in(n.inputs[0]), kInt32, n.name + "/index");
+  if (xv.type == ElementType::s8) {
+    idx = w_.op(
+        "Add", n.name + "/offset",
+        {idx, w_.constant(n.name + "/code_offset", kInt32, std::vector<std::int32_t>{128}, {})});
+  }
+  auto& gather = w_.node("Gather", n.name, {t, idx}, y);
+  Writer::int_attr(gather, "axis", 0);
+}
+
+// Codes times a per-channel gate, quantized: Cast, Sub(z), Mul(s), Mul(g)
+// in f32, then the quantization, each as GateMultiply computes it.
+void Exporter::gate_multiply(const Node& n, const std::string& y) {
+  const auto& a = n.attr<graph::GateMultiplyAttrs>();
+  if (!is_int8(g_.value(n.inputs[0]).type)) refuse(n, "a GateMultiply reads u8 or s8 codes");
+  std::string t = cast(in(n.inputs[0]), kFloat, n.name + "/to_f32");
+  if (a.zero_point != 0.0f) {
+    t = w_.op("Sub", n.name + "/zero_point",
+              {t, w_.constant(n.name + "/z", kFloat, std::vector<float>{a.zero_point}, {})});
+  }
+  t = w_.op("Mul", n.name + "/dequantize",
+            {t, w_.constant(n.name + "/s", kFloat, std::vector<float>{a.scale}, {})});
+  t = w_.op("Mul", n.name + "/gate", {t, in(n.inputs[1])});
+  if (const auto* q = std::get_if<graph::QuantizeAttrs>(&a.quantize)) {
+    quantize_linear(*q, t, n.name, y);
+  } else {
+    const auto& r = std::get<graph::ConvertAttrs>(a.quantize);
+    quantize_as(r, r.to, t, n.name, y);
+  }
+}
+
+// The layer over the mean of codes, as a QDQ model writes it:
+// DequantizeLinear(x, 1, z), GlobalAveragePool, Flatten, MatMul with the
+// weights DequantizeLinear(codes [K, O], scale * P per column), Add(shift),
+// Clip, then the output's rank (which the import fuses back into this op).
+void Exporter::mean_inner_product(const Node& n, const std::string& y) {
+  const auto& a = n.attr<graph::MeanInnerProductAttrs>();
+  const graph::Value& x = g_.value(n.inputs[0]);
+  const graph::Value& w = g_.value(n.inputs[1]);
+  if (!is_int8(x.type)) refuse(n, "a MeanInnerProduct reads u8 or s8 codes");
+  if (!w.is_constant()) refuse(n, "the weights are not constant");
+  const std::int64_t outs = w.shape[0], ins = w.shape[1];
+  std::int64_t pixels = 1;
+  for (std::size_t d = 2; d < x.shape.size(); ++d) pixels *= x.shape[d];
+  std::string t = w_.op("DequantizeLinear", n.name + "/dequantize",
+                        {in(n.inputs[0]), w_.scalar(n.name + "/one", 1.0),
+                         w_.constant(n.name + "/z", onnx_type(x.type),
+                                     std::vector<std::int32_t>{a.zero_point}, {})});
+  if (x.shape.size() > 2) t = w_.op("GlobalAveragePool", n.name + "/mean", {t});
+  t = w_.op("Flatten", n.name + "/flatten", {t});
+  const auto codes = w.constant->data<std::int8_t>();
+  std::vector<std::int32_t> wt(static_cast<std::size_t>(ins * outs));
+  for (std::int64_t o = 0; o < outs; ++o) {
+    for (std::int64_t k = 0; k < ins; ++k) {
+      wt[static_cast<std::size_t>(k * outs + o)] = codes[static_cast<std::size_t>(o * ins + k)];
+    }
+  }
+  std::vector<float> scale(a.scale);
+  for (float& v : scale) v = static_cast<float>(static_cast<double>(v) * pixels);
+  const std::string wd = w_.op(
+      "DequantizeLinear", n.name + "/weights",
+      {w_.constant(n.name + "/weights", kInt8, wt, {ins, outs}),
+       w_.constant(n.name + "/weight_scale", kFloat, scale, {outs}),
+       w_.constant(n.name + "/weight_zero", kInt8, std::vector<std::int32_t>(
+                                                       static_cast<std::size_t>(outs), 0),
+                   {outs})});
+  Writer::int_attr(*w_.producer(wd), "axis", 1);
+  t = w_.op("MatMul", n.name, {t, wd});
+  t = w_.op("Add", n.name + "/shift",
+            {t, w_.constant(n.name + "/shift", kFloat, a.shift, {outs})});
+  if (std::isfinite(a.lo) || std::isfinite(a.hi)) {
+    std::vector<std::string> bounds{t};
+    bounds.push_back(std::isfinite(a.lo) ? w_.scalar(n.name + "/lo", a.lo) : "");
+    if (std::isfinite(a.hi)) bounds.push_back(w_.scalar(n.name + "/hi", a.hi));
+    t = w_.op("Clip", n.name + "/clip", bounds);
+  }
+  if (a.out_rank > 2) {
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(a.out_rank), 1);
+    shape[0] = 0;  // the batch, as it comes
+    shape[1] = outs;
+    t = w_.op("Reshape", n.name + "/rank", {t, w_.ints64(n.name + "/shape", shape)});
+  }
+  w_.finish(t, y, n.name);
+}
+
+// An int8 average pool (an f32 one is an ordinary AveragePool: avg_pool).
+void Exporter::int8_avg_pool(const Node& n) {
+  const auto& a = n.attr<graph::PoolAttrs>();
+  const graph::Value& x = g_.value(n.inputs[0]);
+  const graph::Value& y = g_.value(n.outputs[0]);
+  if (a.to_f32) {
+    // The dequantized mean: DequantizeLinear then the f32 pool, as the
+    // model wrote it (out_shift = -z * out_scale for the zero point z).
+    const double z = -static_cast<double>(a.out_shift) / a.out_scale;
+    const double lo = x.type == ElementType::u8 ? 0.0 : -128.0;
+    std::string t;
+    if (std::abs(z - std::nearbyint(z)) < 1e-3 && std::nearbyint(z) >= lo &&
+        std::nearbyint(z) <= lo + 255.0) {
+      t = w_.op("DequantizeLinear", n.name + "/dequantize",
+                {in(n.inputs[0]),
+                 w_.constant(n.name + "/scale", kFloat, std::vector<float>{a.out_scale}, {}),
+                 w_.constant(
+                     n.name + "/zero_point", onnx_type(x.type),
+                     std::vector<std::int32_t>{static_cast<std::int32_t>(std::nearbyint(z))}, {})});
+      auto& p = w_.node("AveragePool", n.name, {t}, name(n.outputs[0]));
+      pool_attrs(p, a);
+      return;
+    }
+    t = cast(in(n.inputs[0]), kFloat, n.name + "/cast");
+    t = w_.op("Mul", n.name + "/out_scale",
+              {t, w_.constant(n.name + "/out_scale", kFloat, std::vector<float>{a.out_scale}, {})});
+    t = w_.op("Add", n.name + "/out_shift",
+              {t, w_.constant(n.name + "/out_shift", kFloat, std::vector<float>{a.out_shift}, {})});
+    auto& p = w_.node("AveragePool", n.name, {t}, name(n.outputs[0]));
+    pool_attrs(p, a);
+    return;
+  }
+  if (a.out_shift == std::nearbyint(a.out_shift) && std::abs(a.out_shift) <= 255.0f) {
+    // round(out_scale * mean + shift) for an integer shift: Q/DQ around the
+    // pool, the form int8 runtimes run as one int8 pool.
+    const int zt = onnx_type(x.type);
+    const std::string dq =
+        w_.op("DequantizeLinear", n.name + "/dequantize",
+              {in(n.inputs[0]),
+               w_.constant(n.name + "/in_scale", kFloat, std::vector<float>{a.out_scale}, {}),
+               w_.constant(n.name + "/in_zero_point", zt, std::vector<std::int32_t>{0}, {})});
+    const std::string pooled = w_.fresh(n.name + "/mean");
+    auto& p = w_.node("AveragePool", n.name, {dq}, pooled);
+    pool_attrs(p, a);
+    Writer::int_attr(p, "count_include_pad", a.exclude_pad ? 0 : 1);
+    w_.node("QuantizeLinear", n.name + "/quantize",
+            {pooled, w_.constant(n.name + "/out_scale", kFloat, std::vector<float>{1.0f}, {}),
+             w_.constant(n.name + "/out_zero_point", onnx_type(y.type),
+                         std::vector<std::int32_t>{static_cast<std::int32_t>(a.out_shift)}, {})},
+            name(n.outputs[0]));
+    return;
+  }
+  std::string t = cast(in(n.inputs[0]), kFloat, n.name + "/cast");
+  const std::string pooled = w_.fresh(n.name + "/mean");
+  auto& p = w_.node("AveragePool", n.name, {t}, pooled);
+  pool_attrs(p, a);
+  Writer::int_attr(p, "count_include_pad", a.exclude_pad ? 0 : 1);
+  t = pooled;
+  if (a.out_scale != 1.0f) {
+    t = w_.op("Mul", n.name + "/out_scale",
+              {t, w_.constant(n.name + "/out_scale", kFloat, std::vector<float>{a.out_scale}, {})});
+  }
+  if (a.out_shift != 0.0f) {
+    t = w_.op("Add", n.name + "/out_shift",
+              {t, w_.constant(n.name + "/out_shift", kFloat, std::vector<float>{a.out_shift}, {})});
+  }
+  quantize(n.name, t, onnx_type(y.type), name(n.outputs[0]));
+}
+
+}  // namespace qfuse::onnx::export_impl
