@@ -32,5 +32,5 @@ export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4 supp
 export ARCHER_OPTIONS="verbose=1"
 "$build/tests/fashion_mnist/qfuse_fashion_mnist_tests" \
   --gtest_filter=FashionMnist.ConcurrentRequestsMatchASerialRun
-"$build/tests/api/qfuse_public_api_tests"
+"$build/tests/plugin/api/qfuse_public_api_tests"
 echo "tsan: clean"

@@ -32,7 +32,7 @@
 
 #include "graph/onnx/importer.hpp"
 #include "plugin/api_internal.hpp"
-#include "tests/onnx/onnx_model_builder.hpp"
+#include "tests/graph/onnx/onnx_model_builder.hpp"
 
 namespace qfuse::onnx {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "graph/onnx/importer.hpp"
 #include "plugin/api_internal.hpp"
-#include "tests/onnx/onnx_model_builder.hpp"
+#include "tests/graph/onnx/onnx_model_builder.hpp"
 
 namespace qfuse::onnx {
 namespace {
@@ -379,7 +379,7 @@ double tanh_form(double x, double cubic) {
 }
 
 // y within 1e-5 relative + 1e-6 absolute (oneDNN's gelu against double, as
-// tests/plugin/eltwise_ops_test.cpp measures it).
+// tests/plugin/executable_ops/eltwise_ops_test.cpp measures it).
 void expect_gelu(const graph::Graph& g, const std::vector<float>& xv,
                  double (*f)(double, double), double param) {
   for (bool fuse : {false, true}) {

@@ -18,7 +18,7 @@
 #include "graph/onnx/importer.hpp"
 #include "graph/op_info.hpp"
 #include "plugin/api_internal.hpp"
-#include "tests/onnx/onnx_model_builder.hpp"
+#include "tests/graph/onnx/onnx_model_builder.hpp"
 
 namespace qfuse::onnx {
 namespace {

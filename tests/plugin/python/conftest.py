@@ -6,7 +6,8 @@ import os
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# tests/plugin/python/ -> the source tree's root.
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 CNN = os.path.join(ROOT, "tools", "fashion_mnist", "fashion_cnn.onnx")
 DATA = "/usr/share/datasets/fashion-mnist"
 
