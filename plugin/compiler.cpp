@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -560,19 +561,23 @@ CompiledModel compile(const Model& model, const CompileOptions& options) {
 
 namespace {
 
-CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& options) {
-  init_logging();
-  if (!options.log_level.empty()) {
-    const auto level = spdlog::level::from_str(options.log_level);
-    if (level == spdlog::level::off && options.log_level != "off") {
-      throw CompileError("compile: unknown log level '" + options.log_level +
-                         "' (expected trace, debug, info, warn, error or off)");
-    }
-    spdlog::set_level(level);
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+void set_log_level(const CompileOptions& options) {
+  if (options.log_level.empty()) return;
+  const auto level = spdlog::level::from_str(options.log_level);
+  if (level == spdlog::level::off && options.log_level != "off") {
+    throw CompileError("compile: unknown log level '" + options.log_level +
+                       "' (expected trace, debug, info, warn, error or off)");
   }
-  auto impl = std::make_shared<CompiledModel::Impl>();
-  impl->graph = graph;
-  impl->options = options;
+  spdlog::set_level(level);
+}
+
+void validate_options(const CompileOptions& options) {
   if (!(options.integer_eta > 0.0 && options.integer_eta < 1.0)) {
     throw CompileError("compile: integer_eta is " + std::to_string(options.integer_eta) +
                        " (expected a relative error bound in (0, 1))");
@@ -581,154 +586,156 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
     throw CompileError("compile: threads is " + std::to_string(options.threads) +
                        " (expected 0 for the default, or a positive count)");
   }
-  // Primitives are made for the team that will run them (oneDNN fixes some
-  // work splits and scratchpad sizes at creation).
-  const int caller_threads = omp_get_max_threads();
-  impl->threads = options.threads > 0 ? options.threads : caller_threads;
-  omp_set_num_threads(impl->threads);
-  const struct RestoreThreads {
-    int n;
-    ~RestoreThreads() { omp_set_num_threads(n); }
-  } restore_threads{caller_threads};
-  using Clock = std::chrono::steady_clock;
-  const auto since = [](Clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-  };
-  const double composer_before = plugin::composer_ms_on_this_thread();
-  auto phase = Clock::now();
-  graph::infer_shapes(impl->graph);
-  graph::verify(impl->graph);
-  impl->times.shapes_ms = since(phase);
-  phase = Clock::now();
+}
+
+dnnl::engine cpu_engine() {
   try {
-    impl->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
   } catch (const dnnl::error& e) {
     throw CompileError(std::string("compile: cannot create the oneDNN CPU engine (") + e.what() +
                        ")");
   }
-  // The layers the passes accepted, built once (see LayerBuildCache).
-  plugin::LayerBuildCache layer_builds;
-  if (options.fuse) {
-    const dnnl::engine& engine = impl->engine;
-    graph::PassContext ctx(
-        graph::PassOptions{options.allow_residual_round_drop, false},
-        [&engine, &options, &layer_builds](
-            const graph::Graph& g, const graph::Node& n, const Shape& shape) {
-          if (n.kind == graph::OpKind::Softmax) return plugin::check_quantizing_softmax(g, n, engine);
-          // Checked for the team it will run on, so that its build can be reused.
-          const int team = omp_get_max_threads();
-          if (runs_single_threaded(g, n, shape)) omp_set_num_threads(1);
-          auto refusal =
-              plugin::check_quantized_layer(g, n, shape, engine, options, &layer_builds);
-          omp_set_num_threads(team);
-          return refusal;
-        });
-    graph::run_fusion_passes(impl->graph, ctx);
-    impl->fusion_log = ctx.lines();
-    for (const graph::Refusal& r : ctx.refusals()) {
-      impl->refusals.push_back({r.pass, r.node, r.reason});
-      impl->fusion_log.push_back(r.pass + ": refused '" + r.node + "': " + r.reason);
-    }
-    graph::verify(impl->graph);
+}
+
+// Runs the fusion passes on impl.graph, the backend checking each candidate
+// layer; keeps their log and refusals. `layer_builds` keeps what the checks
+// built.
+void fuse(CompiledModel::Impl& impl, plugin::LayerBuildCache& layer_builds) {
+  const dnnl::engine& engine = impl.engine;
+  const CompileOptions& options = impl.options;
+  graph::PassContext ctx(
+      graph::PassOptions{options.allow_residual_round_drop, false},
+      [&engine, &options, &layer_builds](
+          const graph::Graph& g, const graph::Node& n, const Shape& shape) {
+        if (n.kind == graph::OpKind::Softmax) return plugin::check_quantizing_softmax(g, n, engine);
+        // Checked for the team it will run on, so that its build can be reused.
+        const int team = omp_get_max_threads();
+        if (runs_single_threaded(g, n, shape)) omp_set_num_threads(1);
+        auto refusal =
+            plugin::check_quantized_layer(g, n, shape, engine, options, &layer_builds);
+        omp_set_num_threads(team);
+        return refusal;
+      });
+  graph::run_fusion_passes(impl.graph, ctx);
+  impl.fusion_log = ctx.lines();
+  for (const graph::Refusal& r : ctx.refusals()) {
+    impl.refusals.push_back({r.pass, r.node, r.reason});
+    impl.fusion_log.push_back(r.pass + ": refused '" + r.node + "': " + r.reason);
   }
-  impl->times.passes_ms = since(phase);
-  phase = Clock::now();
-  // f32 layers take the elementwise ops after them as post-ops (fused mode only:
-  // unfused runs every node alone, the reference).
-  std::unordered_map<std::uint32_t, plugin::F32Chain>& chains = impl->f32_chains;
-  if (options.fuse) {
-    chains = plugin::absorb_f32_post_ops(impl->graph, impl->fusion_log);
-    plugin::absorb_matmul_transposes(impl->graph, chains, impl->fusion_log);
-    graph::verify(impl->graph);
-  }
-  impl->layouts = plan_layouts(impl->graph);
-  const std::vector<plugin::Layout>& layouts = impl->layouts;
-  const auto layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
-  const std::vector<graph::NodeId> order = impl->graph.topological_order();
-  impl->memory = plugin::plan_memory(impl->graph, order, layouts);
-  for (graph::ValueId out : impl->graph.outputs()) {
-    const std::int64_t offset = impl->memory.offset[out.index];
-    bool own = offset >= 0 && layouts[out.index] == plugin::Layout::plain;
-    const graph::Graph& g = impl->graph;
+  graph::verify(impl.graph);
+}
+
+// By graph output: the value has a buffer of its own, plain, that no input
+// of its producer and no output of its readers shares.
+std::vector<bool> outputs_owning_buffers(const CompiledModel::Impl& impl) {
+  const graph::Graph& g = impl.graph;
+  const std::vector<std::int64_t>& offsets = impl.memory.offset;
+  std::vector<bool> owns;
+  for (graph::ValueId out : g.outputs()) {
+    const std::int64_t offset = offsets[out.index];
+    bool own = offset >= 0 && impl.layouts[out.index] == plugin::Layout::plain;
     const graph::Value& v = g.value(out);
     if (own && v.producer.valid()) {
-      for (graph::ValueId in : g.node(v.producer).inputs) own = own && impl->memory.offset[in.index] != offset;
+      for (graph::ValueId in : g.node(v.producer).inputs) own = own && offsets[in.index] != offset;
     }
     for (graph::NodeId c : g.consumers(out)) {
-      for (graph::ValueId w : g.node(c).outputs) own = own && impl->memory.offset[w.index] != offset;
+      for (graph::ValueId w : g.node(c).outputs) own = own && offsets[w.index] != offset;
     }
-    impl->output_owns_buffer.push_back(own);
+    owns.push_back(own);
   }
-  impl->times.planning_ms = since(phase);
-  phase = Clock::now();
-  // One executable op per node: its oneDNN primitive, its weights reordered.
-  // Ops are independent of each other, so `threads` std::threads make them
-  // (oneDNN's primitive creation is thread-safe; no OpenMP team, whose idle
-  // workers would spin); they are logged and kept in execution order.
-  struct Made {
-    std::unique_ptr<plugin::ExecutableOp> op;
-    bool alone = false;
-    std::optional<std::string> integer_refusal;
-    std::exception_ptr error;
-  };
-  std::vector<Made> made(order.size());
-  const auto make_one = [&](std::size_t i) {
-    const graph::Node& node = impl->graph.node(order[i]);
-    Made& m = made[i];
-    // A small op's primitive is made for one thread, so that it never forks.
-    m.alone = runs_single_threaded(impl->graph, node);
-    omp_set_num_threads(m.alone ? 1 : impl->threads);
-    try {
-      if (graph::is_quantized_layer(node.kind)) {
-        m.op = plugin::make_quantized_layer(impl->graph, node, impl->engine, options, layout_of,
-                                            impl->memory.sum_in_place[order[i].index],
-                                            &layer_builds);
-      } else if (node.kind == graph::OpKind::Convert &&
-                 !node.attr<graph::ConvertAttrs>().quantizes() &&
-                 (layout_of(node.inputs[0]) != plugin::Layout::plain ||
-                  layout_of(node.outputs[0]) != plugin::Layout::plain)) {
-        const graph::Value& in = impl->graph.value(node.inputs[0]);
-        const graph::Value& out = impl->graph.value(node.outputs[0]);
-        m.op = plugin::make_convert(node, impl->engine,
-                                    plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
-                                    plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
-      } else if (node.kind == graph::OpKind::Dequantize &&
-                 layout_of(node.inputs[0]) != layout_of(node.outputs[0])) {
-        const graph::Value& in = impl->graph.value(node.inputs[0]);
-        const graph::Value& out = impl->graph.value(node.outputs[0]);
-        const plugin::Layout out_layout = layout_of(node.outputs[0]);
-        m.op = plugin::make_dequantize(
-            impl->graph, node, out_layout == plugin::Layout::channels_last,
-            plugin::make_convert(node, impl->engine,
-                                 plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
-                                 plugin::layout_desc(out.shape, out.type, out_layout)));
-      } else if (options.integer_only && node.kind == graph::OpKind::AvgPool &&
-                 is_int8(impl->graph.value(node.inputs[0]).type) &&
-                 !node.attr<graph::PoolAttrs>().to_f32) {
-        std::string why;
-        m.op = plugin::make_integer_avg_pool(impl->graph, node, layout_of, options.integer_eta, why);
-        if (!m.op) {
-          m.integer_refusal = why;
-          m.op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of, nullptr);
-        }
-      } else {
-        const auto chain = chains.find(order[i].index);
-        m.op = plugin::make_unfused_op(impl->graph, node, impl->engine, layout_of,
-                                       chain != chains.end() ? &chain->second : nullptr);
+  return owns;
+}
+
+// The f32 layers' post-ops, each value's layout and its place in memory.
+// Returns the execution order.
+std::vector<graph::NodeId> plan(CompiledModel::Impl& impl) {
+  // f32 layers take the elementwise ops after them as post-ops (fused mode only:
+  // unfused runs every node alone, the reference).
+  if (impl.options.fuse) {
+    impl.f32_chains = plugin::absorb_f32_post_ops(impl.graph, impl.fusion_log);
+    plugin::absorb_matmul_transposes(impl.graph, impl.f32_chains, impl.fusion_log);
+    graph::verify(impl.graph);
+  }
+  impl.layouts = plan_layouts(impl.graph);
+  std::vector<graph::NodeId> order = impl.graph.topological_order();
+  impl.memory = plugin::plan_memory(impl.graph, order, impl.layouts);
+  impl.output_owns_buffer = outputs_owning_buffers(impl);
+  return order;
+}
+
+// One node's executable op, or the error that stopped it.
+struct MadeOp {
+  std::unique_ptr<plugin::ExecutableOp> op;
+  bool alone = false;
+  std::optional<std::string> integer_refusal;
+  std::exception_ptr error;
+};
+
+MadeOp make_op(const CompiledModel::Impl& impl, graph::NodeId id,
+               const plugin::LayoutOf& layout_of, plugin::LayerBuildCache& layer_builds) {
+  const graph::Graph& g = impl.graph;
+  const graph::Node& node = g.node(id);
+  const CompileOptions& options = impl.options;
+  MadeOp m;
+  // A small op's primitive is made for one thread, so that it never forks.
+  m.alone = runs_single_threaded(g, node);
+  omp_set_num_threads(m.alone ? 1 : impl.threads);
+  try {
+    if (graph::is_quantized_layer(node.kind)) {
+      m.op = plugin::make_quantized_layer(g, node, impl.engine, options, layout_of,
+                                          impl.memory.sum_in_place[id.index], &layer_builds);
+    } else if (node.kind == graph::OpKind::Convert &&
+               !node.attr<graph::ConvertAttrs>().quantizes() &&
+               (layout_of(node.inputs[0]) != plugin::Layout::plain ||
+                layout_of(node.outputs[0]) != plugin::Layout::plain)) {
+      const graph::Value& in = g.value(node.inputs[0]);
+      const graph::Value& out = g.value(node.outputs[0]);
+      m.op = plugin::make_convert(
+          node, impl.engine, plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
+          plugin::layout_desc(out.shape, out.type, layout_of(node.outputs[0])));
+    } else if (node.kind == graph::OpKind::Dequantize &&
+               layout_of(node.inputs[0]) != layout_of(node.outputs[0])) {
+      const graph::Value& in = g.value(node.inputs[0]);
+      const graph::Value& out = g.value(node.outputs[0]);
+      const plugin::Layout out_layout = layout_of(node.outputs[0]);
+      m.op = plugin::make_dequantize(
+          g, node, out_layout == plugin::Layout::channels_last,
+          plugin::make_convert(node, impl.engine,
+                               plugin::layout_desc(in.shape, in.type, layout_of(node.inputs[0])),
+                               plugin::layout_desc(out.shape, out.type, out_layout)));
+    } else if (options.integer_only && node.kind == graph::OpKind::AvgPool &&
+               is_int8(g.value(node.inputs[0]).type) && !node.attr<graph::PoolAttrs>().to_f32) {
+      std::string why;
+      m.op = plugin::make_integer_avg_pool(g, node, layout_of, options.integer_eta, why);
+      if (!m.op) {
+        m.integer_refusal = why;
+        m.op = plugin::make_unfused_op(g, node, impl.engine, layout_of, nullptr);
       }
-    } catch (const dnnl::error& e) {
-      m.error = std::make_exception_ptr(
-          CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
-                       node.name + "': oneDNN refused the primitive (" + e.what() + ")"));
-    } catch (...) {
-      m.error = std::current_exception();
+    } else {
+      const auto chain = impl.f32_chains.find(id.index);
+      m.op = plugin::make_unfused_op(g, node, impl.engine, layout_of,
+                                     chain != impl.f32_chains.end() ? &chain->second : nullptr);
     }
-  };
+  } catch (const dnnl::error& e) {
+    m.error = std::make_exception_ptr(
+        CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
+                     node.name + "': oneDNN refused the primitive (" + e.what() + ")"));
+  } catch (...) {
+    m.error = std::current_exception();
+  }
+  return m;
+}
+
+// Calls make(i) for every i < count, on this thread and up to threads - 1
+// helpers (at most one per 8 items). Returns the milliseconds the helpers
+// spent in the composer.
+double make_on_threads(std::size_t count, int threads,
+                       const std::function<void(std::size_t)>& make) {
   std::atomic<std::size_t> next{0};
   std::mutex composer_mutex;
   double helpers_composer_ms = 0.0;
   const auto work = [&] {
-    for (std::size_t i; (i = next++) < order.size();) make_one(i);
+    for (std::size_t i; (i = next++) < count;) make(i);
   };
   const auto helper = [&] {
     const double before = plugin::composer_ms_on_this_thread();
@@ -737,8 +744,8 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
     helpers_composer_ms += plugin::composer_ms_on_this_thread() - before;
   };
   std::vector<std::thread> helpers;
-  const std::size_t extra = std::min<std::size_t>(
-      static_cast<std::size_t>(std::max(1, impl->threads)) - 1, order.size() / 8);
+  const std::size_t extra =
+      std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads)) - 1, count / 8);
   for (std::size_t t = 0; t < extra; ++t) {
     try {
       helpers.emplace_back(helper);
@@ -748,14 +755,20 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
   }
   work();
   for (std::thread& t : helpers) t.join();
-  omp_set_num_threads(impl->threads);
-  for (Made& m : made) {
+  return helpers_composer_ms;
+}
+
+// Rethrows the first error, else logs the ops and keeps them in impl.ops,
+// in execution order.
+void keep_ops(CompiledModel::Impl& impl, const std::vector<graph::NodeId>& order,
+              std::vector<MadeOp>& made) {
+  for (MadeOp& m : made) {
     if (m.error) std::rethrow_exception(m.error);
   }
   for (std::size_t i = 0; i < made.size(); ++i) {
-    const graph::Node& node = impl->graph.node(order[i]);
+    const graph::Node& node = impl.graph.node(order[i]);
     std::unique_ptr<plugin::ExecutableOp>& op = made[i].op;
-    if (made[i].integer_refusal) impl->integer_refusals[impl->ops.size()] = *made[i].integer_refusal;
+    if (made[i].integer_refusal) impl.integer_refusals[impl.ops.size()] = *made[i].integer_refusal;
     if (op->post_ops().empty()) {
       spdlog::debug("compile: {} [{}] {}", node.name, graph::to_string(node.kind),
                     op->implementation());
@@ -763,21 +776,79 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
       spdlog::info("compile: {} [{}] {} | {}", node.name, graph::to_string(node.kind),
                    op->implementation(), op->post_ops());
     }
-    impl->scratchpad_size = std::max(impl->scratchpad_size, op->scratchpad_size());
-    impl->single_threaded.push_back(made[i].alone);
-    impl->ops.push_back(std::move(op));
+    impl.scratchpad_size = std::max(impl.scratchpad_size, op->scratchpad_size());
+    impl.single_threaded.push_back(made[i].alone);
+    impl.ops.push_back(std::move(op));
   }
-  impl->times.primitives_ms = since(phase);
-  impl->times.composer_ms =
-      plugin::composer_ms_on_this_thread() - composer_before + helpers_composer_ms;
+}
+
+// One executable op per node: its oneDNN primitive, its weights reordered.
+// Ops are independent of each other, so `threads` std::threads make them
+// (oneDNN's primitive creation is thread-safe; no OpenMP team, whose idle
+// workers would spin); they are logged and kept in execution order. Returns
+// the milliseconds the helper threads spent in the composer.
+double build(CompiledModel::Impl& impl, const std::vector<graph::NodeId>& order,
+             plugin::LayerBuildCache& layer_builds) {
+  const std::vector<plugin::Layout>& layouts = impl.layouts;
+  const plugin::LayoutOf layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
+  std::vector<MadeOp> made(order.size());
+  const double helpers_composer_ms =
+      make_on_threads(order.size(), impl.threads, [&](std::size_t i) {
+        made[i] = make_op(impl, order[i], layout_of, layer_builds);
+      });
+  omp_set_num_threads(impl.threads);
+  keep_ops(impl, order, made);
+  return helpers_composer_ms;
+}
+
+void log_compiled(const CompiledModel::Impl& impl, const plugin::LayerBuildCache& layer_builds) {
   spdlog::info("compile: {} executable nodes ({}); {} int8 layers reused the primitive descriptor "
                "their fusion check made",
-               impl->ops.size(), options.fuse ? "fused" : "unfused", layer_builds.reused());
-  spdlog::info(
-      "compile: intermediate tensors in a {:.2f} MiB arena ({:.2f} MiB unshared), {} views, {} in place",
-      static_cast<double>(impl->memory.arena_bytes) / (1 << 20),
-      static_cast<double>(impl->memory.unshared_bytes) / (1 << 20), impl->memory.views,
-      impl->memory.in_place);
+               impl.ops.size(), impl.options.fuse ? "fused" : "unfused", layer_builds.reused());
+  spdlog::info("compile: intermediate tensors in a {:.2f} MiB arena ({:.2f} MiB unshared), "
+               "{} views, {} in place",
+               static_cast<double>(impl.memory.arena_bytes) / (1 << 20),
+               static_cast<double>(impl.memory.unshared_bytes) / (1 << 20), impl.memory.views,
+               impl.memory.in_place);
+}
+
+// Validate, fuse, plan and build, each phase timed.
+CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& options) {
+  init_logging();
+  set_log_level(options);
+  validate_options(options);
+  auto impl = std::make_shared<CompiledModel::Impl>();
+  impl->graph = graph;
+  impl->options = options;
+  // Primitives are made for the team that will run them (oneDNN fixes some
+  // work splits and scratchpad sizes at creation).
+  const int caller_threads = omp_get_max_threads();
+  impl->threads = options.threads > 0 ? options.threads : caller_threads;
+  omp_set_num_threads(impl->threads);
+  const struct RestoreThreads {
+    int n;
+    ~RestoreThreads() { omp_set_num_threads(n); }
+  } restore_threads{caller_threads};
+  const double composer_before = plugin::composer_ms_on_this_thread();
+  auto phase = Clock::now();
+  graph::infer_shapes(impl->graph);
+  graph::verify(impl->graph);
+  impl->times.shapes_ms = ms_since(phase);
+  phase = Clock::now();
+  impl->engine = cpu_engine();
+  // The layers the passes accepted, built once (see LayerBuildCache).
+  plugin::LayerBuildCache layer_builds;
+  if (options.fuse) fuse(*impl, layer_builds);
+  impl->times.passes_ms = ms_since(phase);
+  phase = Clock::now();
+  const std::vector<graph::NodeId> order = plan(*impl);
+  impl->times.planning_ms = ms_since(phase);
+  phase = Clock::now();
+  const double helpers_composer_ms = build(*impl, order, layer_builds);
+  impl->times.primitives_ms = ms_since(phase);
+  impl->times.composer_ms =
+      plugin::composer_ms_on_this_thread() - composer_before + helpers_composer_ms;
+  log_compiled(*impl, layer_builds);
   evict_kept_constants(*impl);
   return CompiledModel(std::move(impl));
 }
