@@ -586,9 +586,27 @@ bool is_layer_op(const std::string& op) {
                   *kind == graph::OpKind::MeanInnerProduct);
 }
 
-// Coverage per op type, then each layer left in f32 with the refusals that
-// name it, then every other refusal.
-void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& layers) {
+// Integer-only mode: how many ops requantize in integer arithmetic, and
+// why the others kept float scales, counted per reason.
+void print_integer_only(const std::vector<LayerInfo>& layers) {
+  std::map<std::string, int> float_scales;
+  int integer = 0;
+  for (const LayerInfo& l : layers) {
+    if (l.integer == "integer") ++integer;
+    if (l.integer.starts_with("float scales: ")) ++float_scales[l.integer.substr(14)];
+  }
+  if (integer > 0 || !float_scales.empty()) {
+    int kept = 0;
+    for (const auto& [why, n] : float_scales) kept += n;
+    std::cout << "integer-only: " << integer << " ops in integer arithmetic, " << kept
+              << " kept float scales\n";
+    for (const auto& [why, n] : float_scales) std::cout << "  " << n << " x " << why << '\n';
+  }
+}
+
+// The layers in int8, the integer-only counts, then per op type how many
+// nodes run in int8, f32, quantize, dequantize and on reference kernels.
+void print_coverage(const std::vector<LayerInfo>& layers) {
   struct Count {
     int int8 = 0, f32 = 0, quantize = 0, dequantize = 0, reference = 0;
   };
@@ -608,21 +626,7 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
     }
   }
   std::cout << "layers: " << layers_int8 << " of " << layers_total << " int8\n";
-  // Integer-only mode: how many ops requantize in integer arithmetic, and
-  // why the others kept float scales, counted per reason.
-  std::map<std::string, int> float_scales;
-  int integer = 0;
-  for (const LayerInfo& l : layers) {
-    if (l.integer == "integer") ++integer;
-    if (l.integer.starts_with("float scales: ")) ++float_scales[l.integer.substr(14)];
-  }
-  if (integer > 0 || !float_scales.empty()) {
-    int kept = 0;
-    for (const auto& [why, n] : float_scales) kept += n;
-    std::cout << "integer-only: " << integer << " ops in integer arithmetic, " << kept
-              << " kept float scales\n";
-    for (const auto& [why, n] : float_scales) std::cout << "  " << n << " x " << why << '\n';
-  }
+  print_integer_only(layers);
   std::cout << '\n';
   std::cout << std::left << std::setw(22) << "op" << std::right << std::setw(6) << "int8"
             << std::setw(6) << "f32" << std::setw(10) << "quantize" << std::setw(12)
@@ -632,8 +636,13 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
               << std::setw(6) << c.f32 << std::setw(10) << c.quantize << std::setw(12)
               << c.dequantize << std::setw(11) << c.reference << '\n';
   }
-  std::map<std::string, std::vector<const FusionRefusal*>> by_node;
-  for (const FusionRefusal& r : model.refusals()) by_node[r.node].push_back(&r);
+}
+
+// By node name: the fusion refusals that name it.
+using RefusalsByNode = std::map<std::string, std::vector<const FusionRefusal*>>;
+
+// Each layer left in f32, with the refusals that name it.
+void print_f32_layers(const std::vector<LayerInfo>& layers, const RefusalsByNode& by_node) {
   bool header = false;
   for (const LayerInfo& l : layers) {
     if (!is_layer_op(source_op(l.op)) || l.precision == "int8") continue;
@@ -649,7 +658,34 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
       std::cout << "      " << r->pass << ": " << r->reason << '\n';
     }
   }
-  // Why each other op stays f32, counted per op type and cause.
+}
+
+// Why `n`, an op other than a layer, stays f32.
+std::string f32_cause(const graph::Graph& g, const graph::Node& n, const RefusalsByNode& by_node) {
+  // A refusal explains the op only when it had int8 data to work with.
+  std::string cause = "reads f32 data (nothing quantized before it in the file)";
+  for (graph::ValueId in : n.inputs) {
+    const graph::Value& v = g.value(in);
+    const bool from_layer =
+        v.producer.valid() && is_layer_op(std::string(graph::to_string(g.node(v.producer).kind)));
+    if (from_layer && cause.rfind("reads f32 data", 0) == 0) {
+      cause = "reads a layer's f32 output (the model quantizes after it)";
+    }
+    const bool dequantized =
+        v.producer.valid() && g.node(v.producer).kind == graph::OpKind::Dequantize;
+    if (!v.is_constant() && (v.type != ElementType::f32 || dequantized)) {
+      cause = "reads dequantized int8 data; no int8 form of it here";
+      if (const auto it = by_node.find(n.name); it != by_node.end()) {
+        cause = it->second.front()->pass + ": " + it->second.front()->reason;
+      }
+    }
+  }
+  return cause;
+}
+
+// Why each other op stays f32, counted per op type and cause.
+void print_f32_ops(const CompiledModel& model, const std::vector<LayerInfo>& layers,
+                   const RefusalsByNode& by_node) {
   const graph::Graph& g = executed_graph(model);
   std::map<std::string, graph::NodeId> node_of;
   for (graph::NodeId id : g.topological_order()) node_of[g.node(id).name] = id;
@@ -657,26 +693,7 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
   for (const LayerInfo& l : layers) {
     const std::string op = source_op(l.op);
     if (l.precision != "f32" || is_layer_op(op) || !node_of.count(l.node)) continue;
-    const graph::Node& n = g.node(node_of[l.node]);
-    // A refusal explains the op only when it had int8 data to work with.
-    std::string cause = "reads f32 data (nothing quantized before it in the file)";
-    for (graph::ValueId in : n.inputs) {
-      const graph::Value& v = g.value(in);
-      const bool from_layer =
-          v.producer.valid() && is_layer_op(std::string(graph::to_string(g.node(v.producer).kind)));
-      if (from_layer && cause.rfind("reads f32 data", 0) == 0) {
-        cause = "reads a layer's f32 output (the model quantizes after it)";
-      }
-      const bool dequantized =
-          v.producer.valid() && g.node(v.producer).kind == graph::OpKind::Dequantize;
-      if (!v.is_constant() && (v.type != ElementType::f32 || dequantized)) {
-        cause = "reads dequantized int8 data; no int8 form of it here";
-        if (const auto it = by_node.find(l.node); it != by_node.end()) {
-          cause = it->second.front()->pass + ": " + it->second.front()->reason;
-        }
-      }
-    }
-    ++causes[op][cause];
+    ++causes[op][f32_cause(g, g.node(node_of[l.node]), by_node)];
   }
   if (!causes.empty()) {
     std::cout << "\nother ops left in f32, and why:\n";
@@ -687,6 +704,10 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
       }
     }
   }
+}
+
+// The reorders per inference, the arena and the ops on scalar fallback loops.
+void print_reorders_and_memory(const CompiledModel& model, const std::vector<LayerInfo>& layers) {
   int convert_reorders = 0, staged = 0;
   std::vector<const LayerInfo*> scalar;
   for (const LayerInfo& l : layers) {
@@ -704,6 +725,9 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
             << std::defaultfloat;
   std::cout << "scalar fallback loops: " << scalar.size() << '\n';
   for (const LayerInfo* l : scalar) std::cout << "  " << l->node << " [" << l->op << "]\n";
+}
+
+void print_slow_kernels(const std::vector<LayerInfo>& layers) {
   // An op on oneDNN's im2col gemm (plain layouts) or its reference kernel
   // (ref:any, ref_int8) runs far below the jit / brgemm kernels of its shape.
   std::vector<const LayerInfo*> slow;
@@ -719,6 +743,18 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
     std::cout << "  " << l->node << " [" << l->op << "] " << l->precision << ' '
               << l->implementation << '\n';
   }
+}
+
+// Coverage per op type, then each layer left in f32 with the refusals that
+// name it, then every other refusal.
+void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& layers) {
+  print_coverage(layers);
+  RefusalsByNode by_node;
+  for (const FusionRefusal& r : model.refusals()) by_node[r.node].push_back(&r);
+  print_f32_layers(layers, by_node);
+  print_f32_ops(model, layers, by_node);
+  print_reorders_and_memory(model, layers);
+  print_slow_kernels(layers);
   if (!model.refusals().empty()) {
     std::cout << "\nrefusals (" << model.refusals().size() << "):\n";
     for (const FusionRefusal& r : model.refusals()) {
