@@ -329,31 +329,12 @@ dnnl::algorithm eltwise_alg(Act a) {
   }
 }
 
-std::unique_ptr<Raw> make_raw(const Case& c, const Data& d) {
-  auto r = std::make_unique<Raw>();
-  const dnnl::engine& eng = r->engine;
-  using tag = memory::format_tag;
-  const bool spatial = c.kind != LayerKind::fc;
-  // Attributes. Bias is added to the accumulator (oneDNN 2.x), so it is in
-  // accumulator units; activations that do not commute with a positive scale
-  // run on real values and take 1 / s_out as their post-op scale.
-  const bool scale_after_act = c.act == Act::sigmoid || c.act == Act::tanh ||
-                               c.act == Act::hswish || c.act == Act::gelu;
-  std::vector<float> scales, bias;
-  for (std::int64_t o = 0; o < c.oc; ++o) {
-    const auto i = static_cast<std::size_t>(o);
-    const float acc = d.s_in * d.w_scale[i];
-    scales.push_back(scale_after_act ? acc : acc / d.out[i].scale);
-    bias.push_back(d.bias[i] / acc);
-  }
+// The chain as post-ops: the residual sum, the activation (1 / s_out as its
+// scale where it runs on real values, see raw_attributes) and the inner
+// product's destination zero point.
+dnnl::post_ops raw_post_ops(const Case& c, const Data& d) {
   const float s_out = d.out[0].scale;
-  dnnl::primitive_attr attr;
-  attr.set_output_scales(1 << 1, scales);
-  if (c.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {c.src_zero_point});
-  // oneDNN 2.6's inner product takes no zero points: its destination zero
-  // point is a shift after the chain (the store rounds and saturates after it).
   const std::int32_t dst_zp = d.out[0].zero_point;
-  if (dst_zp != 0 && c.kind != LayerKind::fc) attr.set_zero_points(DNNL_ARG_DST, 0, {dst_zp});
   dnnl::post_ops ops;
   if (c.residual) ops.append_sum(d.s_skip / s_out);
   switch (c.act) {
@@ -367,58 +348,142 @@ std::unique_ptr<Raw> make_raw(const Case& c, const Data& d) {
   if (dst_zp != 0 && c.kind == LayerKind::fc) {
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f, static_cast<float>(dst_zp));
   }
-  attr.set_post_ops(ops);
+  return ops;
+}
 
-  // Descriptors: channels last inside, plain at the boundary.
+struct RawAttributes {
+  dnnl::primitive_attr attr;
+  std::vector<float> bias;  // in accumulator units
+};
+
+// Attributes. Bias is added to the accumulator (oneDNN 2.x), so it is in
+// accumulator units; activations that do not commute with a positive scale
+// run on real values and take 1 / s_out as their post-op scale.
+RawAttributes raw_attributes(const Case& c, const Data& d) {
+  const bool scale_after_act = c.act == Act::sigmoid || c.act == Act::tanh ||
+                               c.act == Act::hswish || c.act == Act::gelu;
+  RawAttributes a;
+  std::vector<float> scales;
+  for (std::int64_t o = 0; o < c.oc; ++o) {
+    const auto i = static_cast<std::size_t>(o);
+    const float acc = d.s_in * d.w_scale[i];
+    scales.push_back(scale_after_act ? acc : acc / d.out[i].scale);
+    a.bias.push_back(d.bias[i] / acc);
+  }
+  a.attr.set_output_scales(1 << 1, scales);
+  if (c.src_zero_point != 0) a.attr.set_zero_points(DNNL_ARG_SRC, 0, {c.src_zero_point});
+  // oneDNN 2.6's inner product takes no zero points: its destination zero
+  // point is a shift after the chain (the store rounds and saturates after it).
+  const std::int32_t dst_zp = d.out[0].zero_point;
+  if (dst_zp != 0 && c.kind != LayerKind::fc) a.attr.set_zero_points(DNNL_ARG_DST, 0, {dst_zp});
+  a.attr.set_post_ops(raw_post_ops(c, d));
+  return a;
+}
+
+// The layer's source and destination and, for spatial layers, the plain
+// buffers at the graph's boundary.
+struct RawDescs {
+  memory::desc src, dst, src_user, dst_user;
+};
+
+// Descriptors: channels last inside, plain at the boundary.
+RawDescs raw_descs(const Case& c, const Data& d) {
+  using tag = memory::format_tag;
   const memory::data_type out_dt = dt(c.out_type);
-  memory::desc src_md, dst_md, src_user_md, dst_user_md, w_user_md;
-  const memory::desc bias_md({c.oc}, memory::data_type::f32, tag::a);
-  if (spatial) {
-    src_md = memory::desc(dims(d.x_shape), memory::data_type::u8, tag::nhwc);
-    dst_md = memory::desc(dims(d.y_shape), out_dt, tag::nhwc);
-    src_user_md = memory::desc(dims(d.x_shape), memory::data_type::u8, tag::nchw);
-    dst_user_md = memory::desc(dims(d.y_shape), out_dt, tag::nchw);
+  RawDescs m;
+  if (c.kind != LayerKind::fc) {
+    m.src = memory::desc(dims(d.x_shape), memory::data_type::u8, tag::nhwc);
+    m.dst = memory::desc(dims(d.y_shape), out_dt, tag::nhwc);
+    m.src_user = memory::desc(dims(d.x_shape), memory::data_type::u8, tag::nchw);
+    m.dst_user = memory::desc(dims(d.y_shape), out_dt, tag::nchw);
   } else {
     const std::int64_t rows = element_count(d.x_shape) / c.ic;
-    src_md = memory::desc({rows, c.ic}, memory::data_type::u8, tag::ab);
-    dst_md = memory::desc({rows, c.oc}, out_dt, tag::ab);
+    m.src = memory::desc({rows, c.ic}, memory::data_type::u8, tag::ab);
+    m.dst = memory::desc({rows, c.oc}, out_dt, tag::ab);
   }
+  return m;
+}
+
+// The weight codes as Data holds them.
+memory::desc user_weights_desc(const Case& c, const Data& d) {
+  using tag = memory::format_tag;
+  memory::desc w;
+  switch (c.kind) {
+    case LayerKind::conv:
+      if (c.groups > 1) {
+        w = memory::desc({c.groups, c.oc / c.groups, c.ic / c.groups, c.k, c.k},
+                         memory::data_type::s8, tag::goihw);
+      } else {
+        w = memory::desc(dims(d.w_shape), memory::data_type::s8, tag::oihw);
+      }
+      break;
+    // qfuse's (ONNX's) weights are [IC, OC, k, k]: oneDNN's dims, stored iohw.
+    case LayerKind::deconv:
+      w = memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::s8, tag::iohw);
+      break;
+    case LayerKind::fc: w = memory::desc({c.oc, c.ic}, memory::data_type::s8, tag::ab); break;
+  }
+  return w;
+}
+
+// The layer's primitive descriptor, its weights in the layout it picks.
+dnnl::primitive_desc layer_primitive_desc(const Case& c, const RawDescs& m,
+                                          const memory::desc& w_user_md,
+                                          const memory::desc& bias_md,
+                                          const dnnl::primitive_attr& attr,
+                                          const dnnl::engine& eng) {
   const memory::dims strides{c.stride, c.stride}, pads{c.pad, c.pad}, dilations{0, 0};
+  const memory::desc w_any(w_user_md.dims(), memory::data_type::s8, memory::format_tag::any);
   dnnl::primitive_desc pd;
   switch (c.kind) {
     case LayerKind::conv: {
-      if (c.groups > 1) {
-        w_user_md = memory::desc({c.groups, c.oc / c.groups, c.ic / c.groups, c.k, c.k},
-                                 memory::data_type::s8, tag::goihw);
-      } else {
-        w_user_md = memory::desc(dims(d.w_shape), memory::data_type::s8, tag::oihw);
-      }
-      const memory::desc w_any(w_user_md.dims(), memory::data_type::s8, tag::any);
       dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                           dnnl::algorithm::convolution_direct, src_md, w_any,
-                                           bias_md, dst_md, strides, dilations, pads, pads);
+                                           dnnl::algorithm::convolution_direct, m.src, w_any,
+                                           bias_md, m.dst, strides, dilations, pads, pads);
       pd = dnnl::convolution_forward::primitive_desc(desc, attr, eng);
       break;
     }
     case LayerKind::deconv: {
-      // qfuse's (ONNX's) weights are [IC, OC, k, k]: oneDNN's dims, stored iohw.
-      w_user_md = memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::s8, tag::iohw);
-      const memory::desc w_any(w_user_md.dims(), memory::data_type::s8, tag::any);
       dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                             dnnl::algorithm::deconvolution_direct, src_md, w_any,
-                                             bias_md, dst_md, strides, dilations, pads, pads);
+                                             dnnl::algorithm::deconvolution_direct, m.src, w_any,
+                                             bias_md, m.dst, strides, dilations, pads, pads);
       pd = dnnl::deconvolution_forward::primitive_desc(desc, attr, eng);
       break;
     }
     case LayerKind::fc: {
-      w_user_md = memory::desc({c.oc, c.ic}, memory::data_type::s8, tag::ab);
-      const memory::desc w_any(w_user_md.dims(), memory::data_type::s8, tag::any);
-      dnnl::inner_product_forward::desc desc(dnnl::prop_kind::forward_inference, src_md, w_any,
-                                             bias_md, dst_md);
+      dnnl::inner_product_forward::desc desc(dnnl::prop_kind::forward_inference, m.src, w_any,
+                                             bias_md, m.dst);
       pd = dnnl::inner_product_forward::primitive_desc(desc, attr, eng);
       break;
     }
   }
+  return pd;
+}
+
+// A spatial layer's plain buffers at the boundary and the reorders to and
+// from them (the residual's straight into the destination).
+void add_boundary_reorders(Raw& r, const Case& c, const Data& d, const RawDescs& m) {
+  const dnnl::engine& eng = r.engine;
+  r.src_user = memory(m.src_user, eng, const_cast<void*>(d.x.raw_data()));
+  r.dst_user = memory(m.dst_user, eng);
+  r.src_in = std::make_unique<dnnl::reorder>(r.src_user, r.src);
+  r.dst_out = std::make_unique<dnnl::reorder>(r.dst, r.dst_user);
+  if (c.residual) {
+    r.skip_user = memory(memory::desc(dims(d.y_shape), memory::data_type::u8,
+                                      memory::format_tag::nchw),
+                         eng, const_cast<void*>(d.skip.raw_data()));
+    r.skip_in = std::make_unique<dnnl::reorder>(r.skip_user, r.dst);
+  }
+}
+
+std::unique_ptr<Raw> make_raw(const Case& c, const Data& d) {
+  auto r = std::make_unique<Raw>();
+  const dnnl::engine& eng = r->engine;
+  const RawAttributes a = raw_attributes(c, d);
+  const RawDescs m = raw_descs(c, d);
+  const memory::desc bias_md({c.oc}, memory::data_type::f32, memory::format_tag::a);
+  const memory::desc w_user_md = user_weights_desc(c, d);
+  const dnnl::primitive_desc pd = layer_primitive_desc(c, m, w_user_md, bias_md, a.attr, eng);
   r->impl = pd.impl_info_str();
   r->layer = dnnl::primitive(pd.get());
 
@@ -430,19 +495,11 @@ std::unique_ptr<Raw> make_raw(const Case& c, const Data& d) {
     r->stream.wait();
   }
   r->bias = memory(bias_md, eng);
-  std::memcpy(r->bias.get_data_handle(), bias.data(), bias.size() * sizeof(float));
-  r->src = memory(src_md, eng);
-  r->dst = memory(dst_md, eng);
-  if (spatial) {
-    r->src_user = memory(src_user_md, eng, const_cast<void*>(d.x.raw_data()));
-    r->dst_user = memory(dst_user_md, eng);
-    r->src_in = std::make_unique<dnnl::reorder>(r->src_user, r->src);
-    r->dst_out = std::make_unique<dnnl::reorder>(r->dst, r->dst_user);
-    if (c.residual) {
-      r->skip_user = memory(memory::desc(dims(d.y_shape), memory::data_type::u8, tag::nchw), eng,
-                            const_cast<void*>(d.skip.raw_data()));
-      r->skip_in = std::make_unique<dnnl::reorder>(r->skip_user, r->dst);
-    }
+  std::memcpy(r->bias.get_data_handle(), a.bias.data(), a.bias.size() * sizeof(float));
+  r->src = memory(m.src, eng);
+  r->dst = memory(m.dst, eng);
+  if (c.kind != LayerKind::fc) {
+    add_boundary_reorders(*r, c, d, m);
   } else {
     std::memcpy(r->src.get_data_handle(), d.x.raw_data(), d.x.byte_size());
   }

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <mutex>
-#include <numeric>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -24,6 +24,7 @@
 #include "plugin/executable_ops/quantized_layer.hpp"
 #include "plugin/execution.hpp"
 #include "plugin/f32_post_ops.hpp"
+#include "plugin/layout_plan.hpp"
 #include "plugin/memory_plan.hpp"
 #include "plugin/api_internal.hpp"
 #include "plugin/post_ops_attr.hpp"
@@ -317,138 +318,6 @@ const std::vector<FusionRefusal>& CompiledModel::refusals() const { return impl(
 
 namespace {
 
-bool is_spatial_quantized(graph::OpKind kind) {
-  return graph::is_quantized_layer(kind) &&
-         graph::op_info(kind).channels == graph::ChannelAxis::second;
-}
-
-// Ops that run on channels-last buffers as well as plain ones, and which of
-// their operands must then share one layout: elementwise ops, pools, channel
-// shuffles and nearest Resize (input and output), Concat (all of them), binary ops (the
-// operands of the output's shape and the output; a broadcast operand is read
-// plain). Convert and Slice (reorders, or the quantizing loop) take any
-// layouts; int8 convolutions read and write either (staging the other), their
-// full-tensor post-op operands too.
-//
-// same_layout_group: the operands of `n` that must share the output's layout,
-// with the output; empty when `n` imposes nothing or cannot run channels last.
-std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph::Node& n) {
-  using graph::OpKind;
-  const Shape& out = g.value(n.outputs[0]).shape;
-  if (graph::is_elementwise_unary(n.kind) || n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool ||
-      n.kind == OpKind::Lookup || n.kind == OpKind::GateMultiply || n.kind == OpKind::ShuffleChannels ||
-      (n.kind == OpKind::Resize &&
-       n.attr<graph::ResizeAttrs>().mode == graph::ResizeMode::nearest)) {
-    return {n.inputs[0], n.outputs[0]};
-  }
-  if (n.kind == OpKind::Concat) {
-    std::vector<graph::ValueId> group(n.inputs.begin(), n.inputs.end());
-    group.push_back(n.outputs[0]);
-    return group;
-  }
-  if (const auto first = plugin::dnnl_binary_first_source(g, n)) {
-    // make_binary describes a source of the output's very shape in its
-    // buffer's layout and a rank-padded or broadcast one plain: the output
-    // shares a layout with the first only when that is the former.
-    if (g.value(n.inputs[*first]).shape != out) return {};
-    std::vector<graph::ValueId> group{n.outputs[0]};
-    for (graph::ValueId v : n.inputs) {
-      if (g.value(v).shape == out) group.push_back(v);
-    }
-    return group;
-  }
-  return {};
-}
-
-// `n` reads or writes `v` in either layout.
-bool takes_channels_last(const graph::Graph& g, const graph::Node& n, graph::ValueId v) {
-  using graph::OpKind;
-  if (is_spatial_quantized(n.kind)) return true;
-  // An f32 convolution with constant weights, on its source and destination.
-  if (n.kind == OpKind::Convolution && g.value(n.inputs[1]).is_constant() &&
-      g.value(n.inputs[0]).type == ElementType::f32) {
-    return v == n.inputs[0] || v == n.outputs[0];
-  }
-  if (plugin::is_shuffled_1x1_deconvolution(g, n)) return v == n.inputs[0] || v == n.outputs[0];
-  if (n.kind == OpKind::Slice) return true;  // a reorder from a view, any layouts
-  // Sums over the pixels in either layout; one pixel out.
-  if (n.kind == OpKind::MeanInnerProduct) return true;
-  if (n.kind == OpKind::Convert) {
-    return n.attr<graph::ConvertAttrs>().to != ElementType::s32 &&
-           g.value(n.inputs[0]).type != ElementType::s32;  // the s32 loop is plain
-  }
-  // Either side, in either layout: a reorder writes its codes as f32 in the
-  // output's layout when the two differ (make_dequantize).
-  if (n.kind == OpKind::Dequantize) return g.value(n.inputs[0]).type != ElementType::s32;
-  // Either side, per tensor (QuantizeOp reads and writes either layout).
-  if (n.kind == OpKind::Quantize) return n.attr<graph::QuantizeAttrs>().per_tensor();
-  const auto group = same_layout_group(g, n);
-  return std::find(group.begin(), group.end(), v) != group.end();
-}
-
-// Spatial dims all 1: both layouts are the same bytes.
-bool layout_free(const Shape& s) {
-  return std::all_of(s.begin() + 2, s.end(), [](std::int64_t d) { return d == 1; });
-}
-
-// Activations (rank 3 to 5, f32 / u8 / s8) whose producer and readers all take
-// channels last are stored so (any whose spatial dims are all 1 whenever its
-// producer takes it: nobody can tell), the layout oneDNN's int8 convolutions want:
-// the data then crosses no reorder between them and the elementwise ops, pools
-// and quantizations around them. A group of operands that must share a layout
-// but does not is made plain, repeated until nothing changes. Graph inputs
-// and outputs are plain.
-std::vector<plugin::Layout> plan_layouts(const graph::Graph& g) {
-  std::vector<plugin::Layout> layouts(g.value_count(), plugin::Layout::plain);
-  for (std::uint32_t i = 0; i < g.value_count(); ++i) {
-    const graph::ValueId id{i};
-    const graph::Value& v = g.value(id);
-    if (v.shape.size() < 3 || v.shape.size() > 5) continue;
-    if (v.type != ElementType::u8 && v.type != ElementType::s8 && v.type != ElementType::f32) {
-      continue;
-    }
-    if (!v.producer.valid() || g.is_graph_output(id)) continue;
-    const graph::Node& p = g.node(v.producer);
-    if (p.erased || !takes_channels_last(g, p, id)) continue;
-    bool ok = layout_free(v.shape);
-    if (!ok) {
-      ok = true;
-      for (graph::NodeId c : g.consumers(id)) ok = ok && takes_channels_last(g, g.node(c), id);
-    }
-    if (ok) layouts[i] = plugin::Layout::channels_last;
-  }
-  // The groups join into classes of values that share one layout; a class
-  // with a plain member is plain throughout (what making each disagreeing
-  // group plain until nothing changes reaches, in one pass over the graph).
-  std::vector<std::uint32_t> parent(g.value_count());
-  std::iota(parent.begin(), parent.end(), 0U);
-  const auto find = [&](std::uint32_t v) {
-    while (parent[v] != v) v = parent[v] = parent[parent[v]];
-    return v;
-  };
-  for (std::uint32_t i = 0; i < g.node_capacity(); ++i) {
-    const graph::Node& n = g.node(graph::NodeId{i});
-    if (n.erased || n.outputs.empty()) continue;
-    std::optional<std::uint32_t> first;
-    for (graph::ValueId v : same_layout_group(g, n)) {
-      if (layout_free(g.value(v).shape)) continue;
-      if (!first) {
-        first = find(v.index);
-      } else {
-        parent[find(v.index)] = *first;
-      }
-    }
-  }
-  std::vector<bool> plain(g.value_count(), false);
-  for (std::uint32_t v = 0; v < g.value_count(); ++v) {
-    if (layouts[v] == plugin::Layout::plain) plain[find(v)] = true;
-  }
-  for (std::uint32_t v = 0; v < g.value_count(); ++v) {
-    if (plain[find(v)]) layouts[v] = plugin::Layout::plain;
-  }
-  return layouts;
-}
-
 // The constants every reader of which keeps its own copy (int8 weights
 // reordered into their primitive's layout) leave the graph: it holds a
 // placeholder of their type and shape, a view of no memory that no op reads,
@@ -548,19 +417,23 @@ CompiledModel compile(const Model& model, const CompileOptions& options) {
 
 namespace {
 
-CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& options) {
-  init_logging();
-  if (!options.log_level.empty()) {
-    const auto level = spdlog::level::from_str(options.log_level);
-    if (level == spdlog::level::off && options.log_level != "off") {
-      throw CompileError("compile: unknown log level '" + options.log_level +
-                         "' (expected trace, debug, info, warn, error or off)");
-    }
-    spdlog::set_level(level);
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+void set_log_level(const CompileOptions& options) {
+  if (options.log_level.empty()) return;
+  const auto level = spdlog::level::from_str(options.log_level);
+  if (level == spdlog::level::off && options.log_level != "off") {
+    throw CompileError("compile: unknown log level '" + options.log_level +
+                       "' (expected trace, debug, info, warn, error or off)");
   }
-  auto impl = std::make_shared<CompiledModel::Impl>();
-  impl->graph = graph;
-  impl->options = options;
+  spdlog::set_level(level);
+}
+
+void validate_options(const CompileOptions& options) {
   if (!(options.integer_eta > 0.0 && options.integer_eta < 1.0)) {
     throw CompileError("compile: integer_eta is " + std::to_string(options.integer_eta) +
                        " (expected a relative error bound in (0, 1))");
@@ -569,122 +442,126 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
     throw CompileError("compile: threads is " + std::to_string(options.threads) +
                        " (expected 0 for the default, or a positive count)");
   }
-  // Primitives are made for the team that will run them (oneDNN fixes some
-  // work splits and scratchpad sizes at creation).
-  const int caller_threads = omp_get_max_threads();
-  impl->threads = options.threads > 0 ? options.threads : caller_threads;
-  omp_set_num_threads(impl->threads);
-  const struct RestoreThreads {
-    int n;
-    ~RestoreThreads() { omp_set_num_threads(n); }
-  } restore_threads{caller_threads};
-  using Clock = std::chrono::steady_clock;
-  const auto since = [](Clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-  };
-  const double composer_before = plugin::composer_ms_on_this_thread();
-  auto phase = Clock::now();
-  graph::infer_shapes(impl->graph);
-  graph::verify(impl->graph);
-  impl->times.shapes_ms = since(phase);
-  phase = Clock::now();
+}
+
+dnnl::engine cpu_engine() {
   try {
-    impl->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
   } catch (const dnnl::error& e) {
     throw CompileError(std::string("compile: cannot create the oneDNN CPU engine (") + e.what() +
                        ")");
   }
-  // The layers the passes accepted, built once (see LayerBuildCache).
-  plugin::LayerBuildCache layer_builds;
-  if (options.fuse) {
-    const dnnl::engine& engine = impl->engine;
-    graph::PassContext ctx(
-        graph::PassOptions{options.allow_residual_round_drop, false},
-        [&engine, &options, &layer_builds](
-            const graph::Graph& g, const graph::Node& n, const Shape& shape) {
-          if (n.kind == graph::OpKind::Softmax) return plugin::check_quantizing_softmax(g, n, engine);
-          // Checked for the team it will run on, so that its build can be reused.
-          const int team = omp_get_max_threads();
-          if (runs_single_threaded(g, n, shape)) omp_set_num_threads(1);
-          auto refusal =
-              plugin::check_quantized_layer(g, n, shape, engine, options, &layer_builds);
-          omp_set_num_threads(team);
-          return refusal;
-        });
-    graph::run_fusion_passes(impl->graph, ctx);
-    impl->fusion_log = ctx.lines();
-    for (const graph::Refusal& r : ctx.refusals()) {
-      impl->refusals.push_back({r.pass, r.node, r.reason});
-      impl->fusion_log.push_back(r.pass + ": refused '" + r.node + "': " + r.reason);
-    }
-    graph::verify(impl->graph);
+}
+
+// Runs the fusion passes on impl.graph, the backend checking each candidate
+// layer; keeps their log and refusals. `layer_builds` keeps what the checks
+// built.
+void fuse(CompiledModel::Impl& impl, plugin::LayerBuildCache& layer_builds) {
+  const dnnl::engine& engine = impl.engine;
+  const CompileOptions& options = impl.options;
+  graph::PassContext ctx(
+      graph::PassOptions{options.allow_residual_round_drop, false},
+      [&engine, &options, &layer_builds](
+          const graph::Graph& g, const graph::Node& n, const Shape& shape) {
+        if (n.kind == graph::OpKind::Softmax) return plugin::check_quantizing_softmax(g, n, engine);
+        // Checked for the team it will run on, so that its build can be reused.
+        const int team = omp_get_max_threads();
+        if (runs_single_threaded(g, n, shape)) omp_set_num_threads(1);
+        auto refusal =
+            plugin::check_quantized_layer(g, n, shape, engine, options, &layer_builds);
+        omp_set_num_threads(team);
+        return refusal;
+      });
+  graph::run_fusion_passes(impl.graph, ctx);
+  impl.fusion_log = ctx.lines();
+  for (const graph::Refusal& r : ctx.refusals()) {
+    impl.refusals.push_back({r.pass, r.node, r.reason});
+    impl.fusion_log.push_back(r.pass + ": refused '" + r.node + "': " + r.reason);
   }
-  impl->times.passes_ms = since(phase);
-  phase = Clock::now();
-  // f32 layers take the elementwise ops after them as post-ops (fused mode only:
-  // unfused runs every node alone, the reference).
-  std::unordered_map<std::uint32_t, plugin::F32Chain>& chains = impl->f32_chains;
-  if (options.fuse) {
-    chains = plugin::absorb_f32_post_ops(impl->graph, impl->fusion_log);
-    plugin::absorb_matmul_transposes(impl->graph, chains, impl->fusion_log);
-    graph::verify(impl->graph);
-  }
-  impl->layouts = plan_layouts(impl->graph);
-  const std::vector<plugin::Layout>& layouts = impl->layouts;
-  const auto layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
-  const std::vector<graph::NodeId> order = impl->graph.topological_order();
-  impl->memory = plugin::plan_memory(impl->graph, order, layouts);
-  for (graph::ValueId out : impl->graph.outputs()) {
-    const std::int64_t offset = impl->memory.offset[out.index];
-    bool own = offset >= 0 && layouts[out.index] == plugin::Layout::plain;
-    const graph::Graph& g = impl->graph;
+  graph::verify(impl.graph);
+}
+
+// By graph output: the value has a buffer of its own, plain, that no input
+// of its producer and no output of its readers shares.
+std::vector<bool> outputs_owning_buffers(const CompiledModel::Impl& impl) {
+  const graph::Graph& g = impl.graph;
+  const std::vector<std::int64_t>& offsets = impl.memory.offset;
+  std::vector<bool> owns;
+  for (graph::ValueId out : g.outputs()) {
+    const std::int64_t offset = offsets[out.index];
+    bool own = offset >= 0 && impl.layouts[out.index] == plugin::Layout::plain;
     const graph::Value& v = g.value(out);
     if (own && v.producer.valid()) {
-      for (graph::ValueId in : g.node(v.producer).inputs) own = own && impl->memory.offset[in.index] != offset;
+      for (graph::ValueId in : g.node(v.producer).inputs) own = own && offsets[in.index] != offset;
     }
     for (graph::NodeId c : g.consumers(out)) {
-      for (graph::ValueId w : g.node(c).outputs) own = own && impl->memory.offset[w.index] != offset;
+      for (graph::ValueId w : g.node(c).outputs) own = own && offsets[w.index] != offset;
     }
-    impl->output_owns_buffer.push_back(own);
+    owns.push_back(own);
   }
-  impl->times.planning_ms = since(phase);
-  phase = Clock::now();
-  // One executable op per node: its oneDNN primitive, its weights reordered.
-  // Ops are independent of each other, so `threads` std::threads make them
-  // (oneDNN's primitive creation is thread-safe; no OpenMP team, whose idle
-  // workers would spin); they are logged and kept in execution order.
-  struct Made {
-    std::unique_ptr<plugin::ExecutableOp> op;
-    bool alone = false;
-    std::optional<std::string> integer_refusal;
-    std::exception_ptr error;
-  };
-  std::vector<Made> made(order.size());
-  const auto make_one = [&](std::size_t i) {
-    const graph::Node& node = impl->graph.node(order[i]);
-    Made& m = made[i];
-    // A small op's primitive is made for one thread, so that it never forks.
-    m.alone = runs_single_threaded(impl->graph, node);
-    omp_set_num_threads(m.alone ? 1 : impl->threads);
-    try {
-      const auto chain = chains.find(order[i].index);
-      m.op = plugin::make_executable(plugin::OpBuild{
-          impl->graph, node, impl->engine, layout_of,
-          chain != chains.end() ? &chain->second : nullptr, &options,
-          impl->memory.sum_in_place[order[i].index], &layer_builds, &m.integer_refusal});
-    } catch (const dnnl::error& e) {
-      m.error = std::make_exception_ptr(
-          CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
-                       node.name + "': oneDNN refused the primitive (" + e.what() + ")"));
-    } catch (...) {
-      m.error = std::current_exception();
-    }
-  };
+  return owns;
+}
+
+// The f32 layers' post-ops, each value's layout and its place in memory.
+// Returns the execution order.
+std::vector<graph::NodeId> plan(CompiledModel::Impl& impl) {
+  // f32 layers take the elementwise ops after them as post-ops (fused mode only:
+  // unfused runs every node alone, the reference).
+  if (impl.options.fuse) {
+    impl.f32_chains = plugin::absorb_f32_post_ops(impl.graph, impl.fusion_log);
+    plugin::absorb_matmul_transposes(impl.graph, impl.f32_chains, impl.fusion_log);
+    graph::verify(impl.graph);
+  }
+  impl.layouts = plugin::plan_layouts(impl.graph);
+  std::vector<graph::NodeId> order = impl.graph.topological_order();
+  impl.memory = plugin::plan_memory(impl.graph, order, impl.layouts);
+  impl.output_owns_buffer = outputs_owning_buffers(impl);
+  return order;
+}
+
+// One node's executable op, or the error that stopped it.
+struct MadeOp {
+  std::unique_ptr<plugin::ExecutableOp> op;
+  bool alone = false;
+  std::optional<std::string> integer_refusal;
+  std::exception_ptr error;
+};
+
+MadeOp make_op(const CompiledModel::Impl& impl, graph::NodeId id,
+               const plugin::LayoutOf& layout_of, plugin::LayerBuildCache& layer_builds) {
+  const graph::Graph& g = impl.graph;
+  const graph::Node& node = g.node(id);
+  const CompileOptions& options = impl.options;
+  MadeOp m;
+  // A small op's primitive is made for one thread, so that it never forks.
+  m.alone = runs_single_threaded(g, node);
+  omp_set_num_threads(m.alone ? 1 : impl.threads);
+  try {
+    const auto chain = impl.f32_chains.find(id.index);
+    m.op = plugin::make_executable(plugin::OpBuild{
+        g, node, impl.engine, layout_of,
+        chain != impl.f32_chains.end() ? &chain->second : nullptr, &options,
+        impl.memory.sum_in_place[id.index], &layer_builds, &m.integer_refusal});
+  } catch (const dnnl::error& e) {
+    m.error = std::make_exception_ptr(
+        CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
+                     node.name + "': oneDNN refused the primitive (" + e.what() + ")"));
+  } catch (...) {
+    m.error = std::current_exception();
+  }
+  return m;
+}
+
+// Calls make(i) for every i < count, on this thread and up to threads - 1
+// helpers (at most one per 8 items). Returns the milliseconds the helpers
+// spent in the composer.
+double make_on_threads(std::size_t count, int threads,
+                       const std::function<void(std::size_t)>& make) {
   std::atomic<std::size_t> next{0};
   std::mutex composer_mutex;
   double helpers_composer_ms = 0.0;
   const auto work = [&] {
-    for (std::size_t i; (i = next++) < order.size();) make_one(i);
+    for (std::size_t i; (i = next++) < count;) make(i);
   };
   const auto helper = [&] {
     const double before = plugin::composer_ms_on_this_thread();
@@ -693,8 +570,8 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
     helpers_composer_ms += plugin::composer_ms_on_this_thread() - before;
   };
   std::vector<std::thread> helpers;
-  const std::size_t extra = std::min<std::size_t>(
-      static_cast<std::size_t>(std::max(1, impl->threads)) - 1, order.size() / 8);
+  const std::size_t extra =
+      std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads)) - 1, count / 8);
   for (std::size_t t = 0; t < extra; ++t) {
     try {
       helpers.emplace_back(helper);
@@ -704,14 +581,20 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
   }
   work();
   for (std::thread& t : helpers) t.join();
-  omp_set_num_threads(impl->threads);
-  for (Made& m : made) {
+  return helpers_composer_ms;
+}
+
+// Rethrows the first error, else logs the ops and keeps them in impl.ops,
+// in execution order.
+void keep_ops(CompiledModel::Impl& impl, const std::vector<graph::NodeId>& order,
+              std::vector<MadeOp>& made) {
+  for (MadeOp& m : made) {
     if (m.error) std::rethrow_exception(m.error);
   }
   for (std::size_t i = 0; i < made.size(); ++i) {
-    const graph::Node& node = impl->graph.node(order[i]);
+    const graph::Node& node = impl.graph.node(order[i]);
     std::unique_ptr<plugin::ExecutableOp>& op = made[i].op;
-    if (made[i].integer_refusal) impl->integer_refusals[impl->ops.size()] = *made[i].integer_refusal;
+    if (made[i].integer_refusal) impl.integer_refusals[impl.ops.size()] = *made[i].integer_refusal;
     if (op->post_ops().empty()) {
       spdlog::debug("compile: {} [{}] {}", node.name, graph::to_string(node.kind),
                     op->implementation());
@@ -719,21 +602,79 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
       spdlog::info("compile: {} [{}] {} | {}", node.name, graph::to_string(node.kind),
                    op->implementation(), op->post_ops());
     }
-    impl->scratchpad_size = std::max(impl->scratchpad_size, op->scratchpad_size());
-    impl->single_threaded.push_back(made[i].alone);
-    impl->ops.push_back(std::move(op));
+    impl.scratchpad_size = std::max(impl.scratchpad_size, op->scratchpad_size());
+    impl.single_threaded.push_back(made[i].alone);
+    impl.ops.push_back(std::move(op));
   }
-  impl->times.primitives_ms = since(phase);
-  impl->times.composer_ms =
-      plugin::composer_ms_on_this_thread() - composer_before + helpers_composer_ms;
+}
+
+// One executable op per node: its oneDNN primitive, its weights reordered.
+// Ops are independent of each other, so `threads` std::threads make them
+// (oneDNN's primitive creation is thread-safe; no OpenMP team, whose idle
+// workers would spin); they are logged and kept in execution order. Returns
+// the milliseconds the helper threads spent in the composer.
+double build(CompiledModel::Impl& impl, const std::vector<graph::NodeId>& order,
+             plugin::LayerBuildCache& layer_builds) {
+  const std::vector<plugin::Layout>& layouts = impl.layouts;
+  const plugin::LayoutOf layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
+  std::vector<MadeOp> made(order.size());
+  const double helpers_composer_ms =
+      make_on_threads(order.size(), impl.threads, [&](std::size_t i) {
+        made[i] = make_op(impl, order[i], layout_of, layer_builds);
+      });
+  omp_set_num_threads(impl.threads);
+  keep_ops(impl, order, made);
+  return helpers_composer_ms;
+}
+
+void log_compiled(const CompiledModel::Impl& impl, const plugin::LayerBuildCache& layer_builds) {
   spdlog::info("compile: {} executable nodes ({}); {} int8 layers reused the primitive descriptor "
                "their fusion check made",
-               impl->ops.size(), options.fuse ? "fused" : "unfused", layer_builds.reused());
-  spdlog::info(
-      "compile: intermediate tensors in a {:.2f} MiB arena ({:.2f} MiB unshared), {} views, {} in place",
-      static_cast<double>(impl->memory.arena_bytes) / (1 << 20),
-      static_cast<double>(impl->memory.unshared_bytes) / (1 << 20), impl->memory.views,
-      impl->memory.in_place);
+               impl.ops.size(), impl.options.fuse ? "fused" : "unfused", layer_builds.reused());
+  spdlog::info("compile: intermediate tensors in a {:.2f} MiB arena ({:.2f} MiB unshared), "
+               "{} views, {} in place",
+               static_cast<double>(impl.memory.arena_bytes) / (1 << 20),
+               static_cast<double>(impl.memory.unshared_bytes) / (1 << 20), impl.memory.views,
+               impl.memory.in_place);
+}
+
+// Validate, fuse, plan and build, each phase timed.
+CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& options) {
+  init_logging();
+  set_log_level(options);
+  validate_options(options);
+  auto impl = std::make_shared<CompiledModel::Impl>();
+  impl->graph = graph;
+  impl->options = options;
+  // Primitives are made for the team that will run them (oneDNN fixes some
+  // work splits and scratchpad sizes at creation).
+  const int caller_threads = omp_get_max_threads();
+  impl->threads = options.threads > 0 ? options.threads : caller_threads;
+  omp_set_num_threads(impl->threads);
+  const struct RestoreThreads {
+    int n;
+    ~RestoreThreads() { omp_set_num_threads(n); }
+  } restore_threads{caller_threads};
+  const double composer_before = plugin::composer_ms_on_this_thread();
+  auto phase = Clock::now();
+  graph::infer_shapes(impl->graph);
+  graph::verify(impl->graph);
+  impl->times.shapes_ms = ms_since(phase);
+  phase = Clock::now();
+  impl->engine = cpu_engine();
+  // The layers the passes accepted, built once (see LayerBuildCache).
+  plugin::LayerBuildCache layer_builds;
+  if (options.fuse) fuse(*impl, layer_builds);
+  impl->times.passes_ms = ms_since(phase);
+  phase = Clock::now();
+  const std::vector<graph::NodeId> order = plan(*impl);
+  impl->times.planning_ms = ms_since(phase);
+  phase = Clock::now();
+  const double helpers_composer_ms = build(*impl, order, layer_builds);
+  impl->times.primitives_ms = ms_since(phase);
+  impl->times.composer_ms =
+      plugin::composer_ms_on_this_thread() - composer_before + helpers_composer_ms;
+  log_compiled(*impl, layer_builds);
   evict_kept_constants(*impl);
   return CompiledModel(std::move(impl));
 }

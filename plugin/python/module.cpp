@@ -513,15 +513,8 @@ std::string dump_text(const CompiledModel& m) {
   return out.str();
 }
 
-}  // namespace
-}  // namespace qfuse::python
-
-PYBIND11_MODULE(_qfuse, m) {
-  using namespace qfuse;
-  using namespace qfuse::python;
-  m.doc() = "qfuse's C++ API (import qfuse rather than this module)";
-
-  // Exceptions: qfuse.Error and its subclasses, with the library's messages.
+// The exceptions: qfuse.Error and its subclasses, with the library's messages.
+void bind_errors(py::module_& m) {
   static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
   static py::exception<GraphError> graph_error(m, "GraphError", error.ptr());
   static py::exception<UnsupportedError> unsupported_error(m, "UnsupportedError", error.ptr());
@@ -545,7 +538,9 @@ PYBIND11_MODULE(_qfuse, m) {
       error(e.what());
     }
   });
+}
 
+void bind_model(py::module_& m) {
   py::class_<Model>(m, "Model", py::dynamic_attr(),
                     "An imported model (an immutable graph); compile() it to run it.")
       .def_property_readonly("inputs", [](const Model& x) { return tensor_infos(x.inputs()); },
@@ -553,7 +548,10 @@ PYBIND11_MODULE(_qfuse, m) {
       .def_property_readonly("outputs", [](const Model& x) { return tensor_infos(x.outputs()); },
                              "name, dtype and shape of each output")
       .def_property_readonly("node_count", &Model::node_count);
+}
 
+// import_onnx and onnx_inputs.
+void bind_import(py::module_& m) {
   m.def(
       "import_onnx",
       [](const py::object& source, const std::map<std::string, Shape>& shapes,
@@ -583,7 +581,9 @@ PYBIND11_MODULE(_qfuse, m) {
     }
     return out;
   });
+}
 
+void bind_request(py::module_& m) {
   py::class_<Request>(m, "Request",
                       "One inference request: its buffers and stream. Use one per thread.")
       .def("run", &Request::run, py::arg("inputs"),
@@ -592,7 +592,11 @@ PYBIND11_MODULE(_qfuse, m) {
            "released while it runs.")
       .def("set_threads", &Request::set_threads, py::arg("threads"),
            "OpenMP threads this request's primitives use, at most the model's (0: all).");
+}
 
+// CompiledModel (the Compiled wrapper): its tensors, options, layers and logs, run, and the
+// measurements (memory, compile_times, _profile, _bench).
+void bind_compiled_model(py::module_& m) {
   py::class_<Compiled>(m, "CompiledModel", py::dynamic_attr())
       .def_property_readonly("_model", [](const Compiled& c) { return c.source(); },
                              "the Model it was compiled from (None for a Comparison's)")
@@ -671,7 +675,9 @@ PYBIND11_MODULE(_qfuse, m) {
           },
           py::arg("inputs"), py::arg("seconds"), py::arg("requests"), py::arg("threads_per_request"),
           py::arg("per_layer"), py::arg("min_inferences"));
+}
 
+void bind_compile(py::module_& m) {
   m.def(
       "compile",
       [](const Model& model, bool fuse, bool allow_residual_round_drop, int threads, bool integer_only,
@@ -684,7 +690,9 @@ PYBIND11_MODULE(_qfuse, m) {
       py::arg("model"), py::arg("fuse") = true, py::arg("allow_residual_round_drop") = false,
       py::arg("threads") = 0, py::arg("integer_only") = false,
       py::arg("integer_eta") = 1.0 / 1048576.0, py::arg("log_level") = "");
+}
 
+void bind_comparison(py::module_& m) {
   py::class_<Comparison>(m, "Comparison")
       .def(py::init([](const Model& model, bool allow_residual_round_drop, int threads,
                        bool integer_only, double integer_eta, const std::string& log_level) {
@@ -726,7 +734,10 @@ PYBIND11_MODULE(_qfuse, m) {
         o.fuse = false;
         return std::make_unique<Compiled>(c.unfused(), o);
       });
+}
 
+// merge_records, report_html and report_table: the comparison records and their reports.
+void bind_reports(py::module_& m) {
   m.def(
       "merge_records",
       [](const py::list& into, const py::list& more) {
@@ -767,6 +778,21 @@ PYBIND11_MODULE(_qfuse, m) {
         return out.str();
       },
       py::arg("records"));
+}
 
+}  // namespace
+}  // namespace qfuse::python
+
+PYBIND11_MODULE(_qfuse, m) {
+  using namespace qfuse::python;
+  m.doc() = "qfuse's C++ API (import qfuse rather than this module)";
+  bind_errors(m);
+  bind_model(m);
+  bind_import(m);
+  bind_request(m);
+  bind_compiled_model(m);
+  bind_compile(m);
+  bind_comparison(m);
+  bind_reports(m);
   m.attr("__version__") = QFUSE_PYTHON_VERSION;
 }

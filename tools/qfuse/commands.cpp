@@ -463,31 +463,23 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-int bench_command(const Args& args) {
-  apply_isa(args);
-  const std::string model_name = model_argument(args);
-  const int requests = std::max(1, args.int_value("--requests", 1));
-  const int total_threads = args.int_value("--threads", omp_get_max_threads());
-  const double seconds = args.double_value("--time", 3.0);
-  // Each request runs its own OpenMP team; split the cores between them so
-  // parallel requests do not oversubscribe.
-  const int per_request = std::max(1, total_threads / requests);
+// What `qfuse bench` measured, for its text and JSON reports.
+struct BenchReport {
+  std::string model_name;
+  const char* mode = "fused";  // or "unfused"
+  int requests = 1;
+  int per_request = 1;  // threads of each request
+  double import_ms = 0.0, compile_ms = 0.0;
+  double import_rss_mib = 0.0, compile_rss_mib = 0.0;  // peak RSS after each
+  CompileTimes phases;
+  report::LatencyRun run;
+  double rss_mib = 0.0;  // peak RSS of the whole process, compile included
+};
 
-  CompileOptions options = compile_options(args);
-  options.threads = per_request;
-  const auto import_start = Clock::now();
-  graph::Graph graph = load_model(model_name, shape_bindings(args, model_name));
-  const double import_ms = ms_since(import_start);
-  const double import_rss_mib = peak_rss_mib();
-  const auto compile_start = Clock::now();
-  const CompiledModel model = compile(graph, options);
-  const double compile_ms = ms_since(compile_start);
-  const double compile_rss_mib = peak_rss_mib();
-  release_import(graph);
-  const CompileTimes phases = model.compile_times();
-  const bool per_layer = args.flag("--per-layer");
-  // A progress bar on a terminal, drawn between request 0's inferences when
-  // the whole percent changes.
+// measure_latency, with a progress bar on a terminal, drawn between request
+// 0's inferences when the whole percent changes.
+report::LatencyRun measure_with_progress(const CompiledModel& model,
+                                         const report::LatencyOptions& options) {
   int shown = -1;
   const auto draw = [&shown](double done) {
     const int pct = static_cast<int>(100.0 * done);
@@ -499,77 +491,114 @@ int bench_command(const Args& args) {
   };
   const bool progress = isatty(STDOUT_FILENO) != 0;
   const report::LatencyRun run = report::measure_latency(
-      model, [&model](InferRequest& r) { fill_inputs(model, r, std::nullopt); },
-      {.requests = requests, .threads_per_request = per_request, .seconds = seconds,
-       .per_layer = per_layer},
+      model, [&model](InferRequest& r) { fill_inputs(model, r, std::nullopt); }, options,
       progress ? std::function<void(double)>(draw) : std::function<void(double)>());
   if (progress) std::cout << "\r" << std::string(32, ' ') << "\r";
-  const std::vector<double>& all = run.latencies_ms;
-  const double elapsed_s = run.seconds;
-  const double first_ms = run.first_ms;
-  const double throughput = run.throughput();
-  const double rss_mib = peak_rss_mib();
-  std::cout << std::fixed << std::setprecision(3) << "model " << model_name << " ("
-            << (args.flag("--unfused") ? "unfused" : "fused") << "), " << requests
-            << " request(s) x " << per_request << " thread(s), " << all.size()
-            << " inferences in " << elapsed_s << " s\n"
-            << "import: " << import_ms << " ms, compile: " << compile_ms
-            << " ms, first inference: " << first_ms << " ms\n"
+  return run;
+}
+
+void print_bench(const BenchReport& b) {
+  const std::vector<double>& all = b.run.latencies_ms;
+  const CompileTimes& phases = b.phases;
+  std::cout << std::fixed << std::setprecision(3) << "model " << b.model_name << " (" << b.mode
+            << "), " << b.requests << " request(s) x " << b.per_request << " thread(s), "
+            << all.size() << " inferences in " << b.run.seconds << " s\n"
+            << "import: " << b.import_ms << " ms, compile: " << b.compile_ms
+            << " ms, first inference: " << b.run.first_ms << " ms\n"
             << "compile phases ms: shapes " << phases.shapes_ms << ", passes " << phases.passes_ms
             << ", planning " << phases.planning_ms << ", primitives " << phases.primitives_ms
             << " (composer " << phases.composer_ms << " of passes + primitives)\n"
-            << "peak RSS after import: " << import_rss_mib << " MiB, after compile: "
-            << compile_rss_mib << " MiB\n"
+            << "peak RSS after import: " << b.import_rss_mib << " MiB, after compile: "
+            << b.compile_rss_mib << " MiB\n"
             << "latency ms: median " << median(all) << "  p90 " << percentile(all, 0.9)
             << "  p99 " << percentile(all, 0.99) << "  min " << percentile(all, 0.0) << "  max "
-            << percentile(all, 1.0) << "\nthroughput: " << throughput
-            << " inferences/s\npeak RSS: " << rss_mib
+            << percentile(all, 1.0) << "\nthroughput: " << b.run.throughput()
+            << " inferences/s\npeak RSS: " << b.rss_mib
             << " MiB (the whole process, compile included)\noneDNN ISA: "
             << tools::effective_isa() << '\n';
+}
+
+// `rows`: the per-node times, when they were recorded.
+void write_bench_json(const std::string& path, const BenchReport& b,
+                      const std::vector<NodeTime>* rows) {
+  std::ofstream out(path);
+  if (!out) throw IoError("write " + path + ": cannot create the file");
+  const std::vector<double>& all = b.run.latencies_ms;
+  const CompileTimes& phases = b.phases;
+  out << std::fixed << std::setprecision(4) << "{\"model\": " << json_string(b.model_name)
+      << ", \"mode\": \"" << b.mode << "\", \"requests\": " << b.requests
+      << ", \"threads_per_request\": " << b.per_request << ", \"inferences\": " << all.size()
+      << ", \"seconds\": " << b.run.seconds << ", \"import_ms\": " << b.import_ms
+      << ", \"compile_ms\": " << b.compile_ms
+      << ", \"compile_phases_ms\": {\"shapes\": " << phases.shapes_ms
+      << ", \"passes\": " << phases.passes_ms << ", \"composer\": " << phases.composer_ms
+      << ", \"planning\": " << phases.planning_ms
+      << ", \"primitives\": " << phases.primitives_ms << "}"
+      << ", \"import_peak_rss_mib\": " << b.import_rss_mib
+      << ", \"compile_peak_rss_mib\": " << b.compile_rss_mib
+      << ", \"first_inference_ms\": " << b.run.first_ms
+      << ", \"latency_ms_median\": " << median(all)
+      << ", \"latency_ms_p90\": " << percentile(all, 0.9)
+      << ", \"latency_ms_p99\": " << percentile(all, 0.99)
+      << ", \"latency_ms_min\": " << percentile(all, 0.0)
+      << ", \"latency_ms_max\": " << percentile(all, 1.0)
+      << ", \"throughput_per_s\": " << b.run.throughput() << ", \"peak_rss_mib\": " << b.rss_mib
+      << ", \"isa\": " << json_string(tools::effective_isa());
+  if (rows) {
+    out << ", \"nodes\": [";
+    for (std::size_t i = 0; i < rows->size(); ++i) {
+      const NodeTime& r = (*rows)[i];
+      const LayerInfo& l = *r.layer;
+      out << (i ? ", " : "") << "{\"node\": " << json_string(r.node())
+          << ", \"op\": " << json_string(r.op())
+          << ", \"precision\": " << json_string(l.precision)
+          << ", \"implementation\": " << json_string(r.implementation())
+          << ", \"post_ops\": " << json_string(r.staged_reorders ? "" : l.post_ops)
+          << ", \"median_us\": " << r.median_us << ", \"gops\": " << r.gops()
+          << ", \"reorders\": " << l.reorders << "}";
+    }
+    out << "]";
+  }
+  out << "}\n";
+}
+
+int bench_command(const Args& args) {
+  apply_isa(args);
+  BenchReport b;
+  b.model_name = model_argument(args);
+  b.mode = args.flag("--unfused") ? "unfused" : "fused";
+  b.requests = std::max(1, args.int_value("--requests", 1));
+  const int total_threads = args.int_value("--threads", omp_get_max_threads());
+  const double seconds = args.double_value("--time", 3.0);
+  // Each request runs its own OpenMP team; split the cores between them so
+  // parallel requests do not oversubscribe.
+  b.per_request = std::max(1, total_threads / b.requests);
+
+  CompileOptions options = compile_options(args);
+  options.threads = b.per_request;
+  const auto import_start = Clock::now();
+  graph::Graph graph = load_model(b.model_name, shape_bindings(args, b.model_name));
+  b.import_ms = ms_since(import_start);
+  b.import_rss_mib = peak_rss_mib();
+  const auto compile_start = Clock::now();
+  const CompiledModel model = compile(graph, options);
+  b.compile_ms = ms_since(compile_start);
+  b.compile_rss_mib = peak_rss_mib();
+  release_import(graph);
+  b.phases = model.compile_times();
+  const bool per_layer = args.flag("--per-layer");
+  b.run = measure_with_progress(model, {.requests = b.requests,
+                                        .threads_per_request = b.per_request,
+                                        .seconds = seconds, .per_layer = per_layer});
+  b.rss_mib = peak_rss_mib();
+  print_bench(b);
   const std::vector<LayerInfo> layers = model.layers();
   std::vector<NodeTime> rows;
   if (per_layer) {
-    rows = node_medians(layers, run.node_times_us, run.staged_reorder_times_us);
+    rows = node_medians(layers, b.run.node_times_us, b.run.staged_reorder_times_us);
     print_per_layer(rows);
   }
-  if (auto path = args.value("--json")) {
-    std::ofstream out(*path);
-    if (!out) throw IoError("write " + *path + ": cannot create the file");
-    out << std::fixed << std::setprecision(4) << "{\"model\": " << json_string(model_name)
-        << ", \"mode\": \"" << (args.flag("--unfused") ? "unfused" : "fused")
-        << "\", \"requests\": " << requests << ", \"threads_per_request\": " << per_request
-        << ", \"inferences\": " << all.size() << ", \"seconds\": " << elapsed_s
-        << ", \"import_ms\": " << import_ms << ", \"compile_ms\": " << compile_ms
-        << ", \"compile_phases_ms\": {\"shapes\": " << phases.shapes_ms
-        << ", \"passes\": " << phases.passes_ms << ", \"composer\": " << phases.composer_ms
-        << ", \"planning\": " << phases.planning_ms
-        << ", \"primitives\": " << phases.primitives_ms << "}"
-        << ", \"import_peak_rss_mib\": " << import_rss_mib
-        << ", \"compile_peak_rss_mib\": " << compile_rss_mib
-        << ", \"first_inference_ms\": " << first_ms
-        << ", \"latency_ms_median\": " << median(all)
-        << ", \"latency_ms_p90\": " << percentile(all, 0.9)
-        << ", \"latency_ms_p99\": " << percentile(all, 0.99)
-        << ", \"latency_ms_min\": " << percentile(all, 0.0)
-        << ", \"latency_ms_max\": " << percentile(all, 1.0)
-        << ", \"throughput_per_s\": " << throughput << ", \"peak_rss_mib\": " << rss_mib
-        << ", \"isa\": " << json_string(tools::effective_isa());
-    if (per_layer) {
-      out << ", \"nodes\": [";
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        const NodeTime& r = rows[i];
-        const LayerInfo& l = *r.layer;
-        out << (i ? ", " : "") << "{\"node\": " << json_string(r.node())
-            << ", \"op\": " << json_string(r.op()) << ", \"precision\": " << json_string(l.precision)
-            << ", \"implementation\": " << json_string(r.implementation())
-            << ", \"post_ops\": " << json_string(r.staged_reorders ? "" : l.post_ops)
-            << ", \"median_us\": " << r.median_us << ", \"gops\": " << r.gops()
-            << ", \"reorders\": " << l.reorders << "}";
-      }
-      out << "]";
-    }
-    out << "}\n";
-  }
+  if (auto path = args.value("--json")) write_bench_json(*path, b, per_layer ? &rows : nullptr);
   return 0;
 }
 
@@ -586,9 +615,27 @@ bool is_layer_op(const std::string& op) {
                   *kind == graph::OpKind::MeanInnerProduct);
 }
 
-// Coverage per op type, then each layer left in f32 with the refusals that
-// name it, then every other refusal.
-void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& layers) {
+// Integer-only mode: how many ops requantize in integer arithmetic, and
+// why the others kept float scales, counted per reason.
+void print_integer_only(const std::vector<LayerInfo>& layers) {
+  std::map<std::string, int> float_scales;
+  int integer = 0;
+  for (const LayerInfo& l : layers) {
+    if (l.integer == "integer") ++integer;
+    if (l.integer.starts_with("float scales: ")) ++float_scales[l.integer.substr(14)];
+  }
+  if (integer > 0 || !float_scales.empty()) {
+    int kept = 0;
+    for (const auto& [why, n] : float_scales) kept += n;
+    std::cout << "integer-only: " << integer << " ops in integer arithmetic, " << kept
+              << " kept float scales\n";
+    for (const auto& [why, n] : float_scales) std::cout << "  " << n << " x " << why << '\n';
+  }
+}
+
+// The layers in int8, the integer-only counts, then per op type how many
+// nodes run in int8, f32, quantize, dequantize and on reference kernels.
+void print_coverage(const std::vector<LayerInfo>& layers) {
   struct Count {
     int int8 = 0, f32 = 0, quantize = 0, dequantize = 0, reference = 0;
   };
@@ -608,21 +655,7 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
     }
   }
   std::cout << "layers: " << layers_int8 << " of " << layers_total << " int8\n";
-  // Integer-only mode: how many ops requantize in integer arithmetic, and
-  // why the others kept float scales, counted per reason.
-  std::map<std::string, int> float_scales;
-  int integer = 0;
-  for (const LayerInfo& l : layers) {
-    if (l.integer == "integer") ++integer;
-    if (l.integer.starts_with("float scales: ")) ++float_scales[l.integer.substr(14)];
-  }
-  if (integer > 0 || !float_scales.empty()) {
-    int kept = 0;
-    for (const auto& [why, n] : float_scales) kept += n;
-    std::cout << "integer-only: " << integer << " ops in integer arithmetic, " << kept
-              << " kept float scales\n";
-    for (const auto& [why, n] : float_scales) std::cout << "  " << n << " x " << why << '\n';
-  }
+  print_integer_only(layers);
   std::cout << '\n';
   std::cout << std::left << std::setw(22) << "op" << std::right << std::setw(6) << "int8"
             << std::setw(6) << "f32" << std::setw(10) << "quantize" << std::setw(12)
@@ -632,8 +665,13 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
               << std::setw(6) << c.f32 << std::setw(10) << c.quantize << std::setw(12)
               << c.dequantize << std::setw(11) << c.reference << '\n';
   }
-  std::map<std::string, std::vector<const FusionRefusal*>> by_node;
-  for (const FusionRefusal& r : model.refusals()) by_node[r.node].push_back(&r);
+}
+
+// By node name: the fusion refusals that name it.
+using RefusalsByNode = std::map<std::string, std::vector<const FusionRefusal*>>;
+
+// Each layer left in f32, with the refusals that name it.
+void print_f32_layers(const std::vector<LayerInfo>& layers, const RefusalsByNode& by_node) {
   bool header = false;
   for (const LayerInfo& l : layers) {
     if (!is_layer_op(source_op(l.op)) || l.precision == "int8") continue;
@@ -649,7 +687,34 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
       std::cout << "      " << r->pass << ": " << r->reason << '\n';
     }
   }
-  // Why each other op stays f32, counted per op type and cause.
+}
+
+// Why `n`, an op other than a layer, stays f32.
+std::string f32_cause(const graph::Graph& g, const graph::Node& n, const RefusalsByNode& by_node) {
+  // A refusal explains the op only when it had int8 data to work with.
+  std::string cause = "reads f32 data (nothing quantized before it in the file)";
+  for (graph::ValueId in : n.inputs) {
+    const graph::Value& v = g.value(in);
+    const bool from_layer =
+        v.producer.valid() && is_layer_op(std::string(graph::to_string(g.node(v.producer).kind)));
+    if (from_layer && cause.rfind("reads f32 data", 0) == 0) {
+      cause = "reads a layer's f32 output (the model quantizes after it)";
+    }
+    const bool dequantized =
+        v.producer.valid() && g.node(v.producer).kind == graph::OpKind::Dequantize;
+    if (!v.is_constant() && (v.type != ElementType::f32 || dequantized)) {
+      cause = "reads dequantized int8 data; no int8 form of it here";
+      if (const auto it = by_node.find(n.name); it != by_node.end()) {
+        cause = it->second.front()->pass + ": " + it->second.front()->reason;
+      }
+    }
+  }
+  return cause;
+}
+
+// Why each other op stays f32, counted per op type and cause.
+void print_f32_ops(const CompiledModel& model, const std::vector<LayerInfo>& layers,
+                   const RefusalsByNode& by_node) {
   const graph::Graph& g = executed_graph(model);
   std::map<std::string, graph::NodeId> node_of;
   for (graph::NodeId id : g.topological_order()) node_of[g.node(id).name] = id;
@@ -657,26 +722,7 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
   for (const LayerInfo& l : layers) {
     const std::string op = source_op(l.op);
     if (l.precision != "f32" || is_layer_op(op) || !node_of.count(l.node)) continue;
-    const graph::Node& n = g.node(node_of[l.node]);
-    // A refusal explains the op only when it had int8 data to work with.
-    std::string cause = "reads f32 data (nothing quantized before it in the file)";
-    for (graph::ValueId in : n.inputs) {
-      const graph::Value& v = g.value(in);
-      const bool from_layer =
-          v.producer.valid() && is_layer_op(std::string(graph::to_string(g.node(v.producer).kind)));
-      if (from_layer && cause.rfind("reads f32 data", 0) == 0) {
-        cause = "reads a layer's f32 output (the model quantizes after it)";
-      }
-      const bool dequantized =
-          v.producer.valid() && g.node(v.producer).kind == graph::OpKind::Dequantize;
-      if (!v.is_constant() && (v.type != ElementType::f32 || dequantized)) {
-        cause = "reads dequantized int8 data; no int8 form of it here";
-        if (const auto it = by_node.find(l.node); it != by_node.end()) {
-          cause = it->second.front()->pass + ": " + it->second.front()->reason;
-        }
-      }
-    }
-    ++causes[op][cause];
+    ++causes[op][f32_cause(g, g.node(node_of[l.node]), by_node)];
   }
   if (!causes.empty()) {
     std::cout << "\nother ops left in f32, and why:\n";
@@ -687,6 +733,10 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
       }
     }
   }
+}
+
+// The reorders per inference, the arena and the ops on scalar fallback loops.
+void print_reorders_and_memory(const CompiledModel& model, const std::vector<LayerInfo>& layers) {
   int convert_reorders = 0, staged = 0;
   std::vector<const LayerInfo*> scalar;
   for (const LayerInfo& l : layers) {
@@ -704,6 +754,9 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
             << std::defaultfloat;
   std::cout << "scalar fallback loops: " << scalar.size() << '\n';
   for (const LayerInfo* l : scalar) std::cout << "  " << l->node << " [" << l->op << "]\n";
+}
+
+void print_slow_kernels(const std::vector<LayerInfo>& layers) {
   // An op on oneDNN's im2col gemm (plain layouts) or its reference kernel
   // (ref:any, ref_int8) runs far below the jit / brgemm kernels of its shape.
   std::vector<const LayerInfo*> slow;
@@ -719,6 +772,18 @@ void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& lay
     std::cout << "  " << l->node << " [" << l->op << "] " << l->precision << ' '
               << l->implementation << '\n';
   }
+}
+
+// Coverage per op type, then each layer left in f32 with the refusals that
+// name it, then every other refusal.
+void print_summary(const CompiledModel& model, const std::vector<LayerInfo>& layers) {
+  print_coverage(layers);
+  RefusalsByNode by_node;
+  for (const FusionRefusal& r : model.refusals()) by_node[r.node].push_back(&r);
+  print_f32_layers(layers, by_node);
+  print_f32_ops(model, layers, by_node);
+  print_reorders_and_memory(model, layers);
+  print_slow_kernels(layers);
   if (!model.refusals().empty()) {
     std::cout << "\nrefusals (" << model.refusals().size() << "):\n";
     for (const FusionRefusal& r : model.refusals()) {
