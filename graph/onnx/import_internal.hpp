@@ -411,6 +411,9 @@ class Importer {
   void op_softmax(AttrReader& a);
   void op_quantize(AttrReader& a);
   void op_dequantize(AttrReader& a);
+  // org.openvinotoolkit FakeQuantize (NNCF's ONNX export).
+  void op_fake_quantize(AttrReader& a);
+  void check_fake_quantize_limits();
   void op_conv_integer(AttrReader& a);
   void op_matmul_integer(AttrReader& a);
   void op_qlinear_conv(AttrReader& a);

@@ -110,6 +110,54 @@ void Importer::op_quantize(AttrReader& a) {
   set_out(0, y);
 }
 
+// NNCF's ONNX export writes each quantizer as FakeQuantize(X, input_low,
+// input_high, output_low, output_high) in domain org.openvinotoolkit, with
+// attribute `levels`: the seed's ranges formula, imported as qfuse's own
+// FakeQuantize. The limits are any f32 tensors that broadcast to X, constant
+// or computed; shape inference checks them, levels and the ranges' values.
+void Importer::op_fake_quantize(AttrReader& a) {
+  if (!a.has("levels")) malformed("attribute 'levels' is missing");
+  const std::int64_t levels = a.i("levels", 0);
+  if (levels < 2 || levels > 65536) {
+    malformed("levels must be in [2, 65536] (got " + std::to_string(levels) + ")");
+  }
+  static const char* kNames[] = {"input X", "input_low", "input_high", "output_low",
+                                 "output_high"};
+  std::vector<ValueId> inputs;
+  for (std::size_t k = 0; k < 5; ++k) {
+    Operand& o = in(k);
+    require_float(o, kNames[k]);
+    inputs.push_back(f32(o));
+  }
+  check_fake_quantize_limits();
+  max_outputs(1);
+  const Shape shape = in(0).shape;
+  set_out(0, make_float(emit(OpKind::FakeQuantize, std::move(inputs),
+                             graph::FakeQuantizeAttrs{levels}),
+                        shape));
+}
+
+// Constant input limits in order: OpenVINO's formula reads inverted ones
+// (input_low above input_high) through min / max, but no quantizer writes
+// them, and they would run a descending grid; refused as malformed.
+void Importer::check_fake_quantize_limits() {
+  const Operand& lo = in(1);
+  const Operand& hi = in(2);
+  if (!lo.literal || !hi.literal) return;
+  const Values& l = lo.literal->values;
+  const Values& h = hi.literal->values;
+  if (l.size() != h.size() && l.size() != 1 && h.size() != 1) return;  // shape inference says
+  const std::size_t n = std::max(l.size(), h.size());
+  for (std::size_t k = 0; k < n; ++k) {
+    const double a = l[l.size() == 1 ? 0 : k], b = h[h.size() == 1 ? 0 : k];
+    if (a > b) {
+      malformed("input_low " + std::to_string(a) + " is above input_high " + std::to_string(b) +
+                (n > 1 ? " at index " + std::to_string(k) : std::string()) +
+                " (inverted limits)");
+    }
+  }
+}
+
 void Importer::op_dequantize(AttrReader& a) {
   Operand& x = in(0);
   const QuantParams p = quant_params(1, 2, a.i("axis", 1), x.shape, x.type);

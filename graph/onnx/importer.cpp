@@ -6,6 +6,8 @@
 #include "graph/onnx/importer.hpp"
 
 #include <fstream>
+#include <map>
+#include <utility>
 
 #include "graph/onnx/import_internal.hpp"
 #include "graph/release_memory.hpp"
@@ -358,16 +360,28 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
   base_ = !node.name().empty()                           ? node.name()
           : node.output_size() > 0 && !node.output(0).empty() ? node.output(0)
                                                            : node.op_type() + "_" + std::to_string(index);
-  if (!node.domain().empty() && node.domain() != "ai.onnx") {
-    unsupported("operator domain '" + node.domain() + "' is not supported (only the default " +
-                "ONNX domain)");
+  // Operators of other domains, by domain and type.
+  static const std::map<std::pair<std::string, std::string>, Handler> kDomainHandlers = {
+      {{"org.openvinotoolkit", "FakeQuantize"}, &Importer::op_fake_quantize},
+  };
+  const bool onnx_domain = node.domain().empty() || node.domain() == "ai.onnx";
+  Handler handler = nullptr;
+  if (onnx_domain) {
+    const auto it = kHandlers.find(node.op_type());
+    if (it != kHandlers.end()) handler = it->second;
+  } else {
+    const auto it = kDomainHandlers.find({node.domain(), node.op_type()});
+    if (it == kDomainHandlers.end()) {
+      unsupported("operator " + node.op_type() + " of domain '" + node.domain() +
+                  "' is not supported (other domains: org.openvinotoolkit FakeQuantize)");
+    }
+    handler = it->second;
   }
   AttrReader a(node, label());
   try {
-    if (!try_fold(a)) {
-      auto it = kHandlers.find(node.op_type());
-      if (it == kHandlers.end()) unsupported("unsupported operator " + node.op_type());
-      (this->*(it->second))(a);
+    if (!onnx_domain || !try_fold(a)) {
+      if (handler == nullptr) unsupported("unsupported operator " + node.op_type());
+      (this->*handler)(a);
     }
   } catch (const Error& e) {
     // Errors from shared code (shapes, tensors) get the node's name.

@@ -156,6 +156,8 @@ def main():
     save("unknown_op", single("FooBarOp", ["a"], ["y"], [], [f32_input("a", [2, 3])]))
     save("unknown_domain", single("Relu", ["a"], ["y"], [], [f32_input("a", [2, 3])],
                                   domain="com.example.custom"))
+    save("fake_quantize_levels_one", fake_quantize_model(levels=1))
+    save("fake_quantize_inverted_limits", fake_quantize_model(il=1.0, ih=-1.0))
     save("cycle", cycle_model())
     save("missing_initializer", qdq_conv(drop=("w_q",)))
     save("undefined_graph_output", undefined_output())
@@ -225,6 +227,16 @@ def per_axis_activation():
     graph = helper.make_graph(nodes, "bad", [f32_input("x", [1, 3, 4, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def fake_quantize_model(levels=256, il=-1.0, ih=1.0):
+    """NNCF's ONNX quantizer (domain org.openvinotoolkit) with the given levels and limits."""
+    inits = [tensor("il", np.float32(il)), tensor("ih", np.float32(ih)),
+             tensor("ol", np.float32(il)), tensor("oh", np.float32(ih))]
+    model = single("FakeQuantize", ["a", "il", "ih", "ol", "oh"], ["y"], inits,
+                   [f32_input("a", [2, 3])], {"levels": levels}, domain="org.openvinotoolkit")
+    model.graph.node[0].name = "a_fq"
+    return model
 
 
 def cycle_model():

@@ -28,6 +28,12 @@ class Model {
     g_->set_name("test");
   }
   // Negative dims become symbolic: -1 -> "N", -2 -> "H", -3 -> "W".
+  // An operator set of another domain (org.openvinotoolkit, com.microsoft).
+  void opset_import(const std::string& domain, int version) {
+    auto* o = m_.add_opset_import();
+    o->set_domain(domain);
+    o->set_version(version);
+  }
   void input(const std::string& name, int type, const Dims& dims) {
     add_value(g_->add_input(), name, type, dims);
   }
