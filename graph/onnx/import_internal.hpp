@@ -129,6 +129,7 @@ class Importer {
 
  private:
   using Handler = void (Importer::*)(AttrReader&);
+  Handler handler_of(const ::onnx::NodeProto& node) const;
 
   // --- context -------------------------------------------------------------
   std::string label() const { return node_->op_type() + " node '" + base_ + "'"; }

@@ -296,7 +296,10 @@ graph::Graph Importer::run() {
   return std::move(graph_);
 }
 
-void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
+// The handler of the node's operator: ONNX's own by type (null when none, a
+// fold may still take it), another domain's by (domain, type), refused when
+// qfuse reads no operator of that name there.
+Importer::Handler Importer::handler_of(const ::onnx::NodeProto& node) const {
   static const std::unordered_map<std::string, Handler> kHandlers = {
       {"Constant", &Importer::op_constant},
       {"Identity", &Importer::op_identity},
@@ -356,27 +359,29 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
       {"QLinearMatMul", &Importer::op_qlinear_matmul},
       {"DynamicQuantizeLinear", &Importer::op_dynamic_quantize_linear},
   };
-  node_ = &node;
-  base_ = !node.name().empty()                           ? node.name()
-          : node.output_size() > 0 && !node.output(0).empty() ? node.output(0)
-                                                           : node.op_type() + "_" + std::to_string(index);
   // Operators of other domains, by domain and type.
   static const std::map<std::pair<std::string, std::string>, Handler> kDomainHandlers = {
       {{"org.openvinotoolkit", "FakeQuantize"}, &Importer::op_fake_quantize},
   };
-  const bool onnx_domain = node.domain().empty() || node.domain() == "ai.onnx";
-  Handler handler = nullptr;
-  if (onnx_domain) {
+  if (node.domain().empty() || node.domain() == "ai.onnx") {
     const auto it = kHandlers.find(node.op_type());
-    if (it != kHandlers.end()) handler = it->second;
-  } else {
-    const auto it = kDomainHandlers.find({node.domain(), node.op_type()});
-    if (it == kDomainHandlers.end()) {
-      unsupported("operator " + node.op_type() + " of domain '" + node.domain() +
-                  "' is not supported (other domains: org.openvinotoolkit FakeQuantize)");
-    }
-    handler = it->second;
+    return it != kHandlers.end() ? it->second : nullptr;
   }
+  const auto it = kDomainHandlers.find({node.domain(), node.op_type()});
+  if (it == kDomainHandlers.end()) {
+    unsupported("operator " + node.op_type() + " of domain '" + node.domain() +
+                "' is not supported (other domains: org.openvinotoolkit FakeQuantize)");
+  }
+  return it->second;
+}
+
+void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
+  node_ = &node;
+  base_ = !node.name().empty()                           ? node.name()
+          : node.output_size() > 0 && !node.output(0).empty() ? node.output(0)
+                                                           : node.op_type() + "_" + std::to_string(index);
+  const bool onnx_domain = node.domain().empty() || node.domain() == "ai.onnx";
+  const Handler handler = handler_of(node);
   AttrReader a(node, label());
   try {
     if (!onnx_domain || !try_fold(a)) {
