@@ -355,6 +355,8 @@ class Importer {
   void op_concat(AttrReader& a);
   void op_resize(AttrReader& a);
   void op_slice(AttrReader& a);
+  void op_split(AttrReader& a);
+  std::vector<std::int64_t> split_sizes(AttrReader& a, std::int64_t dim);
   // Gather on a constant 256-entry u8 / s8 table by a runtime index in
   // [0, 255] or [-128, 127] (codes cast to an integer type): a Lookup.
   void op_gather(AttrReader& a);

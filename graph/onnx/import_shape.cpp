@@ -212,6 +212,65 @@ void Importer::op_slice(AttrReader&) {
   set_out(0, y);
 }
 
+// The sizes Split cuts `dim` into for `outputs` outputs: the split attribute
+// (opset 11-12) or input (13-17), else equal parts. (Opset 18's num_outputs
+// waits for opset 18 as a whole.)
+std::vector<std::int64_t> Importer::split_sizes(AttrReader& a, std::int64_t dim) {
+  const auto outputs = static_cast<std::int64_t>(node_->output_size());
+  std::vector<std::int64_t> sizes;
+  if (has_in(1)) {
+    for (double v : lit_in(1, "split").values) sizes.push_back(to_int64(v, "split"));
+  } else if (a.has("split")) {
+    sizes = a.ints("split");
+  } else {
+    expect(outputs >= 1 && dim % outputs == 0,
+           "dimension " + std::to_string(dim) + " does not split into " +
+               std::to_string(outputs) + " equal parts");
+    sizes.assign(static_cast<std::size_t>(outputs), dim / std::max<std::int64_t>(outputs, 1));
+  }
+  expect(static_cast<std::int64_t>(sizes.size()) == outputs,
+         "split has " + std::to_string(sizes.size()) + " sizes for " + std::to_string(outputs) +
+             " outputs");
+  std::int64_t total = 0;
+  for (std::int64_t n : sizes) {
+    if (n <= 0) unsupported("a part of size " + std::to_string(n) + " (empty parts)");
+    total += n;
+  }
+  expect(total == dim, "the parts sum to " + std::to_string(total) + ", not the dimension " +
+                           std::to_string(dim));
+  return sizes;
+}
+
+// Split (torch.chunk, YOLO's C2f): one Slice per output along the axis.
+void Importer::op_split(AttrReader& a) {
+  Operand& x = in(0);
+  const std::int64_t r = rank_of(x.shape);
+  const std::int64_t axis = normalize_axis(a.i("axis", 0), r, "axis");
+  const std::vector<std::int64_t> sizes = split_sizes(a, x.shape[sz(axis)]);
+  std::int64_t begin = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    graph::SliceAttrs sa;
+    sa.begin.assign(sz(r), 0);
+    sa.begin[sz(axis)] = begin;
+    sa.size = x.shape;
+    sa.size[sz(axis)] = sizes[k];
+    begin += sizes[k];
+    if (node_->output(static_cast<int>(k)).empty()) continue;
+    if (sizes.size() == 1) {
+      set_out(k, x);
+      continue;
+    }
+    Operand y = x;
+    y.f32_value = ValueId{};
+    y.quantized = nullptr;
+    y.dq_weight = nullptr;
+    y.value = emit(OpKind::Slice, {x.value}, sa, std::to_string(k));
+    if (value_type(y.value) == ElementType::f32) y.f32_value = y.value;
+    y.shape = sa.size;
+    set_out(k, y);
+  }
+}
+
 void Importer::op_reduce_mean(AttrReader& a) {
   // The mean that starts a spelled-out LayerNorm imports the LayerNorm too;
   // the mean itself is imported below all the same, and dies unread.

@@ -346,6 +346,7 @@ Importer::Handler Importer::handler_of(const ::onnx::NodeProto& node) const {
       {"Concat", &Importer::op_concat},
       {"Resize", &Importer::op_resize},
       {"Slice", &Importer::op_slice},
+      {"Split", &Importer::op_split},
       {"Gather", &Importer::op_gather},
       {"ReduceMean", &Importer::op_reduce_mean},
       {"Pow", &Importer::op_pow},

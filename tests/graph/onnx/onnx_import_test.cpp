@@ -173,6 +173,74 @@ TEST(OnnxFloat, SoftmaxBeforeOpset13NormalizesTheFlattenedTail) {
 
 // LayerNorm as PaddlePaddle writes it, on a runtime Slice:
 // s = x[:, 1:3, :]; d = s - mean(s, -1); y = d / sqrt(mean(d^2, -1) + eps).
+// Split in each opset's form: sizes as an attribute (11), as an input (13),
+// and equal parts; each output against the input's block copied here.
+TEST(OnnxSplit, EachFormCutsTheAxisIntoItsParts) {
+  struct Form {
+    int opset;
+    std::vector<std::int64_t> sizes;  // the expected parts of the 7 channels
+    bool attribute, input;
+  };
+  const Form forms[] = {{11, {2, 4, 1}, true, false}, {13, {3, 1, 3}, false, true}};
+  const std::vector<float> xv = random_floats(2 * 7 * 3, -1.0f, 1.0f, 5);
+  for (const Form& f : forms) {
+    Model m(f.opset);
+    m.input("x", kFloat, {2, 7, 3});
+    std::vector<std::string> ins{"x"}, outs;
+    for (std::size_t k = 0; k < f.sizes.size(); ++k) outs.push_back("y" + std::to_string(k));
+    if (f.input) {
+      m.initializer("split", kInt64, {static_cast<std::int64_t>(f.sizes.size())}, f.sizes);
+      ins.push_back("split");
+    }
+    auto& n = m.node("Split", ins, outs, "split_node");
+    attr(n, "axis", std::int64_t{1});
+    if (f.attribute) attr(n, "split", Dims(f.sizes.begin(), f.sizes.end()));
+    for (const auto& o : outs) m.output(o, kFloat);
+    const graph::Graph g = import_bytes(m.bytes());
+    EXPECT_EQ(count_nodes(g, graph::OpKind::Slice), f.sizes.size()) << "opset " << f.opset;
+    const CompiledModel model = compile(g, {.fuse = false});
+    InferRequest r = model.create_infer_request();
+    r.set_input("x", Tensor::from_vector<float>({2, 7, 3}, xv));
+    r.infer();
+    std::int64_t begin = 0;
+    for (std::size_t k = 0; k < f.sizes.size(); ++k) {
+      const Tensor y = r.output(outs[k]);
+      ASSERT_EQ(y.shape(), (Shape{2, f.sizes[k], 3})) << "opset " << f.opset << " part " << k;
+      for (std::int64_t b = 0; b < 2; ++b) {
+        for (std::int64_t c = 0; c < f.sizes[k]; ++c) {
+          for (std::int64_t w = 0; w < 3; ++w) {
+            EXPECT_EQ(y.data<float>()[static_cast<std::size_t>((b * f.sizes[k] + c) * 3 + w)],
+                      xv[static_cast<std::size_t>((b * 7 + begin + c) * 3 + w)]);
+          }
+        }
+      }
+      begin += f.sizes[k];
+    }
+  }
+  // Equal parts by default; a split that does not cover the axis is named.
+  Model even;
+  even.input("x", kFloat, {2, 6});
+  attr(even.node("Split", {"x"}, {"a", "b", "c"}, "thirds"), "axis", std::int64_t{1});
+  for (const char* o : {"a", "b", "c"}) even.output(o, kFloat);
+  EXPECT_EQ(count_nodes(import_bytes(even.bytes()), graph::OpKind::Slice), 3u);
+  Model bad;
+  bad.input("x", kFloat, {2, 6});
+  auto& n = bad.node("Split", {"x"}, {"a", "b"}, "short");
+  attr(n, "axis", std::int64_t{1});
+  attr(n, "split", Dims{2, 3});
+  bad.output("a", kFloat);
+  bad.output("b", kFloat);
+  try {
+    import_bytes(bad.bytes());
+    ADD_FAILURE() << "a split of 5 of 6 channels was accepted";
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("Split node 'short': the parts sum to 5, not the "
+                                         "dimension 6"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(OnnxFloat, SliceReduceMeanPowMatchNaiveLoops) {
   Model m;
   m.input("x", kFloat, {2, 4, 5});
