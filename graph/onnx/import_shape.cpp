@@ -439,11 +439,14 @@ namespace qfuse::onnx::impl {
 
 // Gather of rows (embeddings by token ids, x[:, 0]): one Gather node on the
 // data (a constant table or a runtime tensor) by the indices in their own
-// integer type; constant indices are checked here.
+// integer type; constant indices are checked here. u8 / s8 data (ONNX
+// Runtime's quantized embeddings: an int8 table, Gather, DequantizeLinear)
+// is gathered as codes, and the DequantizeLinear after it reads them.
 void Importer::gather_rows(AttrReader& a, Operand& data, Operand& idx) {
-  if (data.type != kFloat) {
-    unsupported("Gather from " + onnx_type_name(data.type) + " data (qfuse gathers FLOAT rows, "
-                "and codes through a 256-entry Lookup)");
+  const bool codes = data.type == kUint8 || data.type == kInt8;
+  if (!codes && data.type != kFloat) {
+    unsupported("Gather from " + onnx_type_name(data.type) + " data (qfuse gathers FLOAT, "
+                "UINT8 and INT8 rows)");
   }
   const std::int64_t rank = rank_of(data.shape);
   if (rank < 1) malformed("Gather's data is a scalar");
@@ -463,12 +466,19 @@ void Importer::gather_rows(AttrReader& a, Operand& data, Operand& idx) {
                                                 value_type(idx.value) == ElementType::s64
                                             ? idx.value
                                             : f32(idx);
-  const ValueId y = emit(OpKind::Gather, {f32(data), indices}, graph::GatherAttrs{axis});
+  const ValueId table = !codes        ? f32(data)
+                        : data.literal ? constant(to_tensor(*data.literal, label()), "table")
+                                       : data.value;
+  const ValueId y = emit(OpKind::Gather, {table, indices}, graph::GatherAttrs{axis});
   // ONNX's shape: a scalar index (x[:, 0]) drops the axis; the IR carries it as [1].
   Shape logical(data.shape.begin(), data.shape.begin() + axis);
   logical.insert(logical.end(), idx.shape.begin(), idx.shape.end());
   logical.insert(logical.end(), data.shape.begin() + axis + 1, data.shape.end());
   Operand out = make_float(y, value_shape(y));
+  if (codes) {
+    out.type = data.type;
+    out.range = data.literal ? range_of(data.literal->values) : data.range;
+  }
   if (out.shape != logical) reshape_to(out, logical);
   set_out(0, out);
 }

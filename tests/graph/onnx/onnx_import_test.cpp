@@ -537,6 +537,52 @@ int onnx_quantize(float x, float s, int zp, int lo, int hi) {
                                      static_cast<float>(hi)));
 }
 
+// ONNX Runtime's quantized embeddings: an int8 table, Gather by token ids,
+// DequantizeLinear. The rows are gathered as codes (the table stays int8)
+// and dequantized after; against (q - zp) * s computed here, for an s8 table
+// without a zero point and a u8 table with one.
+TEST(OnnxGather, QuantizedEmbeddingsGatherCodesThenDequantize) {
+  const int vocab = 9, dim = 4, seq = 5;
+  const std::vector<std::int64_t> ids{3, 0, 8, -1, 3};
+  for (const bool u8 : {false, true}) {
+    Model m;
+    m.input("ids", kInt64, {1, seq});
+    std::vector<std::int8_t> s8_table(vocab * dim);
+    std::vector<std::uint8_t> u8_table(vocab * dim);
+    for (int k = 0; k < vocab * dim; ++k) {
+      s8_table[static_cast<std::size_t>(k)] = static_cast<std::int8_t>((k * 37) % 256 - 128);
+      u8_table[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>((k * 53) % 256);
+    }
+    if (u8) {
+      m.initializer("table", kUint8, {vocab, dim}, u8_table);
+      m.initializer("zp", kUint8, {}, std::vector<std::uint8_t>{131});
+    } else {
+      m.initializer("table", kInt8, {vocab, dim}, s8_table);
+      m.initializer("zp", kInt8, {}, std::vector<std::int8_t>{0});
+    }
+    m.initializer("s", kFloat, {}, std::vector<float>{0.0173f});
+    m.node("Gather", {"table", "ids"}, {"codes"}, "embed");
+    m.node("DequantizeLinear", {"codes", "s", "zp"}, {"emb"}, "embed_dq");
+    m.output("emb", kFloat);
+    const graph::Graph g = import_bytes(m.bytes());
+    for (bool fuse : {false, true}) {
+      const Tensor y = run(g, fuse, "ids", Tensor::from_vector<std::int64_t>({1, seq}, ids), "emb");
+      ASSERT_EQ(y.shape(), (Shape{1, seq, dim}));
+      for (int t = 0; t < seq; ++t) {
+        const std::int64_t id = ids[static_cast<std::size_t>(t)];
+        const auto row = static_cast<std::size_t>(id < 0 ? id + vocab : id);
+        for (int d = 0; d < dim; ++d) {
+          const std::size_t k = row * dim + static_cast<std::size_t>(d);
+          const float q = u8 ? static_cast<float>(u8_table[k]) - 131.0f
+                             : static_cast<float>(s8_table[k]);
+          EXPECT_EQ(y.data<float>()[static_cast<std::size_t>(t * dim + d)], q * 0.0173f)
+              << (u8 ? "u8" : "s8") << (fuse ? " fused " : " unfused ") << t << "," << d;
+        }
+      }
+    }
+  }
+}
+
 TEST(OnnxQuantize, LoneQuantizeLinearIsExactOnTies) {
   Model m;
   m.input("x", kFloat, {12});
