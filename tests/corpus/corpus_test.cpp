@@ -63,7 +63,8 @@ int onnx_quantized_layer_count(const fs::path& path) {
       const auto it = producer.find(v);
       if (it == producer.end()) return false;
       const std::string& op = it->second->op_type();
-      if (op == "DequantizeLinear") return true;
+      // ONNX's dequantize, or NNCF's quantizer (org.openvinotoolkit).
+      if (op == "DequantizeLinear" || op == "FakeQuantize") return true;
       if (op != "Flatten" && op != "Reshape" && op != "Transpose" && op != "Squeeze" &&
           op != "Unsqueeze" && op != "Slice" && op != "MaxPool") {
         return false;
@@ -683,6 +684,49 @@ TEST_P(Encoder, ImportsRunsAndFusesTheWeightMatMuls) {
 INSTANTIATE_TEST_SUITE_P(Transformers, Encoder, ::testing::ValuesIn(encoder_models()),
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Encoder);
+
+// NNCF's FakeQuantize export (tools/corpus/nncf_models.py) run unfused against
+// numpy's run of the same network in float64 with the seed's FakeQuantize
+// written there: an independent reference for the ranges formula. The f32
+// convolutions sum in another order than numpy's, so a value within rounding
+// of a level boundary could take the neighbouring level and the layers after
+// it carry that on; measured, every output equals numpy's to float precision.
+class NncfReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NncfReference, UnfusedMatchesNumpysSeedFormula) {
+  const std::string m = GetParam();
+  const Tensor x = npy(m + ".nncf.input.npy");
+  const Tensor ref = npy(m + ".nncf.output.npy");
+  const Tensor y = run_on(compile(onnx::import_file(model_path(m)), {.fuse = false}), x);
+  ASSERT_EQ(y.shape(), ref.shape());
+  double range = 0.0;
+  for (std::int64_t i = 0; i < ref.size(); ++i) {
+    range = std::max(range, std::abs(double(ref.as_float(i))));
+  }
+  std::int64_t close = 0;
+  double worst = 0.0;
+  for (std::int64_t i = 0; i < y.size(); ++i) {
+    const double e = std::abs(double(y.as_float(i)) - ref.as_float(i));
+    worst = std::max(worst, e);
+    close += e <= 1e-5 * range;
+  }
+  std::cout << "  " << m << ": " << close << " of " << y.size() << " within 1e-5 of the range "
+            << range << ", worst " << worst << "\n";
+  EXPECT_GE(static_cast<double>(close), 0.99 * static_cast<double>(y.size()));
+  EXPECT_LE(worst, 0.01 * range);
+}
+
+std::vector<std::string> nncf_models() {
+  std::vector<std::string> names;
+  for (const std::string& m : corpus::models()) {
+    if (fs::exists(fs::path(QFUSE_CORPUS_DIR) / (m + ".nncf.output.npy"))) names.push_back(m);
+  }
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Nncf, NncfReference, ::testing::ValuesIn(nncf_models()),
+                         [](const auto& p) { return p.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(NncfReference);
 
 }  // namespace
 }  // namespace qfuse
