@@ -21,7 +21,8 @@
 // only where f alone reads the root, its input and its own values), or its
 // root must be int8 data that a Slice, Reshape, Transpose or Concat wrote
 // (no layer can take the chain; a requantize onto another grid is a table
-// too). Piecewise-linear steps (relu, leaky relu, clip, hsigmoid, scale and
+// too), or f must requantize codes that other ops read as they are (a
+// Concat input that a layer beside it reads too). Piecewise-linear steps (relu, leaky relu, clip, hsigmoid, scale and
 // shift) stay the layer's post-ops.
 // The root r is an int8 tensor, or the output of a per-tensor FakeQuantize
 // with 256 levels, which is then split into a quantize to u8 (the code is
@@ -252,8 +253,19 @@ bool read_only_inside(const Graph& g, const Function& f, NodeId closing) {
 
 // Whether f of `root`, closed by the FakeQuantize `closing`, is worth a
 // table: see the file's header.
+// f is a Dequantize alone (a requantize onto another grid) of codes other ops
+// read too: the layer writing them keeps their grid for those readers, and
+// one byte pass replaces the f32 round trip.
+bool requantizes_shared_codes(const Graph& g, const Function& f) {
+  return f.nodes.size() == 1 && g.node(f.nodes[0]).kind == OpKind::Dequantize &&
+         is_int8(g.value(f.root).type) && g.consumers(f.root).size() > 1;
+}
+
 bool worth_a_table(const Graph& g, const Function& f, NodeId closing) {
-  if (reads_twice(g, f.nodes) || written_by_data_movement(g, f.root)) return true;
+  if (reads_twice(g, f.nodes) || written_by_data_movement(g, f.root) ||
+      requantizes_shared_codes(g, f)) {
+    return true;
+  }
   // A root some layer can write (a FakeQuantize's, or a Quantize's codes).
   const bool layer_can_write =
       !is_int8(g.value(f.root).type) || producer_of(g, f.root, OpKind::Quantize) != nullptr;

@@ -1,8 +1,10 @@
 // hoist_fake_quantize: a per-tensor FakeQuantize after data movement (here a
 // MaxPool and a Transpose) moves above it, and one that repeats its input's
 // grid is dropped; checked by structure and against the graph before the
-// pass. Named negatives: per-channel ranges, data movement whose input has
-// other readers.
+// pass. A Concat input read elsewhere too gets its own Quantize, and the
+// requantize of such codes becomes one table (lookup_elementwise). Named
+// negatives: per-channel ranges, data movement whose input has other
+// readers.
 
 #include "pass_test_util.hpp"
 
@@ -63,6 +65,55 @@ TEST(HoistFakeQuantize, ASecondFakeQuantizeOnTheSameGridIsDropped) {
   EXPECT_EQ(count(g, OpKind::FakeQuantize), 1u);
   const Tensor xt = input_tensor({1, 3, 4, 4}, -3.0f, 3.0f, 42);
   EXPECT_EQ(run(g, xt), run(before, xt));
+}
+
+// Concat(a, b) -> Quantize with `a` also a graph output: each input gets its
+// own Quantize (a keeps its f32 value for its other reader), and the Concat
+// runs on codes; the same values as before.
+TEST(HoistFakeQuantize, AConcatInputWithAnotherReaderGetsItsOwnQuantize) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 3, 4, 4});
+  const ValueId a = b.unary(OpKind::Tanh, x, "a");
+  const ValueId c = b.op(OpKind::Concat, {a, b.unary(OpKind::Sigmoid, x, "b")}, ConcatAttrs{1},
+                         "concat");
+  const ValueId q = b.quantize(c, ElementType::u8, {0.0078125f}, {128}, 1, 256, "q");
+  b.output(b.dequantize(q, {0.0078125f}, {128.0f}, 1, "dq"));
+  b.output(a);
+  const Graph before = g;
+  PassContext ctx = context();
+  EXPECT_TRUE(hoist_fake_quantize(g, ctx));
+  EXPECT_EQ(count(g, OpKind::Quantize), 2u);
+  for (NodeId id : g.topological_order()) {
+    if (g.node(id).kind != OpKind::Concat) continue;
+    for (ValueId in : g.node(id).inputs) EXPECT_EQ(g.value(in).type, ElementType::u8);
+  }
+  const Tensor xt = input_tensor({1, 3, 4, 4}, -3.0f, 3.0f, 43);
+  EXPECT_EQ(run(g, xt), run(before, xt));
+}
+
+// Codes requantized onto another grid (Dequantize -> Quantize) that another op
+// reads as they are: one Lookup, bit for bit the two ops on every code. Named
+// negative: with no other reader the Quantize stays, for the layer that
+// writes the codes to end its chain with it.
+TEST(LookupElementwise, ARequantizeOfSharedCodesIsOneTable) {
+  for (const bool shared : {true, false}) {
+    Graph g;
+    Builder b(g);
+    const ValueId codes = b.input("codes", {1, 256}, ElementType::u8);
+    const ValueId f = b.dequantize(codes, {0.02f}, {113.0f}, 1, "dq");
+    const ValueId q = b.quantize(f, ElementType::u8, {0.03125f}, {7}, 1, 256, "requantize");
+    b.output(b.dequantize(q, {0.03125f}, {7.0f}, 1, "out"));
+    if (shared) b.output(b.dequantize(codes, {0.5f}, {0.0f}, 1, "other_reader"));
+    const Graph before = g;
+    PassContext ctx = context();
+    EXPECT_EQ(lookup_elementwise(g, ctx), shared);
+    EXPECT_EQ(count(g, OpKind::Lookup), shared ? 1u : 0u);
+    std::vector<std::uint8_t> all(256);
+    for (int k = 0; k < 256; ++k) all[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(k);
+    const Tensor every_code = Tensor::from_vector<std::uint8_t>({1, 256}, all);
+    EXPECT_EQ(run(g, every_code), run(before, every_code));
+  }
 }
 
 TEST(HoistFakeQuantizeNegative, PerChannelRangesStayBelow) {
