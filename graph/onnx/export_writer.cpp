@@ -10,10 +10,6 @@ std::string Writer::fresh(const std::string& base) {
   return n;
 }
 
-void Writer::reserve(const std::string& n) {
-  used_.insert(n);
-}
-
 std::string Writer::scalar(const std::string& base, double v) {
   return constant(base, kFloat, std::vector<double>{v}, {});
 }

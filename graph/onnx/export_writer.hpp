@@ -23,7 +23,6 @@ class Writer {
   explicit Writer(::onnx::GraphProto& g) : g_(g) {}
 
   std::string fresh(const std::string& base);
-  void reserve(const std::string& n);
 
   // An initializer named `base` (made unique); `shape` empty: a scalar.
   template <typename T>
@@ -31,7 +30,7 @@ class Writer {
                        const Shape& shape) {
     return named_constant(fresh(base), type, values, shape);
   }
-  // An initializer with exactly this (reserved) name.
+  // An initializer with exactly this name (one fresh() gave).
   template <typename T>
   std::string named_constant(const std::string& n, int type, const std::vector<T>& values,
                              const Shape& shape) {
