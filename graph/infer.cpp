@@ -294,7 +294,8 @@ OutputSpec check_fake_quantize(NodeChecker& c, const FakeQuantizeAttrs& a) {
   if (c.in(1).is_constant() && c.in(2).is_constant()) {
     const auto lo = c.in(1).constant->data<float>();
     const auto hi = c.in(2).constant->data<float>();
-    if (lo.size() == hi.size() || lo.size() == 1 || hi.size() == 1) {
+    if (!lo.empty() && !hi.empty() &&
+        (lo.size() == hi.size() || lo.size() == 1 || hi.size() == 1)) {
       const std::size_t n = std::max(lo.size(), hi.size());
       for (std::size_t k = 0; k < n; ++k) {
         const float l = lo[lo.size() == 1 ? 0 : k], h = hi[hi.size() == 1 ? 0 : k];

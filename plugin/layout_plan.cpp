@@ -71,8 +71,10 @@ bool takes_channels_last(const graph::Graph& g, const graph::Node& n, graph::Val
   // Sums over the pixels in either layout; one pixel out.
   if (n.kind == OpKind::MeanInnerProduct) return true;
   if (n.kind == OpKind::Convert) {
-    return n.attr<graph::ConvertAttrs>().to != ElementType::s32 &&
-           g.value(n.inputs[0]).type != ElementType::s32;  // the s32 loop is plain
+    // The s32 and s64 loops are plain.
+    const ElementType from = g.value(n.inputs[0]).type;
+    return n.attr<graph::ConvertAttrs>().to != ElementType::s32 && from != ElementType::s32 &&
+           from != ElementType::s64;
   }
   // Either side, in either layout: a reorder writes its codes as f32 in the
   // output's layout when the two differ (make_dequantize).

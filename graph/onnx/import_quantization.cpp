@@ -117,6 +117,12 @@ void Importer::op_quantize(AttrReader& a) {
 // or computed; shape inference checks them, levels and the ranges' values.
 void Importer::op_fake_quantize(AttrReader& a) {
   if (!a.has("levels")) malformed("attribute 'levels' is missing");
+  if (num_inputs() != 5) {
+    malformed("takes 5 inputs (X and four limits), got " + std::to_string(num_inputs()));
+  }
+  // OpenVINO's broadcast rule; numpy's is the only one qfuse reads.
+  const std::string broadcast = a.s("auto_broadcast", "numpy");
+  if (broadcast != "numpy") a.unsupported_value("auto_broadcast", "= '" + broadcast + "'");
   const std::int64_t levels = a.i("levels", 0);
   if (levels < 2 || levels > 65536) {
     malformed("levels must be in [2, 65536] (got " + std::to_string(levels) + ")");
@@ -146,7 +152,8 @@ void Importer::check_fake_quantize_limits() {
   if (!lo.literal || !hi.literal) return;
   const Values& l = lo.literal->values;
   const Values& h = hi.literal->values;
-  if (l.size() != h.size() && l.size() != 1 && h.size() != 1) return;  // shape inference says
+  // Shapes that do not broadcast (or empty limits): shape inference says.
+  if (l.empty() || h.empty() || (l.size() != h.size() && l.size() != 1 && h.size() != 1)) return;
   const std::size_t n = std::max(l.size(), h.size());
   for (std::size_t k = 0; k < n; ++k) {
     const double a = l[l.size() == 1 ? 0 : k], b = h[h.size() == 1 ? 0 : k];

@@ -505,8 +505,9 @@ void Importer::op_gather(AttrReader& a) {
     codes = ElementType::s8;
     for (std::size_t k = 0; k < 256; ++k) table[k] = byte(t[(k + 128) % 256]);
   } else {
-    unsupported("indices in [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) +
-                "] (a Lookup reads codes in [0, 255] or [-128, 127])");
+    // Indices beyond a byte's range: rows of the table, gathered as codes.
+    gather_rows(a, data, idx);
+    return;
   }
   const ElementType to = data.type == kUint8 ? ElementType::u8 : ElementType::s8;
   const ValueId c = emit(OpKind::Convert, {f32(idx)}, graph::ConvertAttrs{codes}, "codes");

@@ -190,6 +190,27 @@ TEST(NncfFakeQuantize, MalformedQuantizersAreNamedErrors) {
                 .find("'q/FakeQuantize': input_low 1.000000 is above input_high -1.000000"),
             std::string::npos);
   EXPECT_NE(import_error(one_fake_quantize(256, 0.5f, 0.5f)).find("is empty"), std::string::npos);
+  Model six = one_fake_quantize(256, -1.0f, 1.0f);
+  six.node("Relu", {"x"}, {"r"}, "relu");
+  auto& fq = *six.graph().mutable_node(0);
+  fq.add_input("r");
+  EXPECT_NE(import_error(six).find("takes 5 inputs (X and four limits), got 6"),
+            std::string::npos);
+  Model pdpd = one_fake_quantize(256, -1.0f, 1.0f);
+  attr(*pdpd.graph().mutable_node(0), "auto_broadcast", std::string("pdpd"));
+  EXPECT_NE(import_error(pdpd).find("auto_broadcast"), std::string::npos);
+  // An empty input_low beside a one-value input_high: named by shape
+  // inference, never read past its end.
+  Model empty;
+  empty.opset_import(kDomain, 1);
+  empty.input("x", kFloat, {1, 4});
+  empty.initializer("q_il", kFloat, {0}, std::vector<float>{});
+  empty.initializer("q_ih", kFloat, {}, std::vector<float>{1.0f});
+  empty.initializer("q_ol", kFloat, {}, std::vector<float>{-1.0f});
+  empty.initializer("q_oh", kFloat, {}, std::vector<float>{1.0f});
+  fake_quantize(empty, "x", "q", "y", 256);
+  empty.output("y", kFloat);
+  EXPECT_NE(import_error(empty), "(imported)");
   Model other;
   other.input("x", kFloat, {1, 4});
   auto& n = other.node("QLinearSigmoid", {"x"}, {"y"}, "sig");

@@ -583,6 +583,31 @@ TEST(OnnxGather, QuantizedEmbeddingsGatherCodesThenDequantize) {
   }
 }
 
+// A 256-entry int8 table read by token ids of any range (int64 at run time)
+// is rows of a table, not a byte Lookup: gathered as codes and dequantized.
+TEST(OnnxGather, A256EntryTableByWideIndicesGathersRows) {
+  Model m;
+  m.input("ids", kInt64, {1, 4});
+  std::vector<std::uint8_t> table(256);
+  for (int k = 0; k < 256; ++k) {
+    table[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(255 - k);
+  }
+  m.initializer("table", kUint8, {256}, table);
+  m.initializer("zp", kUint8, {}, std::vector<std::uint8_t>{128});
+  m.initializer("s", kFloat, {}, std::vector<float>{0.25f});
+  m.node("Gather", {"table", "ids"}, {"codes"}, "embed");
+  m.node("DequantizeLinear", {"codes", "s", "zp"}, {"y"}, "embed_dq");
+  m.output("y", kFloat);
+  const graph::Graph g = import_bytes(m.bytes());
+  EXPECT_EQ(count_nodes(g, graph::OpKind::Gather), 1u);
+  const std::vector<std::int64_t> ids{0, 255, 7, -1};
+  const Tensor y = run(g, false, "ids", Tensor::from_vector<std::int64_t>({1, 4}, ids), "y");
+  for (std::size_t t = 0; t < ids.size(); ++t) {
+    const auto row = static_cast<std::size_t>(ids[t] < 0 ? ids[t] + 256 : ids[t]);
+    EXPECT_EQ(y.data<float>()[t], (static_cast<float>(table[row]) - 128.0f) * 0.25f) << t;
+  }
+}
+
 TEST(OnnxQuantize, LoneQuantizeLinearIsExactOnTies) {
   Model m;
   m.input("x", kFloat, {12});

@@ -60,6 +60,7 @@ class Model {
     return *n;
   }
   std::string bytes() const { return m_.SerializeAsString(); }
+  ::onnx::GraphProto& graph() { return *g_; }
 
  private:
   static void add_value(::onnx::ValueInfoProto* v, const std::string& name, int type,
@@ -87,6 +88,12 @@ inline void attr(::onnx::NodeProto& n, const std::string& name, std::int64_t v) 
   a->set_name(name);
   a->set_type(::onnx::AttributeProto_AttributeType_INT);
   a->set_i(v);
+}
+inline void attr(::onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::STRING);
+  a->set_s(v);
 }
 inline void attr(::onnx::NodeProto& n, const std::string& name, float v) {
   auto* a = n.add_attribute();
