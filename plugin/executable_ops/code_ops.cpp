@@ -5,13 +5,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
-#include <cstring>
 #include <limits>
-#include <optional>
-#include <tuple>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -21,20 +16,15 @@
 #include <immintrin.h>
 #endif
 
-#include "composer/fake_quantize_formula.hpp"
-#include "graph/broadcast.hpp"
 #include "graph/node_queries.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/byte_kernels.hpp"
 #include "plugin/executable_ops/quantize_spans.hpp"
 #include "plugin/parallel.hpp"
-#include "qfuse/error.hpp"
 
 namespace qfuse::plugin {
 namespace {
 
-using graph::broadcast_strides;
-using graph::for_each_broadcast;
 using graph::Node;
 using graph::OpKind;
 

@@ -4,29 +4,17 @@
 #include "plugin/executable_ops/ops.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
-#include <tuple>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
-#include "composer/fake_quantize_formula.hpp"
 #include "graph/broadcast.hpp"
 #include "graph/node_queries.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/executable_ops/byte_kernels.hpp"
-#include "plugin/executable_ops/quantize_spans.hpp"
 #include "plugin/parallel.hpp"
 #include "qfuse/error.hpp"
 
