@@ -186,8 +186,9 @@ TEST(OnnxSplit, EachFormCutsTheAxisIntoItsParts) {
   for (const Form& f : forms) {
     Model m(f.opset);
     m.input("x", kFloat, {2, 7, 3});
-    std::vector<std::string> ins{"x"}, outs;
-    for (std::size_t k = 0; k < f.sizes.size(); ++k) outs.push_back("y" + std::to_string(k));
+    std::vector<std::string> ins{"x"};
+    const std::vector<std::string> outs{"y0", "y1", "y2"};
+    ASSERT_EQ(outs.size(), f.sizes.size());
     if (f.input) {
       m.initializer("split", kInt64, {static_cast<std::int64_t>(f.sizes.size())}, f.sizes);
       ins.push_back("split");
