@@ -26,7 +26,12 @@
 //   Concat(a, b) -> Quantize               ==>  Concat(Quantize(a), Quantize(b))
 // so that ONNX Runtime's QDQ form, DQ -> MaxPool -> Q -> DQ with one set of
 // parameters, becomes Q -> MaxPool -> DQ, and each Concat input is quantized
-// by the layer that makes it.
+// by the layer that makes it. Where M's input has other readers, the Quantize
+// still moves when M keeps at least as many values as it reads (an upsampling
+// Resize then runs on codes), or when every reader is a Quantize of the same
+// grid or a mover read only by one (torch.chunk's Slices, each quantized):
+//   y -> Slice -> Quantize, y -> Slice' -> Quantize  ==>  y -> Quantize -> Slice, Slice'
+// since two Quantizes of one value onto one grid are merged into one.
 
 #include <cmath>
 
@@ -112,9 +117,57 @@ bool hoist_quantize_through_concat(Graph& g, NodeId q_id, const Node& concat, Pa
   return true;
 }
 
+// Whether Quantize `q` may move above mover `m` when m's input y has other
+// readers (which keep reading y's value): when m keeps at least as many
+// values as it reads (Reshape, Transpose, an upsampling Resize), the moved
+// Quantize reads no more than it did; when every reader of y is a Quantize
+// of q's grid, or a mover read only by one, they all end up reading one
+// Quantize of y (merge_same_quantize), which the layer making y can write.
+bool may_quantize_shared(const Graph& g, const Node& m, const Node& q) {
+  const ValueId y = m.inputs[0];
+  if (element_count(g.value(m.outputs[0]).shape) >= element_count(g.value(y).shape)) return true;
+  if (g.is_graph_output(y)) return false;
+  const auto& grid = q.attr<QuantizeAttrs>();
+  const auto quantizes_onto_grid = [&](NodeId r) {
+    const Node& n = g.node(r);
+    return n.kind == OpKind::Quantize && n.attr<QuantizeAttrs>() == grid;
+  };
+  for (NodeId r : g.consumers(y)) {
+    if (quantizes_onto_grid(r)) continue;
+    const Node& mover = g.node(r);
+    if (!moves_data(mover) || mover.inputs[0] != y || g.is_graph_output(mover.outputs[0])) {
+      return false;
+    }
+    const auto only = sole_consumer(g, mover.outputs[0]);
+    if (!only || !quantizes_onto_grid(*only)) return false;
+  }
+  return true;
+}
+
+// Two Quantizes of one value onto one grid are one: the later readers read
+// the first's codes.
+bool merge_same_quantize(Graph& g, NodeId id, PassContext& ctx) {
+  const Node& q = g.node(id);
+  if (g.is_graph_output(q.outputs[0])) return false;
+  for (NodeId r : g.consumers(q.inputs[0])) {
+    const Node& other = g.node(r);
+    if (r == id || other.kind != OpKind::Quantize || g.is_graph_output(other.outputs[0]) ||
+        !(other.attr<QuantizeAttrs>() == q.attr<QuantizeAttrs>())) {
+      continue;
+    }
+    const std::string name = other.name, kept = q.name;
+    g.replace_all_uses(other.outputs[0], q.outputs[0]);
+    g.erase_node(r);
+    ctx.log(kPass, name + " merged into " + kept + ": the same quantization of the same value");
+    return true;
+  }
+  return false;
+}
+
 bool hoist_quantize(Graph& g, NodeId id, PassContext& ctx) {
   const Node& q = g.node(id);
   if (!q.attr<QuantizeAttrs>().per_tensor()) return false;
+  if (merge_same_quantize(g, id, ctx)) return true;
   if (const auto codes = requantized_codes(g, q); codes && !g.is_graph_output(q.outputs[0])) {
     // The codes keep their own name (the model's tensor they are).
     const std::string name = q.name, source = g.value(*codes).name;
@@ -134,8 +187,10 @@ bool hoist_quantize(Graph& g, NodeId id, PassContext& ctx) {
   }
   if (m.kind == OpKind::Concat) return hoist_quantize_through_concat(g, id, m, ctx);
   const ValueId y = m.inputs[0];
-  if (g.value(y).is_constant() || sole_consumer(g, y) != mid || g.is_graph_output(y)) {
-    ctx.reject(kPass, q.name, "the input of " + m.name + " has other readers");
+  if (g.value(y).is_constant()) return false;
+  if ((sole_consumer(g, y) != mid || g.is_graph_output(y)) && !may_quantize_shared(g, m, q)) {
+    ctx.reject(kPass, q.name, "the input of " + m.name + " has other readers, and " + m.name +
+                                  " keeps fewer values than it reads");
     return false;
   }
   const Node old_q = q, mover = m;

@@ -2,9 +2,11 @@
 // MaxPool and a Transpose) moves above it, and one that repeats its input's
 // grid is dropped; checked by structure and against the graph before the
 // pass. A Concat input read elsewhere too gets its own Quantize, and the
-// requantize of such codes becomes one table (lookup_elementwise). Named
-// negatives: per-channel ranges, data movement whose input has other
-// readers.
+// requantize of such codes becomes one table (lookup_elementwise). Slices of
+// one tensor quantized on one grid share one Quantize; an upsampling runs on
+// codes even where its input has other readers. Named negatives: per-channel
+// ranges, data movement whose input has other readers (FakeQuantize; a Slice
+// whose input is also read in f32).
 
 #include "pass_test_util.hpp"
 
@@ -92,6 +94,65 @@ TEST(HoistFakeQuantize, AConcatInputWithAnotherReaderGetsItsOwnQuantize) {
   EXPECT_EQ(run(g, xt), run(before, xt));
 }
 
+// torch.chunk as FX quantizes it: y -> Slice -> Quantize twice, one grid.
+// Each Quantize moves above its Slice and the two merge into one Quantize of
+// y (the one a layer making y can write); the same values as before.
+TEST(HoistFakeQuantize, SlicesOfOneTensorQuantizedOnOneGridShareOneQuantize) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 4, 3, 3});
+  const ValueId y = b.unary(OpKind::Tanh, x, "tanh");
+  for (std::int64_t half : {0, 1}) {
+    const std::string k = std::to_string(half);
+    const ValueId s = b.op(OpKind::Slice, {y}, SliceAttrs{{0, 2 * half, 0, 0}, {1, 2, 3, 3}},
+                           "slice" + k);
+    const ValueId q = b.quantize(s, ElementType::u8, {0.0078125f}, {128}, 1, 256, "q" + k);
+    b.output(b.dequantize(q, {0.0078125f}, {128.0f}, 1, "dq" + k));
+  }
+  const Graph before = g;
+  PassContext ctx = context();
+  while (hoist_fake_quantize(g, ctx)) {
+  }
+  EXPECT_EQ(count(g, OpKind::Quantize), 1u);
+  for (NodeId id : g.topological_order()) {
+    if (g.node(id).kind != OpKind::Slice) continue;
+    EXPECT_EQ(g.value(g.node(id).inputs[0]).type, ElementType::u8);
+  }
+  const Tensor xt = input_tensor({1, 4, 3, 3}, -3.0f, 3.0f, 44);
+  EXPECT_EQ(run(g, xt), run(before, xt));
+}
+
+// A nearest upsampling whose input another op reads too (YOLO's neck: the
+// Concat beside it quantizes that input on a grid of its own): the Quantize
+// still moves above the Resize, which keeps more values than it reads, and
+// the Resize runs on codes; the same values as before.
+TEST(HoistFakeQuantize, AnUpsamplingWhoseInputHasOtherReadersRunsOnCodes) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 2, 3, 3});
+  const ValueId y = b.unary(OpKind::Tanh, x, "tanh");
+  ResizeAttrs up;
+  up.mode = ResizeMode::nearest;
+  up.transform = CoordinateTransform::asymmetric;
+  up.nearest_mode = NearestMode::floor;
+  up.sizes = {1, 2, 6, 6};
+  up.scales = {1.0f, 1.0f, 2.0f, 2.0f};
+  const ValueId r = b.op(OpKind::Resize, {y}, up, "up");
+  const ValueId q = b.quantize(r, ElementType::u8, {0.0078125f}, {128}, 1, 256, "q");
+  b.output(b.dequantize(q, {0.0078125f}, {128.0f}, 1, "dq"));
+  const ValueId other = b.quantize(y, ElementType::u8, {0.01f}, {100}, 1, 256, "other");
+  b.output(b.dequantize(other, {0.01f}, {100.0f}, 1, "other_dq"));
+  const Graph before = g;
+  PassContext ctx = context();
+  EXPECT_TRUE(hoist_fake_quantize(g, ctx));
+  for (NodeId id : g.topological_order()) {
+    if (g.node(id).kind != OpKind::Resize) continue;
+    EXPECT_EQ(g.value(g.node(id).inputs[0]).type, ElementType::u8);
+  }
+  const Tensor xt = input_tensor({1, 2, 3, 3}, -3.0f, 3.0f, 45);
+  EXPECT_EQ(run(g, xt), run(before, xt));
+}
+
 // Codes requantized onto another grid (Dequantize -> Quantize) that another op
 // reads as they are: one Lookup, bit for bit the two ops on every code. Named
 // negative: with no other reader the Quantize stays, for the layer that
@@ -127,6 +188,27 @@ TEST(HoistFakeQuantizeNegative, PerChannelRangesStayBelow) {
   PassContext ctx = context();
   EXPECT_FALSE(hoist_fake_quantize(g, ctx));
   EXPECT_GT(position(g, OpKind::FakeQuantize), position(g, OpKind::MaxPool));
+}
+
+// A Slice keeps fewer values than it reads: with y read in f32 elsewhere, a
+// Quantize of all of y would do more work than the one after the Slice.
+TEST(HoistFakeQuantizeNegative, ASliceWhoseInputIsReadInF32Stays) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 4, 3, 3});
+  const ValueId y = b.unary(OpKind::Tanh, x, "tanh");
+  const ValueId s = b.op(OpKind::Slice, {y}, SliceAttrs{{0, 0, 0, 0}, {1, 2, 3, 3}}, "slice");
+  b.output(b.quantize(s, ElementType::u8, {0.0078125f}, {128}, 1, 256, "q"));
+  b.output(b.unary(OpKind::Sigmoid, y, "f32_reader"));
+  PassContext ctx = context();
+  EXPECT_FALSE(hoist_fake_quantize(g, ctx));
+  EXPECT_GT(position(g, OpKind::Quantize), position(g, OpKind::Slice));
+  ctx.end_phase();
+  bool explained = false;
+  for (const Refusal& r : ctx.refusals()) {
+    explained |= r.reason.find("keeps fewer values than it reads") != std::string::npos;
+  }
+  EXPECT_TRUE(explained);
 }
 
 TEST(HoistFakeQuantizeNegative, AMoverWhoseInputHasOtherReadersStays) {
