@@ -738,6 +738,82 @@ dnnl::softmax_v2_forward::primitive_desc quantizing_softmax_pd(const Operands& o
   return {desc, output_scale_attr(1.0f / a.quantize_scale), engine};
 }
 
+// The same dims with `axis` innermost in memory (the others in order).
+memory::desc axis_innermost_desc(const memory::desc& md, int axis) {
+  const memory::dims dims = md.dims();
+  memory::dims strides(dims.size());
+  memory::dim stride = 1;
+  strides[static_cast<std::size_t>(axis)] = stride;
+  stride *= dims[static_cast<std::size_t>(axis)];
+  for (std::size_t d = dims.size(); d-- > 0;) {
+    if (static_cast<int>(d) == axis) continue;
+    strides[d] = stride;
+    stride *= dims[d];
+  }
+  return memory::desc(dims, md.data_type(), strides);
+}
+
+// A softmax along an axis that is not innermost in memory (YOLOv8's box
+// distribution: [N, 16, 4, anchors] along 16), where oneDNN 2.6 has only its
+// reference kernel: the input is reordered into a staging buffer with the
+// axis innermost, the jit softmax runs there in place, and the result is
+// reordered into the output. Two copies of the tensor cost far less than the
+// reference kernel's strided loop (some 100x on a detector head).
+class StagedSoftmaxOp final : public ExecutableOp {
+ public:
+  StagedSoftmaxOp(const Node& node, const dnnl::engine& engine,
+                  const dnnl::softmax_forward::primitive_desc& pd, const memory::desc& user_src,
+                  const memory::desc& user_dst)
+      : ExecutableOp(node),
+        engine_(engine),
+        softmax_(pd),
+        to_staged_(dnnl::reorder::primitive_desc(engine, user_src, engine, pd.src_desc())),
+        from_staged_(dnnl::reorder::primitive_desc(engine, pd.dst_desc(), engine, user_dst)),
+        user_src_md_(user_src),
+        user_dst_md_(user_dst),
+        staged_md_(pd.src_desc()),
+        scratchpad_md_(pd.scratchpad_desc()),
+        implementation_(pd.impl_info_str()) {
+    stage_offset_ = (scratchpad_md_.get_size() + 63) / 64 * 64;
+  }
+
+  void execute(ExecContext& ctx) const override {
+    struct State {
+      memory src, dst, staged, scratchpad;
+    };
+    std::any& slot = ctx.op_state();
+    if (!slot.has_value()) {
+      slot = State{memory(user_src_md_, engine_, nullptr), memory(user_dst_md_, engine_, nullptr),
+                   memory(staged_md_, engine_, nullptr),
+                   memory(scratchpad_md_, engine_, nullptr)};
+    }
+    State& st = std::any_cast<State&>(slot);
+    auto* scratch = static_cast<std::uint8_t*>(ctx.scratchpad());
+    st.src.set_data_handle(const_cast<void*>(ctx.in(node().inputs[0]).raw_data()));
+    st.dst.set_data_handle(ctx.out(node().outputs[0]).raw_data());
+    st.staged.set_data_handle(scratch + stage_offset_);
+    st.scratchpad.set_data_handle(scratch);
+    ctx.staged([&] { to_staged_.execute(ctx.stream(), st.src, st.staged); });
+    softmax_.execute(ctx.stream(), {{DNNL_ARG_SRC, st.staged},
+                                    {DNNL_ARG_DST, st.staged},
+                                    {DNNL_ARG_SCRATCHPAD, st.scratchpad}});
+    ctx.staged([&] { from_staged_.execute(ctx.stream(), st.staged, st.dst); });
+    ctx.stream().wait();
+  }
+
+  std::string implementation() const override { return implementation_; }
+  std::size_t scratchpad_size() const override { return stage_offset_ + staged_md_.get_size(); }
+  int staged_reorders() const override { return 2; }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::softmax_forward softmax_;
+  dnnl::reorder to_staged_, from_staged_;
+  memory::desc user_src_md_, user_dst_md_, staged_md_, scratchpad_md_;
+  std::string implementation_;
+  std::size_t stage_offset_ = 0;
+};
+
 std::unique_ptr<ExecutableOp> make_softmax(const Operands& o, const dnnl::engine& engine) {
   const auto axis = static_cast<int>(o.node.attr<graph::SoftmaxAttrs>().axis);
   if (o.node.attr<graph::SoftmaxAttrs>().quantizes()) {
@@ -747,6 +823,14 @@ std::unique_ptr<ExecutableOp> make_softmax(const Operands& o, const dnnl::engine
   }
   dnnl::softmax_forward::desc desc(prop_kind::forward_inference, o.in_md(0), axis);
   dnnl::softmax_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
+  if (std::string_view(pd.impl_info_str()).starts_with("ref")) {
+    const memory::desc staged = axis_innermost_desc(o.in_md(0), axis);
+    dnnl::softmax_forward::desc staged_desc(prop_kind::forward_inference, staged, axis);
+    dnnl::softmax_forward::primitive_desc staged_pd(staged_desc, user_scratchpad_attr(), engine);
+    if (!std::string_view(staged_pd.impl_info_str()).starts_with("ref")) {
+      return std::make_unique<StagedSoftmaxOp>(o.node, engine, staged_pd, o.in_md(0), o.out_md());
+    }
+  }
   return make_op(o.node, engine, pd,
                  {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
                   {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});

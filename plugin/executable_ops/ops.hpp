@@ -55,6 +55,7 @@ std::unique_ptr<ExecutableOp> make_dequantize(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dynamic_quantize(const OpBuild& b);
 // code_ops.cpp: ops on int8 codes between layers.
 std::unique_ptr<ExecutableOp> make_gate_multiply(const OpBuild& b);
+std::unique_ptr<ExecutableOp> make_code_add(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_lookup(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_max_pool_of_codes(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dequantized_mean(const OpBuild& b);
@@ -86,6 +87,9 @@ std::unique_ptr<ExecutableOp> make_dnnl_slice(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_reduce_mean(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_power(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_softmax(const OpBuild& b);
+// An f32 Softmax along an axis with positions after it, in plain layouts, on
+// AVX-512 (softmax_op.cpp).
+std::unique_ptr<ExecutableOp> make_strided_softmax(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_mean_inner_product(const OpBuild& b);
 
 // An f32 2D deconvolution whose kernel equals its stride (no padding,
