@@ -783,6 +783,26 @@ OutputSpec check_mean_inner_product(NodeChecker& c) {
   return {out, ElementType::f32};
 }
 
+OutputSpec check_code_add(NodeChecker& c) {
+  const auto& a = std::get<CodeAddAttrs>(c.node_.attrs);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const ElementType in = c.in(i).type;
+    c.expect(in == ElementType::u8 || in == ElementType::s8, "a CodeAdd reads u8 or s8 codes");
+  }
+  c.expect(c.shape(0) == c.shape(1), [&] {
+    return "a CodeAdd adds codes of one shape (got " + to_string(c.shape(0)) + " and " +
+           to_string(c.shape(1)) + ")";
+  });
+  const ElementType to = std::visit([](const auto& q) { return q.to; }, a.quantize);
+  const auto* by_ranges = std::get_if<ConvertAttrs>(&a.quantize);
+  c.expect((by_ranges == nullptr || by_ranges->quantizes()) &&
+               (to == ElementType::u8 || to == ElementType::s8),
+           "a CodeAdd quantizes to u8 or s8");
+  const auto* linear = std::get_if<QuantizeAttrs>(&a.quantize);
+  c.expect(linear == nullptr || linear->per_tensor(), "a CodeAdd quantizes per tensor");
+  return {c.shape(0), to};
+}
+
 OutputSpec check_gate_multiply(NodeChecker& c) {
   Node& n = c.node_;
   const auto& a = std::get<GateMultiplyAttrs>(n.attrs);
@@ -896,6 +916,7 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::Dequantize: return check_dequantize(c);
     case OpKind::Quantize: return check_quantize(c);
     case OpKind::GateMultiply: return check_gate_multiply(c);
+    case OpKind::CodeAdd: return check_code_add(c);
     case OpKind::MeanInnerProduct: return check_mean_inner_product(c);
     case OpKind::LayerNorm: return check_layer_norm(c);
     case OpKind::Gather: return check_gather(c);

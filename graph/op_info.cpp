@@ -62,6 +62,7 @@ constexpr std::array kOps{
   OpInfo{OpKind::Softmax,                  "Softmax",                 C::normalization,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::Lookup,                   "Lookup",                  C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::GateMultiply,             "GateMultiply",            C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::CodeAdd,                  "CodeAdd",                 C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::QuantizedConvolution,     "QuantizedConvolution",    C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::second,  false, "",          1},
   OpInfo{OpKind::QuantizedDeconvolution,   "QuantizedDeconvolution",  C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::second,  false, "",          1},
   OpInfo{OpKind::QuantizedFullyConnected,  "QuantizedFullyConnected", C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::last,    false, "",          1},

@@ -19,7 +19,7 @@ enum class OpCategory : std::uint8_t {
   quantized_layer,  // the fused int8 forms of the layers
   unary,            // elementwise, one input (an eltwise function of x)
   binary,           // elementwise, two broadcast inputs
-  quantization,     // FakeQuantize, Quantize, Dequantize, Convert, DynamicQuantize, Lookup, GateMultiply
+  quantization,     // FakeQuantize, Quantize, Dequantize, Convert, DynamicQuantize, Lookup, GateMultiply, CodeAdd
   data_movement,    // Reshape, Flatten, Transpose, Concat, Slice, Resize, Gather, ShuffleChannels
   pooling,          // MaxPool, AvgPool
   normalization,    // BatchNormalization, LayerNorm, Softmax

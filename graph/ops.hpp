@@ -64,6 +64,9 @@ enum class OpKind : std::uint8_t {
   // Codes times a per-channel f32 gate, quantized (GateMultiplyAttrs), made
   // by the passes from a squeeze-excitation's x * gate.
   GateMultiply,
+  // The sum of two code tensors of one shape, quantized (CodeAddAttrs), made
+  // by the passes from a residual add of two dequantized tensors.
+  CodeAdd,
   // Fused int8 layers, made by the fusion passes (see QuantizedLayerAttrs).
   QuantizedConvolution,
   QuantizedDeconvolution,
@@ -385,6 +388,20 @@ struct GateMultiplyAttrs {
   bool operator==(const GateMultiplyAttrs&) const = default;
 };
 
+// CodeAdd: inputs a and b (u8/s8 codes of one shape). y = quantize((a - za)
+// * sa + (b - zb) * sb): each dequantize, the sum and the quantization in
+// f32 as the unfused graph computes them (Dequantize, Dequantize, Add, then
+// the Quantize or quantizing Convert `quantize`), so the codes are the same
+// bits.
+struct CodeAddAttrs {
+  float a_zero_point = 0.0f;
+  float a_scale = 1.0f;
+  float b_zero_point = 0.0f;
+  float b_scale = 1.0f;
+  std::variant<ConvertAttrs, QuantizeAttrs> quantize;
+  bool operator==(const CodeAddAttrs&) const = default;
+};
+
 // MeanInnerProduct: inputs x (u8/s8 codes [N, K, spatial...]) and w (s8
 // constant [O, K]). With S[n, k] the sum of x[n, k] over the P pixels,
 //   y[n, o] = clamp(scale[o] * sum_k w[o, k] * (S[n, k] - zero_point * P) + shift[o], lo, hi)
@@ -438,7 +455,7 @@ using Attributes =
                  AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
                  FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
                  PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs, GatherAttrs,
-                 LayerNormAttrs, GateMultiplyAttrs, ShuffleChannelsAttrs,
+                 LayerNormAttrs, GateMultiplyAttrs, CodeAddAttrs, ShuffleChannelsAttrs,
                  MeanInnerProductAttrs, DequantizeAttrs, QuantizeAttrs>;
 
 }  // namespace qfuse::graph

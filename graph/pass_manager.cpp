@@ -76,9 +76,10 @@ constexpr std::array<PassEntry, 9> kFuse{{
 // before them where oneDNN can), constant expressions
 // evaluated once, and scales and shifts after the f32 layers (whose weights
 // are constant by now) folded into their weights and biases.
-constexpr std::array<PassEntry, 9> kFold{{
+constexpr std::array<PassEntry, 10> kFold{{
     {"quantize_by_convert", quantize_by_convert},
     {"quantize_channel_gate", quantize_channel_gate},
+    {"add_codes", add_codes},
     {"recognize_channel_shuffle", recognize_channel_shuffle},
     {"fold_quantize_into_softmax", fold_quantize_into_softmax},
     {"eliminate_dead_nodes", eliminate_dead_nodes},  // before folding what nobody reads

@@ -20,7 +20,7 @@ bool is_spatial_quantized(graph::OpKind kind) {
 
 // Ops that run on channels-last buffers as well as plain ones, and which of
 // their operands must then share one layout: elementwise ops, pools, channel
-// shuffles and nearest Resize (input and output), Concat (all of them), binary ops (the
+// shuffles and nearest Resize (input and output), Concat and CodeAdd (all of them), binary ops (the
 // operands of the output's shape and the output; a broadcast operand is read
 // plain). Convert and Slice (reorders, or the quantizing loop) take any
 // layouts; int8 convolutions read and write either (staging the other), their
@@ -38,7 +38,7 @@ std::vector<graph::ValueId> same_layout_group(const graph::Graph& g, const graph
        n.attr<graph::ResizeAttrs>().mode == graph::ResizeMode::nearest)) {
     return {n.inputs[0], n.outputs[0]};
   }
-  if (n.kind == OpKind::Concat) {
+  if (n.kind == OpKind::Concat || n.kind == OpKind::CodeAdd) {
     std::vector<graph::ValueId> group(n.inputs.begin(), n.inputs.end());
     group.push_back(n.outputs[0]);
     return group;

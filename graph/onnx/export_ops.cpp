@@ -54,6 +54,7 @@ const std::map<OpKind, Exporter::OrdinaryForm>& Exporter::ordinary_forms() {
       {OpKind::Dequantize, {&Exporter::dequantize, false}},
       {OpKind::Lookup, {&Exporter::lookup, false}},
       {OpKind::GateMultiply, {&Exporter::gate_multiply, false}},
+      {OpKind::CodeAdd, {&Exporter::code_add, false}},
       {OpKind::MeanInnerProduct, {&Exporter::mean_inner_product, false}},
       {OpKind::DynamicQuantize, {&Exporter::dynamic_quantize, true}},
       {OpKind::Convert, {&Exporter::prequantized_op, false}},

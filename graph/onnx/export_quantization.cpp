@@ -1,5 +1,5 @@
 // ONNX export of quantization and of the ops on codes: Convert, Quantize,
-// Dequantize, FakeQuantize, DynamicQuantize, Lookup, GateMultiply,
+// Dequantize, FakeQuantize, DynamicQuantize, Lookup, GateMultiply, CodeAdd,
 // MeanInnerProduct and the int8 average pool, each written as ONNX's
 // QuantizeLinear / DequantizeLinear where that is the same arithmetic, else
 // spelled out in f32 as qfuse computes it.
@@ -271,6 +271,32 @@ void Exporter::gate_multiply(const Node& n, const std::string& y) {
   } else {
     const auto& r = std::get<graph::ConvertAttrs>(a.quantize);
     quantize_as(r, r.to, t, n.name, y);
+  }
+}
+
+// Two code tensors added, quantized: for each, Cast, Sub(z), Mul(s) in f32;
+// their Add; then the quantization, each as CodeAdd computes it.
+void Exporter::code_add(const Node& n, const std::string& y) {
+  const auto& a = n.attr<graph::CodeAddAttrs>();
+  const auto dequantized = [&](std::size_t i, float z, float s) {
+    if (!is_int8(g_.value(n.inputs[i]).type)) refuse(n, "a CodeAdd reads u8 or s8 codes");
+    const std::string side = n.name + (i == 0 ? "/a" : "/b");
+    std::string t = cast(in(n.inputs[i]), kFloat, side + "/to_f32");
+    if (z != 0.0f) {
+      t = w_.op("Sub", side + "/zero_point",
+                {t, w_.constant(side + "/z", kFloat, std::vector<float>{z}, {})});
+    }
+    return w_.op("Mul", side + "/dequantize",
+                 {t, w_.constant(side + "/s", kFloat, std::vector<float>{s}, {})});
+  };
+  const std::string sum = w_.op("Add", n.name + "/add",
+                                {dequantized(0, a.a_zero_point, a.a_scale),
+                                 dequantized(1, a.b_zero_point, a.b_scale)});
+  if (const auto* q = std::get_if<graph::QuantizeAttrs>(&a.quantize)) {
+    quantize_linear(*q, sum, n.name, y);
+  } else {
+    const auto& r = std::get<graph::ConvertAttrs>(a.quantize);
+    quantize_as(r, r.to, sum, n.name, y);
   }
 }
 

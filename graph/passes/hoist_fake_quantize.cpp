@@ -117,21 +117,31 @@ bool hoist_quantize_through_concat(Graph& g, NodeId q_id, const Node& concat, Pa
   return true;
 }
 
-// Whether Quantize `q` may move above mover `m` when m's input y has other
-// readers (which keep reading y's value): when m keeps at least as many
-// values as it reads (Reshape, Transpose, an upsampling Resize), the moved
-// Quantize reads no more than it did; when every reader of y is a Quantize
-// of q's grid, or a mover read only by one, they all end up reading one
-// Quantize of y (merge_same_quantize), which the layer making y can write.
+// Whether `a` and `b` quantize onto one grid: equal Quantizes, or
+// FakeQuantizes of equal levels and per-tensor ranges.
+bool same_quantization(const Graph& g, const Node& a, const Node& b) {
+  if (a.kind != b.kind) return false;
+  if (a.kind == OpKind::Quantize) return a.attr<QuantizeAttrs>() == b.attr<QuantizeAttrs>();
+  if (a.kind != OpKind::FakeQuantize ||
+      a.attr<FakeQuantizeAttrs>().levels != b.attr<FakeQuantizeAttrs>().levels) {
+    return false;
+  }
+  const auto ra = per_tensor_ranges(g, a), rb = per_tensor_ranges(g, b);
+  return ra && rb && *ra == *rb;
+}
+
+// Whether quantization `q` (a Quantize or FakeQuantize) may move above mover
+// `m` when m's input y has other readers (which keep reading y's value):
+// when m keeps at least as many values as it reads (Reshape, Transpose, an
+// upsampling Resize), the moved quantization reads no more than it did; when
+// every reader of y quantizes onto q's grid, or is a mover read only by such
+// a quantization, they all end up reading one quantization of y
+// (merge_same_quantize), which the layer making y can write.
 bool may_quantize_shared(const Graph& g, const Node& m, const Node& q) {
   const ValueId y = m.inputs[0];
   if (element_count(g.value(m.outputs[0]).shape) >= element_count(g.value(y).shape)) return true;
   if (g.is_graph_output(y)) return false;
-  const auto& grid = q.attr<QuantizeAttrs>();
-  const auto quantizes_onto_grid = [&](NodeId r) {
-    const Node& n = g.node(r);
-    return n.kind == OpKind::Quantize && n.attr<QuantizeAttrs>() == grid;
-  };
+  const auto quantizes_onto_grid = [&](NodeId r) { return same_quantization(g, g.node(r), q); };
   for (NodeId r : g.consumers(y)) {
     if (quantizes_onto_grid(r)) continue;
     const Node& mover = g.node(r);
@@ -144,15 +154,15 @@ bool may_quantize_shared(const Graph& g, const Node& m, const Node& q) {
   return true;
 }
 
-// Two Quantizes of one value onto one grid are one: the later readers read
-// the first's codes.
+// Two quantizations of one value onto one grid are one: the later readers
+// read the first's output.
 bool merge_same_quantize(Graph& g, NodeId id, PassContext& ctx) {
   const Node& q = g.node(id);
   if (g.is_graph_output(q.outputs[0])) return false;
   for (NodeId r : g.consumers(q.inputs[0])) {
     const Node& other = g.node(r);
-    if (r == id || other.kind != OpKind::Quantize || g.is_graph_output(other.outputs[0]) ||
-        !(other.attr<QuantizeAttrs>() == q.attr<QuantizeAttrs>())) {
+    if (r == id || other.inputs[0] != q.inputs[0] || g.is_graph_output(other.outputs[0]) ||
+        !same_quantization(g, other, q)) {
       continue;
     }
     const std::string name = other.name, kept = q.name;
@@ -256,6 +266,7 @@ bool hoist_fake_quantize(Graph& g, PassContext& ctx) {
     }
     const Node& fq = g.node(id);
     if (fq.kind != OpKind::FakeQuantize) continue;
+    if (per_tensor_ranges(g, fq) && merge_same_quantize(g, id, ctx)) return true;
     const ValueId x = fq.inputs[0];
     const NodeId mid = g.value(x).producer;
     if (!mid.valid()) continue;
@@ -284,8 +295,10 @@ bool hoist_fake_quantize(Graph& g, PassContext& ctx) {
       drop(g, id, ctx, m.name + " keeps the grid of " + above->name);
       return true;
     }
-    if (g.value(y).is_constant() || sole_consumer(g, y) != mid) {
-      ctx.reject(kPass, fq.name, "the input of " + m.name + " has other readers");
+    if (g.value(y).is_constant()) continue;
+    if ((sole_consumer(g, y) != mid || g.is_graph_output(y)) && !may_quantize_shared(g, m, fq)) {
+      ctx.reject(kPass, fq.name, "the input of " + m.name + " has other readers, and " + m.name +
+                                     " keeps fewer values than it reads");
       continue;
     }
     const Node old_fq = fq, mover = m;

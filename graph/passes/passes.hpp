@@ -75,6 +75,9 @@ bool quantize_by_convert(Graph& g, PassContext& ctx);
 // as one GateMultiply (squeeze-excitation); is_channel_gate says whether
 // `gate` broadcasts per image and channel over `x`.
 bool quantize_channel_gate(Graph& g, PassContext& ctx);
+// A sum of two dequantized code tensors of one shape, quantized, as one
+// CodeAdd on the codes (add_codes.cpp).
+bool add_codes(Graph& g, PassContext& ctx);
 
 // Reshape [N, g, C/g, ...] -> Transpose(0, 2, 1, ...) -> Reshape [N, C, ...]
 // -> one ShuffleChannels, which runs channels last as well as plain.

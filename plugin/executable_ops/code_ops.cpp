@@ -1,6 +1,6 @@
 // The ops on int8 codes between layers that a kernel of qfuse's runs faster
-// than oneDNN's, each with the unfused arithmetic: GateMultiply, Lookup, the
-// max pool of codes and the dequantized global mean.
+// than oneDNN's, each with the unfused arithmetic: GateMultiply, CodeAdd,
+// Lookup, the max pool of codes and the dequantized global mean.
 #include "plugin/executable_ops/ops.hpp"
 
 #include <algorithm>
@@ -67,10 +67,77 @@ __attribute__((target("avx512f"))) std::int64_t gate_multiply_avx512(
   return i;
 }
 
+// CodeAdd's f32 sums, sixteen codes at a time: (a - za) * sa + (b - zb) * sb
+// with each operation rounded, as the scalar path. GCC compiles
+// _mm512_mul_ps / _mm512_add_ps as plain vector arithmetic, which it may
+// contract into one fused multiply-add (one rounding fewer, another sum at a
+// tie); the explicitly rounded forms are kept as written.
+constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+// Sixteen u8 / s8 codes as f32.
+template <typename T>
+__attribute__((target("avx512f"))) __m512 codes_as_f32(const T* x) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+  return _mm512_cvtepi32_ps(std::is_same_v<T, std::uint8_t> ? _mm512_cvtepu8_epi32(bytes)
+                                                            : _mm512_cvtepi8_epi32(bytes));
+}
+
+template <typename A, typename B>
+__attribute__((target("avx512f"))) std::int64_t code_add_avx512(const A* a, const B* b, float* p,
+                                                                 std::int64_t n, float za, float sa,
+                                                                 float zb, float sb) {
+  const __m512 vza = _mm512_set1_ps(za), vsa = _mm512_set1_ps(sa);
+  const __m512 vzb = _mm512_set1_ps(zb), vsb = _mm512_set1_ps(sb);
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 va = _mm512_mul_round_ps(_mm512_sub_ps(codes_as_f32(a + i), vza), vsa, kNearest);
+    const __m512 vb = _mm512_mul_round_ps(_mm512_sub_ps(codes_as_f32(b + i), vzb), vsb, kNearest);
+    _mm512_storeu_ps(p + i, _mm512_add_round_ps(va, vb, kNearest));
+  }
+  return i;
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 #endif
+
+// The quantization that ends GateMultiply and CodeAdd: ONNX's QuantizeLinear
+// (per tensor) or a quantizing Convert's range formula, over a span of f32
+// values, as the unfused Quantize / Convert computes it.
+struct CodesQuantizer {
+  explicit CodesQuantizer(const std::variant<graph::ConvertAttrs, graph::QuantizeAttrs>& q) {
+    if (const auto* linear = std::get_if<graph::QuantizeAttrs>(&q)) {
+      linear_ = true;
+      scale_ = linear->scale[0];
+      zero_point_ = linear->zero_point[0];
+      code_min_ = linear->code_min();
+      code_max_ = linear->code_max();
+    } else {
+      const auto& r = std::get<graph::ConvertAttrs>(q);
+      il_ = r.input_low;
+      range_ = static_cast<double>(r.input_high) - static_cast<double>(r.input_low);
+      code_min_ = r.code_min();
+      code_max_ = code_min_ + 255;
+    }
+  }
+
+  template <typename T>
+  void operator()(const float* p, T* y, std::int64_t n) const {
+    if (linear_) {
+      quantize_linear_span(p, y, n, scale_, zero_point_, code_max_);
+    } else {
+      quantize_span(p, y, n, il_, range_, code_min_);
+    }
+  }
+
+  bool out_signed() const { return code_min_ < 0; }
+
+  bool linear_ = false;
+  float scale_ = 1.0f;
+  std::int32_t zero_point_ = 0;
+  double il_ = 0.0, range_ = 0.0;
+  std::int32_t code_min_ = 0, code_max_ = 255;
+};
 
 // GateMultiply: codes x times a per-channel gate g, quantized. Per row of
 // contiguous codes (one pixel's channels when channels last, one channel's
@@ -81,23 +148,10 @@ __attribute__((target("avx512f"))) std::int64_t gate_multiply_avx512(
 class GateMultiplyOp final : public ExecutableOp {
  public:
   GateMultiplyOp(const graph::Graph& g, const Node& node, bool channels_last)
-      : ExecutableOp(node) {
+      : ExecutableOp(node), quantize_(node.attr<graph::GateMultiplyAttrs>().quantize) {
     const auto& a = node.attr<graph::GateMultiplyAttrs>();
     zero_point_ = a.zero_point;
     scale_ = a.scale;
-    if (const auto* q = std::get_if<graph::QuantizeAttrs>(&a.quantize)) {
-      linear_ = true;
-      q_scale_ = q->scale[0];
-      q_zero_point_ = q->zero_point[0];
-      code_min_ = q->code_min();
-      code_max_ = q->code_max();
-    } else {
-      const auto& r = std::get<graph::ConvertAttrs>(a.quantize);
-      il_ = r.input_low;
-      range_ = static_cast<double>(r.input_high) - static_cast<double>(r.input_low);
-      code_min_ = r.code_min();
-      code_max_ = code_min_ + 255;
-    }
     const Shape& x = g.value(node.inputs[0]).shape;
     batch_ = x[0];
     channels_ = x[1];
@@ -112,7 +166,7 @@ class GateMultiplyOp final : public ExecutableOp {
     const void* x = ctx.in(node().inputs[0]).raw_data();
     const float* gate = ctx.in(node().inputs[1]).data<float>().data();
     void* y = ctx.out(node().outputs[0]).raw_data();
-    const bool out_signed = code_min_ < 0;
+    const bool out_signed = quantize_.out_signed();
     if (in_signed_) {
       out_signed ? run(static_cast<const std::int8_t*>(x), gate, static_cast<std::int8_t*>(y))
                  : run(static_cast<const std::int8_t*>(x), gate, static_cast<std::uint8_t*>(y));
@@ -127,15 +181,6 @@ class GateMultiplyOp final : public ExecutableOp {
  private:
   static constexpr std::int64_t kChunk = 256;
 
-  template <typename T>
-  void quantize(const float* p, T* y, std::int64_t n) const {
-    if (linear_) {
-      quantize_linear_span(p, y, n, q_scale_, q_zero_point_, code_max_);
-    } else {
-      quantize_span(p, y, n, il_, range_, code_min_);
-    }
-  }
-
   // Channels last with AVX-512: each task runs whole pixels as one span, the
   // gates of any 16 consecutive codes read from the gate row extended by its
   // first 16 values (a per-row call cost more than the row's work:
@@ -143,7 +188,7 @@ class GateMultiplyOp final : public ExecutableOp {
   template <typename In, typename Out>
   bool run_pixels(const In* x, const float* gate, Out* y) const {
 #if defined(QFUSE_AVX512_KERNELS)
-    if (!channels_last_ || !linear_ || !has_avx512()) return false;
+    if (!channels_last_ || !quantize_.linear_ || !has_avx512()) return false;
     const float z = zero_point_, s = scale_;
     constexpr std::int64_t kPixels = 1024;  // per task
     const std::int64_t tasks = (inner_ + kPixels - 1) / kPixels;
@@ -163,13 +208,13 @@ class GateMultiplyOp final : public ExecutableOp {
       const float* g = g_ext + (gate_batch_ == 1 ? 0 : n * (channels_ + 16));
       const std::int64_t offset = (n * inner_ + first) * channels_;
       const std::int64_t done = gate_multiply_avx512(x + offset, g, channels_, y + offset, count,
-                                                     z, s, q_scale_, q_zero_point_, code_max_);
+                                                     z, s, quantize_.scale_, quantize_.zero_point_, quantize_.code_max_);
       float p[16];
       for (std::int64_t i = done; i < count; ++i) {
         const float v = (static_cast<float>(x[offset + i]) - z) * s;
         p[i - done] = v * g[i % channels_];
       }
-      if (done < count) quantize(p, y + offset + done, count - done);
+      if (done < count) quantize_(p, y + offset + done, count - done);
     });
     return true;
 #else
@@ -197,7 +242,7 @@ class GateMultiplyOp final : public ExecutableOp {
             const float v = (static_cast<float>(src[k + i]) - z) * s;
             p[i] = v * g[k + i];
           }
-          quantize(p, dst + k, m);
+          quantize_(p, dst + k, m);
           continue;
         }
         const float gc = g[r % channels_];
@@ -205,20 +250,101 @@ class GateMultiplyOp final : public ExecutableOp {
           const float v = (static_cast<float>(src[k + i]) - z) * s;
           p[i] = v * gc;
         }
-        quantize(p, dst + k, m);
+        quantize_(p, dst + k, m);
       }
     });
   }
 
+  CodesQuantizer quantize_;
   float zero_point_ = 0.0f, scale_ = 1.0f;
-  // The quantization: ONNX's (linear_) or the range formula.
-  bool linear_ = false;
-  float q_scale_ = 1.0f;
-  std::int32_t q_zero_point_ = 0;
-  double il_ = 0.0, range_ = 0.0;
-  std::int32_t code_min_ = 0, code_max_ = 255;
   std::int64_t batch_ = 1, channels_ = 1, inner_ = 1, gate_batch_ = 1;
   bool channels_last_ = false, in_signed_ = false;
+};
+
+// CodeAdd: two code tensors of one shape (and layout) dequantized, added and
+// quantized, chunk by chunk: (a - za) * sa and (b - zb) * sb each rounded to
+// f32 as the unfused Dequantize rounds them, their f32 sum as the unfused
+// Add, then the quantization (CodesQuantizer): the same codes. Sixteen at a
+// time on AVX-512 (separate multiplies and an add, never a fused
+// multiply-add).
+class CodeAddOp final : public ExecutableOp {
+ public:
+  CodeAddOp(const graph::Graph& g, const Node& node)
+      : ExecutableOp(node), quantize_(node.attr<graph::CodeAddAttrs>().quantize) {
+    const auto& a = node.attr<graph::CodeAddAttrs>();
+    za_ = a.a_zero_point;
+    sa_ = a.a_scale;
+    zb_ = a.b_zero_point;
+    sb_ = a.b_scale;
+    a_signed_ = g.value(node.inputs[0]).type == ElementType::s8;
+    b_signed_ = g.value(node.inputs[1]).type == ElementType::s8;
+  }
+
+  void execute(ExecContext& ctx) const override {
+    const void* a = ctx.in(node().inputs[0]).raw_data();
+    const void* b = ctx.in(node().inputs[1]).raw_data();
+    void* y = ctx.out(node().outputs[0]).raw_data();
+    const std::int64_t n = ctx.in(node().inputs[0]).size();
+    if (a_signed_) {
+      with_b(static_cast<const std::int8_t*>(a), b, y, n);
+    } else {
+      with_b(static_cast<const std::uint8_t*>(a), b, y, n);
+    }
+  }
+
+  std::string implementation() const override { return "qfuse:code_add"; }
+
+ private:
+  static constexpr std::int64_t kChunk = 256;
+
+  template <typename A>
+  void with_b(const A* a, const void* b, void* y, std::int64_t n) const {
+    if (b_signed_) {
+      with_out(a, static_cast<const std::int8_t*>(b), y, n);
+    } else {
+      with_out(a, static_cast<const std::uint8_t*>(b), y, n);
+    }
+  }
+
+  template <typename A, typename B>
+  void with_out(const A* a, const B* b, void* y, std::int64_t n) const {
+    if (quantize_.out_signed()) {
+      run(a, b, static_cast<std::int8_t*>(y), n);
+    } else {
+      run(a, b, static_cast<std::uint8_t*>(y), n);
+    }
+  }
+
+  template <typename A, typename B, typename Out>
+  void run(const A* a, const B* b, Out* y, std::int64_t n) const {
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+    parallel_for(n >= (1 << 17), chunks, [&](std::int64_t c) {
+      const std::int64_t first = c * kChunk, m = std::min(kChunk, n - first);
+      alignas(64) float p[kChunk];
+      std::int64_t i = dequantized_sums(a + first, b + first, p, m);
+      for (; i < m; ++i) {
+        const float va = (static_cast<float>(a[first + i]) - za_) * sa_;
+        const float vb = (static_cast<float>(b[first + i]) - zb_) * sb_;
+        p[i] = va + vb;
+      }
+      quantize_(p, y + first, m);
+    });
+  }
+
+  // The sums of the first multiple of sixteen codes, with AVX-512; how many.
+  template <typename A, typename B>
+  std::int64_t dequantized_sums(const A* a, const B* b, float* p, std::int64_t m) const {
+#if defined(QFUSE_AVX512_KERNELS)
+    if (has_avx512()) return code_add_avx512(a, b, p, m, za_, sa_, zb_, sb_);
+#else
+    (void)a, (void)b, (void)p, (void)m;
+#endif
+    return 0;
+  }
+
+  CodesQuantizer quantize_;
+  float za_ = 0.0f, sa_ = 1.0f, zb_ = 0.0f, sb_ = 1.0f;
+  bool a_signed_ = false, b_signed_ = false;
 };
 
 // Lookup: one byte through a 256-entry table, any layout (input and output
@@ -363,6 +489,10 @@ class DequantizedMeanOp final : public ExecutableOp {
 
 std::unique_ptr<ExecutableOp> make_gate_multiply(const OpBuild& b) {
   return std::make_unique<GateMultiplyOp>(b.graph, b.node, b.channels_last(b.node.inputs[0]));
+}
+
+std::unique_ptr<ExecutableOp> make_code_add(const OpBuild& b) {
+  return std::make_unique<CodeAddOp>(b.graph, b.node);
 }
 
 std::unique_ptr<ExecutableOp> make_lookup(const OpBuild& b) {
