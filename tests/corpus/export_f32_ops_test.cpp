@@ -348,6 +348,32 @@ TEST(ExportOps, Lookup) {
   EXPECT_TRUE(has_lookup) << test::fusion::describe_layers(back);
 }
 
+TEST(ExportOps, CodeAdd) {
+  // Two quantized inputs added and quantized before a layer, as ONNX's Q/DQ
+  // write it: no layer output to sum into, so one CodeAdd on the two inputs'
+  // codes.
+  SmallNet net;
+  Builder b(net.graph);
+  const auto qdq = [&b](ValueId v, float s, std::int32_t z, const std::string& name) {
+    const ValueId q = b.quantize(v, ElementType::u8, {s}, {z}, 1, 256, name + "/q");
+    return b.dequantize(q, {s}, {static_cast<float>(z)}, 1, name + "/dq");
+  };
+  const ValueId x = qdq(b.input("x", {1, 4, 8, 8}), 0.02f, 0, "x");
+  const ValueId z = qdq(b.input("z", {1, 4, 8, 8}), 0.0078125f, 128, "z");
+  const ValueId y = qdq(b.add(x, z), 0.03125f, 32, "sum");
+  close_with_s8_output(b, quantized_conv(b, y, 8, 4, "conv"), net);
+  const CompiledModel fused = compile(net.graph, {.integer_only = true});
+  bool has_code_add = false;
+  for (const LayerInfo& l : fused.layers()) has_code_add = has_code_add || l.op == "CodeAdd";
+  EXPECT_TRUE(has_code_add) << test::fusion::describe_layers(fused);
+  const RoundTrip rt = expect_round_trip(net.graph, "code_add", {"Add"});
+  // Read back, the sum is a CodeAdd again.
+  const CompiledModel back = compile(onnx::import_file(rt.file), {.integer_only = true});
+  has_code_add = false;
+  for (const LayerInfo& l : back.layers()) has_code_add = has_code_add || l.op == "CodeAdd";
+  EXPECT_TRUE(has_code_add) << test::fusion::describe_layers(back);
+}
+
 TEST(ExportOps, LookupOnS8Codes) {
   // A symmetric grid before the function: the table reads s8 codes.
   SmallNet net;
