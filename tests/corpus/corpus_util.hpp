@@ -38,6 +38,14 @@ inline std::string real_network(const std::string& name) {
   return fs::exists(fs::path(QFUSE_CORPUS_DIR) / (net + "_f32.output.npy")) ? net : std::string();
 }
 
+// Whether the model is a detector whose outputs sit 40 and more quantized
+// layers deep (torch_qat_yolov8: 55 convolutions, SiLU tables between grids,
+// a softmax in the head). A one-code near-tie flip in an early layer moves
+// values several layers on by more than a code, so its outputs are judged
+// by their cosine and the share within one code; each layer stays held to
+// one code in isolation.
+inline bool deep_detector(const std::string& name) { return name.find("yolo") != std::string::npos; }
+
 // The quantum of an f32 output made by a FakeQuantize or a Dequantize (per
 // channel on axis 1, or per tensor); nullopt when the output has no
 // quantization grid.

@@ -16,7 +16,7 @@ fake_quantize calls around it export the same way.
 Deterministic: fixed seeds, a few calibration steps on random data. The
 outputs are small and committed under tools/corpus/torch/, so that building
 the corpus does not need torch. The torchvision architectures (MobileNetV2, a
-ResNet of torchvision's BasicBlocks) need python3-torchvision too.
+ResNet of torchvision's BasicBlocks, ...) need python3-torchvision too.
 """
 
 import os
@@ -242,27 +242,23 @@ def torchvision_net(out, name, build, shape, seed, act_max=255):
     export(m, shape, os.path.join(out, name + ".onnx"))
 
 
-# EfficientNet has no quantizable variant in torchvision: FX graph mode puts
-# the fake quantizers in (SiLU, the sigmoid gate and its multiply included),
-# with the same qconfig, as a user does for an arbitrary module. Sigmoid keeps
-# FX's fixed grid (scale 1/256, zero point 0), which FX requires.
-def efficientnet_b0_fx(out, seed):
+# Networks with no quantizable variant (EfficientNet, ShuffleNetV2's plain
+# form, a YOLOv8-style detector) get their fake quantizers from FX graph mode,
+# with the same qconfig, as a user does for an arbitrary module: SiLU, the
+# sigmoid gate and its multiply, torch.chunk's outputs and each Concat input
+# included. Sigmoid keeps FX's fixed grid (scale 1/256, zero point 0), which
+# FX requires.
+def fx_qat(m, out, name, shape, seed):
     from torch.ao.quantization import quantize_fx
-    from torchvision.models import efficientnet as en
-    torch.manual_seed(seed)
-    setting, last = en._efficientnet_conf("efficientnet_b0", width_mult=0.5, depth_mult=0.5)
-    m = en.EfficientNet(setting, 0.2, stochastic_depth_prob=0.0, last_channel=last,
-                        num_classes=10)  # stochastic depth off: FX traces in training mode
-    shape = (1, 3, 128, 128)
+    from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
     g = torch.Generator().manual_seed(seed)
     batch = (8,) + shape[1:]
     with torch.no_grad():
         m.train()
-        for _ in range(8):
+        for _ in range(8):  # BatchNorm statistics from data
             m(torch.rand(batch, generator=g) * 2 - 1)
     m.eval()
     mapping = tq.QConfigMapping().set_global(qat_qconfig())
-    from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
     for op, observer in _FIXED_QPARAMS_OP_TO_OBSERVER.items():
         fixed = tq.FixedQParamsFakeQuantize.with_args(observer=observer)
         mapping.set_object_type(op, tq.QConfig(activation=fixed, weight=qat_qconfig().weight))
@@ -273,7 +269,161 @@ def efficientnet_b0_fx(out, seed):
             m(torch.rand(batch, generator=g) * 2 - 1)
     m.apply(tq.disable_observer)
     m.eval()
-    export(m, shape, os.path.join(out, "torch_qat_efficientnet_b0.onnx"))
+    export(m, shape, os.path.join(out, name + ".onnx"))
+
+
+def efficientnet_b0_fx(out, seed):
+    from torchvision.models import efficientnet as en
+    torch.manual_seed(seed)
+    setting, last = en._efficientnet_conf("efficientnet_b0", width_mult=0.5, depth_mult=0.5)
+    m = en.EfficientNet(setting, 0.2, stochastic_depth_prob=0.0, last_channel=last,
+                        num_classes=10)  # stochastic depth off: FX traces in training mode
+    fx_qat(m, out, "torch_qat_efficientnet_b0", (1, 3, 128, 128), seed)
+
+
+def shufflenet_v2_fx(out, seed):
+    """torchvision's plain ShuffleNetV2: torch.chunk (exported as Split), the
+    channel shuffle, and a Concat of a branch's input with its output on two grids."""
+    from torchvision.models import shufflenetv2
+
+    # FX on Python 3.11 cannot unpack x.size() or chunk(); the same steps by indexing.
+    def channel_shuffle(x, groups: int):
+        n, c = x.shape[0], x.shape[1]
+        x = x.view(n, groups, c // groups, x.shape[2], x.shape[3])
+        return torch.transpose(x, 1, 2).contiguous().view(n, -1, x.shape[3], x.shape[4])
+
+    def forward(self, x):  # InvertedResidual's, with no unpacking of chunk()
+        if self.stride == 1:
+            halves = x.chunk(2, dim=1)
+            out = torch.cat((halves[0], self.branch2(halves[1])), dim=1)
+        else:
+            out = torch.cat((self.branch1(x), self.branch2(x)), dim=1)
+        return channel_shuffle(out, 2)
+
+    shufflenetv2.InvertedResidual.forward = forward
+    torch.manual_seed(seed)
+    m = shufflenetv2.shufflenet_v2_x0_5(weights=None, num_classes=10)
+    fx_qat(m, out, "torch_qat_shufflenet_v2_fx", (1, 3, 128, 128), seed)
+
+
+# --- A YOLOv8-style detector ----------------------------------------------------
+#
+# Ultralytics' YOLOv8 layout at small widths (16, 32, 64, 128) and 160 x 160
+# input: conv-bn-SiLU blocks, C2f (torch.chunk, bottlenecks with and without
+# the residual add, Concat), SPPF (three chained 5x5 max pools and a Concat),
+# a nearest-upsampling neck with Concats, and three detection scales whose
+# box (distribution focal loss: softmax over 8 bins, a fixed 1x1 conv) and
+# class (sigmoid) outputs are concatenated.
+
+
+class ConvBnSiLU(nn.Module):
+    def __init__(self, c1, c2, k=1, stride=1):
+        super().__init__()
+        self.conv = nn.Conv2d(c1, c2, k, stride, k // 2, bias=False)
+        self.bn = nn.BatchNorm2d(c2)
+        self.act = nn.SiLU()
+
+    def forward(self, x):
+        return self.act(self.bn(self.conv(x)))
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, c, shortcut):
+        super().__init__()
+        self.cv1 = ConvBnSiLU(c, c, 3)
+        self.cv2 = ConvBnSiLU(c, c, 3)
+        self.shortcut = shortcut
+
+    def forward(self, x):
+        y = self.cv2(self.cv1(x))
+        return x + y if self.shortcut else y
+
+
+class C2f(nn.Module):
+    def __init__(self, c1, c2, n=1, shortcut=False):
+        super().__init__()
+        self.c = c2 // 2
+        self.cv1 = ConvBnSiLU(c1, 2 * self.c, 1)
+        self.cv2 = ConvBnSiLU((2 + n) * self.c, c2, 1)
+        self.m = nn.ModuleList(Bottleneck(self.c, shortcut) for _ in range(n))
+
+    def forward(self, x):
+        halves = self.cv1(x).chunk(2, 1)
+        y = [halves[0], halves[1]]  # (FX cannot unpack a traced tuple)
+        for m in self.m:
+            y.append(m(y[-1]))
+        return self.cv2(torch.cat(y, 1))
+
+
+class SPPF(nn.Module):
+    def __init__(self, c1, c2, k=5):
+        super().__init__()
+        self.cv1 = ConvBnSiLU(c1, c1 // 2, 1)
+        self.cv2 = ConvBnSiLU(c1 // 2 * 4, c2, 1)
+        self.m = nn.MaxPool2d(k, 1, k // 2)
+
+    def forward(self, x):
+        x = self.cv1(x)
+        y1 = self.m(x)
+        y2 = self.m(y1)
+        return self.cv2(torch.cat((x, y1, y2, self.m(y2)), 1))
+
+
+class DFL(nn.Module):
+    """Box side distances as the expectation over reg_max bins."""
+
+    def __init__(self, reg_max):
+        super().__init__()
+        self.conv = nn.Conv2d(reg_max, 1, 1, bias=False).requires_grad_(False)
+        self.conv.weight.data[:] = torch.arange(reg_max, dtype=torch.float).view(1, reg_max, 1, 1)
+        self.reg_max = reg_max
+
+    def forward(self, x):
+        n = x.shape[0]
+        bins = x.view(n, 4, self.reg_max, -1).transpose(2, 1).softmax(1)
+        return self.conv(bins).view(n, 4, -1)
+
+
+class YoloV8(nn.Module):
+    def __init__(self, nc=4, widths=(16, 32, 64, 128), reg_max=8):
+        super().__init__()
+        a, b, c, d = widths
+        self.b0, self.b1, self.b2 = ConvBnSiLU(3, a, 3, 2), ConvBnSiLU(a, b, 3, 2), C2f(b, b, 1, True)
+        self.b3, self.b4 = ConvBnSiLU(b, c, 3, 2), C2f(c, c, 1, True)
+        self.b5, self.b6, self.b7 = ConvBnSiLU(c, d, 3, 2), C2f(d, d, 1, True), SPPF(d, d)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.n1, self.n2 = C2f(d + c, c), C2f(c + b, b)
+        self.d1, self.n3 = ConvBnSiLU(b, b, 3, 2), C2f(b + c, c)
+        self.d2, self.n4 = ConvBnSiLU(c, c, 3, 2), C2f(c + d, d)
+        self.nc, self.reg_max = nc, reg_max
+        self.no = nc + 4 * reg_max
+        c2, c3 = max(16, b // 4, 4 * reg_max), max(b, nc)
+        self.box = nn.ModuleList(
+            nn.Sequential(ConvBnSiLU(x, c2, 3), ConvBnSiLU(c2, c2, 3), nn.Conv2d(c2, 4 * reg_max, 1))
+            for x in (b, c, d))
+        self.cls = nn.ModuleList(
+            nn.Sequential(ConvBnSiLU(x, c3, 3), ConvBnSiLU(c3, c3, 3), nn.Conv2d(c3, nc, 1))
+            for x in (b, c, d))
+        self.dfl = DFL(reg_max)
+
+    def forward(self, x):
+        p3 = self.b2(self.b1(self.b0(x)))
+        p4 = self.b4(self.b3(p3))
+        p5 = self.b7(self.b6(self.b5(p4)))
+        h4 = self.n1(torch.cat((self.up(p5), p4), 1))
+        h3 = self.n2(torch.cat((self.up(h4), p3), 1))
+        h4 = self.n3(torch.cat((self.d1(h3), h4), 1))
+        h5 = self.n4(torch.cat((self.d2(h4), p5), 1))
+        n = x.shape[0]
+        heads = [torch.cat((self.box[i](f), self.cls[i](f)), 1).view(n, self.no, -1)
+                 for i, f in enumerate((h3, h4, h5))]
+        parts = torch.cat(heads, 2).split((4 * self.reg_max, self.nc), 1)
+        return torch.cat((self.dfl(parts[0]), parts[1].sigmoid()), 1)
+
+
+def yolov8_fx(out, seed):
+    torch.manual_seed(seed)
+    fx_qat(YoloV8(), out, "torch_qat_yolov8", (1, 3, 160, 160), seed)
 
 
 def main():
@@ -285,6 +435,8 @@ def main():
     for seed, (name, build, shape, *act_max) in enumerate(torchvision_nets(), start=10):
         torchvision_net(out, name, build, shape, seed, *act_max)
     efficientnet_b0_fx(out, seed=20)
+    yolov8_fx(out, seed=21)
+    shufflenet_v2_fx(out, seed=22)
 
 
 if __name__ == "__main__":
