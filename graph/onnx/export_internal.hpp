@@ -106,6 +106,7 @@ class Exporter {
   void quantize_as(const graph::ConvertAttrs& a, ElementType to, const std::string& xin,
                    const std::string& base, const std::string& out);
   void gate_multiply(const Node& n, const std::string& y);
+  bool constant_on_s8_grid(const Node& n, const std::string& y);
   void code_add(const Node& n, const std::string& y);
   void dequantize(const Node& n, const std::string& y);
   void mean_inner_product(const Node& n, const std::string& y);

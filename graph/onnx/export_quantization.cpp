@@ -142,6 +142,71 @@ void Exporter::dequantize(const Node& n, const std::string& y) {
   w_.node("Mul", n.name, {t, w_.constant(n.name + "/scale", kFloat, scale, dims)}, y);
 }
 
+// A FakeQuantize of constant weights whose ranges, per tensor or per
+// channel along one axis, put zero on a level and every level on s8 (NNCF's
+// and OpenVINO's weights: 255 levels over [-s_c, s_c]): the codes, each
+// level by the range definition less the zero level, and
+// DequantizeLinear(codes, S_c, 0) along that axis, S_c = (ih - il) / (L - 1).
+// Output ranges equal to the input ranges only. False when it does not fit.
+bool Exporter::constant_on_s8_grid(const Node& n, const std::string& y) {
+  const graph::Value& x = g_.value(n.inputs[0]);
+  if (!x.is_constant() || x.type != ElementType::f32 || x.shape.empty()) return false;
+  const auto values = [&](std::size_t i) { return graph::constant_f32(g_, n.inputs[i]); };
+  const auto il = values(1), ih = values(2), ol = values(3), oh = values(4);
+  if (!il || !ih || !ol || !oh || *il != *ol || *ih != *oh || il->size() != ih->size()) {
+    return false;
+  }
+  // The channel axis: the one dimension of the limits above 1.
+  const graph::Value& lim = g_.value(n.inputs[1]);
+  std::size_t axis = 0;
+  const std::size_t channels = il->size();
+  if (channels > 1) {
+    const Shape& ls = lim.shape;
+    if (ls.size() != x.shape.size()) return false;
+    std::size_t found = ls.size();
+    for (std::size_t d = 0; d < ls.size(); ++d) {
+      if (ls[d] == 1) continue;
+      if (found != ls.size() || ls[d] != x.shape[d] || static_cast<std::size_t>(ls[d]) != channels) {
+        return false;
+      }
+      found = d;
+    }
+    if (found == ls.size()) return false;
+    axis = found;
+  }
+  const double steps = static_cast<double>(n.attr<graph::FakeQuantizeAttrs>().levels - 1);
+  std::vector<double> zero(channels);
+  std::vector<float> scale(channels);
+  for (std::size_t c = 0; c < channels; ++c) {
+    const double lo = (*il)[c], hi = (*ih)[c];
+    if (!(lo < hi)) return false;
+    const double z = -lo * steps / (hi - lo);
+    if (!graph::is_near_integer(z)) return false;
+    zero[c] = std::nearbyint(z);
+    if (-zero[c] < -128.0 || steps - zero[c] > 127.0) return false;
+    scale[c] = static_cast<float>((hi - lo) / steps);
+  }
+  std::int64_t inner = 1;
+  for (std::size_t d = axis + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+  const Tensor& w = *x.constant;
+  std::vector<std::int32_t> codes(static_cast<std::size_t>(w.size()));
+  for (std::int64_t i = 0; i < w.size(); ++i) {
+    const auto c = channels == 1 ? 0 : static_cast<std::size_t>((i / inner) % x.shape[axis]);
+    const double level =
+        composer::fake_quantize_level(w.as_float(i), (*il)[c], (*ih)[c], steps);
+    codes[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(level - zero[c]);
+  }
+  const std::string& b = n.name;
+  const std::string q = w_.constant(b + "/codes", kInt8, codes, x.shape);
+  const Shape per = channels == 1 ? Shape{} : Shape{static_cast<std::int64_t>(channels)};
+  const std::string sc = w_.constant(b + "/scale", kFloat, scale, per);
+  const std::string zc =
+      w_.constant(b + "/zero_point", kInt8, std::vector<std::int32_t>(channels, 0), per);
+  auto& dq = w_.node("DequantizeLinear", b, {q, sc, zc}, y);
+  if (channels > 1) Writer::int_attr(dq, "axis", static_cast<std::int64_t>(axis));
+  return true;
+}
+
 void Exporter::fake_quantize(const Node& n, const std::string& y) {
   const auto& a = n.attr<graph::FakeQuantizeAttrs>();
   const std::string& b = n.name;
@@ -162,6 +227,7 @@ void Exporter::fake_quantize(const Node& n, const std::string& y) {
       }
     }
   }
+  if (constant_on_s8_grid(n, y)) return;
   // One range on a u8 grid (256 levels, zero a code, output = input
   // ranges): QuantizeLinear -> DequantizeLinear with S = (ih - il) / 255.
   if (a.levels == 256 && il && ih && ol && oh && il->size() == 1 && ih->size() == 1 &&

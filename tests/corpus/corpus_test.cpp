@@ -737,6 +737,52 @@ TEST_P(NncfReference, UnfusedMatchesNumpysSeedFormula) {
   EXPECT_LE(worst, 0.01 * range);
 }
 
+// qfuse export's plain ONNX twin of an NNCF model: no org.openvinotoolkit
+// node is left, the weights are DequantizeLinear of s8 initializers and the
+// activations QuantizeLinear -> DequantizeLinear; read back, it meets the
+// same numpy reference, and its layers run int8 but for the classifier
+// (exported as MatMul of a Transpose of the weights, which no pass takes).
+TEST_P(NncfReference, PlainQdqExportMeetsTheReference) {
+  const std::string m = GetParam();
+  const CompiledModel original = compile(onnx::import_file(model_path(m)), {.fuse = false});
+  const fs::path out = fs::path(::testing::TempDir()) / (m + "_plain.onnx");
+  (void)onnx::export_prequantized(compiled_graph(original), onnx::ExportSource{}, out.string());
+  std::ifstream in(out, std::ios::binary);
+  ::onnx::ModelProto proto;
+  ASSERT_TRUE(proto.ParseFromIstream(&in));
+  int dequantized_weights = 0;
+  std::set<std::string> s8_initializers;
+  for (const auto& t : proto.graph().initializer()) {
+    if (t.data_type() == ::onnx::TensorProto::INT8 && t.dims_size() == 4) s8_initializers.insert(t.name());
+  }
+  for (const auto& node : proto.graph().node()) {
+    EXPECT_TRUE(node.domain().empty()) << node.name() << " in domain " << node.domain();
+    EXPECT_NE(node.op_type(), "Round") << node.name() << ": a FakeQuantize spelled out";
+    dequantized_weights += node.op_type() == "DequantizeLinear" && s8_initializers.count(node.input(0));
+  }
+  EXPECT_GE(dequantized_weights, 3);
+  const Tensor x = npy(m + ".nncf.input.npy");
+  const Tensor ref = npy(m + ".nncf.output.npy");
+  const Tensor y = run_on(compile(onnx::import_file(out), {.fuse = false}), x);
+  ASSERT_EQ(y.shape(), ref.shape());
+  double range = 0.0, worst = 0.0;
+  for (std::int64_t i = 0; i < ref.size(); ++i) range = std::max(range, std::abs(double(ref.as_float(i))));
+  std::int64_t close = 0;
+  for (std::int64_t i = 0; i < y.size(); ++i) {
+    const double e = std::abs(double(y.as_float(i)) - ref.as_float(i));
+    worst = std::max(worst, e);
+    close += e <= 1e-5 * range;
+  }
+  std::cout << "  " << m << " exported: " << close << " of " << y.size()
+            << " within 1e-5 of the range, worst " << worst << "\n";
+  EXPECT_GE(static_cast<double>(close), 0.99 * static_cast<double>(y.size()));
+  int convolutions = 0;
+  for (const LayerInfo& l : compile(onnx::import_file(out), {.fuse = true}).layers()) {
+    convolutions += l.op == "QuantizedConvolution";
+  }
+  EXPECT_EQ(convolutions, 3);
+}
+
 std::vector<std::string> nncf_models() {
   std::vector<std::string> names;
   for (const std::string& m : corpus::models()) {

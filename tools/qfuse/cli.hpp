@@ -68,5 +68,6 @@ int dump_command(const Args& args);
 int conformance_command(const Args& args);
 int compare_command(const Args& args);
 int export_command(const Args& args);
+int export_plain_command(const Args& args);
 
 }  // namespace qfuse::cli

@@ -11,6 +11,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <random>
 #include <thread>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -828,6 +829,55 @@ int dump_command(const Args& args) {
     std::cout << "wrote " << *path << '\n';
   }
   return 0;
+}
+
+// The model as imported, unfused (its own arithmetic), as plain ONNX: each
+// FakeQuantize on a u8 grid as QuantizeLinear -> DequantizeLinear, Quantize
+// and Dequantize as ONNX's, every other op as the ONNX operator it is
+// (graph/onnx/exporter.hpp); then read back and run on the same random
+// inputs as the original, the largest difference printed.
+int export_plain_command(const Args& args) {
+  if (args.positional().size() != 2) throw UsageError("export: expected MODEL OUT.onnx");
+  const std::string model_name = args.positional()[0];
+  const std::string out = args.positional()[1];
+#ifdef QFUSE_HAVE_ONNX
+  const CompiledModel model = compile(load_model(model_name, shape_bindings(args, model_name)),
+                                      {.fuse = false});
+  const onnx::ExportReport report =
+      onnx::export_prequantized(compiled_graph(model), onnx::ExportSource{}, out);
+  std::cout << "wrote " << out << ": " << report.operators << " nodes as ONNX operators; "
+            << "onnx::checker passed\n";
+  const CompiledModel back = compile(onnx::import_file(out), {.fuse = false});
+  InferRequest a = model.create_infer_request();
+  InferRequest b = back.create_infer_request();
+  std::mt19937 rng(0);
+  for (const TensorInfo& in : model.inputs()) {
+    Tensor& x = a.input(in.name);
+    if (x.type() == ElementType::f32) {
+      std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+      for (float& v : x.data<float>()) v = d(rng);
+    }
+    b.set_input(in.name, x);
+  }
+  a.infer();
+  b.infer();
+  double worst = 0.0;
+  for (const std::string& name : model.output_names()) {
+    const Tensor& ya = a.output(name);
+    const Tensor& yb = b.output(name);
+    if (ya.shape() != yb.shape()) throw GraphError("export: output '" + name + "' changed shape");
+    double diff = 0.0;
+    for (std::int64_t i = 0; i < ya.size(); ++i) {
+      diff = std::max(diff, std::abs(static_cast<double>(ya.as_float(i)) - yb.as_float(i)));
+    }
+    std::cout << "output " << name << ": max |difference| from the original " << diff << "\n";
+    worst = std::max(worst, diff);
+  }
+  return 0;
+#else
+  (void)out;
+  throw UnsupportedError("export " + model_name + ": this build has no ONNX frontend");
+#endif
 }
 
 // The integer-only mode's fused graph in the pre-quantized ONNX form

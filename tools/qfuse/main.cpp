@@ -80,6 +80,13 @@ const std::vector<Command>& commands() {
         {"--shape", true, kShapeHelp}},
        1,
        dump_command},
+      {"export",
+       "qfuse export MODEL OUT.onnx [--shape NAME=DIMS]",
+       "write the model as imported (unfused: its own arithmetic) as plain ONNX, FakeQuantize "
+       "as QuantizeLinear / DequantizeLinear where its grid is u8's, so that ONNX Runtime runs it",
+       {{"--shape", true, kShapeHelp}},
+       2,
+       export_plain_command},
       {"export-prequantized",
        "qfuse export-prequantized MODEL OUT.onnx [--shape NAME=DIMS]",
        "write the integer-only mode's fused graph as a pre-quantized ONNX model (ConvInteger / "
