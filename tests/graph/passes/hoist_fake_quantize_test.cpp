@@ -122,6 +122,29 @@ TEST(HoistFakeQuantize, SlicesOfOneTensorQuantizedOnOneGridShareOneQuantize) {
   EXPECT_EQ(run(g, xt), run(before, xt));
 }
 
+// The same with FakeQuantize (NNCF's and OpenVINO's form): one FakeQuantize
+// of y before the two Slices.
+TEST(HoistFakeQuantize, SlicesOfOneTensorFakeQuantizedOnOneGridShareOne) {
+  Graph g;
+  Builder b(g);
+  const ValueId x = b.input("x", {1, 4, 3, 3});
+  const ValueId y = b.unary(OpKind::Tanh, x, "tanh");
+  for (std::int64_t half : {0, 1}) {
+    const std::string k = std::to_string(half);
+    const ValueId s = b.op(OpKind::Slice, {y}, SliceAttrs{{0, 2 * half, 0, 0}, {1, 2, 3, 3}},
+                           "slice" + k);
+    b.output(fq(b, s, "fq" + k));
+  }
+  const Graph before = g;
+  PassContext ctx = context();
+  while (hoist_fake_quantize(g, ctx)) {
+  }
+  EXPECT_EQ(count(g, OpKind::FakeQuantize), 1u);
+  EXPECT_LT(position(g, OpKind::FakeQuantize), position(g, OpKind::Slice));
+  const Tensor xt = input_tensor({1, 4, 3, 3}, -3.0f, 3.0f, 46);
+  EXPECT_EQ(run(g, xt), run(before, xt));
+}
+
 // A nearest upsampling whose input another op reads too (YOLO's neck: the
 // Concat beside it quantizes that input on a grid of its own): the Quantize
 // still moves above the Resize, which keeps more values than it reads, and
