@@ -343,6 +343,9 @@ class Importer {
   void op_matmul(AttrReader& a);
   void op_batch_norm(AttrReader& a);
   void op_pool(AttrReader& a);
+  // MaxPool / AveragePool attributes (auto_pad, ceil_mode and the padding
+  // count resolved) for an input of shape x, rank 3 to 5.
+  graph::PoolAttrs pool_attrs(AttrReader& a, const Shape& x, bool is_max);
   void op_global_pool(AttrReader& a);
   void op_flatten(AttrReader& a);
   void op_reshape(AttrReader& a);
@@ -412,6 +415,9 @@ class Importer {
   void op_reduce_mean(AttrReader& a);
   void op_pow(AttrReader& a);
   void op_softmax(AttrReader& a);
+  // Softmax of f32 x along axis_attr (by_axis: opset 13's meaning), or, before
+  // opset 13, of x read as a matrix [d0 * .. * d(axis-1), rest].
+  Operand softmax(ValueId x, const Shape& shape, std::int64_t axis_attr, bool by_axis);
   void op_quantize(AttrReader& a);
   void op_dequantize(AttrReader& a);
   // org.openvinotoolkit FakeQuantize (NNCF's ONNX export).
@@ -433,6 +439,10 @@ class Importer {
   ValueId emit_quantize(ValueId x, const QuantParams& p);
   ValueId emit_dequantize(ValueId codes, const QuantParams& p);
   ValueId emit_dequantize_weight(const Literal& q, const QuantParams& p);
+  // DequantizeLinear's value of x: a Dequantize of run-time codes, the f32
+  // constant (q - zp) * s of constant ones, Subtract / Multiply of integers
+  // carried in f32.
+  ValueId dequantized(Operand& x, const QuantParams& p);
   ValueId integer_weight(Operand& w, const Values& zp, std::int64_t zp_axis, bool transpose,
                          std::int64_t rank);
   ValueId subtract_zero_point(ValueId x, const Values& zp, std::int64_t rank, std::int64_t axis);
