@@ -2,7 +2,8 @@
 // Internal to the ONNX frontend: the Importer class and the helpers its
 // operator families share. importer.cpp holds the driver, constant folding
 // and the public functions; import_elementwise.cpp, import_layers.cpp,
-// import_shape.cpp and import_quantization.cpp the operator handlers.
+// import_shape.cpp, import_quantization.cpp and import_qoperator.cpp the
+// operator handlers.
 
 #include <spdlog/spdlog.h>
 
@@ -428,6 +429,25 @@ class Importer {
   void op_qlinear_conv(AttrReader& a);
   void op_qlinear_matmul(AttrReader& a);
   void op_dynamic_quantize_linear(AttrReader& a);
+  // ONNX Runtime's QOperator format, com.microsoft (import_qoperator.cpp).
+  void op_qlinear_binary(AttrReader& a);
+  void op_qlinear_global_average_pool(AttrReader& a);
+  void op_qlinear_concat(AttrReader& a);
+  void op_qlinear_activation(AttrReader& a);
+  void op_qlinear_average_pool(AttrReader& a);
+  void op_qlinear_softmax(AttrReader& a);
+  void op_qgemm(AttrReader& a);
+  // GraphError unless the node has lo to hi inputs (empty names count).
+  void expect_input_count(std::size_t lo, std::size_t hi) const;
+  // One scale and zero point (inputs scale_i, zp_i; an absent zero point is 0
+  // of default_type) of a com.microsoft operator, which reads them per
+  // tensor; `what` names them ("A" for A_scale, A_zero_point).
+  QuantParams qop_params(std::size_t scale_i, std::size_t zp_i, int default_type,
+                         const std::string& what);
+  // The input's 8-bit codes dequantized with p (its type must be p's).
+  ValueId qop_dequantize(std::size_t x_i, const QuantParams& p, const std::string& what);
+  // Output 0: Quantize(p) of the f32 value y.
+  void set_quantized_out(ValueId y, const Shape& shape, const QuantParams& p);
   void op_dropout(AttrReader& a);
 
   // helpers of the operators
