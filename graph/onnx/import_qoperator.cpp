@@ -144,7 +144,9 @@ void Importer::op_qlinear_concat(AttrReader& a) {
   std::vector<ValueId> inputs;
   for (std::size_t k = 0; k < (n - 2) / 3; ++k) {
     const std::size_t x_i = 2 + 3 * k;
-    const std::string name = "X" + std::to_string(k);
+    // Appended, not "X" + to_string(k): GCC 12's -Wrestrict misfires on that at -O3.
+    std::string name = "X";
+    name += std::to_string(k);
     const Shape& s = in(x_i).shape;
     bool same = s.size() == first.size();
     for (std::size_t d = 0; same && d < s.size(); ++d) same = i64(d) == axis || s[d] == first[d];
