@@ -101,6 +101,20 @@ Distance distance(const std::vector<int>& got, const std::vector<int>& want) {
 
 class QOperator : public ::testing::TestWithParam<Codes> {};
 
+// QLinearAdd / QLinearMul "y" of "a" and "b" (inputs or initializers the
+// caller adds) with the given scales and the codes' zero points.
+void qlinear_binary(Model& m, const std::string& op, const Codes& c, float sa, float sb,
+                    float sc) {
+  scale(m, "sa", sa);
+  scale(m, "sb", sb);
+  scale(m, "sc", sc);
+  zero_point(m, "za", c, c.zp_a);
+  zero_point(m, "zb", c, c.zp_b);
+  zero_point(m, "zc", c, c.zp_y);
+  m.node(op, {"a", "sa", "za", "b", "sb", "zb", "sc", "zc"}, {"y"}).set_domain(kMs);
+  m.output("y", c.type);
+}
+
 // QLinearAdd / QLinearMul of every pair of codes, A[i][j] = i and
 // B[i][j] = j (both run-time inputs), and the reference's codes.
 struct EveryPair {
@@ -115,14 +129,7 @@ EveryPair every_pair(const std::string& op, const Codes& c, float sa, float sb, 
   m.opset_import(kMs, 1);
   m.input("a", c.type, {256, 256});
   m.input("b", c.type, {256, 256});
-  scale(m, "sa", sa);
-  scale(m, "sb", sb);
-  scale(m, "sc", sc);
-  zero_point(m, "za", c, c.zp_a);
-  zero_point(m, "zb", c, c.zp_b);
-  zero_point(m, "zc", c, c.zp_y);
-  m.node(op, {"a", "sa", "za", "b", "sb", "zb", "sc", "zc"}, {"y"}).set_domain(kMs);
-  m.output("y", c.type);
+  qlinear_binary(m, op, c, sa, sb, sc);
   EveryPair p{import_bytes(m.bytes()), {}, {}};
   std::vector<int> av, bv;
   for (int i = 0; i < 256; ++i) {
@@ -174,14 +181,7 @@ TEST_P(QOperator, QLinearAddBroadcastsAConstantOperand) {
   } else {
     m.initializer<std::int8_t>("b", kInt8, {1, 4, 1, 1}, {-128, -30, 70, 127});
   }
-  scale(m, "sa", sa);
-  scale(m, "sb", sb);
-  scale(m, "sc", sc);
-  zero_point(m, "za", c, c.zp_a);
-  zero_point(m, "zb", c, c.zp_b);
-  zero_point(m, "zc", c, c.zp_y);
-  m.node("QLinearAdd", {"a", "sa", "za", "b", "sb", "zb", "sc", "zc"}, {"y"}).set_domain(kMs);
-  m.output("y", c.type);
+  qlinear_binary(m, "QLinearAdd", c, sa, sb, sc);
   const graph::Graph g = import_bytes(m.bytes());
   const int bvals[2][4] = {{0, 90, 200, 255}, {-128, -30, 70, 127}};
   std::vector<int> av, want;
