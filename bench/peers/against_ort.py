@@ -39,14 +39,34 @@ import peers  # noqa: E402
 _TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.UINT8, onnx.TensorProto.INT8}
 
 
+def contrib_output_type(node, types):
+    """The element type of a com.microsoft QOperator node's output, which ONNX's
+    shape inference does not know: its output zero point's type (QGemm without
+    one: FLOAT)."""
+    zp = {"QLinearConcat": 1, "QGemm": 8}.get(node.op_type, len(node.input) - 1)
+    if node.op_type.startswith("QLinear") or node.op_type == "QGemm":
+        if zp < len(node.input) and node.input[zp]:
+            return types.get(node.input[zp])
+        return onnx.TensorProto.FLOAT if node.op_type == "QGemm" else types.get(node.input[0])
+    return None
+
+
 def with_every_tensor_as_output(path, out_path):
     """The model with every float / 8-bit tensor a node computes as a graph output."""
     model = shape_inference.infer_shapes(onnx.load(path))
     known = {vi.name: vi for vi in list(model.graph.value_info) + list(model.graph.output)}
+    types = {t.name: t.data_type for t in model.graph.initializer}
+    types.update({vi.name: vi.type.tensor_type.elem_type
+                  for vi in list(model.graph.input) + list(known.values())})
     outputs = {o.name for o in model.graph.output}
     for n in model.graph.node:
         for name in n.output:
             vi = known.get(name)
+            if vi is None and n.domain == "com.microsoft" and name:
+                t = contrib_output_type(n, types)
+                if t is not None:
+                    vi = onnx.helper.make_tensor_value_info(name, t, None)
+                    types[name] = t
             if not name or name in outputs or vi is None:
                 continue
             if vi.type.tensor_type.elem_type not in _TYPES:

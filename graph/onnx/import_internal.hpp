@@ -2,7 +2,8 @@
 // Internal to the ONNX frontend: the Importer class and the helpers its
 // operator families share. importer.cpp holds the driver, constant folding
 // and the public functions; import_elementwise.cpp, import_layers.cpp,
-// import_shape.cpp and import_quantization.cpp the operator handlers.
+// import_shape.cpp, import_quantization.cpp and import_qoperator.cpp the
+// operator handlers.
 
 #include <spdlog/spdlog.h>
 
@@ -343,6 +344,9 @@ class Importer {
   void op_matmul(AttrReader& a);
   void op_batch_norm(AttrReader& a);
   void op_pool(AttrReader& a);
+  // MaxPool / AveragePool attributes (auto_pad, ceil_mode and the padding
+  // count resolved) for an input of shape x, rank 3 to 5.
+  graph::PoolAttrs pool_attrs(AttrReader& a, const Shape& x, bool is_max);
   void op_global_pool(AttrReader& a);
   void op_flatten(AttrReader& a);
   void op_reshape(AttrReader& a);
@@ -412,6 +416,9 @@ class Importer {
   void op_reduce_mean(AttrReader& a);
   void op_pow(AttrReader& a);
   void op_softmax(AttrReader& a);
+  // Softmax of f32 x along axis_attr (by_axis: opset 13's meaning), or, before
+  // opset 13, of x read as a matrix [d0 * .. * d(axis-1), rest].
+  Operand softmax(ValueId x, const Shape& shape, std::int64_t axis_attr, bool by_axis);
   void op_quantize(AttrReader& a);
   void op_dequantize(AttrReader& a);
   // org.openvinotoolkit FakeQuantize (NNCF's ONNX export).
@@ -422,6 +429,25 @@ class Importer {
   void op_qlinear_conv(AttrReader& a);
   void op_qlinear_matmul(AttrReader& a);
   void op_dynamic_quantize_linear(AttrReader& a);
+  // ONNX Runtime's QOperator format, com.microsoft (import_qoperator.cpp).
+  void op_qlinear_binary(AttrReader& a);
+  void op_qlinear_global_average_pool(AttrReader& a);
+  void op_qlinear_concat(AttrReader& a);
+  void op_qlinear_activation(AttrReader& a);
+  void op_qlinear_average_pool(AttrReader& a);
+  void op_qlinear_softmax(AttrReader& a);
+  void op_qgemm(AttrReader& a);
+  // GraphError unless the node has lo to hi inputs (empty names count).
+  void expect_input_count(std::size_t lo, std::size_t hi) const;
+  // One scale and zero point (inputs scale_i, zp_i; an absent zero point is 0
+  // of default_type) of a com.microsoft operator, which reads them per
+  // tensor; `what` names them ("A" for A_scale, A_zero_point).
+  QuantParams qop_params(std::size_t scale_i, std::size_t zp_i, int default_type,
+                         const std::string& what);
+  // The input's 8-bit codes dequantized with p (its type must be p's).
+  ValueId qop_dequantize(std::size_t x_i, const QuantParams& p, const std::string& what);
+  // Output 0: Quantize(p) of the f32 value y.
+  void set_quantized_out(ValueId y, const Shape& shape, const QuantParams& p);
   void op_dropout(AttrReader& a);
 
   // helpers of the operators
@@ -433,6 +459,10 @@ class Importer {
   ValueId emit_quantize(ValueId x, const QuantParams& p);
   ValueId emit_dequantize(ValueId codes, const QuantParams& p);
   ValueId emit_dequantize_weight(const Literal& q, const QuantParams& p);
+  // DequantizeLinear's value of x: a Dequantize of run-time codes, the f32
+  // constant (q - zp) * s of constant ones, Subtract / Multiply of integers
+  // carried in f32.
+  ValueId dequantized(Operand& x, const QuantParams& p);
   ValueId integer_weight(Operand& w, const Values& zp, std::int64_t zp_axis, bool transpose,
                          std::int64_t rank);
   ValueId subtract_zero_point(ValueId x, const Values& zp, std::int64_t rank, std::int64_t axis);

@@ -288,7 +288,28 @@ void Importer::op_pool(AttrReader& a) {
   }
   max_outputs(1);
   expect(x.shape.size() >= 3 && x.shape.size() <= 5, "input rank must be 3 to 5");
-  const std::size_t spatial = x.shape.size() - 2;
+  const graph::PoolAttrs p = pool_attrs(a, x.shape, is_max);
+  // A MaxPool on 8-bit codes (ONNX Runtime's QOperator format) runs on them.
+  if (is_max && (x.type == kUint8 || x.type == kInt8) && !x.literal &&
+      value_type(x.value) != ElementType::f32) {
+    Operand y = x;
+    y.value = emit(OpKind::MaxPool, {x.value}, p);
+    y.f32_value = ValueId{};
+    y.quantized = nullptr;
+    y.shape = value_shape(y.value);
+    set_out(0, y);
+    return;
+  }
+  const ValueId y = emit(is_max ? OpKind::MaxPool : OpKind::AvgPool, {f32(x)}, p);
+  if (is_integer_type(x.type)) {
+    set_out(0, make_integer(y, x.type, value_shape(y), int_range(x)));
+  } else {
+    set_out(0, make_float(y, value_shape(y)));
+  }
+}
+
+graph::PoolAttrs Importer::pool_attrs(AttrReader& a, const Shape& x, bool is_max) {
+  const std::size_t spatial = x.size() - 2;
   graph::PoolAttrs p;
   if (!a.has("kernel_shape")) malformed("kernel_shape is required");
   p.kernel = a.ints("kernel_shape");
@@ -308,7 +329,7 @@ void Importer::op_pool(AttrReader& a) {
   }
   const std::string auto_pad = a.s("auto_pad", "NOTSET");
   for (std::size_t i = 0; i < spatial; ++i) {
-    const std::int64_t in_size = x.shape[i + 2];
+    const std::int64_t in_size = x[i + 2];
     const std::int64_t extent = (p.kernel[i] - 1) * p.dilations[i] + 1;
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       const std::int64_t out = (in_size + p.strides[i] - 1) / p.strides[i];
@@ -336,12 +357,7 @@ void Importer::op_pool(AttrReader& a) {
       p.pads_end[i] += extra;
     }
   }
-  const ValueId y = emit(is_max ? OpKind::MaxPool : OpKind::AvgPool, {f32(x)}, p);
-  if (is_integer_type(x.type)) {
-    set_out(0, make_integer(y, x.type, value_shape(y), int_range(x)));
-  } else {
-    set_out(0, make_float(y, value_shape(y)));
-  }
+  return p;
 }
 
 void Importer::op_global_pool(AttrReader&) {

@@ -175,15 +175,16 @@ void Importer::op_dequantize(AttrReader& a) {
     set_out(0, y);
     return;
   }
-  if (x.value.valid() && value_type(x.value) != ElementType::f32) {
-    set_out(0, make_float(emit_dequantize(x.value, p), x.shape));
-    return;
-  }
+  set_out(0, make_float(dequantized(x, p), x.shape));
+}
+
+ValueId Importer::dequantized(Operand& x, const QuantParams& p) {
+  if (x.literal) return emit_dequantize_weight(*x.literal, p);
+  if (x.value.valid() && value_type(x.value) != ElementType::f32) return emit_dequantize(x.value, p);
   // Integers computed in f32 (a Clip or an integer Add of codes).
   const std::int64_t rank = std::max<std::int64_t>(1, rank_of(x.shape));
-  ValueId t = subtract_zero_point(f32(x), p.zero_point, rank, p.axis);
-  t = emit(OpKind::Multiply, {t, param_constant(p.scale, rank, p.axis, "scale")});
-  set_out(0, make_float(t, x.shape));
+  const ValueId t = subtract_zero_point(f32(x), p.zero_point, rank, p.axis);
+  return emit(OpKind::Multiply, {t, param_constant(p.scale, rank, p.axis, "scale")});
 }
 
 // Integer weights as f32 (w - zp): a constant stays u8/s8 behind a Convert.
@@ -419,6 +420,9 @@ ValueId Importer::requantize(ValueId acc, const Values& multiplier, std::int64_t
   p.type = y_type;
   p.scale = {1.0};
   p.zero_point = y_zp;
+  const Interval codes = type_range(y_type);
+  p.qmin = codes.lo;
+  p.qmax = codes.hi;
   ValueId t = emit(OpKind::Multiply, {acc, param_constant(multiplier, rank, axis, "multiplier")},
                    NoAttrs{}, "rescale");
   return emit_quantize(t, p);

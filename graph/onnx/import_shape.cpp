@@ -322,20 +322,23 @@ void Importer::op_pow(AttrReader&) {
 void Importer::op_softmax(AttrReader& a) {
   Operand& x = in(0);
   require_float(x, "the input");
-  const std::int64_t r = rank_of(x.shape);
-  expect(r >= 1, "the input must have rank >= 1");
-  if (opset_ >= 13) {
-    const std::int64_t axis = normalize_axis(a.i("axis", -1), r, "axis");
-    set_out(0, make_float(emit(OpKind::Softmax, {f32(x)}, graph::SoftmaxAttrs{axis}), x.shape));
-    return;
+  expect(rank_of(x.shape) >= 1, "the input must have rank >= 1");
+  const bool by_axis = opset_ >= 13;
+  set_out(0, softmax(f32(x), x.shape, a.i("axis", by_axis ? -1 : 1), by_axis));
+}
+
+Operand Importer::softmax(ValueId x, const Shape& shape, std::int64_t axis_attr, bool by_axis) {
+  const std::int64_t r = rank_of(shape);
+  const std::int64_t axis = normalize_axis(axis_attr, r, "axis");
+  if (by_axis) {
+    return make_float(emit(OpKind::Softmax, {x}, graph::SoftmaxAttrs{axis}), shape);
   }
   // Before opset 13 the input is read as a matrix [d0 * .. * d(axis-1), rest].
-  const std::int64_t axis = normalize_axis(a.i("axis", 1), r, "axis");
-  Operand y = x;
-  reshape_to(y, {dims_product(x.shape, 0, axis), dims_product(x.shape, axis, r)});
+  Operand y = make_float(x, shape);
+  reshape_to(y, {dims_product(shape, 0, axis), dims_product(shape, axis, r)});
   Operand z = make_float(emit(OpKind::Softmax, {f32(y)}, graph::SoftmaxAttrs{1}), y.shape);
-  reshape_to(z, x.shape);
-  set_out(0, z);
+  reshape_to(z, shape);
+  return z;
 }
 
 // LayerNormalization (opset 17) over the last axis: one LayerNorm node

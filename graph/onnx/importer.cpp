@@ -363,6 +363,19 @@ Importer::Handler Importer::handler_of(const ::onnx::NodeProto& node) const {
   // Operators of other domains, by domain and type.
   static const std::map<std::pair<std::string, std::string>, Handler> kDomainHandlers = {
       {{"org.openvinotoolkit", "FakeQuantize"}, &Importer::op_fake_quantize},
+      // ONNX Runtime's QOperator format (import_qoperator.cpp); its
+      // quantizer may also write the two standard quantizers there.
+      {{"com.microsoft", "QLinearAdd"}, &Importer::op_qlinear_binary},
+      {{"com.microsoft", "QLinearMul"}, &Importer::op_qlinear_binary},
+      {{"com.microsoft", "QLinearGlobalAveragePool"}, &Importer::op_qlinear_global_average_pool},
+      {{"com.microsoft", "QLinearConcat"}, &Importer::op_qlinear_concat},
+      {{"com.microsoft", "QLinearSigmoid"}, &Importer::op_qlinear_activation},
+      {{"com.microsoft", "QLinearLeakyRelu"}, &Importer::op_qlinear_activation},
+      {{"com.microsoft", "QLinearAveragePool"}, &Importer::op_qlinear_average_pool},
+      {{"com.microsoft", "QLinearSoftmax"}, &Importer::op_qlinear_softmax},
+      {{"com.microsoft", "QGemm"}, &Importer::op_qgemm},
+      {{"com.microsoft", "QuantizeLinear"}, &Importer::op_quantize},
+      {{"com.microsoft", "DequantizeLinear"}, &Importer::op_dequantize},
   };
   if (node.domain().empty() || node.domain() == "ai.onnx") {
     const auto it = kHandlers.find(node.op_type());
@@ -370,8 +383,12 @@ Importer::Handler Importer::handler_of(const ::onnx::NodeProto& node) const {
   }
   const auto it = kDomainHandlers.find({node.domain(), node.op_type()});
   if (it == kDomainHandlers.end()) {
+    std::string known;
+    for (const auto& entry : kDomainHandlers) {
+      known += (known.empty() ? "" : ", ") + entry.first.first + " " + entry.first.second;
+    }
     unsupported("operator " + node.op_type() + " of domain '" + node.domain() +
-                "' is not supported (other domains: org.openvinotoolkit FakeQuantize)");
+                "' is not supported (other domains: " + known + ")");
   }
   return it->second;
 }

@@ -40,6 +40,20 @@
 // - QLinearConv / QLinearMatMul: the integer product as above, plus the int32
 //   bias, times fl32(fl32(x_s * w_s) / y_s) per output channel, then rounded,
 //   shifted by y_zp and saturated like QuantizeLinear.
+// - ONNX Runtime's QOperator format (com.microsoft; import_qoperator.cpp):
+//   QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat,
+//   QLinearAveragePool, QLinearGlobalAveragePool (channels_last 0 or 1) and
+//   QLinearSoftmax are Dequantize of each input -> the f32 op -> Quantize,
+//   the ops a QDQ model imports to (QLinearSoftmax's Quantize has scale
+//   1 / floor(1 / y_scale), as its kernel multiplies by floor(1 / y_scale)).
+//   QGemm is a layer like QLinearMatMul (int32 bias C; alpha; transB; an f32
+//   output without y_scale / y_zero_point). Their scales and zero points are
+//   constants, one per tensor (QGemm's B: one per output column too).
+//   MaxPool, Flatten, Reshape, Transpose and Concat on u8 / s8 codes run on
+//   the codes. Unfused, each computes ONNX's DequantizeLinear / QuantizeLinear
+//   arithmetic, which is ONNX Runtime's kernel exactly for QLinearAdd (AVX2),
+//   QLinearLeakyRelu, QLinearConcat and QGemm, and within one code of it for
+//   the others (graph/onnx/README.md says where and why).
 //
 // Symbolic dimensions are bound before import: from ImportOptions::input_shapes
 // (a whole shape per input) and, by name, for every other input that uses the

@@ -11,7 +11,10 @@
 //     HSwish, HSigmoid, Swish, Exp, Abs, Sqrt -> Eltwise
 //   FakeQuantize with constant ranges -> FakeQuantize
 //   Quantize and the Dequantize that alone reads it (a Q/DQ pair no layer
-//     took the codes of) -> Quantize, Shift(-Z), Scale(S)
+//     took the codes of) -> Quantize, Shift(-Z), Scale(S); S is the
+//     Dequantize's, which may differ from the Quantize's with the same zero
+//     points (ONNX Runtime's QOperator layers requantize with scale 1 and
+//     their readers dequantize with the output's scale)
 //   Add of another tensor of the same shape (a residual):
 //     dequantized int8 r = (rq - Zr) * Sr -> Sum(rq, Sr) [+ Shift(-Sr * Zr)]
 //     any other f32 tensor               -> Binary(add, full tensor), or after
@@ -91,6 +94,20 @@ bool absorb_fake_quantize(const Graph& g, const Node& n, const Shape& shape, std
   return true;
 }
 
+// The Dequantize that alone reads the Quantize's codes with its zero points,
+// per tensor or along its axis, whatever its scale: (q - Z) * S.
+const Node* dequantize_reading(const Graph& g, const Node& q) {
+  const auto reader = sole_consumer(g, q.outputs[0]);
+  if (!reader || g.is_graph_output(q.outputs[0])) return nullptr;
+  const Node& dq = g.node(*reader);
+  if (dq.kind != OpKind::Dequantize) return nullptr;
+  const auto& qa = q.attr<QuantizeAttrs>();
+  DequantizeAttrs d = dq.attr<DequantizeAttrs>();
+  if (d.scale.size() != qa.scale.size()) return nullptr;
+  d.scale = qa.scale;  // the zero points and the axis must match
+  return undoes(d, qa) ? &dq : nullptr;
+}
+
 // ONNX's QuantizeLinear: the composer's Quantize step. With the Dequantize
 // that alone reads it (a Q/DQ pair whose codes no layer took), that one joins
 // as Shift(-Z), Scale(S) and the chain goes on in f32; otherwise the codes
@@ -102,10 +119,10 @@ bool absorb_quantize(const Graph& g, const Node& n, std::size_t axis, Absorbed& 
   for (std::int32_t z : q.zero_point) zero.push_back(static_cast<float>(z));
   a.steps.push_back(cp::Quantize{q.scale, zero, static_cast<float>(q.code_min()),
                                  static_cast<float>(q.code_max())});
-  if (const Node* dq = dequantize_of_quantize(g, n)) {
+  if (const Node* dq = dequantize_reading(g, n)) {
     for (float& z : zero) z = -z;
     a.steps.push_back(cp::Shift{std::move(zero)});
-    a.steps.push_back(cp::Scale{q.scale});
+    a.steps.push_back(cp::Scale{dq->attr<DequantizeAttrs>().scale});
     a.dequantize = g.value(dq->outputs[0]).producer;
     return true;
   }

