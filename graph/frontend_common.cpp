@@ -1,6 +1,7 @@
 #include "graph/frontend_common.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace qfuse::graph {
 
@@ -40,6 +41,31 @@ std::optional<std::string> add_ceil_mode_padding(PoolAttrs& p, const Shape& x, b
     const std::int64_t extra = (out - 1) * p.strides[i] + extent - padded;
     if (extra > 0 && !is_max && !p.exclude_pad) return "with count_include_pad = 1";
     p.pads_end[i] += std::max<std::int64_t>(0, extra);
+  }
+  return std::nullopt;
+}
+
+std::optional<CoordinateTransform> coordinate_transform_named(std::string_view name) {
+  static constexpr std::pair<std::string_view, CoordinateTransform> kNames[] = {
+      {"half_pixel", CoordinateTransform::half_pixel},
+      {"pytorch_half_pixel", CoordinateTransform::pytorch_half_pixel},
+      {"align_corners", CoordinateTransform::align_corners},
+      {"asymmetric", CoordinateTransform::asymmetric},
+      {"tf_half_pixel_for_nn", CoordinateTransform::tf_half_pixel_for_nn}};
+  for (const auto& [n, t] : kNames) {
+    if (n == name) return t;
+  }
+  return std::nullopt;
+}
+
+std::optional<NearestMode> nearest_mode_named(std::string_view name) {
+  static constexpr std::pair<std::string_view, NearestMode> kNames[] = {
+      {"round_prefer_floor", NearestMode::round_prefer_floor},
+      {"round_prefer_ceil", NearestMode::round_prefer_ceil},
+      {"floor", NearestMode::floor},
+      {"ceil", NearestMode::ceil}};
+  for (const auto& [n, m] : kNames) {
+    if (n == name) return m;
   }
   return std::nullopt;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/graph.hpp"
@@ -29,6 +30,11 @@ void apply_auto_pad(AutoPad mode, const Shape& x, const Ints& kernel, const Ints
 // done; else why it cannot be written so (the last window would start in
 // the padding, or an average would count the extra cells).
 std::optional<std::string> add_ceil_mode_padding(PoolAttrs& p, const Shape& x, bool is_max);
+
+// Resize's coordinate transforms and nearest modes by the names ONNX's Resize
+// and OpenVINO's Interpolate both use; nullopt for a name qfuse does not run.
+std::optional<CoordinateTransform> coordinate_transform_named(std::string_view name);
+std::optional<NearestMode> nearest_mode_named(std::string_view name);
 
 // levels outside [2, 65536]: the problem, as the FakeQuantize op takes them.
 std::optional<std::string> fake_quantize_levels_problem(std::int64_t levels);

@@ -257,25 +257,14 @@ void Importer::op_interpolate(AttrReader& a) {
   } else {
     a.unsupported_value("mode", "'" + mode + "' (expected nearest or linear_onnx)");
   }
-  static const std::map<std::string, graph::CoordinateTransform, std::less<>> kTransforms = {
-      {"half_pixel", graph::CoordinateTransform::half_pixel},
-      {"pytorch_half_pixel", graph::CoordinateTransform::pytorch_half_pixel},
-      {"align_corners", graph::CoordinateTransform::align_corners},
-      {"asymmetric", graph::CoordinateTransform::asymmetric},
-      {"tf_half_pixel_for_nn", graph::CoordinateTransform::tf_half_pixel_for_nn}};
   const std::string transform = a.s("coordinate_transformation_mode", "half_pixel");
-  const auto t = kTransforms.find(transform);
-  if (t == kTransforms.end()) a.unsupported_value("coordinate_transformation_mode", "'" + transform + "'");
-  ra.transform = t->second;
-  static const std::map<std::string, graph::NearestMode, std::less<>> kNearest = {
-      {"round_prefer_floor", graph::NearestMode::round_prefer_floor},
-      {"round_prefer_ceil", graph::NearestMode::round_prefer_ceil},
-      {"floor", graph::NearestMode::floor},
-      {"ceil", graph::NearestMode::ceil}};
+  const auto t = graph::coordinate_transform_named(transform);
+  if (!t) a.unsupported_value("coordinate_transformation_mode", "'" + transform + "'");
+  ra.transform = *t;
   const std::string nearest = a.s("nearest_mode", "round_prefer_floor");
-  const auto nm = kNearest.find(nearest);
-  if (nm == kNearest.end()) a.unsupported_value("nearest_mode", "'" + nearest + "'");
-  ra.nearest_mode = nm->second;
+  const auto nm = graph::nearest_mode_named(nearest);
+  if (!nm) a.unsupported_value("nearest_mode", "'" + nearest + "'");
+  ra.nearest_mode = *nm;
   if (a.b("antialias", false)) a.unsupported_value("antialias", "= true");
   for (const char* pads : {"pads_begin", "pads_end"}) {
     const Ints p = a.ints(pads, {});
