@@ -467,7 +467,10 @@ void Importer::import_layer(std::size_t index) {
   const auto& versions = it->second.versions;
   if (std::find(versions.begin(), versions.end(), layer_->version) == versions.end()) {
     std::string known;
-    for (std::string_view v : versions) known += (known.empty() ? "" : ", ") + std::string(v);
+    for (std::string_view v : versions) {
+      if (!known.empty()) known += ", ";
+      known += v;
+    }
     unsupported("version '" + layer_->version + "' is not supported (expected " + known + ")");
   }
   AttrReader a(*layer_);
@@ -488,9 +491,12 @@ void Importer::check_declared_shapes() const {
       same = p.dims[d] == -1 || p.dims[d] == o.shape[d];
     }
     if (!same) {
+      // Appended piece by piece: "," + std::to_string(..) trips GCC 12's
+      // -Wrestrict false positive at -O3.
       std::string declared = "[";
       for (std::size_t d = 0; d < p.dims.size(); ++d) {
-        declared += (d ? "," : "") + std::to_string(p.dims[d]);
+        if (d > 0) declared += ',';
+        declared += std::to_string(p.dims[d]);
       }
       malformed("output port " + std::to_string(p.id) + " declares shape " + declared +
                 "] but the inputs give " + to_string(o.shape));

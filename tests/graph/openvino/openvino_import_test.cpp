@@ -36,7 +36,10 @@ class Ir {
   Out parameter(const std::string& name, const Shape& shape, const std::string& dims = {}) {
     std::string d = dims;
     if (d.empty()) {
-      for (std::size_t i = 0; i < shape.size(); ++i) d += (i ? "," : "") + std::to_string(shape[i]);
+      for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i > 0) d += ',';
+        d += std::to_string(shape[i]);
+      }
     }
     return layer("Parameter", "opset1", name, "shape=\"" + d + "\" element_type=\"f32\"", {},
                  {shape}, {"FP32"}, version_ >= 11 ? name : "")[0];
@@ -46,7 +49,10 @@ class Ir {
     const std::size_t offset = bin.size();
     bin.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
     std::string s;
-    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (i > 0) s += ", ";
+      s += std::to_string(shape[i]);
+    }
     static const std::map<std::string, std::string> kPrecision = {
         {"f32", "FP32"}, {"i8", "I8"}, {"u8", "U8"}, {"i64", "I64"}, {"f16", "FP16"}, {"i32", "I32"}};
     return layer("Const", "opset1", "", "element_type=\"" + type + "\" shape=\"" + s +
