@@ -177,6 +177,9 @@ class Importer {
   void op_gather(AttrReader& a);
   // --- import_layers.cpp -----------------------------------------------------
   graph::AutoPad auto_pad(AttrReader& a);
+  // f32 input [N, C, spatial...] of rank 3 to 5 and f32 weights of its rank
+  // + extra_rank (1: GroupConvolution's [G, O/G, C/G, k...]).
+  void expect_layer_operands(const Operand& x, const Operand& w, std::size_t extra_rank) const;
   void window_attrs(AttrReader& a, std::size_t spatial, graph::Ints& strides,
                     graph::Ints& dilations, graph::Ints& pads_begin, graph::Ints& pads_end);
   void op_convolution(AttrReader& a);

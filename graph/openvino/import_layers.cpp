@@ -34,17 +34,23 @@ void Importer::window_attrs(AttrReader& a, std::size_t spatial, graph::Ints& str
   }
 }
 
+void Importer::expect_layer_operands(const Operand& x, const Operand& w,
+                                     std::size_t extra_rank) const {
+  require_float(x, "the input");
+  require_float(w, "the weights");
+  expect(x.shape.size() >= 3 && x.shape.size() <= 5 && w.shape.size() == x.shape.size() + extra_rank,
+         "input " + to_string(x.shape) + " and weights " + to_string(w.shape) +
+             (extra_rank == 0 ? " (expected rank 3 to 5, the same for both)"
+                              : " (expected weights [G, O/G, C/G, k...] of the input's rank + 1)"));
+}
+
 // Convolution(x [N, C, spatial...], w [O, C, k...]); the bias is an Add after
 // it, which the passes fuse.
 void Importer::op_convolution(AttrReader& a) {
   expect_ports(2, 2, 1);
   Operand& x = in(0);
   Operand& w = in(1);
-  require_float(x, "the input");
-  require_float(w, "the weights");
-  expect(x.shape.size() >= 3 && x.shape.size() <= 5 && w.shape.size() == x.shape.size(),
-         "input " + to_string(x.shape) + " and weights " + to_string(w.shape) +
-             " (expected rank 3 to 5, the same for both)");
+  expect_layer_operands(x, w, 0);
   graph::ConvAttrs c;
   window_attrs(a, x.shape.size() - 2, c.strides, c.dilations, c.pads_begin, c.pads_end);
   graph::apply_auto_pad(auto_pad(a), x.shape, Ints(w.shape.begin() + 2, w.shape.end()), c.strides,
@@ -60,11 +66,7 @@ void Importer::op_group_convolution(AttrReader& a) {
   expect_ports(2, 2, 1);
   Operand& x = in(0);
   Operand& w = in(1);
-  require_float(x, "the input");
-  require_float(w, "the weights");
-  expect(x.shape.size() >= 3 && x.shape.size() <= 5 && w.shape.size() == x.shape.size() + 1,
-         "input " + to_string(x.shape) + " and weights " + to_string(w.shape) +
-             " (expected weights [G, O/G, C/G, k...] of the input's rank + 1)");
+  expect_layer_operands(x, w, 1);
   graph::ConvAttrs c;
   c.groups = w.shape[0];
   window_attrs(a, x.shape.size() - 2, c.strides, c.dilations, c.pads_begin, c.pads_end);
@@ -85,11 +87,7 @@ void Importer::op_convolution_backprop_data(AttrReader& a) {
   if (num_inputs() == 3) unsupported("the output_shape input is not supported");
   Operand& x = in(0);
   Operand& w = in(1);
-  require_float(x, "the input");
-  require_float(w, "the weights");
-  expect(x.shape.size() >= 3 && x.shape.size() <= 5 && w.shape.size() == x.shape.size(),
-         "input " + to_string(x.shape) + " and weights " + to_string(w.shape) +
-             " (expected rank 3 to 5, the same for both)");
+  expect_layer_operands(x, w, 0);
   const std::size_t spatial = x.shape.size() - 2;
   graph::DeconvAttrs d;
   window_attrs(a, spatial, d.strides, d.dilations, d.pads_begin, d.pads_end);
