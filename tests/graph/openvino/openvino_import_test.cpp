@@ -260,6 +260,57 @@ TEST(OpenVinoImport, NotImportedWhenMvnNormalizesOtherAxes) {
   EXPECT_THROW(ir.import(), UnsupportedError);
 }
 
+// Activations and pools onto qfuse's ops with their attributes.
+TEST(OpenVinoImport, ActivationsAndPoolsKeepTheirAttributes) {
+  Ir ir;
+  const auto x = ir.parameter("x", {1, 2, 4, 4});
+  auto y = ir.op("Gelu", {x}, {1, 2, 4, 4}, "approximation_mode=\"TANH\"", "opset7");
+  y = ir.op("Swish", {y, ir.f32({0.5f}, {})}, {1, 2, 4, 4}, "", "opset4");
+  y = ir.op("Clamp", {y}, {1, 2, 4, 4}, "min=\"-1\" max=\"6\"");
+  y = ir.op("AvgPool", {y}, {1, 2, 2, 2},
+            "strides=\"2, 2\" pads_begin=\"0, 0\" pads_end=\"1, 1\" kernel=\"3, 3\" "
+            "exclude-pad=\"true\" rounding_type=\"floor\" auto_pad=\"explicit\"");
+  ir.result(ir.op("SoftMax", {y}, {1, 2, 2, 2}, "axis=\"1\""));
+  const graph::Graph g = ir.import();
+  for (graph::NodeId id : g.topological_order()) {
+    const graph::Node& n = g.node(id);
+    if (n.kind == graph::OpKind::Gelu) {
+      EXPECT_EQ(n.attr<graph::GeluAttrs>().approximation, graph::GeluApproximation::tanh);
+    } else if (n.kind == graph::OpKind::Swish) {
+      EXPECT_EQ(n.attr<graph::AlphaAttrs>().alpha, 0.5f);
+    } else if (n.kind == graph::OpKind::Clamp) {
+      EXPECT_EQ(n.attr<graph::ClampAttrs>().lo, -1.0f);
+      EXPECT_EQ(n.attr<graph::ClampAttrs>().hi, 6.0f);
+    } else if (n.kind == graph::OpKind::AvgPool) {
+      EXPECT_TRUE(n.attr<graph::PoolAttrs>().exclude_pad);
+      EXPECT_EQ(n.attr<graph::PoolAttrs>().pads_end, (graph::Ints{1, 1}));
+    } else if (n.kind == graph::OpKind::Softmax) {
+      EXPECT_EQ(n.attr<graph::SoftmaxAttrs>().axis, 1);
+    }
+  }
+  EXPECT_EQ(count(g, graph::OpKind::Gelu) + count(g, graph::OpKind::Swish) +
+                count(g, graph::OpKind::Clamp) + count(g, graph::OpKind::AvgPool) +
+                count(g, graph::OpKind::Softmax),
+            5u);
+}
+
+// Interpolate opset4, nearest by sizes (asymmetric, floor): each output
+// pixel repeats the input pixel it falls in.
+TEST(OpenVinoImport, NearestInterpolateRepeatsPixels) {
+  Ir ir;
+  const auto x = ir.parameter("x", {1, 1, 2, 2});
+  ir.result(ir.op("Interpolate", {x, ir.i64({4, 4}), ir.f32({2.0f, 2.0f}, {2}), ir.i64({2, 3})},
+                  {1, 1, 4, 4},
+                  "mode=\"nearest\" shape_calculation_mode=\"sizes\" "
+                  "coordinate_transformation_mode=\"asymmetric\" nearest_mode=\"floor\" "
+                  "antialias=\"false\" pads_begin=\"0, 0, 0, 0\" pads_end=\"0, 0, 0, 0\" "
+                  "cube_coeff=\"-0.75\"",
+                  "opset4"));
+  const Tensor y = run(ir.import(), false, Tensor::from_vector<float>({1, 1, 2, 2}, {1, 2, 3, 4}));
+  const float expected[] = {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4};
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(y.as_float(i), expected[i]) << i;
+}
+
 TEST(OpenVinoImport, F16ConstantsAreConvertedExactly) {
   Ir ir;
   const auto x = ir.parameter("x", {1, 3});
