@@ -134,9 +134,11 @@ bool shift_weight_zero_point(Graph& g, NodeId id, PassContext& ctx) {
     ctx.reject(kPass, dq.name, "8-bit weights with a zero point not read as layer weights along its axis");
     return false;
   }
+  // An integer an 8-bit code can lie one byte's range away from (larger
+  // ones leave no code in s8 anyway).
   for (float z : da.zero_point) {
-    if (z != std::nearbyint(z)) {
-      ctx.reject(kPass, dq.name, "the weights' zero point is not an integer");
+    if (z != std::nearbyint(z) || std::abs(z) > 255.0f) {
+      ctx.reject(kPass, dq.name, "the weights' zero point is not an integer in [-255, 255]");
       return false;
     }
   }

@@ -78,5 +78,19 @@ TEST(QuantizeWeights, NotShiftedWhenCodesLessZeroPointLeaveS8) {
   EXPECT_THAT(ctx.refusals()[0].reason, HasSubstr("do not fit s8"));
 }
 
+TEST(QuantizeWeights, NotShiftedWhenZeroPointIsBeyondAByte) {
+  Fixture f;
+  const ValueId x = f.b.input("x", {1, 4, 6, 6});
+  const ValueId codes = f.b.constant(
+      "w", Tensor::from_vector<std::int8_t>({8, 4, 3, 3}, std::vector<std::int8_t>(8 * 4 * 9, 1)));
+  const ValueId w = f.b.dequantize(codes, {0.01f}, {3e29f}, 0);
+  f.b.output(f.b.convolution(x, w, std::nullopt, {}, "conv"));
+  PassContext ctx = context();
+  EXPECT_FALSE(quantize_weights(f.g, ctx));
+  ctx.end_phase();
+  ASSERT_EQ(ctx.refusals().size(), 1u);
+  EXPECT_THAT(ctx.refusals()[0].reason, HasSubstr("not an integer in [-255, 255]"));
+}
+
 }  // namespace
 }  // namespace qfuse::graph
