@@ -25,4 +25,6 @@ endif()
 if(QFUSE_BUILD_ONNX)
   find_package(ONNX REQUIRED CONFIG)
   find_package(Protobuf REQUIRED)
+  # The OpenVINO IR reader's XML (libpugixml-dev); it shares libqfuse_onnx.
+  find_package(pugixml REQUIRED CONFIG)
 endif()

@@ -1,9 +1,11 @@
-// The C API's ONNX import (qfuse/qfuse_c.h). Compiled into libqfuse_onnx
-// (plugin/CMakeLists.txt), beside the importer it calls.
+// The C API's file imports, ONNX and OpenVINO IR (qfuse/qfuse_c.h). Compiled
+// into libqfuse_onnx (plugin/CMakeLists.txt), beside the readers they call.
+#include <map>
 #include <string>
 
 #include "plugin/c_api_internal.hpp"
 #include "qfuse/onnx.hpp"
+#include "qfuse/openvino.hpp"
 
 using qfuse::c_api::fail;
 using qfuse::c_api::guarded;
@@ -11,21 +13,28 @@ using qfuse::c_api::null_argument;
 
 namespace {
 
-qfuse::OnnxOptions onnx_options(const char* function, const qfuse_input_shape* shapes,
-                                size_t count) {
+std::map<std::string, qfuse::Shape> input_shapes(const char* function,
+                                                 const qfuse_input_shape* shapes, size_t count) {
   if (shapes == nullptr && count > 0) {
     throw std::invalid_argument(std::string(function) + ": shapes is NULL with shape_count " +
                                 std::to_string(count));
   }
-  qfuse::OnnxOptions options;
+  std::map<std::string, qfuse::Shape> out;
   for (size_t i = 0; i < count; ++i) {
     const qfuse_input_shape& s = shapes[i];
     if (s.name == nullptr || (s.rank > 0 && s.dims == nullptr)) {
       throw std::invalid_argument(std::string(function) + ": shapes[" + std::to_string(i) +
                                   "] has a NULL name or dims");
     }
-    options.input_shapes[s.name] = qfuse::Shape(s.dims, s.dims + s.rank);
+    out[s.name] = qfuse::Shape(s.dims, s.dims + s.rank);
   }
+  return out;
+}
+
+qfuse::OnnxOptions onnx_options(const char* function, const qfuse_input_shape* shapes,
+                                size_t count) {
+  qfuse::OnnxOptions options;
+  options.input_shapes = input_shapes(function, shapes, count);
   return options;
 }
 
@@ -53,3 +62,15 @@ extern "C" qfuse_status qfuse_import_onnx_memory(const void* data, size_t size, 
   });
 }
 
+
+extern "C" qfuse_status qfuse_import_openvino_file(const char* xml_path,
+                                                  const qfuse_input_shape* shapes,
+                                                  size_t shape_count, qfuse_model** model) {
+  if (xml_path == nullptr) return null_argument("qfuse_import_openvino_file", "xml_path");
+  if (model == nullptr) return null_argument("qfuse_import_openvino_file", "model");
+  return guarded([&] {
+    qfuse::OpenVinoOptions options;
+    options.input_shapes = input_shapes("qfuse_import_openvino_file", shapes, shape_count);
+    *model = new qfuse_model{qfuse::import_openvino(xml_path, options)};
+  });
+}

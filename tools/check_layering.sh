@@ -4,7 +4,7 @@
 #   graph/                   nothing from plugin/ (the public headers are "qfuse/...")
 #   plugin/include/qfuse/    only other public headers and the standard library
 #   graph/passes/            its headers (pattern.hpp, passes.hpp) are the passes' own:
-#                            the plugin, tools, importer and exporter ask graph/node_queries.hpp
+#                            the plugin, tools, importers and exporter ask graph/node_queries.hpp
 #   plugin/                  nothing from tools/ (the report library is plugin/report/)
 #   graph/ builds            no plugin/ source and no oneDNN in graph/'s CMake files
 set -euo pipefail
@@ -27,7 +27,8 @@ check "graph/ includes plugin/ internals" '#include "plugin/' graph
 check "a public header includes a non-public header" \
   '#include "([^q]|q[^f]|qf[^u]|qfu[^s]|qfus[^e]|qfuse[^/])' plugin/include/qfuse
 check "the passes' internals (graph/passes/) used outside graph/passes" \
-  '#include "graph/passes/' --include='*.cpp' --include='*.hpp' plugin tools graph/onnx composer bench
+  '#include "graph/passes/' --include='*.cpp' --include='*.hpp' plugin tools graph/onnx graph/openvino \
+  composer bench
 check "plugin/ includes tools/" '#include "tools/' plugin
 check "graph/'s CMake builds plugin/ sources or links oneDNN" \
   '^[^#]*(plugin/[a-z_]+\.(cpp|hpp)|DNNL::)' --include=CMakeLists.txt graph composer

@@ -2,23 +2,24 @@
 # Runs qfuse's libFuzzer targets, each for a bounded time, built with clang,
 # AddressSanitizer and UndefinedBehaviorSanitizer:
 #   qfuse_fuzz_onnx_import  the ONNX importer, compile (fused and unfused), one inference
+#   qfuse_fuzz_openvino_import  the OpenVINO IR reader (input: the .xml, a NUL, the .bin), the same
 #   qfuse_fuzz_composer     random post-op chains: the composed primitive against the chain
 #
-#   tools/fuzz.sh [--seconds N] [--target onnx_import|composer]
+#   tools/fuzz.sh [--seconds N] [--target onnx_import|openvino_import|composer]
 #
 # Default 600 seconds per target. The working corpus grows in build-fuzz/corpus/;
 # a finding is written to build-fuzz/artifacts/<target>/ and the script exits 1.
-# Once fixed, copy the input to tests/fuzz/regressions/<onnx_import|composer>/:
+# Once fixed, copy the input to tests/fuzz/regressions/<target>/:
 # ctest replays that directory in every build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=600
-targets=(onnx_import composer)
+targets=(onnx_import openvino_import composer)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
     --target) targets=("$2"); shift 2 ;;
-    *) echo "usage: $0 [--seconds N] [--target onnx_import|composer]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--seconds N] [--target onnx_import|openvino_import|composer]" >&2; exit 2 ;;
   esac
 done
 bash cmake/install_deps.sh clang libclang-rt-dev
@@ -28,7 +29,7 @@ mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DQFUSE_SANITIZE=ON -DQFUSE_FUZZ=ON -DQFUSE_BUILD_BENCHMARKS=OFF > "$build/configure.log" 2>&1 \
   || { cat "$build/configure.log"; exit 1; }
-cmake --build "$build" -j"$(nproc)" --target qfuse_fuzz_onnx_import qfuse_fuzz_composer
+cmake --build "$build" -j"$(nproc)" --target qfuse_fuzz_onnx_import qfuse_fuzz_openvino_import qfuse_fuzz_composer
 
 # oneDNN's OpenMP team would only slow each execution down.
 export OMP_NUM_THREADS=1
@@ -42,6 +43,8 @@ for t in "${targets[@]}"; do
   seeds=(tests/fuzz/regressions/$t)
   if [[ $t == onnx_import ]]; then
     seeds+=(tests/bad_inputs/models tools/fashion_mnist)
+  elif [[ $t == openvino_import ]]; then
+    seeds+=(tests/fuzz/seeds/openvino_import)
   else
     seeds+=(tests/fuzz/seeds/composer)
   fi

@@ -21,6 +21,7 @@
 
 #include "graph/broadcast.hpp"
 #include "graph/builder.hpp"
+#include "graph/frontend_common.hpp"
 #include "graph/onnx/importer.hpp"
 #include "graph/onnx/proto_utils.hpp"
 #include "qfuse/error.hpp"
@@ -306,7 +307,6 @@ class Importer {
   void check_input_shape(const std::string& name, const Shape& shape) const;
   void import_node(const ::onnx::NodeProto& node, std::size_t index);
   void mark_outputs();
-  void remove_dead_nodes();
   bool try_fold(AttrReader& a);
   // The folds try_fold's table dispatches to (importer.cpp).
   bool fold_shape(AttrReader& a);
@@ -516,10 +516,9 @@ class Importer {
 };
 
 using graph::broadcast_offsets;
+using graph::transpose_values;
 using graph::broadcast_shapes;
 
-// Shape helpers shared by folding and IR emission (importer.cpp).
-Values transpose_values(const Values& v, const Shape& shape, const Ints& perm, Shape& out_shape);
 // Casts one value the way ONNX (numpy astype) does, for folding.
 double cast_value(double v, int to);
 

@@ -4,6 +4,20 @@
 
 namespace qfuse::onnx::impl {
 
+namespace {
+
+// ONNX's auto_pad attribute (NOTSET: the pads as written).
+graph::AutoPad onnx_auto_pad(AttrReader& a) {
+  const std::string auto_pad = a.s("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER") return graph::AutoPad::same_upper;
+  if (auto_pad == "SAME_LOWER") return graph::AutoPad::same_lower;
+  if (auto_pad == "VALID") return graph::AutoPad::valid;
+  if (auto_pad != "NOTSET") a.unsupported_value("auto_pad", "value '" + auto_pad + "'");
+  return graph::AutoPad::explicit_pads;
+}
+
+}  // namespace
+
 graph::ConvAttrs Importer::conv_attrs(AttrReader& a, const Shape& x, const Shape& w) {
   expect(x.size() >= 3 && x.size() <= 5, "input rank " + std::to_string(x.size()) +
                                              " (expected 3 to 5)");
@@ -19,26 +33,10 @@ graph::ConvAttrs Importer::conv_attrs(AttrReader& a, const Shape& x, const Shape
   Ints pads = a.ints("pads", Ints(2 * spatial, 0));
   expect(pads.size() == 2 * spatial && c.strides.size() == spatial && c.dilations.size() == spatial,
          "pads, strides or dilations have the wrong length");
-  const std::string auto_pad = a.s("auto_pad", "NOTSET");
   c.pads_begin.assign(pads.begin(), pads.begin() + i64(spatial));
   c.pads_end.assign(pads.begin() + i64(spatial), pads.end());
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    for (std::size_t i = 0; i < spatial; ++i) {
-      const std::int64_t in_size = x[i + 2];
-      const std::int64_t out = (in_size + c.strides[i] - 1) / c.strides[i];
-      const std::int64_t extent = (w[i + 2] - 1) * c.dilations[i] + 1;
-      const std::int64_t total =
-          std::max<std::int64_t>(0, (out - 1) * c.strides[i] + extent - in_size);
-      const std::int64_t small = total / 2;
-      c.pads_begin[i] = auto_pad == "SAME_UPPER" ? small : total - small;
-      c.pads_end[i] = total - c.pads_begin[i];
-    }
-  } else if (auto_pad == "VALID") {
-    std::fill(c.pads_begin.begin(), c.pads_begin.end(), 0);
-    std::fill(c.pads_end.begin(), c.pads_end.end(), 0);
-  } else if (auto_pad != "NOTSET") {
-    a.unsupported_value("auto_pad", "value '" + auto_pad + "'");
-  }
+  graph::apply_auto_pad(onnx_auto_pad(a), x, Ints(w.begin() + 2, w.end()), c.strides, c.dilations,
+                 c.pads_begin, c.pads_end);
   return c;
 }
 
@@ -327,34 +325,11 @@ graph::PoolAttrs Importer::pool_attrs(AttrReader& a, const Shape& x, bool is_max
   } else {
     p.exclude_pad = a.i("count_include_pad", 0) == 0;
   }
-  const std::string auto_pad = a.s("auto_pad", "NOTSET");
-  for (std::size_t i = 0; i < spatial; ++i) {
-    const std::int64_t in_size = x[i + 2];
-    const std::int64_t extent = (p.kernel[i] - 1) * p.dilations[i] + 1;
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const std::int64_t out = (in_size + p.strides[i] - 1) / p.strides[i];
-      const std::int64_t total =
-          std::max<std::int64_t>(0, (out - 1) * p.strides[i] + extent - in_size);
-      const std::int64_t small = total / 2;
-      p.pads_begin[i] = auto_pad == "SAME_UPPER" ? small : total - small;
-      p.pads_end[i] = total - p.pads_begin[i];
-    } else if (auto_pad == "VALID") {
-      p.pads_begin[i] = p.pads_end[i] = 0;
-    } else if (auto_pad != "NOTSET") {
-      a.unsupported_value("auto_pad", "value '" + auto_pad + "'");
-    }
-    if (ceil_mode) {
-      // Extra cells at the end turn the floor of the output size into its ceiling.
-      const std::int64_t padded = in_size + p.pads_begin[i] + p.pads_end[i];
-      const std::int64_t out = (padded - extent + p.strides[i] - 1) / p.strides[i] + 1;
-      if ((out - 1) * p.strides[i] >= in_size + p.pads_begin[i]) {
-        a.unsupported_value("ceil_mode", "where the last window starts in the padding");
-      }
-      const std::int64_t extra = (out - 1) * p.strides[i] + extent - padded;
-      if (extra > 0 && !is_max && !p.exclude_pad) {
-        a.unsupported_value("ceil_mode", "with count_include_pad = 1");
-      }
-      p.pads_end[i] += extra;
+  graph::apply_auto_pad(onnx_auto_pad(a), x, p.kernel, p.strides, p.dilations, p.pads_begin,
+                        p.pads_end);
+  if (ceil_mode) {
+    if (auto problem = graph::add_ceil_mode_padding(p, x, is_max)) {
+      a.unsupported_value("ceil_mode", *problem);
     }
   }
   return p;

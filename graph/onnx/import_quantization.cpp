@@ -124,9 +124,7 @@ void Importer::op_fake_quantize(AttrReader& a) {
   const std::string broadcast = a.s("auto_broadcast", "numpy");
   if (broadcast != "numpy") a.unsupported_value("auto_broadcast", "= '" + broadcast + "'");
   const std::int64_t levels = a.i("levels", 0);
-  if (levels < 2 || levels > 65536) {
-    malformed("levels must be in [2, 65536] (got " + std::to_string(levels) + ")");
-  }
+  if (auto problem = graph::fake_quantize_levels_problem(levels)) malformed(*problem);
   static const char* kNames[] = {"input X", "input_low", "input_high", "output_low",
                                  "output_high"};
   std::vector<ValueId> inputs;
@@ -143,25 +141,13 @@ void Importer::op_fake_quantize(AttrReader& a) {
                         shape));
 }
 
-// Constant input limits in order: OpenVINO's formula reads inverted ones
-// (input_low above input_high) through min / max, but no quantizer writes
-// them, and they would run a descending grid; refused as malformed.
+// Constant input limits in order (graph::inverted_limits_problem says why).
 void Importer::check_fake_quantize_limits() {
   const Operand& lo = in(1);
   const Operand& hi = in(2);
   if (!lo.literal || !hi.literal) return;
-  const Values& l = lo.literal->values;
-  const Values& h = hi.literal->values;
-  // Shapes that do not broadcast (or empty limits): shape inference says.
-  if (l.empty() || h.empty() || (l.size() != h.size() && l.size() != 1 && h.size() != 1)) return;
-  const std::size_t n = std::max(l.size(), h.size());
-  for (std::size_t k = 0; k < n; ++k) {
-    const double a = l[l.size() == 1 ? 0 : k], b = h[h.size() == 1 ? 0 : k];
-    if (a > b) {
-      malformed("input_low " + std::to_string(a) + " is above input_high " + std::to_string(b) +
-                (n > 1 ? " at index " + std::to_string(k) : std::string()) +
-                " (inverted limits)");
-    }
+  if (auto problem = graph::inverted_limits_problem(lo.literal->values, hi.literal->values)) {
+    malformed(*problem);
   }
 }
 

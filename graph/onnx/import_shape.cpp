@@ -392,27 +392,14 @@ void Importer::op_resize(AttrReader& a) {
     sizes_i = 99;
   } else {
     scales_i = 2;
-    static const std::map<std::string, graph::CoordinateTransform> kTransforms = {
-        {"half_pixel", graph::CoordinateTransform::half_pixel},
-        {"pytorch_half_pixel", graph::CoordinateTransform::pytorch_half_pixel},
-        {"align_corners", graph::CoordinateTransform::align_corners},
-        {"asymmetric", graph::CoordinateTransform::asymmetric},
-        {"tf_half_pixel_for_nn", graph::CoordinateTransform::tf_half_pixel_for_nn}};
     const std::string t = a.s("coordinate_transformation_mode", "half_pixel");
-    auto it = kTransforms.find(t);
-    if (it == kTransforms.end()) {
-      a.unsupported_value("coordinate_transformation_mode", "value '" + t + "'");
-    }
-    r.transform = it->second;
-    static const std::map<std::string, graph::NearestMode> kNearest = {
-        {"round_prefer_floor", graph::NearestMode::round_prefer_floor},
-        {"round_prefer_ceil", graph::NearestMode::round_prefer_ceil},
-        {"floor", graph::NearestMode::floor},
-        {"ceil", graph::NearestMode::ceil}};
+    const auto transform = graph::coordinate_transform_named(t);
+    if (!transform) a.unsupported_value("coordinate_transformation_mode", "value '" + t + "'");
+    r.transform = *transform;
     const std::string nm = a.s("nearest_mode", "round_prefer_floor");
-    auto jt = kNearest.find(nm);
-    if (jt == kNearest.end()) a.unsupported_value("nearest_mode", "value '" + nm + "'");
-    r.nearest_mode = jt->second;
+    const auto nearest = graph::nearest_mode_named(nm);
+    if (!nearest) a.unsupported_value("nearest_mode", "value '" + nm + "'");
+    r.nearest_mode = *nearest;
     a.ignore("cubic_coeff_a");        // cubic mode only
     a.ignore("extrapolation_value");  // tf_crop_and_resize only
     if (a.i("exclude_outside", 0) != 0) a.unsupported_value("exclude_outside", "= 1");

@@ -19,26 +19,6 @@ namespace impl {
 // ---------------------------------------------------------------------------
 // Shape helpers shared by folding and IR emission.
 
-Values transpose_values(const Values& v, const Shape& shape, const Ints& perm, Shape& out_shape) {
-  const std::size_t r = shape.size();
-  out_shape.assign(r, 0);
-  for (std::size_t i = 0; i < r; ++i) out_shape[i] = shape[sz(perm[i])];
-  std::vector<std::int64_t> in_strides(r, 1);
-  for (std::size_t i = r; i-- > 1;) in_strides[i - 1] = in_strides[i] * shape[i];
-  Values out(v.size());
-  std::vector<std::int64_t> idx(r, 0);
-  for (std::size_t k = 0; k < out.size(); ++k) {
-    std::int64_t off = 0;
-    for (std::size_t d = 0; d < r; ++d) off += idx[d] * in_strides[sz(perm[d])];
-    out[k] = v[sz(off)];
-    for (std::size_t d = r; d-- > 0;) {
-      if (++idx[d] < out_shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return out;
-}
-
 // Casts one value the way ONNX (numpy astype) does, for folding.
 double cast_value(double v, int to) {
   if (to == kFloat) return static_cast<double>(static_cast<float>(v));
@@ -285,7 +265,7 @@ graph::Graph Importer::run() {
     }
   }
   mark_outputs();
-  remove_dead_nodes();
+  graph::remove_dead_nodes(graph_);
   // Tensors a live node computes under another name than the file's.
   for (const auto& [name, o] : tensors_) {
     if (o.literal || !o.value.valid() || o.value.index >= graph_.value_count()) continue;
@@ -467,27 +447,6 @@ void Importer::mark_outputs() {
     graph_.value(v).name = vi.name();
     marked.insert(v.index);
     graph_.mark_output(v);
-  }
-}
-
-void Importer::remove_dead_nodes() {
-  std::vector<int> uses(graph_.value_count(), 0);
-  for (std::size_t i = 0; i < graph_.node_capacity(); ++i) {
-    const auto& n = graph_.node(graph::NodeId{static_cast<std::uint32_t>(i)});
-    if (n.erased) continue;
-    for (ValueId in : n.inputs) ++uses[in.index];
-  }
-  for (ValueId out : graph_.outputs()) ++uses[out.index];
-  // Producers come before consumers, so one backward sweep finds every dead node.
-  for (std::size_t i = graph_.node_capacity(); i-- > 0;) {
-    const graph::NodeId id{static_cast<std::uint32_t>(i)};
-    const auto& n = graph_.node(id);
-    if (n.erased) continue;
-    const bool dead = std::all_of(n.outputs.begin(), n.outputs.end(),
-                                  [&](ValueId v) { return uses[v.index] == 0; });
-    if (!dead) continue;
-    for (ValueId in : n.inputs) --uses[in.index];
-    graph_.erase_node(id);
   }
 }
 

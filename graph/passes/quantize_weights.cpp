@@ -16,6 +16,12 @@
 // wq = q - zp. These are the codes ONNX computes, ties included: PyTorch's
 // symmetric quantizer puts each channel's largest weight on w / s = +-127.5
 // exactly.
+//   q (s8 / u8 constant) -> Dequantize(s, zp) -> layer.weights
+//     ==>  q - zp (s8 constant) -> Dequantize(s, 0) -> layer.weights
+//
+// 8-bit weights with a zero point (OpenVINO's compressed weights, i8 / u8
+// Const -> Convert -> Subtract(zp) -> Multiply(s); ONNX's DequantizeLinear of
+// u8 weights): exact, f32(q) - zp is the integer q - zp in f32 when zp is one.
 // Exact when Zo is an integer and every wq fits s8, which holds for the
 // usual symmetric weight ranges (L = 255, il = -ih; or L = 256,
 // il = -ih * 128/127). The weights are stored 4x smaller.
@@ -106,12 +112,74 @@ bool quantize_pair_on_weights(Graph& g, NodeId id, PassContext& ctx) {
   return true;
 }
 
+// Dequantize `id` of an 8-bit constant with a zero point, read as layer
+// weights: the s8 codes q - zp and the Dequantize by the scales alone. True
+// when it rewrote.
+bool shift_weight_zero_point(Graph& g, NodeId id, PassContext& ctx) {
+  const Node& dq = g.node(id);
+  const Value& raw = g.value(dq.inputs[0]);
+  if (!raw.is_constant() || raw.shape.size() < 2 ||
+      (raw.type != ElementType::s8 && raw.type != ElementType::u8)) {
+    return false;
+  }
+  const DequantizeAttrs& da = dq.attr<DequantizeAttrs>();
+  const bool no_zero_point = std::all_of(da.zero_point.begin(), da.zero_point.end(),
+                                         [](float z) { return z == 0.0f; });
+  if ((raw.type == ElementType::s8 && no_zero_point) || g.is_graph_output(dq.outputs[0])) {
+    return false;
+  }
+  const int axis_i = common_channel_axis(g, dq.outputs[0]);
+  const bool per_channel = da.scale.size() > 1 || da.zero_point.size() > 1;
+  if (axis_i < 0 || (per_channel && da.axis != axis_i)) {
+    ctx.reject(kPass, dq.name, "8-bit weights with a zero point not read as layer weights along its axis");
+    return false;
+  }
+  // An integer an 8-bit code can lie one byte's range away from (larger
+  // ones leave no code in s8 anyway).
+  for (float z : da.zero_point) {
+    if (z != std::nearbyint(z) || std::abs(z) > 255.0f) {
+      ctx.reject(kPass, dq.name, "the weights' zero point is not an integer in [-255, 255]");
+      return false;
+    }
+  }
+  const auto axis = static_cast<std::size_t>(axis_i);
+  const Shape shape = raw.shape;
+  std::int64_t inner = 1;
+  for (std::size_t i = axis + 1; i < shape.size(); ++i) inner *= shape[i];
+  const auto channels = static_cast<std::size_t>(shape[axis]);
+  const auto run = static_cast<std::size_t>(inner);
+  const Tensor& codes_in = *raw.constant;
+  std::vector<std::int8_t> wq(static_cast<std::size_t>(codes_in.size()));
+  for (std::size_t i = 0; i < wq.size(); ++i) {
+    const auto c = (i / run) % channels;
+    const auto q = static_cast<std::int32_t>(codes_in.as_float(static_cast<std::int64_t>(i)));
+    const std::int32_t v = q - static_cast<std::int32_t>(da.zero_point_at(c));
+    if (v < -128 || v > 127) {
+      ctx.reject(kPass, dq.name, "the weights minus their zero point do not fit s8");
+      return false;
+    }
+    wq[i] = static_cast<std::int8_t>(v);
+  }
+  const std::string name = dq.name;
+  const ValueId dq_out = dq.outputs[0];
+  const ValueId codes =
+      g.add_constant(raw.name + ".s8", Tensor::from_vector(shape, std::move(wq)));
+  DequantizeAttrs na = da;
+  na.zero_point = std::vector<float>(1, 0.0f);
+  na.axis = per_channel ? da.axis : static_cast<std::int64_t>(axis);
+  const ValueId deq = emit(g, OpKind::Dequantize, name + "/s8", {codes}, std::move(na));
+  replace_value(g, dq_out, deq);
+  g.erase_node(id);
+  ctx.log(kPass, name + " -> s8 " + to_string(shape) + " weights less their zero point");
+  return true;
+}
+
 }  // namespace
 
 bool quantize_weights(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
     if (g.node(id).kind == OpKind::Dequantize) {
-      if (quantize_pair_on_weights(g, id, ctx)) return true;
+      if (quantize_pair_on_weights(g, id, ctx) || shift_weight_zero_point(g, id, ctx)) return true;
       continue;
     }
     const Node& fq = g.node(id);

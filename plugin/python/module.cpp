@@ -25,6 +25,7 @@
 
 #include "qfuse/compare.hpp"
 #include "qfuse/onnx.hpp"
+#include "qfuse/openvino.hpp"
 #include "qfuse/qfuse.hpp"
 #include "plugin/report/compare_report.hpp"
 #include "plugin/report/measure.hpp"
@@ -550,8 +551,19 @@ void bind_model(py::module_& m) {
       .def_property_readonly("node_count", &Model::node_count);
 }
 
-// import_onnx and onnx_inputs.
+// import_onnx, onnx_inputs and import_openvino.
 void bind_import(py::module_& m) {
+  m.def(
+      "import_openvino",
+      [](const std::string& xml_path, const std::map<std::string, Shape>& shapes,
+         const std::string& bin_path) {
+        const OpenVinoOptions o{.input_shapes = shapes, .bin_path = bin_path};
+        py::gil_scoped_release release;
+        return import_openvino(xml_path, o);
+      },
+      py::arg("xml_path"), py::arg("shapes") = std::map<std::string, Shape>{},
+      py::arg("bin_path") = "");
+
   m.def(
       "import_onnx",
       [](const py::object& source, const std::map<std::string, Shape>& shapes,

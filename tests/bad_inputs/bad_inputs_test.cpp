@@ -1,5 +1,6 @@
 // The bad-input corpus: every case in cases.tsv (a malformed model from
-// models/, written by make_cases.py, or one built here, or a valid model fed
+// models/, written by make_cases.py: .onnx, or an OpenVINO IR's .xml with its
+// .bin, or one built here, or a valid model fed
 // a wrong input) must fail at its stage with its error type and a message
 // containing the expected text; never crash (the sanitizer build runs this
 // too) and never run silently. "ok" cases must import, compile and run.
@@ -19,6 +20,7 @@
 
 #include "graph/builder.hpp"
 #include "graph/onnx/importer.hpp"
+#include "graph/openvino/importer.hpp"
 #include "plugin/api_internal.hpp"
 
 namespace qfuse::test {
@@ -119,6 +121,8 @@ Outcome run_case(const Case& c, bool fuse) {
     graph::Graph g;
     if (c.file.rfind("built:", 0) == 0) {
       g = built_models().at(c.file.substr(6))();
+    } else if (c.file.ends_with(".xml")) {
+      g = openvino::import_file(std::string(QFUSE_BAD_INPUTS_DIR "/models/") + c.file);
     } else {
       g = onnx::import_file(std::string(QFUSE_BAD_INPUTS_DIR "/models/") + c.file);
     }

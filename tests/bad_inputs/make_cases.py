@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Writes the bad-input corpus: malformed ONNX models, each a small variation
-of one valid QDQ model, into models/. tests/bad_inputs/cases.tsv lists, for
+of one valid QDQ model, and malformed OpenVINO IRs (.xml + .bin), each a
+variation of one valid IR written by tools/corpus/openvino_models.py, into
+models/. tests/bad_inputs/cases.tsv lists, for
 each file, the stage that must fail and the message it must give; the test
 (bad_inputs_test.cpp) checks them, and the fuzzers start from these files.
 
     /usr/bin/python3 tests/bad_inputs/make_cases.py
 """
 import os
+import sys
 
 import numpy as np
 import onnx
@@ -14,6 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "models")
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "corpus"))
+import openvino_models  # noqa: E402
 
 
 def tensor(name, array, dtype=None):
@@ -202,6 +207,7 @@ def main():
     with open(os.path.join(OUT, "external_weights.bin"), "wb") as f:
         f.write(b"\0" * 16 + weights.tobytes())
     save("external_data_valid", external_data("external_weights.bin", 16, 144))
+    openvino_cases()
 
 
 def qlinear_conv(y_scale, w_scale=0.01):
@@ -292,6 +298,58 @@ def external_data(location, offset, length):
     graph = helper.make_graph([node], "bad", [f32_input("x", [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def ir_conv_block():
+    """A valid IR v11: FakeQuantize -> Convolution (compressed weights) + bias -> ReLU."""
+    m = openvino_models.IrModel("ir_conv", seed=5)
+    x = m.fq_act(m.parameter("x", (1, 3, 8, 8)))
+    m.result(m.relu(m.conv(x, 4, compressed=True)))
+    return m.xml(), bytes(m.bin)
+
+
+FUZZ_SEEDS = os.path.join(HERE, "..", "fuzz", "seeds", "openvino_import")
+
+
+def save_ir(name, xml, bin_data):
+    """models/<name>.xml [+ .bin], and the IR fuzz target's seed (the .xml, a NUL, the .bin)."""
+    with open(os.path.join(OUT, name + ".xml"), "w") as f:
+        f.write(xml)
+    if bin_data is not None:
+        with open(os.path.join(OUT, name + ".bin"), "wb") as f:
+            f.write(bin_data)
+    os.makedirs(FUZZ_SEEDS, exist_ok=True)
+    with open(os.path.join(FUZZ_SEEDS, name), "wb") as f:
+        f.write(xml.encode() + (b"\0" + bin_data if bin_data is not None else b""))
+
+
+def openvino_cases():
+    """The IR reader's bad inputs (cases ir_*): each names the layer and the problem."""
+    xml, bin_data = ir_conv_block()
+    save_ir("ir_valid", xml, bin_data)
+    save_ir("ir_malformed_xml", xml.replace("</layers>", "", 1), bin_data)
+    save_ir("ir_truncated_xml", xml[:len(xml) // 2], bin_data)
+    save_ir("ir_missing_bin", xml, None)
+    save_ir("ir_short_bin", xml, bin_data[:len(bin_data) // 2])
+    save_ir("ir_const_offset_past_end", xml.replace('offset="0"', 'offset="1099511627776"', 1),
+            bin_data)
+    save_ir("ir_unknown_op", xml.replace('type="ReLU"', 'type="Mish"'), bin_data)
+    save_ir("ir_unknown_version", xml.replace('type="ReLU" version="opset1"',
+                                              'type="ReLU" version="opset99"'), bin_data)
+    save_ir("ir_edge_missing_layer", xml.replace('to-layer="5"', 'to-layer="500"', 1), bin_data)
+    save_ir("ir_edge_missing_port", xml.replace('from-port="5"', 'from-port="42"', 1), bin_data)
+    save_ir("ir_fq_levels_1", xml.replace('levels="256"', 'levels="1"'), bin_data)
+    # The ReLU (the last layer before the Result) feeds the first FakeQuantize.
+    save_ir("ir_cycle", xml.replace('<edge from-layer="0" from-port="0" to-layer="5" to-port="0" />',
+                                    '<edge from-layer="13" from-port="1" to-layer="5" to-port="0" />'),
+            bin_data)
+    # input_low and input_high of the FakeQuantize swapped: inverted limits.
+    save_ir("ir_fq_inverted_limits",
+            xml.replace('from-layer="1" from-port="0" to-layer="5" to-port="1"', "SWAP")
+               .replace('from-layer="2" from-port="0" to-layer="5" to-port="2"',
+                        'from-layer="1" from-port="0" to-layer="5" to-port="2"')
+               .replace("SWAP", 'from-layer="2" from-port="0" to-layer="5" to-port="1"'),
+            bin_data)
 
 
 if __name__ == "__main__":

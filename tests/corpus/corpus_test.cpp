@@ -26,6 +26,7 @@
 
 #include "graph/onnx/exporter.hpp"
 #include "graph/onnx/importer.hpp"
+#include "graph/openvino/importer.hpp"
 #include <onnx/checker.h>
 #include "tests/corpus/corpus_util.hpp"
 #include "tools/common/npy.hpp"
@@ -130,11 +131,12 @@ void expect_same_answer(const CompiledModel& fused, const CompiledModel& unfused
                                  << ") than unfused (" << eu << ")";
 }
 
-class Corpus : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
-  const fs::path path = model_path(GetParam());
-  const graph::Graph g = onnx::import_file(path);
+// The corpus's criteria for an imported model `model`: every layer with a
+// quantized input int8 (`expected_int8` of them) or refused with a reason,
+// each fused layer within one code of the unfused path fed the same values,
+// and the outputs within one step end to end.
+void expect_int8_and_within_one_lsb(const graph::Graph& g, int expected_int8,
+                                    const std::string& model) {
   const CompiledModel fused = compile(g, {.fuse = true});
   const CompiledModel unfused = compile(g, {.fuse = false});
 
@@ -162,7 +164,7 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
     EXPECT_TRUE(explained) << l.node << " [" << l.op << "] stayed " << l.precision
                            << " with no refusal naming it";
   }
-  EXPECT_EQ(int8_layers, onnx_quantized_layer_count(path))
+  EXPECT_EQ(int8_layers, expected_int8)
       << "int8 layers against the file's layers with a quantized input";
 
   // Each fused layer fed the unfused path's own values (qfuse compare's
@@ -170,7 +172,7 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
   {
     Comparison cmp(make_model(g));
     std::map<std::string, Tensor> inputs;
-    const std::string net = real_network(GetParam());
+    const std::string net = real_network(model);
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (const TensorInfo& in : unfused.inputs()) {
@@ -210,7 +212,7 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
     }
   }
 
-  if (const std::string net = real_network(GetParam()); !net.empty()) {
+  if (const std::string net = real_network(model); !net.empty()) {
     expect_same_answer(fused, unfused, net);
     return;
   }
@@ -261,9 +263,9 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
     // after it, so equality here proves nothing either way (the isolated
     // figures above are the per-layer criterion); the outputs must stay
     // within one step, and how many are equal is reported.
-    std::cout << "  " << GetParam() << " output " << name << ": " << equal << " of " << b.size()
+    std::cout << "  " << model << " output " << name << ": " << equal << " of " << b.size()
               << " equal, " << over << " over 1 LSB (max " << worst << ")\n";
-    if (corpus::deep_detector(GetParam())) {
+    if (corpus::deep_detector(model)) {
       double dot = 0.0, aa = 0.0, bb = 0.0;
       for (std::int64_t i = 0; i < b.size(); ++i) {
         dot += double(a.as_float(i)) * b.as_float(i);
@@ -278,6 +280,14 @@ TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
     }
     EXPECT_EQ(over, 0) << name << ": " << over << " elements over 1 LSB (max " << worst << ")";
   }
+}
+
+class Corpus : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Corpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
+  const fs::path path = model_path(GetParam());
+  expect_int8_and_within_one_lsb(onnx::import_file(path), onnx_quantized_layer_count(path),
+                                 GetParam());
 }
 
 // Weights the file quantizes itself (QuantizeLinear on an f32 initializer,
@@ -718,11 +728,14 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Encoder);
 // it carry that on; measured, every output equals numpy's to float precision.
 class NncfReference : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(NncfReference, UnfusedMatchesNumpysSeedFormula) {
-  const std::string m = GetParam();
-  const Tensor x = npy(m + ".nncf.input.npy");
-  const Tensor ref = npy(m + ".nncf.output.npy");
-  const Tensor y = run_on(compile(onnx::import_file(model_path(m)), {.fuse = false}), x);
+// The unfused run of `g` on numpy's input against numpy's output (files
+// <m><suffix>.input.npy / .output.npy): 99% within 1e-5 of the output's
+// range, none off by more than 1% of it.
+void expect_unfused_matches_numpy(const graph::Graph& g, const std::string& m,
+                                  const std::string& suffix) {
+  const Tensor x = npy(m + suffix + ".input.npy");
+  const Tensor ref = npy(m + suffix + ".output.npy");
+  const Tensor y = run_on(compile(g, {.fuse = false}), x);
   ASSERT_EQ(y.shape(), ref.shape());
   double range = 0.0;
   for (std::int64_t i = 0; i < ref.size(); ++i) {
@@ -739,6 +752,10 @@ TEST_P(NncfReference, UnfusedMatchesNumpysSeedFormula) {
             << range << ", worst " << worst << "\n";
   EXPECT_GE(static_cast<double>(close), 0.99 * static_cast<double>(y.size()));
   EXPECT_LE(worst, 0.01 * range);
+}
+
+TEST_P(NncfReference, UnfusedMatchesNumpysSeedFormula) {
+  expect_unfused_matches_numpy(onnx::import_file(model_path(GetParam())), GetParam(), ".nncf");
 }
 
 // qfuse export's plain ONNX twin of an NNCF model: no org.openvinotoolkit
@@ -765,21 +782,7 @@ TEST_P(NncfReference, PlainQdqExportMeetsTheReference) {
     dequantized_weights += node.op_type() == "DequantizeLinear" && s8_initializers.count(node.input(0));
   }
   EXPECT_GE(dequantized_weights, 3);
-  const Tensor x = npy(m + ".nncf.input.npy");
-  const Tensor ref = npy(m + ".nncf.output.npy");
-  const Tensor y = run_on(compile(onnx::import_file(out), {.fuse = false}), x);
-  ASSERT_EQ(y.shape(), ref.shape());
-  double range = 0.0, worst = 0.0;
-  for (std::int64_t i = 0; i < ref.size(); ++i) range = std::max(range, std::abs(double(ref.as_float(i))));
-  std::int64_t close = 0;
-  for (std::int64_t i = 0; i < y.size(); ++i) {
-    const double e = std::abs(double(y.as_float(i)) - ref.as_float(i));
-    worst = std::max(worst, e);
-    close += e <= 1e-5 * range;
-  }
-  std::cout << "  " << m << " exported: " << close << " of " << y.size()
-            << " within 1e-5 of the range, worst " << worst << "\n";
-  EXPECT_GE(static_cast<double>(close), 0.99 * static_cast<double>(y.size()));
+  expect_unfused_matches_numpy(onnx::import_file(out), m, ".nncf");
   int convolutions = 0;
   for (const LayerInfo& l : compile(onnx::import_file(out), {.fuse = true}).layers()) {
     convolutions += l.op == "QuantizedConvolution";
@@ -858,6 +861,49 @@ TEST_P(QOperatorAgainstOrt, EveryLayerIsWithinOneCodeOfOnnxRuntime) {
 INSTANTIATE_TEST_SUITE_P(QOperator, QOperatorAgainstOrt, ::testing::ValuesIn(qoperator_models()),
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QOperatorAgainstOrt);
+
+// OpenVINO IR models (tools/corpus/openvino_models.py: <m>.xml + <m>.bin,
+// v11 and v10, NNCF's quantizers and compressed weights): the IR reader's
+// graph against numpy's float64 run of the network (FakeQuantize by the
+// seed's formula), and the corpus's fused criteria with the int8 layer count
+// the script counted from the network (<m>.ov.int8_layers).
+std::vector<std::string> openvino_models() {
+  std::vector<std::string> names;
+  const fs::path dir(QFUSE_CORPUS_DIR);
+  if (!fs::is_directory(dir)) return names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string stem = e.path().stem().string();
+    if (e.path().extension() == ".xml" && fs::exists(dir / (stem + ".ov.output.npy"))) {
+      names.push_back(stem);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class OpenVinoCorpus : public ::testing::TestWithParam<std::string> {};
+
+graph::Graph import_ir(const std::string& m) {
+  return openvino::import_file(fs::path(QFUSE_CORPUS_DIR) / (m + ".xml"));
+}
+
+TEST_P(OpenVinoCorpus, UnfusedMatchesNumpysSeedFormula) {
+  expect_unfused_matches_numpy(import_ir(GetParam()), GetParam(), ".ov");
+}
+
+TEST_P(OpenVinoCorpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
+  std::ifstream in(fs::path(QFUSE_CORPUS_DIR) / (GetParam() + ".ov.int8_layers"));
+  int expected = -1;
+  in >> expected;
+  ASSERT_GT(expected, 0);
+  expect_int8_and_within_one_lsb(import_ir(GetParam()), expected, GetParam());
+}
+
+TEST(OpenVinoCorpusModels, AllFourAreThere) { EXPECT_EQ(openvino_models().size(), 4u); }
+
+INSTANTIATE_TEST_SUITE_P(OpenVino, OpenVinoCorpus, ::testing::ValuesIn(openvino_models()),
+                         [](const auto& p) { return p.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OpenVinoCorpus);
 
 }  // namespace
 }  // namespace qfuse

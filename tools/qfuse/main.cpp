@@ -109,7 +109,8 @@ const std::vector<Command>& commands() {
 
 void print_usage(std::ostream& os) {
   os << "usage: qfuse <command> [args]\n\n"
-        "MODEL is an .onnx file or a bundled model name (default: 'default').\n\ncommands:\n";
+        "MODEL is an .onnx file, an OpenVINO IR .xml (its weights in the .bin beside it) or a "
+        "bundled model name (default: 'default').\n\ncommands:\n";
   for (const Command& c : commands()) os << "  " << c.name << "\t" << c.summary << '\n';
 }
 

@@ -18,8 +18,9 @@
  * and output parameters are left untouched. No C++ exception leaves this API.
  * A compiled model may be shared by threads; a request is used by one thread
  * at a time. Strings and arrays returned by the query functions live as long
- * as the object they were read from. The ONNX import functions are in
- * libqfuse_onnx (link qfuse::onnx, or pkg-config qfuse-onnx).
+ * as the object they were read from. The import functions (ONNX and
+ * OpenVINO IR) are in libqfuse_onnx (link qfuse::onnx, or pkg-config
+ * qfuse-onnx).
  */
 #ifndef QFUSE_QFUSE_C_H
 #define QFUSE_QFUSE_C_H
@@ -153,6 +154,12 @@ QFUSE_C_API qfuse_status qfuse_import_onnx_file(const char* path, const qfuse_in
 QFUSE_C_API qfuse_status qfuse_import_onnx_memory(const void* data, size_t size,
                                                   const qfuse_input_shape* shapes,
                                                   size_t shape_count, qfuse_model** model);
+/* An OpenVINO IR (IR v10 / v11): `xml_path` names the .xml, whose weights
+ * are read from the .bin beside it (same name, extension .bin). `shapes`
+ * binds dynamic input dimensions as for ONNX. */
+QFUSE_C_API qfuse_status qfuse_import_openvino_file(const char* xml_path,
+                                                    const qfuse_input_shape* shapes,
+                                                    size_t shape_count, qfuse_model** model);
 QFUSE_C_API void qfuse_model_free(qfuse_model* model);
 
 QFUSE_C_API void qfuse_compile_options_init(qfuse_compile_options* options);

@@ -2,6 +2,7 @@
 
     import numpy as np, qfuse
     model = qfuse.load("resnet_qdq.onnx", shapes={"input": (1, 3, 224, 224)})
+    model = qfuse.load("yolov8n_int8.xml")           # an OpenVINO IR (weights in the .bin)
     compiled = qfuse.compile(model)                  # fused: every layer one int8 primitive
     y = compiled.run({"input": x})["output"]         # numpy in, numpy out
     table = qfuse.compare(model, {"input": x})       # fused against unfused, per layer
@@ -38,14 +39,18 @@ __all__ = [
 
 
 def load(source, shapes=None, *, external_data_dir=""):
-    """Imports an ONNX model from a path or from bytes.
+    """Imports an ONNX model from a path or from bytes, or an OpenVINO IR from
+    the path of its .xml (its weights read from the .bin beside it).
 
     shapes: concrete shapes for inputs with symbolic dimensions, by input name
     ({"input": (8, 3, 224, 224)}).
-    The model keeps its ONNX bytes (Model.onnx) so that evaluate() can bind
+    An ONNX model keeps its bytes (Model.onnx) so that evaluate() can bind
     other batch sizes.
     """
     bound = {str(k): [int(d) for d in v] for k, v in (shapes or {}).items()}
+    if not isinstance(source, (bytes, bytearray, memoryview)) and \
+            os.fspath(source).endswith(".xml"):
+        return _qfuse.import_openvino(os.fspath(source), bound)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
     else:

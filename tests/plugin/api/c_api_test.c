@@ -1,5 +1,6 @@
 /* The C API driven from plain C (C11), linked against the shared libraries:
- * import the bundled classifier from a file and from memory, compile it fused
+ * import the bundled classifier from a file and from memory (and, given a
+ * second argument, an OpenVINO IR .xml), compile it fused
  * and unfused, query inputs, outputs and layers, run both on the same input,
  * bind buffers without copies, and check that every misuse returns a status
  * and a message instead of crashing. Exits non-zero on the first failure. */
@@ -55,7 +56,7 @@ static size_t elements(const qfuse_tensor_info* t) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s MODEL.onnx\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL.onnx [MODEL.xml]\n", argv[0]);
     return 2;
   }
   const char* path = argv[1];
@@ -250,6 +251,20 @@ int main(int argc, char** argv) {
   free(y_fused);
   free(y_unfused);
   free(y_bound);
+  /* An OpenVINO IR: its .bin read beside it; a missing file and NULL named. */
+  CHECK_FAILS(qfuse_import_openvino_file(NULL, NULL, 0, &model), QFUSE_ERROR_INVALID_ARGUMENT,
+              "xml_path is NULL");
+  CHECK_FAILS(qfuse_import_openvino_file("/nonexistent.xml", NULL, 0, &model), QFUSE_ERROR_IO,
+              "nonexistent");
+  if (argc > 2) {
+    qfuse_model* ir = NULL;
+    CHECK_OK(qfuse_import_openvino_file(argv[2], NULL, 0, &ir));
+    qfuse_compiled_model* ir_compiled = NULL;
+    if (ir != NULL) CHECK_OK(qfuse_compile(ir, NULL, &ir_compiled));
+    if (ir_compiled != NULL) printf("OpenVINO IR %s compiled\n", argv[2]);
+    qfuse_compiled_model_free(ir_compiled);
+    qfuse_model_free(ir);
+  }
   if (failures != 0) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;

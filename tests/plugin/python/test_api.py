@@ -216,3 +216,20 @@ def test_integer_only_option(cnn_path, test_set):
     assert any(l["integer"] == "integer" for l in c.layers())
     with pytest.raises(qfuse.CompileError, match="threads"):
         qfuse.compile(m, threads=-1)
+
+
+def test_openvino_ir_loads_by_its_xml():
+    """An OpenVINO IR (.xml, weights in the .bin beside it) loads like an ONNX file."""
+    from conftest import ROOT
+    xml = os.path.join(ROOT, "tests", "bad_inputs", "models", "ir_valid.xml")
+    model = qfuse.load(xml)
+    assert [i["name"] for i in model.inputs] == ["x"]
+    compiled = qfuse.compile(model)
+    x = np.linspace(-1, 1, 3 * 8 * 8, dtype=np.float32).reshape(1, 3, 8, 8)
+    fused = compiled.run({"x": x})
+    unfused = qfuse.compile(model, fuse=False).run({"x": x})
+    name = model.outputs[0]["name"]
+    assert fused[name].shape == (1, 4, 8, 8)
+    assert np.abs(fused[name] - unfused[name]).max() < 0.05
+    with pytest.raises(qfuse.GraphError, match="past the end of the .bin"):
+        qfuse.load(os.path.join(ROOT, "tests", "bad_inputs", "models", "ir_short_bin.xml"))
