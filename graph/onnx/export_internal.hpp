@@ -107,6 +107,11 @@ class Exporter {
                    const std::string& base, const std::string& out);
   void gate_multiply(const Node& n, const std::string& y);
   bool constant_on_s8_grid(const Node& n, const std::string& y);
+  void quantized_constant(const Node& n);
+  std::vector<graph::NodeId> weight_dequantize_nodes(const Node& mul) const;
+  std::string transposed_weight_dequantize(const std::string& x, const std::string& base,
+                                           const std::string& y = {});
+  void weight_dequantize(const Node& mul, const std::vector<graph::NodeId>& spanned);
   void code_add(const Node& n, const std::string& y);
   void dequantize(const Node& n, const std::string& y);
   void mean_inner_product(const Node& n, const std::string& y);

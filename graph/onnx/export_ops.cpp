@@ -356,7 +356,8 @@ void Exporter::fully_connected(const Node& n, const std::string& y) {
     Writer::int_attr(node, "transB", 1);
     return;
   }
-  const std::string wt = transpose_last_two(x(1), 2, b + "/weights_t");
+  std::string wt = transposed_weight_dequantize(x(1), b + "/weights_t");
+  if (wt.empty()) wt = transpose_last_two(x(1), 2, b + "/weights_t");
   if (n.inputs.size() < 3) {
     w_.node("MatMul", b, {x(0), wt}, y);
     return;
@@ -382,7 +383,8 @@ void Exporter::matmul(const Node& n, const std::string& y) {
     a0 = transpose_last_two(a0, g_.value(n.inputs[0]).shape.size(), b + "/a_t");
   }
   if (m.transpose_b) {
-    a1 = transpose_last_two(a1, g_.value(n.inputs[1]).shape.size(), b + "/b_t");
+    const std::string dq = transposed_weight_dequantize(a1, b + "/b_t");
+    a1 = !dq.empty() ? dq : transpose_last_two(a1, g_.value(n.inputs[1]).shape.size(), b + "/b_t");
   }
   if (m.perm_y.empty()) {
     w_.node("MatMul", b, {a0, a1}, y);
@@ -390,6 +392,41 @@ void Exporter::matmul(const Node& n, const std::string& y) {
     w_.node("Transpose", b + "/y_perm", {w_.op("MatMul", b, {a0, a1})}, y);
     Writer::ints(*w_.producer(y), "perm", m.perm_y);
   }
+}
+
+// Where `x` is a DequantizeLinear of constant 2-D codes (weights, as written
+// above), the same weights transposed as a DequantizeLinear of the
+// transposed codes (into `out`, or a fresh name), its axis moved with them, so that a reader sees
+// dequantized constant codes (qfuse takes those as int8 weights; a Transpose
+// after the dequantize it does not); empty otherwise.
+std::string Exporter::transposed_weight_dequantize(const std::string& x, const std::string& base,
+                                                   const std::string& out) {
+  const ::onnx::NodeProto* dq = w_.producer(x);
+  if (dq == nullptr || dq->op_type() != "DequantizeLinear") return {};
+  const ::onnx::TensorProto* codes = nullptr;
+  for (const auto& t : proto_.initializer()) {
+    if (t.name() == dq->input(0)) codes = &t;
+  }
+  if (codes == nullptr || codes->dims_size() != 2 || codes->int32_data_size() == 0) return {};
+  const std::int64_t rows = codes->dims(0), cols = codes->dims(1);
+  std::vector<std::int32_t> moved(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      moved[static_cast<std::size_t>(c * rows + r)] = codes->int32_data(static_cast<int>(r * cols + c));
+    }
+  }
+  const std::string t = w_.constant(base + "/codes", codes->data_type(), moved, Shape{cols, rows});
+  std::int64_t axis = 1;
+  for (const auto& a : dq->attribute()) {
+    if (a.name() == "axis") axis = a.i() < 0 ? a.i() + 2 : a.i();
+  }
+  const std::vector<std::string> rest(dq->input().begin() + 1, dq->input().end());
+  std::vector<std::string> inputs{t};
+  inputs.insert(inputs.end(), rest.begin(), rest.end());
+  const std::string y = out.empty() ? w_.fresh(base) : out;
+  auto& node = w_.node("DequantizeLinear", base, inputs, y);
+  Writer::int_attr(node, "axis", 1 - axis);
+  return y;
 }
 
 std::string Exporter::transpose_last_two(const std::string& x, std::size_t rank,

@@ -42,6 +42,138 @@ void Exporter::convert(const Node& n) {
   quantize_as(a, y.type, in(n.inputs[0]), n.name, name(n.outputs[0]));
 }
 
+// A Quantize of constant weights (PyTorch's export: QuantizeLinear on an f32
+// initializer): its codes, computed as ONNX's QuantizeLinear computes them
+// (composer::quantize_linear), written as an initializer, so that the
+// DequantizeLinear after it reads constant codes.
+void Exporter::quantized_constant(const Node& n) {
+  const auto& a = n.attr<graph::QuantizeAttrs>();
+  const graph::Value& x = g_.value(n.inputs[0]);
+  const Tensor& t = *x.constant;
+  std::int64_t inner = 1;
+  if (!a.per_tensor()) {
+    for (std::size_t d = static_cast<std::size_t>(a.axis) + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+  }
+  std::vector<std::int32_t> codes(static_cast<std::size_t>(t.size()));
+  for (std::int64_t i = 0; i < t.size(); ++i) {
+    const auto c = a.per_tensor() ? std::size_t{0}
+                                  : static_cast<std::size_t>((i / inner) % x.shape[static_cast<std::size_t>(a.axis)]);
+    codes[static_cast<std::size_t>(i)] = composer::quantize_linear(
+        t.as_float(i), a.scale_at(c), a.zero_point_at(c), a.code_min(), a.code_max());
+  }
+  w_.named_constant(name(n.outputs[0]), onnx_type(a.to), codes, x.shape);
+}
+
+// Constant weights as the importers write their dequantize (DequantizeLinear
+// on constant codes; OpenVINO's compressed weights): Multiply(Convert<f32>(q)
+// [- zp], s) with q constant u8 / s8 of the product's shape, zp constant
+// integers on q's type and s constant f32, each per tensor or along one
+// axis. The nodes the form spans (the Convert, the Subtract), which the
+// driver then leaves out; empty when `mul` is not one.
+std::vector<graph::NodeId> Exporter::weight_dequantize_nodes(const Node& mul) const {
+  if (mul.kind != OpKind::Multiply) return {};
+  const Shape& out = g_.value(mul.outputs[0]).shape;
+  // The axis along which `v` (a constant) varies, -1 for one value; nullopt
+  // when it varies along more than one or does not broadcast onto `out`.
+  const auto axis_of = [&](graph::ValueId v) -> std::optional<std::int64_t> {
+    const graph::Value& c = g_.value(v);
+    if (!c.is_constant() || c.type != ElementType::f32) return std::nullopt;
+    if (element_count(c.shape) == 1) return -1;
+    if (c.shape.size() != out.size()) return std::nullopt;
+    std::optional<std::int64_t> axis;
+    for (std::size_t d = 0; d < out.size(); ++d) {
+      if (c.shape[d] == 1) continue;
+      if (axis || c.shape[d] != out[d]) return std::nullopt;
+      axis = static_cast<std::int64_t>(d);
+    }
+    return axis;
+  };
+  for (std::size_t side = 0; side < 2; ++side) {
+    const auto scale_axis = axis_of(mul.inputs[1 - side]);
+    if (!scale_axis) continue;
+    std::vector<graph::NodeId> spanned;
+    graph::ValueId t = mul.inputs[side];
+    const auto sole_reader = [&](graph::ValueId v, graph::NodeId reader) {
+      const auto readers = g_.consumers(v);
+      return readers.size() == 1 && readers[0] == reader && !g_.is_graph_output(v);
+    };
+    graph::NodeId reader = g_.value(mul.outputs[0]).producer;
+    const graph::NodeId p = g_.value(t).producer;
+    if (!p.valid() || !sole_reader(t, reader)) continue;
+    const Node* cv = &g_.node(p);
+    if (cv->kind == OpKind::Subtract) {
+      const auto zp_axis = axis_of(cv->inputs[1]);
+      if (!zp_axis || (*zp_axis != -1 && *scale_axis != -1 && *zp_axis != *scale_axis)) continue;
+      spanned.push_back(p);
+      reader = p;
+      t = cv->inputs[0];
+      const graph::NodeId q = g_.value(t).producer;
+      if (!q.valid() || !sole_reader(t, reader)) continue;
+      cv = &g_.node(q);
+    }
+    if (cv->kind != OpKind::Convert || cv->attr<graph::ConvertAttrs>().quantizes() ||
+        g_.value(cv->outputs[0]).type != ElementType::f32) {
+      continue;
+    }
+    const graph::Value& codes = g_.value(cv->inputs[0]);
+    if (!codes.is_constant() || !is_int8(codes.type) || codes.shape != out) continue;
+    if (!spanned.empty()) {
+      // The zero point: integers on the codes' type.
+      const Tensor& zp = *g_.value(g_.node(spanned[0]).inputs[1]).constant;
+      const double lo = codes.type == ElementType::s8 ? -128.0 : 0.0;
+      bool integral = true;
+      for (std::int64_t i = 0; i < zp.size(); ++i) {
+        const double z = zp.as_float(i);
+        integral = integral && z == std::nearbyint(z) && z >= lo && z <= lo + 255.0;
+      }
+      if (!integral) continue;
+    }
+    spanned.push_back(g_.value(cv->outputs[0]).producer);
+    return spanned;
+  }
+  return {};
+}
+
+// The form weight_dequantize_nodes found, as one DequantizeLinear.
+void Exporter::weight_dequantize(const Node& mul, const std::vector<graph::NodeId>& spanned) {
+  const Node& cv = g_.node(spanned.back());
+  const Node* sub = spanned.size() == 2 ? &g_.node(spanned[0]) : nullptr;
+  const graph::ValueId codes = cv.inputs[0];
+  const bool scale_first = g_.value(mul.inputs[0]).is_constant() &&
+                           g_.value(mul.inputs[1]).producer.valid() &&
+                           g_.value(mul.inputs[1]).producer == (sub ? spanned[0] : spanned.back());
+  const Tensor& s = *g_.value(mul.inputs[scale_first ? 0 : 1]).constant;
+  const Shape& out = g_.value(mul.outputs[0]).shape;
+  std::int64_t axis = -1;
+  const auto note_axis = [&](const Shape& shape) {
+    if (element_count(shape) == 1) return;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] != 1) axis = static_cast<std::int64_t>(d);
+    }
+  };
+  note_axis(s.shape());
+  if (sub) note_axis(g_.value(sub->inputs[1]).shape);
+  const std::size_t n = axis < 0 ? 1 : static_cast<std::size_t>(out[static_cast<std::size_t>(axis)]);
+  const auto along = [&](const Tensor& t, std::size_t c) {
+    return t.as_float(element_count(t.shape()) == 1 ? 0 : static_cast<std::int64_t>(c));
+  };
+  std::vector<float> scale(n);
+  std::vector<double> zero(n, 0.0);
+  for (std::size_t c = 0; c < n; ++c) {
+    scale[c] = along(s, c);
+    if (sub) zero[c] = along(*g_.value(sub->inputs[1]).constant, c);
+  }
+  const Shape dims = axis < 0 ? Shape{} : Shape{static_cast<std::int64_t>(n)};
+  const std::string& b = mul.name;
+  const std::string sc = w_.constant(b + "/scale", kFloat, scale, dims);
+  const int type = onnx_type(g_.value(codes).type);
+  const std::string zc = w_.constant(b + "/zero_point", type, zero, dims);
+  const std::string q = in(codes);
+  const std::string y = name(mul.outputs[0]);
+  auto& dq = w_.node("DequantizeLinear", b, {q, sc, zc}, y);
+  if (axis >= 0) Writer::int_attr(dq, "axis", axis);
+}
+
 // The Quantize `a` of the f32 tensor `xin`, into `out`: ONNX's own
 // QuantizeLinear, the same arithmetic. Onto fewer codes than the type holds,
 // a Clip follows (as torch writes its reduce_range).

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <set>
 #include <utility>
@@ -56,8 +57,24 @@ ExportReport Exporter::run() {
       former_producers.insert(v.producer.index);
     }
   }
+  // Constant weights' dequantizes, each one DequantizeLinear: the Multiply
+  // writes it, the Convert and Subtract it spans are left out.
+  std::map<std::uint32_t, std::vector<graph::NodeId>> weight_dequantizes;
+  std::set<std::uint32_t> spanned;
+  for (graph::NodeId id : g_.topological_order()) {
+    if (source_.prequantized_only) break;
+    auto nodes = weight_dequantize_nodes(g_.node(id));
+    if (nodes.empty()) continue;
+    for (graph::NodeId s : nodes) spanned.insert(s.index);
+    weight_dequantizes[id.index] = std::move(nodes);
+  }
   for (graph::NodeId id : g_.topological_order()) {
     const Node& n = g_.node(id);
+    if (spanned.count(id.index) != 0) continue;
+    if (const auto w = weight_dequantizes.find(id.index); w != weight_dequantizes.end()) {
+      weight_dequantize(n, w->second);
+      continue;
+    }
     std::vector<const Node*> absorbed;
     if (source_.absorbed_post_ops) {
       absorbed = source_.absorbed_post_ops(n);
@@ -143,6 +160,7 @@ void Exporter::emit(const Node& n) {
     case OpKind::Convert: return convert(n);
     case OpKind::Quantize:
       if (g_.value(n.inputs[0]).type != ElementType::f32) refuse(n, "quantizes a non-f32 tensor");
+      if (g_.value(n.inputs[0]).is_constant()) return quantized_constant(n);
       return quantize_linear(n.attr<graph::QuantizeAttrs>(), in(n.inputs[0]), n.name,
                              name(n.outputs[0]));
     case OpKind::QuantizedConvolution:
@@ -162,6 +180,12 @@ void Exporter::emit(const Node& n) {
       return;
     }
     case OpKind::Transpose: {
+      // Transposed constant weights (MatMul's transpose_b as the readers write
+      // it): the dequantize of the transposed codes.
+      if (n.attr<graph::TransposeAttrs>().perm == graph::Ints{1, 0} &&
+          !transposed_weight_dequantize(in(n.inputs[0]), n.name, name(n.outputs[0])).empty()) {
+        return;
+      }
       auto& t = w_.node("Transpose", n.name, {in(n.inputs[0])}, name(n.outputs[0]));
       Writer::ints(t, "perm", n.attr<graph::TransposeAttrs>().perm);
       return;

@@ -899,6 +899,26 @@ TEST_P(OpenVinoCorpus, EveryLayerIsInt8AndFusedMatchesUnfusedWithinOneLsb) {
   expect_int8_and_within_one_lsb(import_ir(GetParam()), expected, GetParam());
 }
 
+// qfuse export's plain ONNX twin of each IR: read back, the same numpy
+// reference, and as many int8 layers as the IR (compressed and
+// FakeQuantized weights written as DequantizeLinear of their codes, the
+// transposed ones of MatMul transposed as codes).
+TEST_P(OpenVinoCorpus, PlainQdqExportKeepsEveryInt8Layer) {
+  const std::string m = GetParam();
+  const graph::Graph ir = import_ir(m);
+  const CompiledModel original = compile(ir, {.fuse = false});
+  const fs::path out = fs::path(::testing::TempDir()) / (m + "_plain.onnx");
+  (void)onnx::export_prequantized(compiled_graph(original), onnx::ExportSource{}, out.string());
+  const graph::Graph back = onnx::import_file(out);
+  expect_unfused_matches_numpy(back, m, ".ov");
+  const auto int8_layers = [](const CompiledModel& c) {
+    int k = 0;
+    for (const LayerInfo& l : c.layers()) k += l.op.starts_with("Quantized");
+    return k;
+  };
+  EXPECT_EQ(int8_layers(compile(back, {.fuse = true})), int8_layers(compile(ir, {.fuse = true})));
+}
+
 TEST(OpenVinoCorpusModels, AllFourAreThere) { EXPECT_EQ(openvino_models().size(), 4u); }
 
 INSTANTIATE_TEST_SUITE_P(OpenVino, OpenVinoCorpus, ::testing::ValuesIn(openvino_models()),
