@@ -233,12 +233,14 @@ void Exporter::batch_norm(const Node& n, const std::string& y) {
 
 // ---- gathers, resizes and slices ---------------------------------------------
 
-// Rows of f32 data by s32 / s64 indices (integral f32 ones cast to int64,
-// exactly: the IR holds them below 2^24).
+// Rows of f32 data, or of u8 / s8 codes (quantized embeddings), by s32 / s64
+// indices (integral f32 ones cast to int64, exactly: the IR holds them below
+// 2^24).
 void Exporter::gather(const Node& n, const std::string& y) {
-  if (g_.value(n.inputs[0]).type != ElementType::f32) {
-    refuse(n, "gathers from a " + std::string(to_string(g_.value(n.inputs[0]).type)) +
-                  " tensor (qfuse gathers f32 rows)");
+  const ElementType data = g_.value(n.inputs[0]).type;
+  if (data != ElementType::f32 && !is_int8(data)) {
+    refuse(n, "gathers from a " + std::string(to_string(data)) +
+                  " tensor (qfuse gathers f32 rows or u8 / s8 codes)");
   }
   std::string indices = in(n.inputs[1]);
   if (g_.value(n.inputs[1]).type == ElementType::f32) {

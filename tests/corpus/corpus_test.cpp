@@ -643,8 +643,9 @@ class Encoder : public ::testing::TestWithParam<std::string> {};
 // two activation-by-activation ones) and the head run int8, and each fused
 // layer fed the unfused path's values is within one code of it. The dynamic model's 12 MatMulInteger chains run as int8 layers
 // whose f32 outputs, fed the unfused path's codes, equal its values bit for
-// bit, and so do the codes of every DynamicQuantizeLinear; its logits stay
-// within quantization noise of the float model's.
+// bit, and so do the codes of every DynamicQuantizeLinear and of the
+// quantized embedding tables' Gathers; its logits stay within quantization
+// noise of the float model's.
 TEST_P(Encoder, ImportsRunsAndFusesTheWeightMatMuls) {
   const fs::path dir = fs::path(QFUSE_CORPUS_DIR) / "transformers";
   const std::string name = GetParam();
@@ -692,7 +693,9 @@ TEST_P(Encoder, ImportsRunsAndFusesTheWeightMatMuls) {
         EXPECT_EQ(t.isolated.equal_share, 1.0) << t.name << " (isolated)";
       }
     }
-    EXPECT_EQ(codes, 16);  // codes and zero point of the 8 DynamicQuantizeLinear (one per MatMulInteger input)
+    // Codes and zero point of the 8 DynamicQuantizeLinear (one per
+    // MatMulInteger input), and the two embedding Gathers' codes.
+    EXPECT_EQ(codes, 18);
     EXPECT_EQ(outputs, 12);
     const std::string f32_name = name.substr(0, name.size() - 4) + "_f32";
     const Tensor ref = tools::read_npy(dir / (f32_name + ".logits.npy"));

@@ -17,7 +17,8 @@ sequence length, into OUT/transformers/:
                          constant weights becomes DynamicQuantizeLinear(A) ->
                          MatMulInteger(A_q, B_q, A_zp, B_zp) -> Cast(float) ->
                          Mul(A_scale * B_scale), s8 per-tensor weights, the bias Add
-                         after it as it was;
+                         after it as it was; the embedding tables s8 per-tensor codes
+                         read by Gather, then DequantizeLinear (ORT's GatherQuant);
 and for each, one input set and the numpy interpreter's output on it
 (<model>.input_ids.npy, <model>.attention_mask.npy, <model>.logits.npy for the
 float model), an independent reference for qfuse's import of these operators.
@@ -248,6 +249,22 @@ def quantize_dynamic(model):
     inits = _initializers(m)
     nodes, added = [], []
     for n in g.node:
+        if n.op_type == "Gather" and n.input[0] in inits and inits[n.input[0]].dtype == np.float32 \
+                and inits[n.input[0]].ndim == 2:
+            # An embedding table, as ORT's GatherQuant writes it: s8 per-tensor
+            # codes, the Gather on the codes, then DequantizeLinear.
+            w, y = n.input[0], n.output[0]
+            q, scale = _s8_weights(inits[w], None)
+            wq, ws, wz = w + "_quantized", w + "_scale", w + "_zero_point"
+            added.extend([numpy_helper.from_array(q, wq),
+                          numpy_helper.from_array(np.array(scale, np.float32), ws),
+                          numpy_helper.from_array(np.array(0, np.int8), wz)])
+            yq = y + "_output_quantized"
+            nodes.append(helper.make_node("Gather", [wq, n.input[1]], [yq], name=n.name + "_quant",
+                                          axis=_attrs(n).get("axis", 0)))
+            nodes.append(helper.make_node("DequantizeLinear", [yq, ws, wz], [y],
+                                          name=yq + "_DequantizeLinear"))
+            continue
         if n.op_type != "MatMul" or n.input[1] not in inits:
             nodes.append(n)
             continue
