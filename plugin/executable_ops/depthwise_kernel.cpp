@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "plugin/executable_ops/exp_avx512.hpp"
 #include "plugin/parallel.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -218,25 +219,6 @@ QFUSE_DW_ISA void prepare_row(const std::uint8_t* row, std::int64_t width, std::
   }
 }
 
-// e^x to about 1 ulp (Cephes' expf: 2^n * p(r), r = x - n ln 2 in two
-// parts, p of degree 7), saturating to 0 and to e^88.38 outside.
-QFUSE_DW_INLINE __m512 exp_ps(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-88.3762626647949f)),
-                    _mm512_set1_ps(88.3762626647950f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
 // One step of the post-op program on n vectors of the same 16 channels.
 template <int N>
 QFUSE_DW_INLINE void apply(const DepthwiseKernel::Step& s, std::size_t c, __m512* y) {
@@ -286,7 +268,7 @@ QFUSE_DW_INLINE void apply(const DepthwiseKernel::Step& s, std::size_t c, __m512
       const __m512 one = _mm512_set1_ps(1.0f);
 #pragma GCC unroll 8
       for (int i = 0; i < N; ++i) {
-        const __m512 e = exp_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), y[i]));
+        const __m512 e = exp_avx512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), y[i]));
         const __m512 logistic = _mm512_div_ps(one, _mm512_add_ps(one, e));
         y[i] = times_x ? _mm512_mul_ps(y[i], logistic) : logistic;
       }

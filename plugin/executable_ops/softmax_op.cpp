@@ -7,14 +7,12 @@
 // max) and its sum, then the quotient, as ONNX's Softmax (opset 13) defines
 // it.
 //
-// exp is Cephes' expf polynomial (Moshier): e^x = 2^n * e^r with n =
-// round(x * log2 e) and r = x - n ln 2 in two parts, e^r by a degree-7
-// polynomial, 2^n by scalef; within 2 ulp of e^x over the range softmax
-// reaches (x - max <= 0; below -87.3 the result is 0, as expf's underflow).
+// exp is exp_avx512 (Cephes' expf polynomial, exp_avx512.hpp).
 
 #include <algorithm>
 #include <cmath>
 
+#include "plugin/executable_ops/exp_avx512.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantize_spans.hpp"
 #include "plugin/parallel.hpp"
@@ -33,22 +31,6 @@ using graph::Node;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-__attribute__((target("avx512f"))) __m512 exp_avx512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.33654f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
 // Softmax over `len` rows `stride` apart, for the positions `mask` selects of
 // sixteen consecutive ones.
 __attribute__((target("avx512f"))) void softmax_sixteen(const float* x, float* y,
