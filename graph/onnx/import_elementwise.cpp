@@ -195,6 +195,7 @@ std::shared_ptr<const Operand::Quantized> Importer::narrowed_grid(const Operand&
 }
 
 void Importer::op_cast(AttrReader& a) {
+  a.ignore("saturate");  // opset 19: float8 targets only, refused below
   const int to = static_cast<int>(a.i("to", kFloat));
   Operand x = in(0);
   if (!to_element_type(to)) {

@@ -39,7 +39,7 @@ using Values = std::vector<double>;
 // f32 holds every integer of magnitude up to 2^24 exactly.
 inline constexpr double kF32ExactLimit = 16777216.0;
 inline constexpr int kMinOpset = 10;
-inline constexpr int kMaxOpset = 17;
+inline constexpr int kMaxOpset = 21;
 
 inline std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
 inline std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
@@ -160,11 +160,21 @@ class Importer {
   }
   Operand& in(std::size_t i) {
     if (!has_in(i)) malformed("input " + std::to_string(i) + " is missing");
+    ignore_input(i);
     const std::string& name = node_->input(static_cast<int>(i));
     Operand* o = find_tensor(name);
     if (o == nullptr) malformed("input '" + name + "' is not defined before its use");
     return *o;
   }
+  // Marks input i read without interpreting it (it does not matter here). A
+  // present input that no handler reads is refused after the handler runs,
+  // as an unread attribute is: later opsets add inputs (ReduceMean's axes at
+  // 18) that an older reading would silently drop.
+  void ignore_input(std::size_t i) {
+    if (i < 64) inputs_read_ |= std::uint64_t{1} << i;
+  }
+  // UnsupportedError for the first present input nobody read.
+  void check_all_inputs_used() const;
   // The tensor named so, an initializer decoded now if not yet; null if none.
   Operand* find_tensor(const std::string& name) const;
   const Literal& lit_in(std::size_t i, const char* what) {
@@ -371,6 +381,7 @@ class Importer {
   // (also 0.5 x * (1 + erf(..)) and x * ((1 + erf(..)) * 0.5)): one Gelu;
   // qfuse has no Erf of its own.
   void op_erf(AttrReader& a);
+  void op_gelu(AttrReader& a);
   // At a Tanh: GELU's tanh form imported as one Gelu(tanh), the nodes after
   // the Tanh taken; otherwise a debug line says why not.
   void try_tanh_gelu();
@@ -409,6 +420,10 @@ class Importer {
   // A constant tensor: an initializer, a folded tensor, or a Constant node
   // (which may come later in the file than its reader).
   std::optional<Literal> constant_tensor(const std::string& name) const;
+  // A reduction's axes: the attribute (opset < 18) or the constant input 1
+  // (18 on); nullopt when the input is computed at run time.
+  void refuse_blocked(AttrReader& a) const;
+  std::optional<Ints> reduce_axes(const ::onnx::NodeProto& n, AttrReader& a) const;
   // The one value of a constant tensor.
   std::optional<double> scalar_tensor(const std::string& name) const;
   // The only node reading `name`, unless `name` is a graph output.
@@ -507,6 +522,7 @@ class Importer {
   mutable std::unordered_map<std::string, ::onnx::TensorProto*> undecoded_;
   std::set<std::string> used_names_;
   const ::onnx::NodeProto* node_ = nullptr;
+  std::uint64_t inputs_read_ = 0;  // bit k: input k was read (ignore_input)
   std::string base_;
   // The file's nodes by the tensors they write and read (indices).
   std::unordered_map<std::string, int> onnx_producer_;

@@ -88,6 +88,15 @@ std::optional<Literal> Importer::constant_tensor(const std::string& name) const 
   return std::nullopt;
 }
 
+std::optional<Ints> Importer::reduce_axes(const ::onnx::NodeProto& n, AttrReader& a) const {
+  if (n.input_size() < 2 || n.input(1).empty()) return a.ints("axes");
+  const std::optional<Literal> l = constant_tensor(n.input(1));
+  if (!l) return std::nullopt;
+  Ints axes;
+  for (double v : l->values) axes.push_back(static_cast<std::int64_t>(v));
+  return axes;
+}
+
 std::optional<double> Importer::scalar_tensor(const std::string& name) const {
   const std::optional<Literal> l = constant_tensor(name);
   if (!l || l->values.size() != 1) return std::nullopt;
@@ -161,12 +170,27 @@ std::optional<Importer::GeluTail> Importer::gelu_tail(const std::string& x, cons
   return tail;
 }
 
+// Gelu (opset 20): one Gelu node, exact (erf) or tanh-approximated.
+void Importer::op_gelu(AttrReader& a) {
+  Operand& x = in(0);
+  require_float(x, "the input");
+  const std::string approximate = a.s("approximate", "none");
+  graph::GeluAttrs g;
+  if (approximate == "tanh") {
+    g.approximation = graph::GeluApproximation::tanh;
+  } else if (approximate != "none") {
+    a.unsupported_value("approximate", "value '" + approximate + "' (expected none or tanh)");
+  }
+  set_out(0, make_float(emit(OpKind::Gelu, {f32(x)}, g), x.shape));
+}
+
 void Importer::op_erf(AttrReader&) {
   const auto fail = [&](const std::string& why) {
     unsupported("Erf outside GELU's x * 0.5 * (1 + erf(x / sqrt(2))): qfuse has no Erf operator (" +
                 why + ")");
   };
-  // x / sqrt(2), or x * (1 / sqrt(2)).
+  // x / sqrt(2), or x * (1 / sqrt(2)); the input is read through its producer.
+  ignore_input(0);
   const auto p = onnx_producer_.find(node_->input(0));
   if (p == onnx_producer_.end()) fail("its input is not computed by a node");
   const ::onnx::NodeProto& scaled = model_.graph().node(p->second);
@@ -276,7 +300,8 @@ void Importer::try_spelled_out_layer_norm(AttrReader& a) {
   const Shape x_shape = xo->shape;
   const std::int64_t r = rank_of(x_shape);
   if (r < 2) return refuse("the input has rank " + std::to_string(r) + " (LayerNorm needs >= 2)");
-  if (!last_axis_only(a.ints("axes"), a.i("keepdims", 1), r)) {
+  const std::optional<Ints> axes = reduce_axes(*node_, a);
+  if (!axes || a.i("noop_with_empty_axes", 0) != 0 || !last_axis_only(*axes, a.i("keepdims", 1), r)) {
     return refuse("the mean is not over the last axis alone with keepdims = 1");
   }
   std::string why;
@@ -337,11 +362,14 @@ std::optional<Importer::LayerNormCore> Importer::layer_norm_core(const std::stri
     return fail(called(g.node(pow_i)) + " does not square (the exponent is not the constant 2)");
   }
   // var = ReduceMean(d^2), same axes
-  const auto var_i = sole_plain_reader(g.node(pow_i).output(0), "ReduceMean", {"axes", "keepdims"});
+  const auto var_i = sole_plain_reader(g.node(pow_i).output(0), "ReduceMean",
+                                         {"axes", "keepdims", "noop_with_empty_axes"});
   if (!var_i) return fail("d^2 is not read by one ReduceMean alone");
   {
     AttrReader va(g.node(*var_i), called(g.node(*var_i)));
-    if (!last_axis_only(va.ints("axes"), va.i("keepdims", 1), rank)) {
+    const std::optional<Ints> var_axes = reduce_axes(g.node(*var_i), va);
+    if (!var_axes || va.i("noop_with_empty_axes", 0) != 0 ||
+        !last_axis_only(*var_axes, va.i("keepdims", 1), rank)) {
       return fail("the variance is not a mean over the last axis alone with keepdims = 1");
     }
   }

@@ -95,10 +95,27 @@ ValueId Importer::emit_dequantize_weight(const Literal& q, const QuantParams& p)
   return emit(OpKind::Multiply, {t, param_constant(p.scale, rank, p.axis, "scale")});
 }
 
+// Opset 19's saturate matters only for float8 outputs, which quant_params
+// refuses; opset 21's block quantization is refused by name.
+void Importer::refuse_blocked(AttrReader& a) const {
+  a.ignore("saturate");
+  if (const std::int64_t b = a.i("block_size", 0); b != 0) {
+    a.unsupported_value("block_size", "= " + std::to_string(b) + " (blocked quantization)");
+  }
+}
+
 void Importer::op_quantize(AttrReader& a) {
   Operand& x = in(0);
   if (!is_float(x.type) && x.type != kInt32) unsupported("input type " + onnx_type_name(x.type));
-  const QuantParams p = quant_params(1, 2, a.i("axis", 1), x.shape, kUint8);
+  refuse_blocked(a);
+  // Opset 21's output_dtype names the codes' type when no zero point does.
+  const auto output_dtype = static_cast<int>(a.i("output_dtype", 0));
+  const QuantParams p =
+      quant_params(1, 2, a.i("axis", 1), x.shape, output_dtype != 0 ? output_dtype : kUint8);
+  if (output_dtype != 0 && output_dtype != p.type) {
+    malformed("output_dtype " + onnx_type_name(output_dtype) + " differs from the zero point's " +
+              onnx_type_name(p.type));
+  }
   if (p.type == kInt32) unsupported("quantized type INT32 (expected UINT8 or INT8)");
   const ValueId src = f32(x);
   Operand y;
@@ -153,6 +170,7 @@ void Importer::check_fake_quantize_limits() {
 
 void Importer::op_dequantize(AttrReader& a) {
   Operand& x = in(0);
+  refuse_blocked(a);
   const QuantParams p = quant_params(1, 2, a.i("axis", 1), x.shape, x.type);
   if (x.type != p.type) malformed("input type differs from the zero point type");
   if (x.literal) {

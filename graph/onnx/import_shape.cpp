@@ -213,15 +213,24 @@ void Importer::op_slice(AttrReader&) {
 }
 
 // The sizes Split cuts `dim` into for `outputs` outputs: the split attribute
-// (opset 11-12) or input (13-17), else equal parts. (Opset 18's num_outputs
-// waits for opset 18 as a whole.)
+// (opset 11-12) or input (13 on), else equal parts; from opset 18 the parts
+// are num_outputs of ceil(dim / num_outputs), the last one what is left.
 std::vector<std::int64_t> Importer::split_sizes(AttrReader& a, std::int64_t dim) {
   const auto outputs = static_cast<std::int64_t>(node_->output_size());
   std::vector<std::int64_t> sizes;
   if (has_in(1)) {
+    if (a.has("num_outputs")) malformed("both the split input and num_outputs are given");
     for (double v : lit_in(1, "split").values) sizes.push_back(to_int64(v, "split"));
   } else if (a.has("split")) {
     sizes = a.ints("split");
+  } else if (a.has("num_outputs")) {
+    const std::int64_t n = a.i("num_outputs", 0);
+    expect(n == outputs, "num_outputs is " + std::to_string(n) + " for " +
+                             std::to_string(outputs) + " outputs");
+    const std::int64_t part = (dim + n - 1) / n;
+    for (std::int64_t k = 0, left = dim; k < n; ++k, left -= part) {
+      sizes.push_back(std::min(part, left));
+    }
   } else {
     expect(outputs >= 1 && dim % outputs == 0,
            "dimension " + std::to_string(dim) + " does not split into " +
@@ -278,8 +287,18 @@ void Importer::op_reduce_mean(AttrReader& a) {
   Operand& x = in(0);
   require_float(x, "the input");
   const std::int64_t r = rank_of(x.shape);
-  Ints axes = a.ints("axes");
+  // Axes are an attribute below opset 18 and a constant input from 18.
+  Ints axes;
+  if (has_in(1)) {
+    for (double v : lit_in(1, "axes").values) axes.push_back(to_int64(v, "axis"));
+  } else {
+    axes = a.ints("axes");
+  }
   if (axes.empty()) {
+    if (a.i("noop_with_empty_axes", 0) != 0) {
+      set_out(0, x);
+      return;
+    }
     for (std::int64_t d = 0; d < r; ++d) axes.push_back(d);
   }
   const bool keepdims = a.i("keepdims", 1) != 0;
@@ -402,10 +421,26 @@ void Importer::op_resize(AttrReader& a) {
     r.nearest_mode = *nearest;
     a.ignore("cubic_coeff_a");        // cubic mode only
     a.ignore("extrapolation_value");  // tf_crop_and_resize only
+    ignore_input(1);                  // roi: tf_crop_and_resize only, refused above
     if (a.i("exclude_outside", 0) != 0) a.unsupported_value("exclude_outside", "= 1");
+    // Opset 18: antialias changes only linear / cubic downscaling, and
+    // keep_aspect_ratio_policy only output sizes; a partial `axes` is refused.
+    if (a.i("antialias", 0) != 0 && r.mode != graph::ResizeMode::nearest) {
+      a.unsupported_value("antialias", "= 1 with mode " + mode);
+    }
+    const std::string policy = a.s("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch") a.unsupported_value("keep_aspect_ratio_policy", "value '" + policy + "'");
+    const Ints axes = a.ints("axes");
+    for (std::size_t d = 0; d < axes.size(); ++d) {
+      const auto rank = static_cast<std::int64_t>(x.shape.size());
+      if (axes.size() != x.shape.size() || normalize_axis(axes[d], rank, "axis") != i64(d)) {
+        a.unsupported_value("axes", "other than all axes in order");
+      }
+    }
   }
   const std::size_t rank = x.shape.size();
   if (has_in(sizes_i)) {
+    ignore_input(scales_i);  // empty when sizes are given
     const Literal& s = lit_in(sizes_i, "sizes");
     expect(s.values.size() == rank, "sizes has the wrong length");
     for (double v : s.values) r.sizes.push_back(to_int64(v, "size"));

@@ -293,6 +293,7 @@ Importer::Handler Importer::handler_of(const ::onnx::NodeProto& node) const {
       {"Round", &Importer::op_unary},
       {"HardSwish", &Importer::op_unary},
       {"Erf", &Importer::op_erf},
+      {"Gelu", &Importer::op_gelu},
       {"Elu", &Importer::op_elu_like},
       {"LeakyRelu", &Importer::op_elu_like},
       {"HardSigmoid", &Importer::op_hard_sigmoid},
@@ -384,7 +385,9 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
   try {
     if (!onnx_domain || !try_fold(a)) {
       if (handler == nullptr) unsupported("unsupported operator " + node.op_type());
+      inputs_read_ = 0;
       (this->*handler)(a);
+      check_all_inputs_used();
     }
   } catch (const Error& e) {
     // Errors from shared code (shapes, tensors) get the node's name.
@@ -404,6 +407,15 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
     if (!node.output(k).empty() && !tensors_.count(node.output(k))) {
       unsupported("output " + std::to_string(k) + " ('" + node.output(k) + "') is not supported");
     }
+  }
+}
+
+void Importer::check_all_inputs_used() const {
+  for (int k = 0; k < node_->input_size(); ++k) {
+    if (node_->input(k).empty()) continue;
+    if (k < 64 && (inputs_read_ >> k & 1) != 0) continue;
+    unsupported("input " + std::to_string(k) + " ('" + node_->input(k) + "') of " +
+                node_->op_type() + " is not supported at opset " + std::to_string(opset_));
   }
 }
 
@@ -542,8 +554,12 @@ bool Importer::fold_identity(AttrReader& /*a*/) {
 }
 
 bool Importer::fold_cast(AttrReader& a) {
-  const Literal& x = *in(0).literal;
   const int to = static_cast<int>(a.i("to", kFloat));
+  // Folded: FLOAT, DOUBLE, BOOL and the integers. Half and 8-bit floats go to
+  // op_cast, which names them unsupported; so does opset 19's saturate.
+  if (to != kFloat && to != kDouble && !is_integer_type(to) && to != kBool) return false;
+  a.ignore("saturate");
+  const Literal& x = *in(0).literal;
   Values v(x.values.size());
   for (std::size_t k = 0; k < v.size(); ++k) v[k] = cast_value(x.values[k], to);
   set_out(0, make_literal(to, x.shape, std::move(v)));
@@ -758,6 +774,7 @@ void Importer::op_dropout(AttrReader& a) {
   // Inference: Dropout is the identity. Training mode and the mask are not imported.
   a.ignore("seed");
   a.ignore("ratio");  // opset 10's attribute form
+  ignore_input(1);     // ratio, opset 12's input form
   if (has_in(2)) {
     const Literal& t = lit_in(2, "training_mode");
     if (!t.values.empty() && t.values[0] != 0.0) unsupported("training_mode = true is not supported");
