@@ -109,6 +109,7 @@ class Exporter {
   bool constant_on_s8_grid(const Node& n, const std::string& y);
   void quantized_constant(const Node& n);
   std::vector<graph::NodeId> weight_dequantize_nodes(const Node& mul) const;
+  std::vector<graph::NodeId> zero_point_dequantize_nodes(const Node& sub) const;
   std::string transposed_weight_dequantize(const std::string& x, const std::string& base,
                                            const std::string& y = {});
   void weight_dequantize(const Node& mul, const std::vector<graph::NodeId>& spanned);

@@ -20,6 +20,16 @@ void Exporter::convert(const Node& n) {
   const graph::Value& x = g_.value(n.inputs[0]);
   const graph::Value& y = g_.value(n.outputs[0]);
   if (!a.quantizes()) {
+    if (y.type == ElementType::f32 && is_int8(x.type)) {
+      // Codes as numbers: a DequantizeLinear with scale 1 and zero point 0
+      // (exact), which readers take for the int8 operand it is.
+      const std::string q = in(n.inputs[0]);
+      const std::string sc = w_.constant(n.name + "/scale", kFloat, std::vector<float>{1.0f}, {});
+      const std::string zc =
+          w_.constant(n.name + "/zero_point", onnx_type(x.type), std::vector<double>{0.0}, {});
+      w_.node("DequantizeLinear", n.name, {q, sc, zc}, name(n.outputs[0]));
+      return;
+    }
     if (y.type == ElementType::f32 || (y.type == ElementType::s32 && x.type != ElementType::f32)) {
       // Exact: integers to f32 (below 2^24, as the IR's Convert) or to s32.
       auto& c = w_.node("Cast", n.name, {in(n.inputs[0])}, name(n.outputs[0]));
@@ -70,7 +80,14 @@ void Exporter::quantized_constant(const Node& n) {
 // integers on q's type and s constant f32, each per tensor or along one
 // axis. The nodes the form spans (the Convert, the Subtract), which the
 // driver then leaves out; empty when `mul` is not one.
+//
+// Also the integers relative to a zero point that the QOperator and integer
+// operators' imports compute on: Subtract(Convert<f32>(q), zp), q u8 / s8
+// (constant or computed at run time), is a DequantizeLinear with scale 1
+// (exact), so that a reader finds the layer's int8 operands as it does in a
+// QDQ model.
 std::vector<graph::NodeId> Exporter::weight_dequantize_nodes(const Node& mul) const {
+  if (mul.kind == OpKind::Subtract) return zero_point_dequantize_nodes(mul);
   if (mul.kind != OpKind::Multiply) return {};
   const Shape& out = g_.value(mul.outputs[0]).shape;
   // The axis along which `v` (a constant) varies, -1 for one value; nullopt
@@ -134,15 +151,57 @@ std::vector<graph::NodeId> Exporter::weight_dequantize_nodes(const Node& mul) co
   return {};
 }
 
+// Subtract(Convert<f32>(q), zp) as weight_dequantize_nodes describes it: the
+// Convert it spans, or empty.
+std::vector<graph::NodeId> Exporter::zero_point_dequantize_nodes(const Node& sub) const {
+  const Shape& out = g_.value(sub.outputs[0]).shape;
+  const graph::Value& zp = g_.value(sub.inputs[1]);
+  if (!zp.is_constant() || zp.type != ElementType::f32) return {};
+  // Per tensor, or varying along one axis of the output.
+  if (element_count(zp.shape) != 1) {
+    if (zp.shape.size() != out.size()) return {};
+    int varying = 0;
+    for (std::size_t d = 0; d < out.size(); ++d) {
+      if (zp.shape[d] == 1) continue;
+      if (zp.shape[d] != out[d]) return {};
+      ++varying;
+    }
+    if (varying > 1) return {};
+  }
+  const graph::ValueId t = sub.inputs[0];
+  const graph::NodeId p = g_.value(t).producer;
+  if (!p.valid() || g_.is_graph_output(t)) return {};
+  const auto readers = g_.consumers(t);
+  if (readers.size() != 1 || readers[0] != g_.value(sub.outputs[0]).producer) return {};
+  const Node& cv = g_.node(p);
+  if (cv.kind != OpKind::Convert || cv.attr<graph::ConvertAttrs>().quantizes() ||
+      g_.value(cv.outputs[0]).type != ElementType::f32) {
+    return {};
+  }
+  const graph::Value& codes = g_.value(cv.inputs[0]);
+  if (!is_int8(codes.type) || codes.shape != out) return {};
+  const double lo = codes.type == ElementType::s8 ? -128.0 : 0.0;
+  for (std::int64_t i = 0; i < zp.constant->size(); ++i) {
+    const double z = zp.constant->as_float(i);
+    if (z != std::nearbyint(z) || z < lo || z > lo + 255.0) return {};
+  }
+  return {p};
+}
+
 // The form weight_dequantize_nodes found, as one DequantizeLinear.
 void Exporter::weight_dequantize(const Node& mul, const std::vector<graph::NodeId>& spanned) {
   const Node& cv = g_.node(spanned.back());
-  const Node* sub = spanned.size() == 2 ? &g_.node(spanned[0]) : nullptr;
+  // The zero point's Subtract: `mul` itself when it is one (scale 1).
+  const Node* sub = mul.kind == OpKind::Subtract ? &mul
+                    : spanned.size() == 2        ? &g_.node(spanned[0])
+                                                 : nullptr;
   const graph::ValueId codes = cv.inputs[0];
-  const bool scale_first = g_.value(mul.inputs[0]).is_constant() &&
+  const Tensor one = Tensor::from_vector<float>({}, {1.0f});
+  const bool scale_first = mul.kind == OpKind::Multiply && g_.value(mul.inputs[0]).is_constant() &&
                            g_.value(mul.inputs[1]).producer.valid() &&
                            g_.value(mul.inputs[1]).producer == (sub ? spanned[0] : spanned.back());
-  const Tensor& s = *g_.value(mul.inputs[scale_first ? 0 : 1]).constant;
+  const Tensor& s =
+      mul.kind == OpKind::Multiply ? *g_.value(mul.inputs[scale_first ? 0 : 1]).constant : one;
   const Shape& out = g_.value(mul.outputs[0]).shape;
   std::int64_t axis = -1;
   const auto note_axis = [&](const Shape& shape) {

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -864,6 +865,46 @@ TEST_P(QOperatorAgainstOrt, EveryLayerIsWithinOneCodeOfOnnxRuntime) {
 INSTANTIATE_TEST_SUITE_P(QOperator, QOperatorAgainstOrt, ::testing::ValuesIn(qoperator_models()),
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QOperatorAgainstOrt);
+
+// qfuse export of a QOperator model: the integers its layers compute on
+// (codes minus a zero point) are written as DequantizeLinear with scale 1, so
+// the file read back has the original's int8 layers, and its unfused outputs
+// equal the original's (the same arithmetic, which QOperatorAgainstOrt checks
+// against ONNX Runtime).
+class QOperatorExport : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QOperatorExport, PlainQdqExportKeepsEveryInt8LayerAndItsOutputs) {
+  const std::string m = GetParam();
+  const graph::Graph g = onnx::import_file(model_path(m));
+  const CompiledModel original = compile(g, {.fuse = false});
+  const fs::path out = fs::path(::testing::TempDir()) / (m + "_plain.onnx");
+  (void)onnx::export_prequantized(compiled_graph(original), onnx::ExportSource{}, out.string());
+  const graph::Graph back = onnx::import_file(out);
+  const auto int8_layers = [](const CompiledModel& c) {
+    int k = 0;
+    for (const LayerInfo& l : c.layers()) k += l.op.starts_with("Quantized");
+    return k;
+  };
+  const int expected = int8_layers(compile(g, {.fuse = true}));
+  EXPECT_GT(expected, 0);
+  EXPECT_EQ(int8_layers(compile(back, {.fuse = true})), expected);
+  const Tensor x = npy(m + ".input.npy");
+  const auto outputs = [&](const CompiledModel& c) {
+    InferRequest r = c.create_infer_request();
+    r.set_input("input", x);
+    r.infer();
+    return r.output(c.outputs().at(0).name);
+  };
+  const Tensor want = outputs(original);
+  const Tensor got = outputs(compile(back, {.fuse = false}));
+  ASSERT_EQ(got.shape(), want.shape());
+  ASSERT_EQ(got.type(), want.type());
+  EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.byte_size()), 0) << m;
+}
+
+INSTANTIATE_TEST_SUITE_P(QOperator, QOperatorExport, ::testing::ValuesIn(qoperator_models()),
+                         [](const auto& p) { return p.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QOperatorExport);
 
 // OpenVINO IR models (tools/corpus/openvino_models.py: <m>.xml + <m>.bin,
 // v11 and v10, NNCF's quantizers and compressed weights): the IR reader's
