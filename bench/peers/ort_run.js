@@ -60,7 +60,7 @@ async function main() {
     executionMode: 'sequential', graphOptimizationLevel: level || 'all', logSeverityLevel: 3});
   const feeds = {};
   for (const name of session.inputNames) {
-    const t = readNpy(path.join(inputDir, name + '.npy'));
+    const t = readNpy(path.join(inputDir, encodeURIComponent(name) + '.npy'));
     feeds[name] = new ort.Tensor(t.type, t.data, t.shape);
   }
   let out = await session.run(feeds);

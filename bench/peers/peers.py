@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 import zlib
+from urllib.parse import quote, unquote
 
 import numpy as np
 import onnx
@@ -88,7 +89,7 @@ def make_inputs(path, out_dir):
             x = np.load(recorded).astype(np.float32)
         else:
             x = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
-        np.save(os.path.join(out_dir, vi.name + ".npy"), x)
+        np.save(os.path.join(out_dir, quote(vi.name, safe="-_.!~*'()") + ".npy"), x)
 
 
 def output_steps(path):
@@ -181,7 +182,7 @@ def compare(path, ort_out, qf_out):
         a = np.load(os.path.join(ort_out, f)).astype(np.float64)
         b = np.load(os.path.join(qf_out, f)).astype(np.float64)
         d = np.abs(a - b)
-        step = steps.get(f[:-4])
+        step = steps.get(unquote(f[:-4]))
         if step:
             d = d / step
             equal += int((d < 0.01).sum())
@@ -209,7 +210,7 @@ def prequantized(exe, models, paths):
             os.makedirs(inputs)
             make_inputs(path, inputs)
             # Symbolic dimensions bound to the inputs' shapes.
-            shape = ",".join(f[:-4] + "=" + "x".join(str(d) for d in np.load(os.path.join(inputs, f)).shape)
+            shape = ",".join(unquote(f[:-4]) + "=" + "x".join(str(d) for d in np.load(os.path.join(inputs, f)).shape)
                              for f in sorted(os.listdir(inputs)))
             p = subprocess.run([exe, "export-prequantized", path, exported, "--shape", shape],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -834,7 +834,9 @@ TEST_P(QOperatorAgainstOrt, EveryLayerIsWithinOneCodeOfOnnxRuntime) {
   }
   std::map<std::string, Tensor> reference;
   for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() == ".npy") reference[e.path().stem().string()] = tools::read_npy(e.path());
+    if (e.path().extension() == ".npy") {
+      reference[tools::tensor_name_of(e.path().stem().string())] = tools::read_npy(e.path());
+    }
   }
   const std::map<std::string, Tensor> inputs{{"input", npy(m + ".input.npy")}};
   const graph::Graph g = onnx::import_file(model_path(m));

@@ -1,5 +1,6 @@
 #include "tools/common/npy.hpp"
 
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -7,6 +8,37 @@
 #include "qfuse/error.hpp"
 
 namespace qfuse::tools {
+
+std::filesystem::path npy_path(const std::filesystem::path& dir, const std::string& tensor) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string stem;
+  for (const char c : tensor) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) != 0 || std::strchr("-_.!~*'()", c) != nullptr) {
+      stem += c;
+    } else {
+      stem += '%';
+      stem += kHex[u >> 4];
+      stem += kHex[u & 15];
+    }
+  }
+  return dir / (stem + ".npy");
+}
+
+std::string tensor_name_of(const std::string& stem) {
+  std::string out;
+  for (std::size_t i = 0; i < stem.size(); ++i) {
+    if (stem[i] == '%' && i + 2 < stem.size() &&
+        std::isxdigit(static_cast<unsigned char>(stem[i + 1])) != 0 &&
+        std::isxdigit(static_cast<unsigned char>(stem[i + 2])) != 0) {
+      out += static_cast<char>(std::stoi(stem.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += stem[i];
+    }
+  }
+  return out;
+}
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";

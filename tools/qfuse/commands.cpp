@@ -101,7 +101,7 @@ void fill_inputs(const CompiledModel& model, InferRequest& request,
     return;
   }
   for (const std::string& name : model.input_names()) {
-    const fs::path path = fs::path(*dir) / (name + ".npy");
+    const fs::path path = tools::npy_path(*dir, name);
     if (!fs::exists(path)) {
       throw IoError("read inputs: no file " + path.string() + " for input '" + name + "'");
     }
@@ -428,7 +428,7 @@ int run_command(const Args& args) {
   if (auto dir = args.value("--outputs")) {
     fs::create_directories(*dir);
     for (const std::string& name : model.output_names()) {
-      tools::write_npy(fs::path(*dir) / (name + ".npy"), request.output(name));
+      tools::write_npy(tools::npy_path(*dir, name), request.output(name));
     }
     std::cout << "wrote " << model.output_names().size() << " output(s) to " << *dir << '\n';
   }

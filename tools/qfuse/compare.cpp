@@ -29,21 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A file name's percent-encoded bytes decoded ("%2F" -> "/").
-std::string percent_decoded(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 // qfuse compare MODEL --inputs DIR --reference DIR: fused and unfused, each
 // against the tensors in the reference directory (by the model's tensor names).
 int compare_with_reference(const Args& args, const std::string& model_name,
@@ -53,14 +38,14 @@ int compare_with_reference(const Args& args, const std::string& model_name,
   const Model model = make_model(load_model(model_name, shape_bindings(args, model_name)));
   std::map<std::string, Tensor> inputs, reference;
   for (const TensorInfo& in : model.inputs()) {
-    inputs[in.name] = tools::read_npy(fs::path(*input_dir) / (in.name + ".npy"));
+    inputs[in.name] = tools::read_npy(tools::npy_path(*input_dir, in.name));
   }
   if (!fs::is_directory(reference_dir)) {
     throw IoError("compare --reference " + reference_dir + ": not a directory");
   }
   for (const auto& e : fs::directory_iterator(reference_dir)) {
     if (e.path().extension() != ".npy") continue;
-    reference[percent_decoded(e.path().stem().string())] = tools::read_npy(e.path());
+    reference[tools::tensor_name_of(e.path().stem().string())] = tools::read_npy(e.path());
   }
   CompileOptions unfused = options;
   unfused.fuse = false;
@@ -137,7 +122,7 @@ int compare_command(const Args& args) {
     std::map<std::string, Tensor> inputs;
     if (auto dir = args.value("--inputs")) {
       for (const std::string& name : cmp->unfused().input_names()) {
-        inputs[name] = tools::read_npy(fs::path(*dir) / (name + ".npy"));
+        inputs[name] = tools::read_npy(tools::npy_path(*dir, name));
       }
       inputs_desc = "the inputs in " + *dir;
     } else {

@@ -250,13 +250,13 @@ std::map<std::string, Shape> shape_bindings(const Args& args, const std::string&
 #ifdef QFUSE_HAVE_ONNX
   if (auto dir = args.value("--inputs"); dir && model.ends_with(".onnx")) {
     for (const auto& input : onnx::list_inputs(model)) {
-      const fs::path p = fs::path(*dir) / (input.name + ".npy");
+      const fs::path p = tools::npy_path(*dir, input.name);
       if (fs::exists(p)) shapes[input.name] = tools::read_npy(p).shape();
     }
   }
   if (auto dir = args.value("--inputs"); dir && model.ends_with(".xml")) {
     for (const auto& input : openvino::list_inputs(model)) {
-      const fs::path p = fs::path(*dir) / (input.name + ".npy");
+      const fs::path p = tools::npy_path(*dir, input.name);
       if (fs::exists(p)) shapes[input.name] = tools::read_npy(p).shape();
     }
   }

@@ -19,7 +19,8 @@ const std::vector<Command>& commands() {
        "[--shape NAME=DIMS]",
        "run a model once (plus --repeat timed runs) and print its outputs and timing",
        {{"--inputs", true, "directory of <input>.npy files (default: deterministic random)"},
-        {"--outputs", true, "directory to write <output>.npy files to"},
+        {"--outputs", true, "directory to write <output>.npy files to (names percent-encoded, "
+                            "/ as %2F)"},
         {"--unfused", false, "run every node alone in f32 (the reference)"},
         {"--threads", true, "OpenMP threads (default: all cores)"},
         {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
