@@ -4,6 +4,11 @@
 
 namespace qfuse::plugin {
 
+std::unique_lock<std::recursive_mutex> convolution_descriptor_lock() {
+  static std::recursive_mutex mutex;
+  return std::unique_lock<std::recursive_mutex>(mutex);
+}
+
 dnnl::memory::data_type to_dnnl(ElementType type) {
   switch (type) {
     case ElementType::f32: return dnnl::memory::data_type::f32;

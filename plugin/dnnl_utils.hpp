@@ -3,11 +3,23 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <mutex>
+
 #include "graph/graph.hpp"
 
 namespace qfuse::plugin {
 
 dnnl::memory::data_type to_dnnl(ElementType type);
+
+// oneDNN 2.6's brgemm convolutions (forward, and the deconvolutions built on
+// them) keep the weights' channel granularity of their blocking in a
+// process-wide static (brg_blocking_t::last_ic_block_size, set from the
+// weights' type by each primitive descriptor's init_conf, read while
+// blocking): an f32 and an int8 convolution described at once on two threads
+// can block each other's channels. Each convolution and deconvolution
+// primitive descriptor, and each next_impl() walk over one, is made under
+// this lock (recursive: the builders nest). Fixed in oneDNN 2.7.
+[[nodiscard]] std::unique_lock<std::recursive_mutex> convolution_descriptor_lock();
 
 // oneDNN's binary algorithm for an elementwise binary op (a op b), or
 // algorithm::undef for any other op.

@@ -258,6 +258,7 @@ dnnl::primitive_attr layer_attr(const Operands& o, const dnnl::engine& engine, s
 std::string chain_text(const Operands& o) { return o.chain != nullptr ? describe(*o.chain) : ""; }
 
 std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::engine& engine) {
+  const auto lock = convolution_descriptor_lock();  // see dnnl_utils.hpp
   const auto& a = o.node.attr<graph::ConvAttrs>();
   const Shape& w = o.in(1).shape;
   memory::desc w_plain = o.in_md(1);
@@ -328,6 +329,7 @@ std::unique_ptr<ExecutableOp> make_convolution(const Operands& o, const dnnl::en
 // both buffers, one oneDNN reorder.
 std::unique_ptr<ExecutableOp> make_shuffled_1x1_deconvolution(const Operands& o,
                                                               const dnnl::engine& engine) {
+  const auto lock = convolution_descriptor_lock();  // see dnnl_utils.hpp
   const Shape& x = o.in(0).shape;
   const Shape& w = o.in(1).shape;  // [IC, OC, kh, kw]
   const Shape& y = o.out().shape;
@@ -381,6 +383,7 @@ std::unique_ptr<ExecutableOp> make_shuffled_1x1_deconvolution(const Operands& o,
 }
 
 std::unique_ptr<ExecutableOp> make_deconvolution(const Operands& o, const dnnl::engine& engine) {
+  const auto lock = convolution_descriptor_lock();  // see dnnl_utils.hpp
   if (is_shuffled_1x1_deconvolution(o.graph, o.node)) {
     return make_shuffled_1x1_deconvolution(o, engine);
   }

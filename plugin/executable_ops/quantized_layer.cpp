@@ -439,6 +439,7 @@ memory::desc format_any(const memory::desc& md) {
 }
 
 void convolution_pd(Build& b, const Descriptors& d) {
+  const auto lock = convolution_descriptor_lock();
   const auto& c = std::get<graph::ConvAttrs>(d.a().geometry);
   const Shape& ws = d.w().shape;
   Shape wd = ws;
@@ -460,6 +461,7 @@ void convolution_pd(Build& b, const Descriptors& d) {
 // [IC, OC, kh, kw] are the convolution's [OC * kh * kw, IC] transposed, the
 // same memory.
 void shuffled_deconvolution_pd(Build& b, const Descriptors& d) {
+  const auto lock = convolution_descriptor_lock();
   const std::int64_t ic = d.w().shape[0];
   const std::int64_t oc = b.shuffle->oc * b.shuffle->kh * b.shuffle->kw;
   b.weights_md_plain = permuted_desc(Shape{ic, oc, 1, 1}, {1, 0, 2, 3}, ElementType::s8);
@@ -472,6 +474,7 @@ void shuffled_deconvolution_pd(Build& b, const Descriptors& d) {
 
 void deconvolution_pd(Build& b, const Descriptors& d) {
   if (b.shuffle) return shuffled_deconvolution_pd(b, d);
+  const auto lock = convolution_descriptor_lock();
   const auto& c = std::get<graph::DeconvAttrs>(d.a().geometry);
   const Shape& ws = d.w().shape;
   std::vector<int> perm;

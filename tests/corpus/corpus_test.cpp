@@ -23,6 +23,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "graph/onnx/exporter.hpp"
@@ -30,6 +31,7 @@
 #include "graph/openvino/importer.hpp"
 #include <onnx/checker.h>
 #include "tests/corpus/corpus_util.hpp"
+#include "tools/common/models.hpp"
 #include "tools/common/npy.hpp"
 #include "graph/passes/pattern.hpp"
 #include "graph/model_impl.hpp"
@@ -907,6 +909,67 @@ TEST_P(QOperatorExport, PlainQdqExportKeepsEveryInt8LayerAndItsOutputs) {
 INSTANTIATE_TEST_SUITE_P(QOperator, QOperatorExport, ::testing::ValuesIn(qoperator_models()),
                          [](const auto& p) { return p.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QOperatorExport);
+
+// Compiling on several host threads at once, each compile also making its
+// primitives on helper threads: f32 convolutions (brgconv_1x1:avx512_core on
+// AVX-512 hosts), int8 ones, deconvolutions and depthwise layers described
+// concurrently, over and over. oneDNN 2.6's brgemm convolutions keep a
+// process-wide static while blocking (dnnl_utils.hpp); every output must be
+// bit for bit the output of the same model compiled alone.
+TEST(ConcurrentCompile, SeveralModelsOnSeveralThreadsMatchACompileAlone) {
+  const std::vector<std::string> names{"ppocr_cls_f32", "ppocr_cls_qdq", "torch_qat_resnet8",
+                                       "deconvolution", "nncf_mobilenet_block"};
+  struct Case {
+    graph::Graph graph;
+    std::vector<std::string> input_names;
+    std::vector<Tensor> inputs;
+    std::vector<std::vector<std::byte>> outputs;  // compiled alone
+  };
+  const auto run = [](const CompiledModel& model, const Case& c) {
+    InferRequest r = model.create_infer_request();
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) r.set_input(c.input_names[i], c.inputs[i]);
+    r.infer();
+    std::vector<std::vector<std::byte>> out;
+    for (const std::string& name : model.output_names()) {
+      const Tensor t = r.output(name);
+      const auto* p = static_cast<const std::byte*>(t.raw_data());
+      out.emplace_back(p, p + t.byte_size());
+    }
+    return out;
+  };
+  std::vector<Case> cases;
+  for (const std::string& m : names) {
+    Case c{onnx::import_file(model_path(m)), {}, {}, {}};
+    c.inputs = tools::random_inputs(c.graph, 3);
+    for (graph::ValueId v : c.graph.inputs()) c.input_names.push_back(c.graph.value(v).name);
+    c.outputs = run(compile(c.graph, {.threads = 2}), c);
+    cases.push_back(std::move(c));
+  }
+  constexpr int kThreads = 4, kRounds = 4;
+  std::vector<std::string> mismatches(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (int round = 0; round < kRounds; ++round) {
+          for (std::size_t k = 0; k < cases.size(); ++k) {
+            const Case& c = cases[(k + static_cast<std::size_t>(t)) % cases.size()];
+            if (run(compile(c.graph, {.threads = 2}), c) != c.outputs) {
+              mismatches[static_cast<std::size_t>(t)] +=
+                  names[(k + static_cast<std::size_t>(t)) % cases.size()] + " ";
+            }
+          }
+        }
+      } catch (const std::exception& e) {
+        mismatches[static_cast<std::size_t>(t)] += std::string("threw: ") + e.what();
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(mismatches[static_cast<std::size_t>(t)], "") << "thread " << t;
+  }
+}
 
 // OpenVINO IR models (tools/corpus/openvino_models.py: <m>.xml + <m>.bin,
 // v11 and v10, NNCF's quantizers and compressed weights): the IR reader's

@@ -170,6 +170,15 @@ def run(model, x):
             y = np.squeeze(i[0], axis=tuple(a["axes"]))
         elif op == "MatMul":
             y = np.matmul(i[0], i[1])
+        elif op == "Flatten":
+            ax = a.get("axis", 1)
+            y = i[0].reshape(int(np.prod(i[0].shape[:ax])), -1)
+        elif op == "Gemm":
+            A = i[0].T if a.get("transA", 0) else i[0]
+            B = i[1].T if a.get("transB", 0) else i[1]
+            y = a.get("alpha", 1.0) * (A @ B)
+            if len(i) > 2 and i[2] is not None:
+                y = y + a.get("beta", 1.0) * i[2]
         elif op == "Softmax":
             y = _softmax(i[0], a.get("axis", 1) % i[0].ndim)
         elif op == "ReduceMean":
@@ -324,16 +333,19 @@ def quantize(model, ranges, activations):
 
     for n in g.node:
         weighted = (n.op_type in ("Conv", "ConvTranspose") or
-                    (n.op_type == "MatMul" and (n.input[1] in inits or n.input[1] in consts)))
+                    (n.op_type == "MatMul" and (n.input[1] in inits or n.input[1] in consts)) or
+                    (n.op_type == "Gemm" and _attrs(n).get("transB", 0) == 1 and
+                     _attrs(n).get("transA", 0) == 0 and n.input[1] in inits))
         if not weighted:
             nodes.append(n)
             continue
         ins = list(n.input)
-        # The output channel's axis: 0 for Conv, 1 for ConvTranspose and MatMul.
-        ins[1], w_scale = weight_dq(ins[1], 0 if n.op_type == "Conv" else 1)
+        # The output channel's axis: 0 for Conv and Gemm's transposed weights,
+        # 1 for ConvTranspose and MatMul.
+        ins[1], w_scale = weight_dq(ins[1], 0 if n.op_type in ("Conv", "Gemm") else 1)
         if activations:
             ins[0], x_scale = act_qdq(ins[0])
-            if n.op_type in ("Conv", "ConvTranspose") and len(ins) > 2 and ins[2] in inits:
+            if n.op_type in ("Conv", "ConvTranspose", "Gemm") and len(ins) > 2 and ins[2] in inits:
                 b = numpy_helper.to_array(inits[ins[2]])
                 bs = (x_scale * w_scale).astype(np.float32)
                 qb = np.round(b / bs).astype(np.int32)

@@ -57,6 +57,8 @@ def run(model, feeds):
         if op == "Constant":
             y = numpy_helper.to_array(a["value"])
             y = y.astype(np.float64) if y.dtype == np.float32 else y
+        elif op == "Identity":
+            y = i[0]
         elif op == "Shape":
             y = np.array(i[0].shape, np.int64)
         elif op == "Gather":
