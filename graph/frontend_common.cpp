@@ -120,6 +120,22 @@ std::vector<double> transpose_values(const std::vector<double>& v, const Shape& 
   std::vector<std::int64_t> in_strides(r, 1);
   for (std::size_t i = r; i-- > 1;) in_strides[i - 1] = in_strides[i] * shape[i];
   std::vector<double> out(v.size());
+  if (r == 2 && perm[0] == 1 && perm[1] == 0) {
+    // A matrix (weights read transposed): in 32 x 32 tiles, each read and
+    // written while in cache.
+    const std::int64_t rows = shape[0], cols = shape[1];
+    constexpr std::int64_t kTile = 32;
+    for (std::int64_t i0 = 0; i0 < rows; i0 += kTile) {
+      for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
+        for (std::int64_t i = i0; i < std::min(rows, i0 + kTile); ++i) {
+          for (std::int64_t j = j0; j < std::min(cols, j0 + kTile); ++j) {
+            out[sz(j * rows + i)] = v[sz(i * cols + j)];
+          }
+        }
+      }
+    }
+    return out;
+  }
   std::vector<std::int64_t> idx(r, 0);
   for (std::size_t k = 0; k < out.size(); ++k) {
     std::int64_t off = 0;

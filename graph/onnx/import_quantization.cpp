@@ -250,13 +250,16 @@ double Importer::integer_conv_bound(Operand& x, const Values& x_zp, Operand& w,
       worst = std::max(worst, sum);
     }
   } else {
+    // Column sums of |w - zp|, accumulated row by row (in memory order).
     const std::int64_t kdim = s[0], n = s[1];
-    for (std::int64_t c = 0; c < n; ++c) {
-      const double z = w_zp.size() == 1 ? w_zp[0] : w_zp[sz(c)];
-      double sum = 0;
-      for (std::int64_t k = 0; k < kdim; ++k) sum += std::abs(v[sz(k * n + c)] - z);
-      worst = std::max(worst, sum);
+    std::vector<double> sums(sz(n), 0.0);
+    for (std::int64_t k = 0; k < kdim; ++k) {
+      const double* row = v.data() + k * n;
+      for (std::int64_t c = 0; c < n; ++c) {
+        sums[sz(c)] += std::abs(row[c] - (w_zp.size() == 1 ? w_zp[0] : w_zp[sz(c)]));
+      }
     }
+    for (double sum : sums) worst = std::max(worst, sum);
   }
   return worst * xmax;
 }
