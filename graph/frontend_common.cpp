@@ -112,6 +112,47 @@ void remove_dead_nodes(Graph& g) {
   }
 }
 
+namespace {
+
+// dst[j][i] = src[i][j] for a rows x cols matrix of T, in 32 x 32 tiles (each
+// read and written while in cache).
+template <class T>
+void transpose_tiles(const T* src, T* dst, std::int64_t rows, std::int64_t cols) {
+  constexpr std::int64_t kTile = 32;
+  for (std::int64_t i0 = 0; i0 < rows; i0 += kTile) {
+    for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const std::int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+      for (std::int64_t i = i0; i < i1; ++i) {
+        for (std::int64_t j = j0; j < j1; ++j) dst[j * rows + i] = src[i * cols + j];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor transposed_matrix(const Tensor& m) {
+  if (m.shape().size() != 2) throw GraphError("transposed_matrix: a rank-2 tensor expected");
+  const std::int64_t rows = m.shape()[0], cols = m.shape()[1];
+  Tensor out(m.type(), Shape{cols, rows});
+  switch (element_size(m.type())) {
+    case 1:
+      transpose_tiles(static_cast<const std::uint8_t*>(m.raw_data()),
+                      static_cast<std::uint8_t*>(out.raw_data()), rows, cols);
+      break;
+    case 4:
+      transpose_tiles(static_cast<const std::uint32_t*>(m.raw_data()),
+                      static_cast<std::uint32_t*>(out.raw_data()), rows, cols);
+      break;
+    case 8:
+      transpose_tiles(static_cast<const std::uint64_t*>(m.raw_data()),
+                      static_cast<std::uint64_t*>(out.raw_data()), rows, cols);
+      break;
+    default: throw GraphError("transposed_matrix: unexpected element size");
+  }
+  return out;
+}
+
 std::vector<double> transpose_values(const std::vector<double>& v, const Shape& shape,
                                      const Ints& perm, Shape& out_shape) {
   const std::size_t r = shape.size();
@@ -121,19 +162,7 @@ std::vector<double> transpose_values(const std::vector<double>& v, const Shape& 
   for (std::size_t i = r; i-- > 1;) in_strides[i - 1] = in_strides[i] * shape[i];
   std::vector<double> out(v.size());
   if (r == 2 && perm[0] == 1 && perm[1] == 0) {
-    // A matrix (weights read transposed): in 32 x 32 tiles, each read and
-    // written while in cache.
-    const std::int64_t rows = shape[0], cols = shape[1];
-    constexpr std::int64_t kTile = 32;
-    for (std::int64_t i0 = 0; i0 < rows; i0 += kTile) {
-      for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
-        for (std::int64_t i = i0; i < std::min(rows, i0 + kTile); ++i) {
-          for (std::int64_t j = j0; j < std::min(cols, j0 + kTile); ++j) {
-            out[sz(j * rows + i)] = v[sz(i * cols + j)];
-          }
-        }
-      }
-    }
+    transpose_tiles(v.data(), out.data(), shape[0], shape[1]);
     return out;
   }
   std::vector<std::int64_t> idx(r, 0);

@@ -51,6 +51,9 @@ std::optional<std::string> inverted_limits_problem(const std::vector<double>& lo
 // node of the file; a dead one never runs).
 void remove_dead_nodes(Graph& g);
 
+// A matrix [rows, cols] as [cols, rows], of any element type.
+Tensor transposed_matrix(const Tensor& m);
+
 // `v` (dense, of `shape`) transposed by `perm`; its shape in out_shape.
 std::vector<double> transpose_values(const std::vector<double>& v, const Shape& shape,
                                      const Ints& perm, Shape& out_shape);

@@ -474,6 +474,8 @@ class Importer {
   ValueId emit_quantize(ValueId x, const QuantParams& p);
   ValueId emit_dequantize(ValueId codes, const QuantParams& p);
   ValueId emit_dequantize_weight(const Literal& q, const QuantParams& p);
+  // The same of codes already a tensor (of rank >= 1).
+  ValueId emit_dequantize_codes(Tensor codes, const QuantParams& p);
   // DequantizeLinear's value of x: a Dequantize of run-time codes, the f32
   // constant (q - zp) * s of constant ones, Subtract / Multiply of integers
   // carried in f32.

@@ -118,22 +118,21 @@ void Importer::op_conv_transpose(AttrReader& a) {
 // B as [N, K] weights of FullyConnected (transposed from [K, N] unless
 // `transpose` is false), keeping a dequantized constant in its integer form.
 ValueId Importer::weight_matrix(Operand& b, bool transpose) {
+  // Transposed as the f32 values or the codes they are (not as doubles).
   if (b.literal) {
     if (!transpose) return f32(b);
-    Shape s;
-    Values v = transpose_values(b.literal->values, b.shape, {1, 0}, s);
-    return f32_constant(v, s, "weights");
+    if (b.literal->type != kFloat) {
+      Shape s;
+      Values v = transpose_values(b.literal->values, b.shape, {1, 0}, s);
+      return f32_constant(v, s, "weights");
+    }
+    return constant(graph::transposed_matrix(to_tensor(*b.literal, label())), "weights");
   }
   if (b.dq_weight) {
     if (!transpose) return b.value;
-    Literal q;
-    q.type = b.dq_weight->q->type;
-    Shape s;
-    q.values = transpose_values(b.dq_weight->q->values, b.dq_weight->q->shape, {1, 0}, s);
-    q.shape = s;
     QuantParams p = b.dq_weight->params;
     if (p.axis >= 0) p.axis = 1 - p.axis;
-    return emit_dequantize_weight(q, p);
+    return emit_dequantize_codes(graph::transposed_matrix(to_tensor(*b.dq_weight->q, label())), p);
   }
   if (!transpose) return b.value;
   return emit(OpKind::Transpose, {f32(b)}, graph::TransposeAttrs{{1, 0}}, "transpose_b");

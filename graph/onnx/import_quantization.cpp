@@ -88,8 +88,12 @@ ValueId Importer::subtract_zero_point(ValueId x, const Values& zp, std::int64_t 
 }
 
 ValueId Importer::emit_dequantize_weight(const Literal& q, const QuantParams& p) {
-  const std::int64_t rank = std::max<std::int64_t>(1, rank_of(q.shape));
-  ValueId t = constant(to_tensor(q, label(), ir_shape(q.shape)), "quantized");
+  return emit_dequantize_codes(to_tensor(q, label(), ir_shape(q.shape)), p);
+}
+
+ValueId Importer::emit_dequantize_codes(Tensor codes, const QuantParams& p) {
+  const std::int64_t rank = rank_of(codes.shape());
+  ValueId t = constant(std::move(codes), "quantized");
   t = emit(OpKind::Convert, {t}, graph::ConvertAttrs{ElementType::f32}, "to_f32");
   t = subtract_zero_point(t, p.zero_point, rank, p.axis);
   return emit(OpKind::Multiply, {t, param_constant(p.scale, rank, p.axis, "scale")});
@@ -196,13 +200,10 @@ ValueId Importer::integer_weight(Operand& w, const Values& zp, std::int64_t zp_a
                                  bool transpose, std::int64_t rank) {
   ValueId t;
   if (w.literal) {
-    Literal q = *w.literal;
-    if (transpose) {
-      Shape s;
-      q.values = transpose_values(q.values, q.shape, {1, 0}, s);
-      q.shape = s;
-    }
-    t = emit(OpKind::Convert, {constant(to_tensor(q, label()), "quantized")},
+    // The codes as their type, transposed as codes (an eighth of the doubles' bytes).
+    Tensor codes = to_tensor(*w.literal, label());
+    if (transpose) codes = graph::transposed_matrix(codes);
+    t = emit(OpKind::Convert, {constant(std::move(codes), "quantized")},
              graph::ConvertAttrs{ElementType::f32}, "weights_f32");
   } else {
     t = f32(w);

@@ -5,6 +5,9 @@
 
 #include "graph/onnx/importer.hpp"
 
+#include <fcntl.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
 #include <fstream>
 #include <map>
 #include <utility>
@@ -211,7 +214,9 @@ Operand* Importer::find_tensor(const std::string& name) const {
   Operand o;
   o.type = lit.type;
   o.shape = lit.shape;
-  if (is_integer_type(lit.type)) o.range = range_of(lit.values);
+  if (is_integer_type(lit.type)) {
+    o.range = lit.extent ? Interval{lit.extent->first, lit.extent->second} : range_of(lit.values);
+  }
   o.literal = std::make_shared<const Literal>(std::move(lit));
   return &(tensors_[name] = std::move(o));
 }
@@ -802,6 +807,29 @@ using namespace impl;
   return model;
 }
 
+// The file parsed as it is read, 64 KiB at a time: no buffer holds the whole
+// file beside the parsed model (a BERT-base's 173 MB twice at the peak).
+::onnx::ModelProto parse_file(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("import " + path.string() + ": cannot open the file");
+  ::onnx::ModelProto model;
+  bool parsed = false;
+  {
+    google::protobuf::io::FileInputStream stream(fd);
+    stream.SetCloseOnDelete(true);
+    parsed = model.ParseFromZeroCopyStream(&stream);
+    if (stream.GetErrno() != 0) throw IoError("import " + path.string() + ": cannot read the file");
+  }
+  if (!parsed) {
+    throw GraphError("import " + path.string() + ": not a valid ONNX model (protobuf parse failed)");
+  }
+  if (!model.has_graph()) {
+    throw GraphError("import " + path.string() +
+                     ": not an ONNX model (no graph; an empty or unrelated file?)");
+  }
+  return model;
+}
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IoError("import " + path.string() + ": cannot open the file");
@@ -845,14 +873,13 @@ graph::Graph import_file(const std::filesystem::path& path, const ImportOptions&
   if (with_dir.external_data_dir.empty()) {
     with_dir.external_data_dir = path.has_parent_path() ? path.parent_path() : ".";
   }
-  // The file's bytes go once parsed: the import then holds the parsed model
-  // and what it has decoded, not a third copy of every weight.
-  ::onnx::ModelProto model = parse_model(read_file(path), path.string());
-  return import_model(std::move(model), with_dir, path.string());
+  // The import holds the parsed model and what it has decoded, never the
+  // file's bytes as well.
+  return import_model(parse_file(path), with_dir, path.string());
 }
 
 std::vector<InputInfo> list_inputs(const std::filesystem::path& path) {
-  const ::onnx::ModelProto model = parse_model(read_file(path), path.string());
+  const ::onnx::ModelProto model = parse_file(path);
   std::set<std::string> initializers;
   for (const auto& t : model.graph().initializer()) initializers.insert(t.name());
   std::vector<InputInfo> inputs;

@@ -1,6 +1,9 @@
 #include "graph/onnx/proto_utils.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <fstream>
 
 #include "graph/onnx/importer.hpp"
@@ -58,13 +61,21 @@ int to_onnx_type(ElementType type) {
 namespace {
 
 template <class T>
-void append_raw(const std::string& raw, std::vector<double>& out) {
+void append_raw(const std::string& raw, Literal& lit) {
   const std::size_t n = raw.size() / sizeof(T);
-  out.reserve(n);
+  lit.values.reserve(n);
+  T lo = std::numeric_limits<T>::max(), hi = std::numeric_limits<T>::lowest();
   for (std::size_t k = 0; k < n; ++k) {
     T v;
     std::memcpy(&v, raw.data() + k * sizeof(T), sizeof(T));
-    out.push_back(static_cast<double>(v));
+    lit.values.push_back(static_cast<double>(v));
+    if constexpr (std::is_integral_v<T>) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  }
+  if constexpr (std::is_integral_v<T>) {
+    if (n > 0) lit.extent = {static_cast<double>(lo), static_cast<double>(hi)};
   }
 }
 
@@ -167,17 +178,17 @@ Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
                        " bytes is not a whole number of " + onnx_type_name(lit.type) + " elements");
     }
     switch (lit.type) {
-      case kFloat: append_raw<float>(raw, lit.values); break;
-      case kUint8: append_raw<std::uint8_t>(raw, lit.values); break;
-      case kInt8: append_raw<std::int8_t>(raw, lit.values); break;
-      case kBool: append_raw<std::uint8_t>(raw, lit.values); break;
-      case kUint16: append_raw<std::uint16_t>(raw, lit.values); break;
-      case kInt16: append_raw<std::int16_t>(raw, lit.values); break;
-      case kInt32: append_raw<std::int32_t>(raw, lit.values); break;
-      case kUint32: append_raw<std::uint32_t>(raw, lit.values); break;
-      case kInt64: append_raw<std::int64_t>(raw, lit.values); break;
-      case kUint64: append_raw<std::uint64_t>(raw, lit.values); break;
-      case kDouble: append_raw<double>(raw, lit.values); break;
+      case kFloat: append_raw<float>(raw, lit); break;
+      case kUint8: append_raw<std::uint8_t>(raw, lit); break;
+      case kInt8: append_raw<std::int8_t>(raw, lit); break;
+      case kBool: append_raw<std::uint8_t>(raw, lit); break;
+      case kUint16: append_raw<std::uint16_t>(raw, lit); break;
+      case kInt16: append_raw<std::int16_t>(raw, lit); break;
+      case kInt32: append_raw<std::int32_t>(raw, lit); break;
+      case kUint32: append_raw<std::uint32_t>(raw, lit); break;
+      case kInt64: append_raw<std::int64_t>(raw, lit); break;
+      case kUint64: append_raw<std::uint64_t>(raw, lit); break;
+      case kDouble: append_raw<double>(raw, lit); break;
       default: break;
     }
   } else {

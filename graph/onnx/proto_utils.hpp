@@ -48,6 +48,9 @@ struct Literal {
   int type = kUndefined;
   Shape shape;
   std::vector<double> values;
+  // Integer raw data's least and greatest value, found while decoding (a
+  // second pass over a large weight's doubles costs as much as the decode).
+  std::optional<std::pair<double, double>> extent;
 };
 
 // Throws UnsupportedError (naming `what`) for string, float16, bfloat16 and

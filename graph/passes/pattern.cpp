@@ -120,14 +120,19 @@ std::vector<double> weight_sums(const Graph& g, ValueId wq, const Node& layer, s
                                  layer.attr<MatMulAttrs>().transpose_b;
   const std::int64_t rows = s[0];
   const std::int64_t cols = element_count(s) / rows;
-  std::vector<double> sums(n, 0.0);
+  // Exact in integers, in memory order (the compiler vectorizes both forms).
+  std::vector<std::int64_t> sums(n, 0);
   for (std::int64_t i = 0; i < rows; ++i) {
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const auto c = static_cast<std::size_t>(rows_are_channels ? i : j);
-      sums[c] += data[static_cast<std::size_t>(i * cols + j)];
+    const std::int8_t* row = data.data() + i * cols;
+    if (rows_are_channels) {
+      std::int64_t sum = 0;
+      for (std::int64_t j = 0; j < cols; ++j) sum += row[j];
+      sums[static_cast<std::size_t>(i)] += sum;
+    } else {
+      for (std::int64_t j = 0; j < cols; ++j) sums[static_cast<std::size_t>(j)] += row[j];
     }
   }
-  return sums;
+  return std::vector<double>(sums.begin(), sums.end());
 }
 
 }  // namespace qfuse::graph::pattern

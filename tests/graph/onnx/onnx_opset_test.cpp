@@ -46,9 +46,10 @@ TEST(OnnxOpset18, SplitNumOutputsCutsCeilSizedParts) {
   r.set_input("x", Tensor::from_vector<float>({2, 7, 3}, xv));
   r.infer();
   const std::int64_t sizes[] = {3, 3, 1};
+  const char* const names[] = {"y0", "y1", "y2"};
   std::int64_t begin = 0;
   for (int k = 0; k < 3; ++k) {
-    const Tensor y = r.output("y" + std::to_string(k));
+    const Tensor y = r.output(names[k]);
     ASSERT_EQ(y.shape(), (Shape{2, sizes[k], 3})) << "part " << k;
     for (std::int64_t b = 0; b < 2; ++b) {
       for (std::int64_t c = 0; c < sizes[k]; ++c) {
