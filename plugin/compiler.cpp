@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <omp.h>
+#include <sys/resource.h>
 #include <spdlog/spdlog.h>
 
 #include "composer/composer.hpp"
@@ -638,6 +639,13 @@ void log_compiled(const CompiledModel::Impl& impl, const plugin::LayerBuildCache
                impl.memory.in_place);
 }
 
+// The process's peak resident memory in MiB (getrusage: kB on Linux).
+double peak_rss_mib() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0.0;
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
 // Validate, fuse, plan and build, each phase timed.
 CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& options) {
   init_logging();
@@ -660,18 +668,22 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
   graph::infer_shapes(impl->graph);
   graph::verify(impl->graph);
   impl->times.shapes_ms = ms_since(phase);
+  impl->times.shapes_peak_rss_mib = peak_rss_mib();
   phase = Clock::now();
   impl->engine = cpu_engine();
   // The layers the passes accepted, built once (see LayerBuildCache).
   plugin::LayerBuildCache layer_builds;
   if (options.fuse) fuse(*impl, layer_builds);
   impl->times.passes_ms = ms_since(phase);
+  impl->times.passes_peak_rss_mib = peak_rss_mib();
   phase = Clock::now();
   const std::vector<graph::NodeId> order = plan(*impl);
   impl->times.planning_ms = ms_since(phase);
+  impl->times.planning_peak_rss_mib = peak_rss_mib();
   phase = Clock::now();
   const double helpers_composer_ms = build(*impl, order, layer_builds);
   impl->times.primitives_ms = ms_since(phase);
+  impl->times.primitives_peak_rss_mib = peak_rss_mib();
   impl->times.composer_ms =
       plugin::composer_ms_on_this_thread() - composer_before + helpers_composer_ms;
   log_compiled(*impl, layer_builds);

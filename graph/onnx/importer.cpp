@@ -855,6 +855,7 @@ graph::Graph import_model(::onnx::ModelProto model, const ImportOptions& options
     model = ::onnx::ModelProto();
   }
   release_free_memory();
+  if (options.on_phase) options.on_phase("decode");
   return g;
 }
 
@@ -875,7 +876,9 @@ graph::Graph import_file(const std::filesystem::path& path, const ImportOptions&
   }
   // The import holds the parsed model and what it has decoded, never the
   // file's bytes as well.
-  return import_model(parse_file(path), with_dir, path.string());
+  ::onnx::ModelProto model = parse_file(path);
+  if (options.on_phase) options.on_phase("read");
+  return import_model(std::move(model), with_dir, path.string());
 }
 
 std::vector<InputInfo> list_inputs(const std::filesystem::path& path) {

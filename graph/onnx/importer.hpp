@@ -66,6 +66,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -87,6 +88,9 @@ struct ImportOptions {
   // locations are relative to it and may not leave it). import_file: the
   // model file's directory when empty.
   std::filesystem::path external_data_dir;
+  // Called as each phase ends: "read" (the file parsed), "decode" (its nodes
+  // and initializers imported into the graph). For a caller's timings.
+  std::function<void(const char* phase)> on_phase;
 };
 
 graph::Graph import_file(const std::filesystem::path& path, const ImportOptions& options = {});

@@ -1,6 +1,7 @@
 #pragma once
 // The `qfuse` command-line tool: argument parsing shared by the subcommands.
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -51,9 +52,11 @@ struct Command {
 };
 
 // MODEL: an .onnx file or the name of a bundled model ("default"). `shapes`
-// binds the symbolic dimensions of an ONNX model's inputs.
+// binds the symbolic dimensions of an ONNX model's inputs; `on_phase` is told
+// the end of each import phase of an .onnx file ("read", "decode").
 graph::Graph load_model(const std::string& model,
-                        const std::map<std::string, Shape>& shapes = {});
+                        const std::map<std::string, Shape>& shapes = {},
+                        const std::function<void(const char*)>& on_phase = {});
 
 // Input shapes from --shape name=1x3x224x224[,name2=...] and, for an .onnx
 // MODEL, from the <input>.npy files in --inputs DIR. Defined in conformance.cpp.

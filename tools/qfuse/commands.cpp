@@ -188,10 +188,11 @@ void release_import(graph::Graph& g) {
   release_free_memory();
 }
 
-graph::Graph load_model(const std::string& model, const std::map<std::string, Shape>& shapes) {
+graph::Graph load_model(const std::string& model, const std::map<std::string, Shape>& shapes,
+                        const std::function<void(const char*)>& on_phase) {
   if (model.size() > 5 && model.ends_with(".onnx")) {
 #ifdef QFUSE_HAVE_ONNX
-    return onnx::import_file(model, {.input_shapes = shapes});
+    return onnx::import_file(model, {.input_shapes = shapes, .on_phase = on_phase});
 #else
     throw UnsupportedError("load " + model +
                            ": this build has no ONNX frontend (QFUSE_BUILD_ONNX=OFF)");
@@ -211,7 +212,7 @@ graph::Graph load_model(const std::string& model, const std::map<std::string, Sh
   if (const auto bundled = tools::fashion_mnist::find_bundled_model(model)) {
     std::map<std::string, Shape> one_image = shapes;  // batch 1 unless --shape says otherwise
     one_image.emplace("input", Shape{1, 1, 28, 28});
-    return load_model(bundled->onnx_file(), one_image);
+    return load_model(bundled->onnx_file(), one_image, on_phase);
   }
   const auto names = tools::bundled_model_names();
   if (std::find(names.begin(), names.end(), model) != names.end()) {
@@ -482,6 +483,12 @@ struct BenchReport {
   int per_request = 1;  // threads of each request
   double import_ms = 0.0, compile_ms = 0.0;
   double import_rss_mib = 0.0, compile_rss_mib = 0.0;  // peak RSS after each
+  // The import's phases (ONNX files: read, decode): name, ms, peak RSS after.
+  struct Phase {
+    std::string name;
+    double ms, peak_rss_mib;
+  };
+  std::vector<Phase> import_phases;
   CompileTimes phases;
   report::LatencyRun run;
   double rss_mib = 0.0;  // peak RSS of the whole process, compile included
@@ -521,6 +528,15 @@ void print_bench(const BenchReport& b) {
             << " (composer " << phases.composer_ms << " of passes + primitives)\n"
             << "peak RSS after import: " << b.import_rss_mib << " MiB, after compile: "
             << b.compile_rss_mib << " MiB\n"
+            << "phases ms (peak RSS MiB after):";
+  for (const BenchReport::Phase& p : b.import_phases) {
+    std::cout << ' ' << p.name << ' ' << p.ms << " (" << p.peak_rss_mib << "),";
+  }
+  std::cout << " shapes " << phases.shapes_ms << " (" << phases.shapes_peak_rss_mib
+            << "), passes " << phases.passes_ms << " (" << phases.passes_peak_rss_mib
+            << "), planning " << phases.planning_ms << " (" << phases.planning_peak_rss_mib
+            << "), primitives and weights " << phases.primitives_ms << " ("
+            << phases.primitives_peak_rss_mib << ")\n"
             << "latency ms: median " << median(all) << "  p90 " << percentile(all, 0.9)
             << "  p99 " << percentile(all, 0.99) << "  min " << percentile(all, 0.0) << "  max "
             << percentile(all, 1.0) << "\nthroughput: " << b.run.throughput()
@@ -545,6 +561,19 @@ void write_bench_json(const std::string& path, const BenchReport& b,
       << ", \"passes\": " << phases.passes_ms << ", \"composer\": " << phases.composer_ms
       << ", \"planning\": " << phases.planning_ms
       << ", \"primitives\": " << phases.primitives_ms << "}"
+      << ", \"phases\": [";
+  bool first = true;
+  const auto phase_json = [&](const std::string& name, double ms, double rss) {
+    out << (first ? "" : ", ") << "{\"name\": " << json_string(name) << ", \"ms\": " << ms
+        << ", \"peak_rss_mib\": " << rss << "}";
+    first = false;
+  };
+  for (const BenchReport::Phase& p : b.import_phases) phase_json(p.name, p.ms, p.peak_rss_mib);
+  phase_json("shapes", phases.shapes_ms, phases.shapes_peak_rss_mib);
+  phase_json("passes", phases.passes_ms, phases.passes_peak_rss_mib);
+  phase_json("planning", phases.planning_ms, phases.planning_peak_rss_mib);
+  phase_json("primitives", phases.primitives_ms, phases.primitives_peak_rss_mib);
+  out << "]"
       << ", \"import_peak_rss_mib\": " << b.import_rss_mib
       << ", \"compile_peak_rss_mib\": " << b.compile_rss_mib
       << ", \"first_inference_ms\": " << b.run.first_ms
@@ -588,7 +617,13 @@ int bench_command(const Args& args) {
   CompileOptions options = compile_options(args);
   options.threads = b.per_request;
   const auto import_start = Clock::now();
-  graph::Graph graph = load_model(b.model_name, shape_bindings(args, b.model_name));
+  auto phase_start = import_start;
+  graph::Graph graph = load_model(b.model_name, shape_bindings(args, b.model_name),
+                                  [&](const char* phase) {
+                                    b.import_phases.push_back(
+                                        {phase, ms_since(phase_start), peak_rss_mib()});
+                                    phase_start = Clock::now();
+                                  });
   b.import_ms = ms_since(import_start);
   b.import_rss_mib = peak_rss_mib();
   const auto compile_start = Clock::now();

@@ -133,6 +133,12 @@ struct CompileTimes {
   double composer_ms = 0.0;    // composing post-op chains (part of passes and primitives)
   double planning_ms = 0.0;    // f32 post-op absorption, layouts, the memory plan
   double primitives_ms = 0.0;  // every executable op: oneDNN primitives, weight reorders
+  // The process's peak resident memory (MiB, VmHWM) at the end of each
+  // phase; 0 where the platform does not say.
+  double shapes_peak_rss_mib = 0.0;
+  double passes_peak_rss_mib = 0.0;
+  double planning_peak_rss_mib = 0.0;
+  double primitives_peak_rss_mib = 0.0;
 };
 
 // Why a fusion pass left a candidate node alone (one reason per refusal).
