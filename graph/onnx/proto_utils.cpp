@@ -63,12 +63,16 @@ namespace {
 template <class T>
 void append_raw(const std::string& raw, Literal& lit) {
   const std::size_t n = raw.size() / sizeof(T);
-  lit.values.reserve(n);
+  // Sized first (a memset), then one loop the compiler vectorizes; a
+  // push_back per element checks the capacity each time and does not.
+  lit.values.resize(n);
+  double* out = lit.values.data();
+  const char* in = raw.data();
   T lo = std::numeric_limits<T>::max(), hi = std::numeric_limits<T>::lowest();
   for (std::size_t k = 0; k < n; ++k) {
     T v;
-    std::memcpy(&v, raw.data() + k * sizeof(T), sizeof(T));
-    lit.values.push_back(static_cast<double>(v));
+    std::memcpy(&v, in + k * sizeof(T), sizeof(T));
+    out[k] = static_cast<double>(v);
     if constexpr (std::is_integral_v<T>) {
       lo = std::min(lo, v);
       hi = std::max(hi, v);
