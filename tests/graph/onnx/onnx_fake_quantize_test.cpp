@@ -159,14 +159,6 @@ TEST(NncfFakeQuantize, NotFusedDueToAFractionalZeroPoint) {
   }
 }
 
-std::string import_error(const Model& m) {
-  try {
-    import_bytes(m.bytes());
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(imported)";
-}
 
 Model one_fake_quantize(std::int64_t levels, float il, float ih, bool with_levels = true) {
   Model m;

@@ -354,12 +354,7 @@ TEST(OnnxShapes, BindingThatContradictsAStaticDimIsAnError) {
 }
 
 std::string unsupported_message(const Model& m) {
-  try {
-    import_bytes(m.bytes());
-  } catch (const UnsupportedError& e) {
-    return e.what();
-  }
-  return "(no UnsupportedError)";
+  return import_error<UnsupportedError>(m, "(no UnsupportedError)");
 }
 
 // Token embeddings as transformer exports write them: int64 ids in, Gather

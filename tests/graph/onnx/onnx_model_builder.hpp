@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "graph/onnx/importer.hpp"
 #include "plugin/api_internal.hpp"
 
 namespace qfuse::onnx::test {
@@ -131,6 +132,18 @@ inline std::size_t count_nodes(const graph::Graph& g, graph::OpKind kind) {
   std::size_t n = 0;
   for (graph::NodeId id : g.topological_order()) n += g.node(id).kind == kind;
   return n;
+}
+
+// The message of the error of type E that importing `m` throws, or `none`
+// when it imports (or throws another type, which propagates).
+template <class E = Error>
+std::string import_error(const Model& m, const std::string& none = "(imported)") {
+  try {
+    (void)import_bytes(m.bytes());
+  } catch (const E& e) {
+    return e.what();
+  }
+  return none;
 }
 
 }  // namespace qfuse::onnx::test

@@ -20,17 +20,6 @@ namespace {
 
 using namespace test;  // Model, attr, random_floats, run, count_nodes
 
-// The message of the error importing `m` throws, or "" if it imports.
-template <class E>
-std::string import_error(const Model& m) {
-  try {
-    import_bytes(m.bytes());
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // Opset 18: num_outputs parts of ceil(7 / 3) = 3 channels, the last what is left.
 TEST(OnnxOpset18, SplitNumOutputsCutsCeilSizedParts) {
   const std::vector<float> xv = random_floats(2 * 7 * 3, -1.0f, 1.0f, 11);
