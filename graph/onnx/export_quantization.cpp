@@ -13,6 +13,38 @@
 
 namespace qfuse::onnx::export_impl {
 
+namespace {
+
+// The axis along which the constant `v` varies over `out`, -1 for one value;
+// nullopt when it is no f32 constant, varies along more than one axis or does
+// not broadcast onto `out`.
+std::optional<std::int64_t> constant_axis(const graph::Graph& g, graph::ValueId v,
+                                          const Shape& out) {
+  const graph::Value& c = g.value(v);
+  if (!c.is_constant() || c.type != ElementType::f32) return std::nullopt;
+  if (element_count(c.shape) == 1) return -1;
+  if (c.shape.size() != out.size()) return std::nullopt;
+  std::optional<std::int64_t> axis;
+  for (std::size_t d = 0; d < out.size(); ++d) {
+    if (c.shape[d] == 1) continue;
+    if (axis || c.shape[d] != out[d]) return std::nullopt;
+    axis = static_cast<std::int64_t>(d);
+  }
+  return axis;
+}
+
+// A zero point of codes of type `codes`: integers within that type.
+bool integral_zero_point(const Tensor& zp, ElementType codes) {
+  const double lo = codes == ElementType::s8 ? -128.0 : 0.0;
+  for (std::int64_t i = 0; i < zp.size(); ++i) {
+    const double z = zp.as_float(i);
+    if (z != std::nearbyint(z) || z < lo || z > lo + 255.0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 // f32 -> 8-bit: clamp(round((x - lo) * 255 / (hi - lo)), 0, 255) + type min,
 // a QuantizeLinear when lo sits on the grid (it does for Q/DQ models).
 void Exporter::convert(const Node& n) {
@@ -90,21 +122,7 @@ std::vector<graph::NodeId> Exporter::weight_dequantize_nodes(const Node& mul) co
   if (mul.kind == OpKind::Subtract) return zero_point_dequantize_nodes(mul);
   if (mul.kind != OpKind::Multiply) return {};
   const Shape& out = g_.value(mul.outputs[0]).shape;
-  // The axis along which `v` (a constant) varies, -1 for one value; nullopt
-  // when it varies along more than one or does not broadcast onto `out`.
-  const auto axis_of = [&](graph::ValueId v) -> std::optional<std::int64_t> {
-    const graph::Value& c = g_.value(v);
-    if (!c.is_constant() || c.type != ElementType::f32) return std::nullopt;
-    if (element_count(c.shape) == 1) return -1;
-    if (c.shape.size() != out.size()) return std::nullopt;
-    std::optional<std::int64_t> axis;
-    for (std::size_t d = 0; d < out.size(); ++d) {
-      if (c.shape[d] == 1) continue;
-      if (axis || c.shape[d] != out[d]) return std::nullopt;
-      axis = static_cast<std::int64_t>(d);
-    }
-    return axis;
-  };
+  const auto axis_of = [&](graph::ValueId v) { return constant_axis(g_, v, out); };
   for (std::size_t side = 0; side < 2; ++side) {
     const auto scale_axis = axis_of(mul.inputs[1 - side]);
     if (!scale_axis) continue;
@@ -134,16 +152,9 @@ std::vector<graph::NodeId> Exporter::weight_dequantize_nodes(const Node& mul) co
     }
     const graph::Value& codes = g_.value(cv->inputs[0]);
     if (!codes.is_constant() || !is_int8(codes.type) || codes.shape != out) continue;
-    if (!spanned.empty()) {
-      // The zero point: integers on the codes' type.
-      const Tensor& zp = *g_.value(g_.node(spanned[0]).inputs[1]).constant;
-      const double lo = codes.type == ElementType::s8 ? -128.0 : 0.0;
-      bool integral = true;
-      for (std::int64_t i = 0; i < zp.size(); ++i) {
-        const double z = zp.as_float(i);
-        integral = integral && z == std::nearbyint(z) && z >= lo && z <= lo + 255.0;
-      }
-      if (!integral) continue;
+    if (!spanned.empty() &&
+        !integral_zero_point(*g_.value(g_.node(spanned[0]).inputs[1]).constant, codes.type)) {
+      continue;
     }
     spanned.push_back(g_.value(cv->outputs[0]).producer);
     return spanned;
@@ -155,19 +166,7 @@ std::vector<graph::NodeId> Exporter::weight_dequantize_nodes(const Node& mul) co
 // Convert it spans, or empty.
 std::vector<graph::NodeId> Exporter::zero_point_dequantize_nodes(const Node& sub) const {
   const Shape& out = g_.value(sub.outputs[0]).shape;
-  const graph::Value& zp = g_.value(sub.inputs[1]);
-  if (!zp.is_constant() || zp.type != ElementType::f32) return {};
-  // Per tensor, or varying along one axis of the output.
-  if (element_count(zp.shape) != 1) {
-    if (zp.shape.size() != out.size()) return {};
-    int varying = 0;
-    for (std::size_t d = 0; d < out.size(); ++d) {
-      if (zp.shape[d] == 1) continue;
-      if (zp.shape[d] != out[d]) return {};
-      ++varying;
-    }
-    if (varying > 1) return {};
-  }
+  if (!constant_axis(g_, sub.inputs[1], out)) return {};  // per tensor or along one axis
   const graph::ValueId t = sub.inputs[0];
   const graph::NodeId p = g_.value(t).producer;
   if (!p.valid() || g_.is_graph_output(t)) return {};
@@ -180,11 +179,7 @@ std::vector<graph::NodeId> Exporter::zero_point_dequantize_nodes(const Node& sub
   }
   const graph::Value& codes = g_.value(cv.inputs[0]);
   if (!is_int8(codes.type) || codes.shape != out) return {};
-  const double lo = codes.type == ElementType::s8 ? -128.0 : 0.0;
-  for (std::int64_t i = 0; i < zp.constant->size(); ++i) {
-    const double z = zp.constant->as_float(i);
-    if (z != std::nearbyint(z) || z < lo || z > lo + 255.0) return {};
-  }
+  if (!integral_zero_point(*g_.value(sub.inputs[1]).constant, codes.type)) return {};
   return {p};
 }
 
