@@ -11,6 +11,13 @@ add_library(DNNL::dnnl UNKNOWN IMPORTED)
 set_target_properties(DNNL::dnnl PROPERTIES
   IMPORTED_LOCATION "${DNNL_LIBRARY}"
   INTERFACE_INCLUDE_DIRECTORIES "${DNNL_INCLUDE_DIR}")
+# The compiled-model cache's hashes and checksums (libxxhash-dev).
+find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+find_library(XXHASH_LIBRARY xxhash REQUIRED)
+add_library(xxHash::xxhash UNKNOWN IMPORTED)
+set_target_properties(xxHash::xxhash PROPERTIES
+  IMPORTED_LOCATION "${XXHASH_LIBRARY}"
+  INTERFACE_INCLUDE_DIRECTORIES "${XXHASH_INCLUDE_DIR}")
 find_package(spdlog REQUIRED CONFIG)
 find_package(OpenMP REQUIRED)
 find_package(Threads REQUIRED)

@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libdnnl-dev libspdlog-dev libfmt-dev
+  libdnnl-dev libspdlog-dev libfmt-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpugixml-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   python3 python3-onnx python3-numpy python3-dev python3-pybind11 python3-pytest

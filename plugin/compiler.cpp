@@ -27,6 +27,7 @@
 #include "plugin/f32_post_ops.hpp"
 #include "plugin/layout_plan.hpp"
 #include "plugin/memory_plan.hpp"
+#include "plugin/model_cache.hpp"
 #include "plugin/api_internal.hpp"
 #include "plugin/post_ops_attr.hpp"
 #include <oneapi/dnnl/dnnl_debug.h>
@@ -646,14 +647,20 @@ double peak_rss_mib() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
-// Validate, fuse, plan and build, each phase timed.
-CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& options) {
+// Validate, fuse, plan and build, each phase timed. From a cache entry
+// (`fused`), the graph is the one the passes left, and neither shape
+// inference nor the passes run; otherwise `observer`, if any, sees the graph
+// the passes leave.
+CompiledModel compile_graph(const graph::Graph* graph, plugin::FusedGraph* fused,
+                            const CompileOptions& options, const plugin::FusedObserver& observer,
+                            std::string cache, double cache_ms) {
   init_logging();
   set_log_level(options);
   validate_options(options);
   auto impl = std::make_shared<CompiledModel::Impl>();
-  impl->graph = graph;
   impl->options = options;
+  impl->times.cache = std::move(cache);
+  impl->times.cache_ms = cache_ms;
   // Primitives are made for the team that will run them (oneDNN fixes some
   // work splits and scratchpad sizes at creation).
   const int caller_threads = omp_get_max_threads();
@@ -665,7 +672,14 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
   } restore_threads{caller_threads};
   const double composer_before = plugin::composer_ms_on_this_thread();
   auto phase = Clock::now();
-  graph::infer_shapes(impl->graph);
+  if (fused != nullptr) {
+    impl->graph = std::move(fused->graph);
+    impl->fusion_log = std::move(fused->fusion_log);
+    impl->refusals = std::move(fused->refusals);
+  } else {
+    impl->graph = *graph;
+    graph::infer_shapes(impl->graph);
+  }
   graph::verify(impl->graph);
   impl->times.shapes_ms = ms_since(phase);
   impl->times.shapes_peak_rss_mib = peak_rss_mib();
@@ -673,9 +687,14 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
   impl->engine = cpu_engine();
   // The layers the passes accepted, built once (see LayerBuildCache).
   plugin::LayerBuildCache layer_builds;
-  if (options.fuse) fuse(*impl, layer_builds);
+  if (options.fuse && fused == nullptr) fuse(*impl, layer_builds);
   impl->times.passes_ms = ms_since(phase);
   impl->times.passes_peak_rss_mib = peak_rss_mib();
+  if (observer) {
+    phase = Clock::now();
+    impl->times.cache = observer(impl->graph, impl->fusion_log, impl->refusals);
+    impl->times.cache_ms += ms_since(phase);
+  }
   phase = Clock::now();
   const std::vector<graph::NodeId> order = plan(*impl);
   impl->times.planning_ms = ms_since(phase);
@@ -694,9 +713,31 @@ CompiledModel compile_graph(const graph::Graph& graph, const CompileOptions& opt
 }  // namespace
 
 CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) {
-  CompiledModel model = compile_graph(graph, options);
+  if (!options.cache_dir.empty()) {
+    spdlog::warn("compile: cache_dir is used by the calls that compile a model file "
+                 "(compile_onnx, compile_openvino); a model given as a graph is not cached");
+  }
+  CompiledModel model = compile_graph(&graph, nullptr, options, nullptr, {}, 0.0);
   release_free_memory();  // what the passes, checks and reorders allocated for a while
   return model;
 }
+
+namespace plugin {
+
+CompiledModel compile_fused(FusedGraph fused, const CompileOptions& options,
+                            const std::string& cache, double cache_ms) {
+  CompiledModel model = compile_graph(nullptr, &fused, options, nullptr, cache, cache_ms);
+  release_free_memory();
+  return model;
+}
+
+CompiledModel compile_observed(const graph::Graph& graph, const CompileOptions& options,
+                               const FusedObserver& observer, double cache_ms) {
+  CompiledModel model = compile_graph(&graph, nullptr, options, observer, {}, cache_ms);
+  release_free_memory();
+  return model;
+}
+
+}  // namespace plugin
 
 }  // namespace qfuse

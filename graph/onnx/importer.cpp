@@ -209,6 +209,15 @@ Operand* Importer::find_tensor(const std::string& name) const {
   undecoded_.erase(u);
   Literal lit = decode_tensor(t, origin_ + " initializer '" + t.name() + "'",
                               options_.external_data_dir);
+  if (options_.on_external_file &&
+      t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL) {
+    for (const auto& kv : t.external_data()) {
+      if (kv.key() == "location") {
+        options_.on_external_file(options_.external_data_dir /
+                                  std::filesystem::path(kv.value()).lexically_normal());
+      }
+    }
+  }
   // Decoded once: the parsed bytes are not read again.
   if (t.has_raw_data()) delete t.release_raw_data();
   Operand o;

@@ -91,6 +91,9 @@ struct ImportOptions {
   // Called as each phase ends: "read" (the file parsed), "decode" (its nodes
   // and initializers imported into the graph). For a caller's timings.
   std::function<void(const char* phase)> on_phase;
+  // Called with each external data file an initializer is read from (once
+  // per initializer): the compiled-model cache checks their bytes.
+  std::function<void(const std::filesystem::path& file)> on_external_file;
 };
 
 graph::Graph import_file(const std::filesystem::path& path, const ImportOptions& options = {});

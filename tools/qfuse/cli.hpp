@@ -58,6 +58,13 @@ graph::Graph load_model(const std::string& model,
                         const std::map<std::string, Shape>& shapes = {},
                         const std::function<void(const char*)>& on_phase = {});
 
+// MODEL imported and compiled; a model file through the compiled-model cache
+// when options.cache_dir or QFUSE_CACHE_DIR names one (on a hit, nothing is
+// imported and `on_phase` is not called).
+CompiledModel compile_model(const std::string& model, const std::map<std::string, Shape>& shapes,
+                            const CompileOptions& options,
+                            const std::function<void(const char*)>& on_phase = {});
+
 // Input shapes from --shape name=1x3x224x224[,name2=...] and, for an .onnx
 // MODEL, from the <input>.npy files in --inputs DIR. Defined in conformance.cpp.
 std::map<std::string, Shape> shape_bindings(const Args& args, const std::string& model);
@@ -72,5 +79,6 @@ int conformance_command(const Args& args);
 int compare_command(const Args& args);
 int export_command(const Args& args);
 int export_plain_command(const Args& args);
+int cache_command(const Args& args);
 
 }  // namespace qfuse::cli

@@ -8,6 +8,10 @@
 namespace qfuse::cli {
 namespace {
 
+constexpr const char* kCacheDirHelp =
+    "compiled-model cache: a model file compiled before with the same options is loaded from "
+    "DIR without importing it again (default: QFUSE_CACHE_DIR, else none)";
+
 constexpr const char* kShapeHelp =
     "bind an ONNX input's symbolic dimensions, e.g. image=1x3x320x320 (comma-separated for "
     "several inputs)";
@@ -16,7 +20,7 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"run",
        "qfuse run [MODEL] [--inputs DIR] [--outputs DIR] [--unfused | --integer-only] [--threads N] [--repeat N] "
-       "[--shape NAME=DIMS]",
+       "[--shape NAME=DIMS] [--cache-dir DIR]",
        "run a model once (plus --repeat timed runs) and print its outputs and timing",
        {{"--inputs", true, "directory of <input>.npy files (default: deterministic random)"},
         {"--outputs", true, "directory to write <output>.npy files to (names percent-encoded, "
@@ -25,6 +29,7 @@ const std::vector<Command>& commands() {
         {"--threads", true, "OpenMP threads (default: all cores)"},
         {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
         {"--repeat", true, "timed runs after the first (default 10)"},
+        {"--cache-dir", true, kCacheDirHelp},
         {"--shape", true, kShapeHelp},
         {"--html", true, "bundled Fashion-MNIST models: where to write the per-layer report "
                          "(default: build/reports/qfuse_report_<model>.html for the build tree's CLI, "
@@ -33,7 +38,7 @@ const std::vector<Command>& commands() {
        run_command},
       {"bench",
        "qfuse bench [MODEL] [--unfused | --integer-only] [--threads N] [--requests R] [--time S] [--json F] "
-       "[--per-layer] [--isa ISA] [--shape NAME=DIMS]",
+       "[--per-layer] [--isa ISA] [--shape NAME=DIMS] [--cache-dir DIR]",
        "measure latency (median) and throughput with R parallel requests",
        {{"--unfused", false, "benchmark the unfused reference path"},
         {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
@@ -46,7 +51,8 @@ const std::vector<Command>& commands() {
         {"--isa", true,
          "cap oneDNN's instruction set: avx512_core_amx, avx512_core_vnni, avx512_core, avx2, ... "
          "(default: all the machine has)"},
-        {"--shape", true, kShapeHelp}},
+        {"--shape", true, kShapeHelp},
+        {"--cache-dir", true, kCacheDirHelp}},
        1,
        bench_command},
       {"compare",
@@ -95,6 +101,13 @@ const std::vector<Command>& commands() {
        {{"--shape", true, kShapeHelp}},
        2,
        export_command},
+      {"cache",
+       "qfuse cache ls|clear [--cache-dir DIR]",
+       "list the compiled-model cache's entries (model, size, what they were compiled with), "
+       "or remove them all",
+       {{"--cache-dir", true, "the cache directory (default: QFUSE_CACHE_DIR)"}},
+       1,
+       cache_command},
       {"conformance",
        "qfuse conformance DIR [--unfused] [--filter TEXT] [--verbose]",
        "run ONNX's backend node tests in DIR (one model.onnx + test_data_set_* per test) "

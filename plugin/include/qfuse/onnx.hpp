@@ -19,6 +19,7 @@
 
 #include "qfuse/export.hpp"
 #include "qfuse/model.hpp"
+#include "qfuse/qfuse.hpp"
 #include "qfuse/tensor.hpp"
 
 namespace qfuse {
@@ -38,6 +39,12 @@ struct OnnxOptions {
 
 // `path`: an .onnx file (external data is read relative to its directory).
 QFUSE_API Model import_onnx(const std::string& path, const OnnxOptions& options = {});
+// import_onnx, then compile, through the compiled-model cache when
+// compile_options.cache_dir (or QFUSE_CACHE_DIR) names one: a file compiled
+// before with the same bytes (external data included) and options is mapped
+// from its entry, without importing it again (CompileOptions::cache_dir).
+QFUSE_API CompiledModel compile_onnx(const std::string& path, const OnnxOptions& options = {},
+                                     const CompileOptions& compile_options = {});
 // `bytes`: a serialized ModelProto; `origin` names it in error messages.
 QFUSE_API Model import_onnx_bytes(std::string_view bytes, const OnnxOptions& options = {},
                                   std::string_view origin = "model");

@@ -21,6 +21,7 @@
 
 #include "qfuse/export.hpp"
 #include "qfuse/model.hpp"
+#include "qfuse/qfuse.hpp"
 #include "qfuse/tensor.hpp"
 
 namespace qfuse {
@@ -33,6 +34,12 @@ struct OpenVinoOptions {
 };
 
 QFUSE_API Model import_openvino(const std::string& xml_path, const OpenVinoOptions& options = {});
+// import_openvino, then compile, through the compiled-model cache when
+// compile_options.cache_dir (or QFUSE_CACHE_DIR) names one (the entry is
+// keyed by the .xml's and the .bin's bytes; CompileOptions::cache_dir).
+QFUSE_API CompiledModel compile_openvino(const std::string& xml_path,
+                                         const OpenVinoOptions& options = {},
+                                         const CompileOptions& compile_options = {});
 
 // A Parameter as the file declares it: -1 where a dimension is dynamic.
 struct OpenVinoInput {

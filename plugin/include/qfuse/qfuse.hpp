@@ -52,6 +52,14 @@ struct CompileOptions {
   // "off"); empty keeps the current one (QFUSE_LOG_LEVEL, or warn). The level
   // is process-wide, like spdlog's default logger.
   std::string log_level;
+  // A directory for compiled models (the compiled-model cache), used by the
+  // calls that compile a model file: compile_onnx (qfuse/onnx.hpp) and
+  // compile_openvino (qfuse/openvino.hpp). The first compile of a file
+  // stores the model as its passes left it; later ones with the same file
+  // bytes, options, qfuse, oneDNN and CPU map that entry and skip the
+  // import and passes. Empty: the QFUSE_CACHE_DIR environment variable, else
+  // no cache. A directory that cannot be written is a warning.
+  std::string cache_dir;
 };
 
 // One post-op of a fused layer, applied in order after the output scales:
@@ -139,6 +147,12 @@ struct CompileTimes {
   double passes_peak_rss_mib = 0.0;
   double planning_peak_rss_mib = 0.0;
   double primitives_peak_rss_mib = 0.0;
+  // The compiled-model cache (CompileOptions::cache_dir): empty when none
+  // was used, else "hit <entry>", "miss, stored <entry>" or
+  // "miss, not stored (<why>)"; and the milliseconds spent hashing the
+  // model's files and checking, mapping or writing the entry.
+  std::string cache;
+  double cache_ms = 0.0;
 };
 
 // Why a fusion pass left a candidate node alone (one reason per refusal).

@@ -1,0 +1,511 @@
+// The compiled-model cache (see model_cache.hpp).
+
+#include "plugin/model_cache.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "graph/serialize.hpp"
+
+namespace qfuse::plugin {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// Changes whenever an entry's layout (below or the graph's) changes.
+constexpr std::uint32_t kEntryFormat = 1;
+constexpr std::array<char, 8> kMagic{'Q', 'F', 'U', 'S', 'E', 'C', 'M', '\n'};
+constexpr const char* kEntrySuffix = ".qfc";
+constexpr const char* kTemporaryMarker = ".qfc.tmp.";
+
+// The first 64 bytes of an entry; the contents follow.
+struct EntryHeader {
+  std::array<char, 8> magic = kMagic;
+  std::uint32_t format = kEntryFormat;
+  std::uint32_t header_bytes = sizeof(EntryHeader);
+  std::uint64_t contents_bytes = 0;
+  std::uint64_t contents_hash = 0;  // XXH3-64 of the contents
+  std::uint64_t key_low = 0, key_high = 0;
+  std::array<std::uint8_t, 16> reserved{};
+};
+static_assert(sizeof(EntryHeader) == 64);
+
+std::string errno_text() { return std::strerror(errno); }
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Hashes are XXH3-128 trees: each 8 MiB chunk hashed on its own (on the
+// OpenMP team), then the chunks' digests and the length hashed together.
+// Two cores check a BERT-base's 180 MB file and entry in half the time.
+constexpr std::size_t kHashChunk = std::size_t{8} << 20;
+
+XXH128_hash_t tree_digest(const std::vector<XXH128_hash_t>& chunks, std::uint64_t bytes) {
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                      &XXH3_freeState);
+  XXH3_128bits_reset(state.get());
+  XXH3_128bits_update(state.get(), chunks.data(), chunks.size() * sizeof(XXH128_hash_t));
+  XXH3_128bits_update(state.get(), &bytes, sizeof bytes);
+  return XXH3_128bits_digest(state.get());
+}
+
+XXH128_hash_t hash_bytes(std::span<const std::byte> bytes) {
+  const std::size_t n = (bytes.size() + kHashChunk - 1) / kHashChunk;
+  std::vector<XXH128_hash_t> chunks(n);
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t size = std::min(kHashChunk, bytes.size() - i * kHashChunk);
+    chunks[i] = XXH3_128bits(bytes.data() + i * kHashChunk, size);
+  }
+  return tree_digest(chunks, bytes.size());
+}
+
+struct FileHash {
+  std::uint64_t bytes = 0;
+  std::uint64_t low = 0, high = 0;
+  bool operator==(const FileHash&) const = default;
+};
+
+// A whole file mapped read-only (constants are never written: the graph
+// holds them as const); unmapped when the last constant reading it goes.
+// Not writable: populating a private writable mapping would copy every page.
+class Mapping {
+ public:
+  // Null when the file cannot be opened or mapped; `populate` maps every
+  // page at once (for a file about to be read whole).
+  static std::shared_ptr<const Mapping> open(const fs::path& path, bool populate) {
+    const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return nullptr;
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return nullptr;
+    const auto size = static_cast<std::size_t>(st.st_size);
+    if (size == 0) return std::shared_ptr<const Mapping>(new Mapping(nullptr, 0));
+    void* p = ::mmap(nullptr, size, PROT_READ,
+                     MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd.get(), 0);
+    if (p == MAP_FAILED) return nullptr;
+    return std::shared_ptr<const Mapping>(new Mapping(p, size));
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    if (data_ != nullptr) ::munmap(data_, size_);
+  }
+  std::span<const std::byte> bytes() const {
+    return {static_cast<const std::byte*>(data_), size_};
+  }
+
+ private:
+  Mapping(void* data, std::size_t size) : data_(data), size_(size) {}
+  void* data_;
+  std::size_t size_;
+};
+
+// IoError when the file cannot be read.
+FileHash hash_file(const fs::path& path) {
+  const std::shared_ptr<const Mapping> file = Mapping::open(path, true);
+  if (file == nullptr) throw IoError("cache: cannot read '" + path.string() + "': " + errno_text());
+  const XXH128_hash_t h = hash_bytes(file->bytes());
+  return {file->bytes().size(), h.low64, h.high64};
+}
+
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + " " + v->hash;
+}
+
+// What the entry depends on besides the files' bytes, as text.
+std::string key_text(const ModelFiles& model, const CompileOptions& options) {
+  std::ostringstream k;
+  k << "qfuse " << QFUSE_VERSION_STRING << ", entry format " << kEntryFormat << ", graph format "
+    << graph::kSerializedGraphVersion << "\n";
+  k << "oneDNN " << onednn_version() << ", ISA "
+    << static_cast<unsigned>(dnnl::get_effective_cpu_isa()) << "\n";
+  char eta[64];
+  std::snprintf(eta, sizeof eta, "%a", options.integer_eta);
+  k << "compile: fuse " << options.fuse << ", residual round drop "
+    << options.allow_residual_round_drop << ", threads "
+    << (options.threads > 0 ? options.threads : omp_get_max_threads()) << ", integer only "
+    << options.integer_only << ", integer eta " << eta << "\n";
+  k << "import: " << model.import_key << "\n";
+  return k.str();
+}
+
+std::string hex(std::uint64_t high, std::uint64_t low) {
+  char s[33];
+  std::snprintf(s, sizeof s, "%016llx%016llx", static_cast<unsigned long long>(high),
+                static_cast<unsigned long long>(low));
+  return s;
+}
+
+// Writes to a FILE, hashing what it writes as hash_bytes() would.
+class FileSink : public graph::ByteSink {
+ public:
+  explicit FileSink(std::FILE* f) : f_(f), state_(XXH3_createState(), &XXH3_freeState) {
+    XXH3_128bits_reset(state_.get());
+  }
+  void write(const void* data, std::size_t size) override {
+    if (size == 0) return;
+    if (std::fwrite(data, 1, size, f_) != size) throw IoError(errno_text());
+    const auto* p = static_cast<const char*>(data);
+    while (size > 0) {
+      const std::size_t n = std::min(size, kHashChunk - in_chunk_);
+      XXH3_128bits_update(state_.get(), p, n);
+      in_chunk_ += n;
+      p += n;
+      size -= n;
+      offset_ += n;
+      if (in_chunk_ == kHashChunk) end_chunk();
+    }
+  }
+  XXH128_hash_t digest() {
+    if (in_chunk_ > 0) end_chunk();
+    return tree_digest(chunks_, offset_);
+  }
+
+ private:
+  void end_chunk() {
+    chunks_.push_back(XXH3_128bits_digest(state_.get()));
+    XXH3_128bits_reset(state_.get());
+    in_chunk_ = 0;
+  }
+  std::FILE* f_;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state_;
+  std::vector<XXH128_hash_t> chunks_;
+  std::size_t in_chunk_ = 0;
+};
+
+struct Dependency {
+  std::string path;
+  FileHash hash;
+};
+
+// The contents before the graph.
+struct EntryPreamble {
+  std::string key;
+  std::string model;
+  std::vector<Dependency> dependencies;
+  std::vector<std::string> fusion_log;
+  std::vector<FusionRefusal> refusals;
+};
+
+void write_strings(graph::ByteSink& out, const std::vector<std::string>& strings) {
+  graph::write_u64(out, strings.size());
+  for (const std::string& s : strings) graph::write_string(out, s);
+}
+
+std::vector<std::string> read_strings(graph::ByteSource& in) {
+  const std::uint64_t n = graph::read_u64(in);
+  if (n > in.remaining() / 8) throw GraphError("a list of " + std::to_string(n) + " strings");
+  std::vector<std::string> strings;
+  for (std::uint64_t i = 0; i < n; ++i) strings.push_back(graph::read_string(in));
+  return strings;
+}
+
+void write_preamble(graph::ByteSink& out, const EntryPreamble& p) {
+  graph::write_string(out, p.key);
+  graph::write_string(out, p.model);
+  graph::write_u64(out, p.dependencies.size());
+  for (const Dependency& d : p.dependencies) {
+    graph::write_string(out, d.path);
+    graph::write_u64(out, d.hash.bytes);
+    graph::write_u64(out, d.hash.low);
+    graph::write_u64(out, d.hash.high);
+  }
+  write_strings(out, p.fusion_log);
+  graph::write_u64(out, p.refusals.size());
+  for (const FusionRefusal& r : p.refusals) write_strings(out, {r.pass, r.node, r.reason});
+}
+
+EntryPreamble read_preamble(graph::ByteSource& in) {
+  EntryPreamble p;
+  p.key = graph::read_string(in);
+  p.model = graph::read_string(in);
+  const std::uint64_t deps = graph::read_u64(in);
+  if (deps > in.remaining() / 32) throw GraphError("a list of " + std::to_string(deps) + " files");
+  for (std::uint64_t i = 0; i < deps; ++i) {
+    Dependency d;
+    d.path = graph::read_string(in);
+    d.hash.bytes = graph::read_u64(in);
+    d.hash.low = graph::read_u64(in);
+    d.hash.high = graph::read_u64(in);
+    p.dependencies.push_back(std::move(d));
+  }
+  p.fusion_log = read_strings(in);
+  const std::uint64_t refusals = graph::read_u64(in);
+  if (refusals > in.remaining() / 24) throw GraphError("a list of " + std::to_string(refusals) + " refusals");
+  for (std::uint64_t i = 0; i < refusals; ++i) {
+    std::vector<std::string> r = read_strings(in);
+    if (r.size() != 3) throw GraphError("a refusal of " + std::to_string(r.size()) + " fields");
+    p.refusals.push_back({std::move(r[0]), std::move(r[1]), std::move(r[2])});
+  }
+  return p;
+}
+
+// An entry's file checked against its header: the contents, or why not.
+struct CheckedEntry {
+  std::shared_ptr<const Mapping> mapping;
+  std::span<const std::byte> contents;
+  EntryHeader header;
+  std::string problem;
+};
+
+CheckedEntry check_entry(const fs::path& file, bool verify_hash) {
+  CheckedEntry e;
+  e.mapping = Mapping::open(file, verify_hash);
+  if (e.mapping == nullptr) {
+    e.problem = "cannot be mapped";
+    return e;
+  }
+  const std::span<const std::byte> bytes = e.mapping->bytes();
+  if (bytes.size() < sizeof(EntryHeader)) {
+    e.problem = "is " + std::to_string(bytes.size()) + " bytes, shorter than its header";
+    return e;
+  }
+  std::memcpy(&e.header, bytes.data(), sizeof e.header);
+  if (e.header.magic != kMagic) {
+    e.problem = "is not a qfuse cache entry";
+  } else if (e.header.format != kEntryFormat || e.header.header_bytes != sizeof(EntryHeader)) {
+    e.problem = "has format " + std::to_string(e.header.format) + " (this build writes " +
+                std::to_string(kEntryFormat) + ")";
+  } else if (e.header.contents_bytes != bytes.size() - sizeof(EntryHeader)) {
+    e.problem = "holds " + std::to_string(bytes.size() - sizeof(EntryHeader)) +
+                " bytes after its header, its header says " +
+                std::to_string(e.header.contents_bytes) + " (truncated?)";
+  } else {
+    e.contents = bytes.subspan(sizeof(EntryHeader));
+    if (verify_hash && hash_bytes(e.contents).low64 != e.header.contents_hash) {
+      e.problem = "fails its checksum (damaged)";
+      e.contents = {};
+    }
+  }
+  return e;
+}
+
+// The fused graph in `file`, or nullopt with `why` (a miss when the file is
+// absent: `why` stays empty).
+// `hashed`: files hashed already (the key's).
+std::optional<FusedGraph> load_entry(const fs::path& file, const std::string& key,
+                                     const std::vector<Dependency>& hashed, std::string& why) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return std::nullopt;
+  CheckedEntry e = check_entry(file, true);
+  if (!e.problem.empty()) {
+    why = "entry " + file.string() + " " + e.problem;
+    return std::nullopt;
+  }
+  try {
+    graph::ByteSource in(e.contents);
+    EntryPreamble p = read_preamble(in);
+    if (p.key != key) {
+      why = "entry " + file.string() + " was compiled with other options (a hash collision)";
+      return std::nullopt;
+    }
+    for (const Dependency& d : p.dependencies) {
+      const auto known = std::find_if(hashed.begin(), hashed.end(),
+                                      [&d](const Dependency& h) { return h.path == d.path; });
+      FileHash now;
+      try {
+        now = known != hashed.end() ? known->hash : hash_file(d.path);
+      } catch (const IoError&) {
+        why = "the model's file " + d.path + " is gone";
+        return std::nullopt;
+      }
+      if (now != d.hash) {
+        why = "the model's file " + d.path + " changed since the entry was written";
+        return std::nullopt;
+      }
+    }
+    FusedGraph fused{graph::read_graph(in, e.mapping), std::move(p.fusion_log),
+                     std::move(p.refusals)};
+    if (in.remaining() != 0) throw GraphError(std::to_string(in.remaining()) + " bytes after the graph");
+    return fused;
+  } catch (const Error& error) {
+    why = "entry " + file.string() + " cannot be read (" + error.what() + ")";
+    return std::nullopt;
+  }
+}
+
+std::atomic<unsigned> temporary_counter{0};
+
+// Writes the entry next to `file` and renames it into place. Returns what
+// happened, for CompileTimes::cache; a failure is a warning.
+std::string store_entry(const fs::path& file, const std::uint64_t key_low,
+                        const std::uint64_t key_high, const EntryPreamble& preamble,
+                        const graph::Graph& g) {
+  std::error_code ec;
+  fs::create_directories(file.parent_path(), ec);
+  const fs::path temporary =
+      file.parent_path() / (file.stem().string() + kTemporaryMarker + std::to_string(::getpid()) +
+                            "." + std::to_string(temporary_counter++));
+  std::FILE* f = std::fopen(temporary.c_str(), "wbx");
+  if (f == nullptr) {
+    const std::string reason = errno_text();
+    spdlog::warn("cache: cannot write in {} ({}); the model is compiled but not cached",
+                 file.parent_path().string(), reason);
+    return "miss, not stored (" + reason + ")";
+  }
+  std::string failure;
+  try {
+    EntryHeader header;
+    if (std::fwrite(&header, 1, sizeof header, f) != sizeof header) throw IoError(errno_text());
+    FileSink sink(f);
+    write_preamble(sink, preamble);
+    graph::write_graph(sink, g);
+    header.contents_bytes = sink.offset();
+    header.contents_hash = sink.digest().low64;
+    header.key_low = key_low;
+    header.key_high = key_high;
+    if (std::fseek(f, 0, SEEK_SET) != 0 || std::fwrite(&header, 1, sizeof header, f) != sizeof header ||
+        std::fflush(f) != 0) {
+      throw IoError(errno_text());
+    }
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  if (std::fclose(f) != 0 && failure.empty()) failure = errno_text();
+  if (failure.empty() && std::rename(temporary.c_str(), file.c_str()) != 0) failure = errno_text();
+  if (!failure.empty()) {
+    fs::remove(temporary, ec);
+    spdlog::warn("cache: cannot write {} ({}); the model is compiled but not cached",
+                 file.string(), failure);
+    return "miss, not stored (" + failure + ")";
+  }
+  spdlog::info("cache: stored {}", file.string());
+  return "miss, stored " + file.string();
+}
+
+}  // namespace
+
+fs::path cache_dir_of(const CompileOptions& options) {
+  if (!options.cache_dir.empty()) return options.cache_dir;
+  const char* env = std::getenv("QFUSE_CACHE_DIR");
+  return env != nullptr ? fs::path(env) : fs::path();
+}
+
+CompiledModel compile_files(const ModelFiles& model, const CompileOptions& options) {
+  const fs::path dir = cache_dir_of(options);
+  if (dir.empty()) return compile_observed(model.import(nullptr), options, nullptr, 0.0);
+
+  const auto start = Clock::now();
+  const std::string key = key_text(model, options);
+  EntryPreamble preamble;
+  preamble.key = key;
+  preamble.model = model.files.front().string();
+  // The key: the text, then each file's hash (which the entry keeps too, to
+  // check the file on every load).
+  std::string keyed = key;
+  for (const fs::path& file : model.files) {
+    const FileHash hash = hash_file(file);
+    keyed.append(reinterpret_cast<const char*>(&hash), sizeof hash);
+    preamble.dependencies.push_back({file.string(), hash});
+  }
+  const XXH128_hash_t h = XXH3_128bits(keyed.data(), keyed.size());
+  const fs::path file = dir / (hex(h.high64, h.low64) + kEntrySuffix);
+
+  std::string why;
+  std::optional<FusedGraph> fused = load_entry(file, key, preamble.dependencies, why);
+  if (fused) {
+    const double ms = ms_since(start);
+    spdlog::info("cache: hit {} ({:.1f} ms to check and map)", file.string(), ms);
+    return compile_fused(std::move(*fused), options, "hit " + file.string(), ms);
+  }
+  if (why.empty()) {
+    spdlog::info("cache: miss {}", file.string());
+  } else {
+    spdlog::warn("cache: {}; compiling afresh", why);
+  }
+  const double lookup_ms = ms_since(start);
+  // The files the import reads besides: the entry checks them on every load.
+  const auto read_file = [&preamble](const fs::path& path) {
+    for (const Dependency& d : preamble.dependencies) {
+      if (d.path == path.string()) return;
+    }
+    preamble.dependencies.push_back({path.string(), hash_file(path)});
+  };
+  const graph::Graph imported = model.import(read_file);
+  const FusedObserver store = [&](const graph::Graph& g, const std::vector<std::string>& log,
+                                  const std::vector<FusionRefusal>& refusals) {
+    preamble.fusion_log = log;
+    preamble.refusals = refusals;
+    return store_entry(file, h.low64, h.high64, preamble, g);
+  };
+  return compile_observed(imported, options, store, lookup_ms);
+}
+
+std::vector<CacheEntryInfo> list_cache(const fs::path& dir) {
+  std::vector<std::pair<fs::file_time_type, CacheEntryInfo>> found;
+  std::error_code ec;
+  for (const fs::directory_entry& f : fs::directory_iterator(dir, ec)) {
+    if (!f.is_regular_file(ec) || f.path().extension() != kEntrySuffix) continue;
+    CacheEntryInfo info;
+    info.file = f.path();
+    info.bytes = f.file_size(ec);
+    CheckedEntry e = check_entry(f.path(), false);
+    info.problem = e.problem;
+    if (e.problem.empty()) {
+      try {
+        graph::ByteSource in(e.contents);
+        info.key = graph::read_string(in);
+        info.model = graph::read_string(in);
+      } catch (const Error& error) {
+        info.problem = std::string("cannot be read (") + error.what() + ")";
+      }
+    }
+    found.emplace_back(f.last_write_time(ec), std::move(info));
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<CacheEntryInfo> entries;
+  for (auto& [time, info] : found) entries.push_back(std::move(info));
+  return entries;
+}
+
+std::size_t clear_cache(const fs::path& dir) {
+  std::size_t removed = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& f : fs::directory_iterator(dir, ec)) {
+    const std::string name = f.path().filename().string();
+    const bool entry = f.path().extension() == kEntrySuffix;
+    const bool temporary = name.find(kTemporaryMarker) != std::string::npos;
+    if (f.is_regular_file(ec) && (entry || temporary) && fs::remove(f.path(), ec)) ++removed;
+  }
+  return removed;
+}
+
+}  // namespace qfuse::plugin
