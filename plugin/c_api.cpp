@@ -9,12 +9,6 @@
 #include "plugin/c_api_internal.hpp"
 
 
-struct qfuse_compiled_model {
-  qfuse::CompiledModel model;
-  std::vector<qfuse::TensorInfo> inputs, outputs;
-  std::vector<qfuse::LayerInfo> layers;
-};
-
 struct qfuse_request {
   explicit qfuse_request(qfuse::InferRequest r) : request(std::move(r)) {}
   qfuse::InferRequest request;
@@ -110,7 +104,6 @@ void qfuse_model_free(qfuse_model* model) { delete model; }
 // The first versioned layouts: every field these structs have had since
 // struct_size was added. A field added later is read or written only when
 // the caller's struct_size covers it.
-constexpr size_t kCompileOptionsV1 = sizeof(qfuse_compile_options);
 constexpr size_t kLayerInfoV1 = sizeof(qfuse_layer_info);
 constexpr size_t kPostOpV1 = sizeof(qfuse_post_op);
 constexpr size_t kRefusalInfoV1 = sizeof(qfuse_refusal_info);
@@ -134,34 +127,17 @@ void qfuse_compile_options_init(qfuse_compile_options* options) {
   options->log_level = nullptr;
   options->integer_only = 0;
   options->integer_eta = qfuse::CompileOptions{}.integer_eta;
+  options->cache_dir = nullptr;
 }
 
 qfuse_status qfuse_compile(const qfuse_model* model, const qfuse_compile_options* options,
                            qfuse_compiled_model** compiled) {
   if (model == nullptr) return null_argument("qfuse_compile", "model");
   if (compiled == nullptr) return null_argument("qfuse_compile", "compiled");
-  if (options != nullptr) {
-    const qfuse_status size = check_size(options->struct_size, kCompileOptionsV1, "qfuse_compile",
-                                         "options", "qfuse_compile_options_init");
-    if (size != QFUSE_OK) return size;
-  }
-  return guarded([&] {
-    qfuse::CompileOptions o;
-    if (options != nullptr) {
-      o.fuse = options->fuse != 0;
-      o.allow_residual_round_drop = options->allow_residual_round_drop != 0;
-      o.threads = options->threads;
-      if (options->log_level != nullptr) o.log_level = options->log_level;
-      o.integer_only = options->integer_only != 0;
-      o.integer_eta = options->integer_eta;
-    }
-    auto c = std::make_unique<qfuse_compiled_model>();
-    c->model = qfuse::compile(model->model, o);
-    c->inputs = c->model.inputs();
-    c->outputs = c->model.outputs();
-    c->layers = c->model.layers();
-    *compiled = c.release();
-  });
+  qfuse::CompileOptions o;
+  const qfuse_status read = qfuse::c_api::read_compile_options("qfuse_compile", options, o);
+  if (read != QFUSE_OK) return read;
+  return guarded([&] { *compiled = qfuse::c_api::new_compiled_model(qfuse::compile(model->model, o)); });
 }
 
 void qfuse_compiled_model_free(qfuse_compiled_model* compiled) { delete compiled; }
@@ -295,6 +271,10 @@ qfuse_status qfuse_refusal(const qfuse_compiled_model* c, size_t index, qfuse_re
 
 size_t qfuse_fusion_log_count(const qfuse_compiled_model* c) {
   return c != nullptr ? c->model.fusion_log().size() : 0;
+}
+
+const char* qfuse_compiled_model_cache(const qfuse_compiled_model* c) {
+  return c != nullptr ? c->cache.c_str() : "";
 }
 
 const char* qfuse_fusion_log_line(const qfuse_compiled_model* c, size_t index) {

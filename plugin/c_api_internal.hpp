@@ -7,7 +7,9 @@
 #include <exception>
 #include <new>
 #include <stdexcept>
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "qfuse/export.hpp"
 #include "qfuse/qfuse.hpp"
@@ -15,6 +17,13 @@
 
 struct qfuse_model {
   qfuse::Model model;
+};
+
+struct qfuse_compiled_model {
+  qfuse::CompiledModel model;
+  std::vector<qfuse::TensorInfo> inputs, outputs;
+  std::vector<qfuse::LayerInfo> layers;
+  std::string cache;  // CompileTimes::cache
 };
 
 namespace qfuse::c_api {
@@ -63,6 +72,43 @@ qfuse_status guarded(F&& f) noexcept {
     set_last_error("unknown error");
     return QFUSE_ERROR_INTERNAL;
   }
+}
+
+// The first versioned layout of qfuse_compile_options (before cache_dir).
+inline constexpr std::size_t kCompileOptionsV1 = offsetof(qfuse_compile_options, cache_dir);
+
+// A caller's options checked (struct_size) and read into `out`; NULL: the
+// defaults. Fields past the caller's struct_size keep their defaults.
+inline qfuse_status read_compile_options(const char* function, const qfuse_compile_options* options,
+                                         qfuse::CompileOptions& out) {
+  out = qfuse::CompileOptions{};
+  if (options == nullptr) return QFUSE_OK;
+  if (options->struct_size < kCompileOptionsV1) {
+    return fail(QFUSE_ERROR_INVALID_ARGUMENT,
+                std::string(function) + ": options->struct_size is " +
+                    std::to_string(options->struct_size) + " (expected at least " +
+                    std::to_string(kCompileOptionsV1) + "; set it with qfuse_compile_options_init)");
+  }
+  out.fuse = options->fuse != 0;
+  out.allow_residual_round_drop = options->allow_residual_round_drop != 0;
+  out.threads = options->threads;
+  if (options->log_level != nullptr) out.log_level = options->log_level;
+  out.integer_only = options->integer_only != 0;
+  out.integer_eta = options->integer_eta;
+  const bool has_cache_dir =
+      options->struct_size >= offsetof(qfuse_compile_options, cache_dir) + sizeof(const char*);
+  if (has_cache_dir && options->cache_dir != nullptr) out.cache_dir = options->cache_dir;
+  return QFUSE_OK;
+}
+
+// The C handle of a compiled model, its lists read once.
+inline qfuse_compiled_model* new_compiled_model(qfuse::CompiledModel model) {
+  auto* c = new qfuse_compiled_model{std::move(model), {}, {}, {}, {}};
+  c->inputs = c->model.inputs();
+  c->outputs = c->model.outputs();
+  c->layers = c->model.layers();
+  c->cache = c->model.compile_times().cache;
+  return c;
 }
 
 }  // namespace qfuse::c_api

@@ -74,3 +74,36 @@ extern "C" qfuse_status qfuse_import_openvino_file(const char* xml_path,
     *model = new qfuse_model{qfuse::import_openvino(xml_path, options)};
   });
 }
+
+extern "C" qfuse_status qfuse_compile_onnx_file(const char* path, const qfuse_input_shape* shapes,
+                                               size_t shape_count,
+                                               const qfuse_compile_options* options,
+                                               qfuse_compiled_model** compiled) {
+  if (path == nullptr) return null_argument("qfuse_compile_onnx_file", "path");
+  if (compiled == nullptr) return null_argument("qfuse_compile_onnx_file", "compiled");
+  qfuse::CompileOptions o;
+  const qfuse_status read = qfuse::c_api::read_compile_options("qfuse_compile_onnx_file", options, o);
+  if (read != QFUSE_OK) return read;
+  return guarded([&] {
+    const qfuse::OnnxOptions i = onnx_options("qfuse_compile_onnx_file", shapes, shape_count);
+    *compiled = qfuse::c_api::new_compiled_model(qfuse::compile_onnx(path, i, o));
+  });
+}
+
+extern "C" qfuse_status qfuse_compile_openvino_file(const char* xml_path,
+                                                   const qfuse_input_shape* shapes,
+                                                   size_t shape_count,
+                                                   const qfuse_compile_options* options,
+                                                   qfuse_compiled_model** compiled) {
+  if (xml_path == nullptr) return null_argument("qfuse_compile_openvino_file", "xml_path");
+  if (compiled == nullptr) return null_argument("qfuse_compile_openvino_file", "compiled");
+  qfuse::CompileOptions o;
+  const qfuse_status read =
+      qfuse::c_api::read_compile_options("qfuse_compile_openvino_file", options, o);
+  if (read != QFUSE_OK) return read;
+  return guarded([&] {
+    qfuse::OpenVinoOptions i;
+    i.input_shapes = input_shapes("qfuse_compile_openvino_file", shapes, shape_count);
+    *compiled = qfuse::c_api::new_compiled_model(qfuse::compile_openvino(xml_path, i, o));
+  });
+}

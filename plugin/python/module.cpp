@@ -640,6 +640,8 @@ void bind_compiled_model(py::module_& m) {
              d["composer_ms"] = t.composer_ms;
              d["planning_ms"] = t.planning_ms;
              d["primitives_ms"] = t.primitives_ms;
+             d["cache"] = t.cache;
+             d["cache_ms"] = t.cache_ms;
              return d;
            })
       .def(
@@ -702,6 +704,25 @@ void bind_compile(py::module_& m) {
       py::arg("model"), py::arg("fuse") = true, py::arg("allow_residual_round_drop") = false,
       py::arg("threads") = 0, py::arg("integer_only") = false,
       py::arg("integer_eta") = 1.0 / 1048576.0, py::arg("log_level") = "");
+  // A model file imported and compiled in one call, through the compiled-model
+  // cache in `cache_dir` (or QFUSE_CACHE_DIR); the result has no source Model.
+  m.def(
+      "compile_file",
+      [](const std::string& path, const std::map<std::string, Shape>& shapes, bool fuse,
+         bool allow_residual_round_drop, int threads, bool integer_only, double integer_eta,
+         const std::string& log_level, const std::string& cache_dir) {
+        CompileOptions o =
+            options_of(fuse, allow_residual_round_drop, threads, integer_only, integer_eta, log_level);
+        o.cache_dir = cache_dir;
+        py::gil_scoped_release release;
+        CompiledModel c = path.ends_with(".xml")
+                              ? compile_openvino(path, {.input_shapes = shapes}, o)
+                              : compile_onnx(path, {.input_shapes = shapes}, o);
+        return std::make_unique<Compiled>(std::move(c), o);
+      },
+      py::arg("path"), py::arg("shapes"), py::arg("fuse"), py::arg("allow_residual_round_drop"),
+      py::arg("threads"), py::arg("integer_only"), py::arg("integer_eta"), py::arg("log_level"),
+      py::arg("cache_dir"));
 }
 
 void bind_comparison(py::module_& m) {

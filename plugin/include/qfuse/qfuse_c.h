@@ -82,6 +82,10 @@ typedef struct qfuse_compile_options {
   const char* log_level;         /* "trace" ... "off"; NULL keeps the current level */
   int integer_only;              /* 1: requantize in integer arithmetic (default 0) */
   double integer_eta;            /* its multipliers' relative error bound (default 2^-20) */
+  /* Added in 0.2: the compiled-model cache's directory, used by
+   * qfuse_compile_onnx_file and qfuse_compile_openvino_file; NULL or "": the
+   * QFUSE_CACHE_DIR environment variable, else no cache. */
+  const char* cache_dir;
 } qfuse_compile_options;
 
 /* A concrete shape for a model input with symbolic dimensions. */
@@ -167,7 +171,25 @@ QFUSE_C_API void qfuse_compile_options_init(qfuse_compile_options* options);
 QFUSE_C_API qfuse_status qfuse_compile(const qfuse_model* model,
                                        const qfuse_compile_options* options,
                                        qfuse_compiled_model** compiled);
+/* Import and compile a model file in one call, through the compiled-model
+ * cache when options->cache_dir (or QFUSE_CACHE_DIR) names one: a file
+ * compiled before with the same bytes and options is mapped from the cache
+ * without importing it again. `shapes` as for the imports; options may be
+ * NULL. */
+QFUSE_C_API qfuse_status qfuse_compile_onnx_file(const char* path, const qfuse_input_shape* shapes,
+                                                 size_t shape_count,
+                                                 const qfuse_compile_options* options,
+                                                 qfuse_compiled_model** compiled);
+QFUSE_C_API qfuse_status qfuse_compile_openvino_file(const char* xml_path,
+                                                     const qfuse_input_shape* shapes,
+                                                     size_t shape_count,
+                                                     const qfuse_compile_options* options,
+                                                     qfuse_compiled_model** compiled);
 QFUSE_C_API void qfuse_compiled_model_free(qfuse_compiled_model* compiled);
+/* What the compiled-model cache did for this model: "" when none was used,
+ * else "hit <entry>", "miss, stored <entry>" or "miss, not stored (<why>)".
+ * Valid as long as the model. */
+QFUSE_C_API const char* qfuse_compiled_model_cache(const qfuse_compiled_model* compiled);
 
 QFUSE_C_API size_t qfuse_input_count(const qfuse_compiled_model* compiled);
 QFUSE_C_API size_t qfuse_output_count(const qfuse_compiled_model* compiled);

@@ -79,15 +79,34 @@ def _as_model(model):
 
 
 def compile(model, *, fuse=True, threads=0, integer_only=False, allow_residual_round_drop=False,
-            integer_eta=2.0 ** -20, log_level=""):
+            integer_eta=2.0 ** -20, log_level="", cache_dir="", shapes=None):
     """Compiles a Model (or a path / ONNX bytes) with the C++ API's options.
 
     fuse=False runs every node alone in f32 by its definition (the reference);
     threads: OpenMP threads an inference may use (0: all); integer_only: each
     fused layer requantizes in integer arithmetic; log_level: "trace" ..
-    "off" (process-wide).
+    "off" (process-wide). shapes: for a path, concrete shapes of symbolic
+    input dimensions, as load() takes them.
+
+    cache_dir (default: the QFUSE_CACHE_DIR environment variable): the
+    compiled-model cache, for a model given as a path (.onnx or OpenVINO
+    .xml). The first compile stores the model as its passes left it; later
+    ones with the same file bytes and options map it without importing the
+    file again (compile_times()["cache"] says "hit ..." or "miss, ...").
+    A model compiled through the cache has no source Model (.model is None).
     """
-    source = _as_model(model)
+    cache = cache_dir or os.environ.get("QFUSE_CACHE_DIR", "")
+    is_path = isinstance(model, (str, os.PathLike))
+    if cache and is_path:
+        bound = {str(k): [int(d) for d in v] for k, v in (shapes or {}).items()}
+        return _qfuse.compile_file(os.fspath(model), bound, fuse, allow_residual_round_drop,
+                                   int(threads), integer_only, float(integer_eta), log_level,
+                                   os.fspath(cache_dir) if cache_dir else "")
+    if cache_dir:
+        import warnings
+        warnings.warn("qfuse.compile: cache_dir is used for a model given as a file path; "
+                      "this model is compiled without the cache", stacklevel=2)
+    source = load(model, shapes) if is_path else _as_model(model)
     compiled = _qfuse.compile(source, fuse, allow_residual_round_drop, int(threads), integer_only,
                               float(integer_eta), log_level)
     compiled._source = source  # the Python Model, with its ONNX bytes

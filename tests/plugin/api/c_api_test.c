@@ -5,6 +5,7 @@
  * bind buffers without copies, and check that every misuse returns a status
  * and a message instead of crashing. Exits non-zero on the first failure. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,69 @@ int main(int argc, char** argv) {
     CHECK_FAILS(qfuse_compile(model, &old_options, &refused), QFUSE_ERROR_INVALID_ARGUMENT,
                 "qfuse_compile_options_init");
     CHECK(refused == NULL);
+  }
+
+  /* Import and compile in one call, through the compiled-model cache: the
+   * first call stores, the second maps the entry; both run as `fused`. */
+  {
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/qfuse_c_api_cache", getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
+    qfuse_compile_options cached;
+    qfuse_compile_options_init(&cached);
+    CHECK(cached.cache_dir == NULL);
+    cached.cache_dir = dir;
+    qfuse_compiled_model* first = NULL;
+    qfuse_compiled_model* second = NULL;
+    CHECK_OK(qfuse_compile_onnx_file(path, &shape, 1, &cached, &first));
+    CHECK_OK(qfuse_compile_onnx_file(path, &shape, 1, &cached, &second));
+    if (first == NULL || second == NULL) return 1;
+    const char* first_cache = qfuse_compiled_model_cache(first);
+    const char* second_cache = qfuse_compiled_model_cache(second);
+    printf("cache: %s\ncache: %s\n", first_cache, second_cache);
+    CHECK(strncmp(first_cache, "miss", 4) == 0 || strncmp(first_cache, "hit ", 4) == 0);
+    CHECK(strncmp(second_cache, "hit ", 4) == 0);
+    CHECK(strcmp(qfuse_compiled_model_cache(fused), "") == 0);
+    CHECK(qfuse_layer_count(second) == qfuse_layer_count(fused));
+    qfuse_compiled_model* none = NULL;
+    CHECK_FAILS(qfuse_compile_onnx_file("/nonexistent.onnx", NULL, 0, &cached, &none), QFUSE_ERROR_IO,
+                "nonexistent");
+    CHECK(none == NULL);
+    /* An older caller's options (no cache_dir field) still compile. */
+    qfuse_compile_options older;
+    qfuse_compile_options_init(&older);
+    older.struct_size = offsetof(qfuse_compile_options, cache_dir);
+    older.cache_dir = dir; /* beyond the caller's struct: not read */
+    qfuse_compiled_model* old_caller = NULL;
+    CHECK_OK(qfuse_compile_onnx_file(path, &shape, 1, &older, &old_caller));
+    if (old_caller != NULL) CHECK(strcmp(qfuse_compiled_model_cache(old_caller), "") == 0);
+    qfuse_compiled_model_free(old_caller);
+    /* The same input through the cached models gives fused's logits. */
+    qfuse_tensor_info cin, cout;
+    CHECK_OK(qfuse_input_info(second, 0, &cin));
+    CHECK_OK(qfuse_output_info(second, 0, &cout));
+    const size_t n = elements(&cin), m = elements(&cout);
+    float* cx = malloc(n * sizeof(float));
+    float* a = malloc(m * sizeof(float));
+    float* b = malloc(m * sizeof(float));
+    for (size_t i = 0; i < n; ++i) cx[i] = (float)((i * 131u) % 256u) / 255.0f;
+    qfuse_request* ra = NULL;
+    qfuse_request* rb = NULL;
+    CHECK_OK(qfuse_request_create(fused, &ra));
+    CHECK_OK(qfuse_request_create(second, &rb));
+    CHECK_OK(qfuse_request_set_input(ra, cin.name, QFUSE_F32, cin.dims, cin.rank, cx, n * sizeof(float)));
+    CHECK_OK(qfuse_request_set_input(rb, cin.name, QFUSE_F32, cin.dims, cin.rank, cx, n * sizeof(float)));
+    CHECK_OK(qfuse_request_infer(ra));
+    CHECK_OK(qfuse_request_infer(rb));
+    CHECK_OK(qfuse_request_get_output(ra, cout.name, a, m * sizeof(float)));
+    CHECK_OK(qfuse_request_get_output(rb, cout.name, b, m * sizeof(float)));
+    CHECK(memcmp(a, b, m * sizeof(float)) == 0);
+    qfuse_request_free(ra);
+    qfuse_request_free(rb);
+    free(cx);
+    free(a);
+    free(b);
+    qfuse_compiled_model_free(first);
+    qfuse_compiled_model_free(second);
   }
 
   /* The fusion log and the refusals, as the C++ API gives them. */

@@ -233,3 +233,30 @@ def test_openvino_ir_loads_by_its_xml():
     assert np.abs(fused[name] - unfused[name]).max() < 0.05
     with pytest.raises(qfuse.GraphError, match="past the end of the .bin"):
         qfuse.load(os.path.join(ROOT, "tests", "bad_inputs", "models", "ir_short_bin.xml"))
+
+
+def test_compile_through_the_cache(tmp_path, cnn_path, test_set):
+    # A path and cache_dir: the first compile stores, the second maps the
+    # entry; both give the outputs of a compile without the cache, bit for bit
+    # (the CLI stores and hits the same entry: one key for every caller).
+    x = batch(test_set[0])
+    shapes = {"input": x.shape}
+    plain = qfuse.compile(qfuse.load(cnn_path, shapes=shapes)).run({"input": x})["output"]
+    first = qfuse.compile(cnn_path, shapes=shapes, cache_dir=tmp_path)
+    second = qfuse.compile(cnn_path, shapes=shapes, cache_dir=tmp_path)
+    assert first.compile_times()["cache"].startswith("miss, stored ")
+    assert second.compile_times()["cache"].startswith("hit ")
+    assert second.compile_times()["passes_ms"] < 1.0
+    for c in (first, second):
+        assert np.array_equal(c.run({"input": x})["output"], plain)
+    assert second.model is None
+    assert len(list(tmp_path.glob("*.qfc"))) == 1
+    # Other options, another entry; a Model (not a path) is compiled without it.
+    qfuse.compile(cnn_path, shapes=shapes, cache_dir=tmp_path, fuse=False)
+    assert len(list(tmp_path.glob("*.qfc"))) == 2
+    with pytest.warns(UserWarning, match="cache_dir"):
+        qfuse.compile(qfuse.load(cnn_path, shapes=shapes), cache_dir=tmp_path)
+    if CLI:
+        out = subprocess.run([CLI, "cache", "ls", "--cache-dir", str(tmp_path)], check=True,
+                             capture_output=True, text=True).stdout
+        assert "2 entries" in out and os.path.basename(cnn_path) in out
