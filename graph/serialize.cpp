@@ -215,7 +215,7 @@ void pad_to(ByteSink& out, std::size_t alignment) {
   out.write(kZeros, pad);
 }
 
-constexpr std::uint32_t kNoValue = 0xffffffffu;
+constexpr std::uint32_t kNoValue = kNotWritten;
 
 }  // namespace
 
@@ -237,7 +237,7 @@ std::uint64_t read_u64(ByteSource& in) {
 // topological order, each with its outputs' names, shapes and types; the
 // graph outputs; the tensor aliases. Values are renumbered in that order, so
 // that a reader adding them through Graph's calls gets the same numbers.
-void write_graph(ByteSink& out, const Graph& graph) {
+std::vector<std::uint32_t> write_graph(ByteSink& out, const Graph& graph) {
   Writer w(out);
   const std::vector<NodeId> order = graph.topological_order();
   std::vector<std::uint32_t> renumbered(graph.value_count(), kNoValue);
@@ -286,6 +286,17 @@ void write_graph(ByteSink& out, const Graph& graph) {
   w(outputs);
   w(static_cast<std::uint64_t>(graph.tensor_aliases().size()));
   for (const auto& [model_name, value_name] : graph.tensor_aliases()) w(model_name, value_name);
+  return renumbered;
+}
+
+void write_aligned(ByteSink& out, const void* data, std::size_t size) {
+  pad_to(out, kConstantAlignment);
+  out.write(data, size);
+}
+
+const std::byte* read_aligned(ByteSource& in, std::size_t size) {
+  in.align(kConstantAlignment);
+  return in.take(size);
 }
 
 Graph read_graph(ByteSource& in, std::shared_ptr<const void> owner) {

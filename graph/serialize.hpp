@@ -52,7 +52,10 @@ class ByteSource {
   std::size_t at_ = 0;
 };
 
-void write_graph(ByteSink& out, const Graph& graph);
+// Returns each value's number in the stream (by ValueId index), or
+// kNotWritten for a value no live node reads or writes.
+inline constexpr std::uint32_t kNotWritten = 0xffffffffu;
+std::vector<std::uint32_t> write_graph(ByteSink& out, const Graph& graph);
 // `owner` keeps the bytes alive: the constants read are views of them that
 // share its lifetime. Throws GraphError on a stream that is not a graph.
 Graph read_graph(ByteSource& in, std::shared_ptr<const void> owner);
@@ -62,5 +65,8 @@ void write_string(ByteSink& out, const std::string& s);
 std::string read_string(ByteSource& in);
 void write_u64(ByteSink& out, std::uint64_t v);
 std::uint64_t read_u64(ByteSource& in);
+// Raw bytes starting at a multiple of 64 in the stream (zeros before them).
+void write_aligned(ByteSink& out, const void* data, std::size_t size);
+const std::byte* read_aligned(ByteSource& in, std::size_t size);
 
 }  // namespace qfuse::graph

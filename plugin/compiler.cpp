@@ -543,7 +543,8 @@ MadeOp make_op(const CompiledModel::Impl& impl, graph::NodeId id,
     m.op = plugin::make_executable(plugin::OpBuild{
         g, node, impl.engine, layout_of,
         chain != impl.f32_chains.end() ? &chain->second : nullptr, &options,
-        impl.memory.sum_in_place[id.index], &layer_builds, &m.integer_refusal});
+        impl.memory.sum_in_place[id.index], &layer_builds, &m.integer_refusal,
+        impl.held.empty() ? nullptr : &impl.held});
   } catch (const dnnl::error& e) {
     m.error = std::make_exception_ptr(
         CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
@@ -640,6 +641,21 @@ void log_compiled(const CompiledModel::Impl& impl, const plugin::LayerBuildCache
                impl.memory.in_place);
 }
 
+// Built from a cache entry: how many layers use their weights in place
+// (logged, and added to CompileTimes::cache).
+void log_held(CompiledModel::Impl& impl) {
+  std::size_t in_place = 0;
+  for (const CompiledModel::Impl::KeptConstant& k : impl.kept_constants) {
+    const auto held = impl.held.find(k.value.index);
+    const auto now = impl.ops[k.op]->held_input(k.input);
+    in_place += held != impl.held.end() && now && now->data == held->second.data;
+  }
+  spdlog::info("compile: {} of {} cached weight tensors used in place ({} reordered again)",
+               in_place, impl.held.size(), impl.held.size() - in_place);
+  impl.times.cache += " (" + std::to_string(in_place) + " weight tensors used in place, " +
+                      std::to_string(impl.held.size() - in_place) + " reordered)";
+}
+
 // The process's peak resident memory in MiB (getrusage: kB on Linux).
 double peak_rss_mib() {
   rusage usage{};
@@ -676,6 +692,8 @@ CompiledModel compile_graph(const graph::Graph* graph, plugin::FusedGraph* fused
     impl->graph = std::move(fused->graph);
     impl->fusion_log = std::move(fused->fusion_log);
     impl->refusals = std::move(fused->refusals);
+    impl->held = std::move(fused->held);
+    impl->cache_entry = std::move(fused->entry);
   } else {
     impl->graph = *graph;
     graph::infer_shapes(impl->graph);
@@ -690,11 +708,9 @@ CompiledModel compile_graph(const graph::Graph* graph, plugin::FusedGraph* fused
   if (options.fuse && fused == nullptr) fuse(*impl, layer_builds);
   impl->times.passes_ms = ms_since(phase);
   impl->times.passes_peak_rss_mib = peak_rss_mib();
-  if (observer) {
-    phase = Clock::now();
-    impl->times.cache = observer(impl->graph, impl->fusion_log, impl->refusals);
-    impl->times.cache_ms += ms_since(phase);
-  }
+  // The graph as the passes left it, for the cache (planning changes it).
+  std::optional<plugin::FusedGraph> for_cache;
+  if (observer) for_cache = plugin::FusedGraph{impl->graph, impl->fusion_log, impl->refusals, {}, {}};
   phase = Clock::now();
   const std::vector<graph::NodeId> order = plan(*impl);
   impl->times.planning_ms = ms_since(phase);
@@ -707,6 +723,15 @@ CompiledModel compile_graph(const graph::Graph* graph, plugin::FusedGraph* fused
       plugin::composer_ms_on_this_thread() - composer_before + helpers_composer_ms;
   log_compiled(*impl, layer_builds);
   evict_kept_constants(*impl);
+  if (for_cache) {
+    phase = Clock::now();
+    for (const CompiledModel::Impl::KeptConstant& k : impl->kept_constants) {
+      if (auto h = impl->ops[k.op]->held_input(k.input)) for_cache->held.emplace(k.value.index, *h);
+    }
+    impl->times.cache = observer(*for_cache);
+    impl->times.cache_ms += ms_since(phase);
+  }
+  if (fused != nullptr) log_held(*impl);
   return CompiledModel(std::move(impl));
 }
 

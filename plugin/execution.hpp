@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -72,6 +73,16 @@ class ExecContext {
 
 // One compiled node. Immutable after creation, so one instance serves every
 // request concurrently; per-request state lives in ExecContext.
+// A constant an op holds in its own layout (int8 weights reordered for their
+// primitive): its oneDNN descriptor and bytes. The compiled-model cache
+// stores them, and an op built from a cache entry uses them in place.
+struct HeldConstant {
+  dnnl::memory::desc desc;
+  const void* data = nullptr;
+};
+// By value (ValueId index).
+using HeldConstants = std::unordered_map<std::uint32_t, HeldConstant>;
+
 class ExecutableOp {
  public:
   explicit ExecutableOp(const graph::Node& node) : node_(node) {}
@@ -100,6 +111,9 @@ class ExecutableOp {
   // again, of `value`'s type and shape.
   virtual bool keeps_input(std::size_t) const { return false; }
   virtual Tensor plain_input(std::size_t index, const graph::Value& value) const;
+  // Input `index` as the op holds it, for an input it keeps in a layout of
+  // its own (see HeldConstant); nullopt otherwise.
+  virtual std::optional<HeldConstant> held_input(std::size_t) const { return std::nullopt; }
 
   const graph::Node& node() const { return node_; }
 
@@ -149,6 +163,10 @@ struct CompiledModel::Impl {
     std::size_t op = 0, input = 0;
   };
   std::vector<KeptConstant> kept_constants;
+  // Built from a cache entry: the constants already in their ops' layouts,
+  // and the mapped entry they (and the graph's constants) point into.
+  plugin::HeldConstants held;
+  std::shared_ptr<const void> cache_entry;
   mutable std::once_flag restore_once;
   mutable std::unique_ptr<graph::Graph> restored;
 };

@@ -37,7 +37,7 @@ double ms_since(Clock::time_point t) {
 }
 
 // Changes whenever an entry's layout (below or the graph's) changes.
-constexpr std::uint32_t kEntryFormat = 1;
+constexpr std::uint32_t kEntryFormat = 2;
 constexpr std::array<char, 8> kMagic{'Q', 'F', 'U', 'S', 'E', 'C', 'M', '\n'};
 constexpr const char* kEntrySuffix = ".qfc";
 constexpr const char* kTemporaryMarker = ".qfc.tmp.";
@@ -84,15 +84,37 @@ XXH128_hash_t tree_digest(const std::vector<XXH128_hash_t>& chunks, std::uint64_
   return XXH3_128bits_digest(state.get());
 }
 
-XXH128_hash_t hash_bytes(std::span<const std::byte> bytes) {
-  const std::size_t n = (bytes.size() + kHashChunk - 1) / kHashChunk;
+// The tree hash of `size` bytes of `fd` from `offset`, read with pread into
+// a buffer per chunk (not mapped: the bytes checked do not stay in the
+// process's memory). False when a read fails.
+bool hash_file_range(int fd, std::uint64_t offset, std::uint64_t size, XXH128_hash_t& out) {
+  const std::size_t n = static_cast<std::size_t>((size + kHashChunk - 1) / kHashChunk);
   std::vector<XXH128_hash_t> chunks(n);
-#pragma omp parallel for schedule(static)
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t size = std::min(kHashChunk, bytes.size() - i * kHashChunk);
-    chunks[i] = XXH3_128bits(bytes.data() + i * kHashChunk, size);
+  bool ok = true;
+#pragma omp parallel
+  {
+    const std::unique_ptr<char[]> buffer(new char[kHashChunk]);
+#pragma omp for schedule(static)
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t at = offset + i * kHashChunk;
+      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(kHashChunk, offset + size - at));
+      std::size_t got = 0;
+      while (got < want) {
+        const ssize_t r = ::pread(fd, buffer.get() + got, want - got, static_cast<off_t>(at + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += static_cast<std::size_t>(r);
+      }
+      if (got != want) {
+#pragma omp atomic write
+        ok = false;
+        continue;
+      }
+      chunks[i] = XXH3_128bits(buffer.get(), want);
+    }
   }
-  return tree_digest(chunks, bytes.size());
+  out = tree_digest(chunks, size);
+  return ok;
 }
 
 struct FileHash {
@@ -103,12 +125,11 @@ struct FileHash {
 
 // A whole file mapped read-only (constants are never written: the graph
 // holds them as const); unmapped when the last constant reading it goes.
-// Not writable: populating a private writable mapping would copy every page.
 class Mapping {
  public:
-  // Null when the file cannot be opened or mapped; `populate` maps every
-  // page at once (for a file about to be read whole).
-  static std::shared_ptr<const Mapping> open(const fs::path& path, bool populate) {
+  // Null when the file cannot be opened or mapped. Pages are read as they
+  // are touched.
+  static std::shared_ptr<const Mapping> open(const fs::path& path) {
     const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) return nullptr;
     struct stat st {};
@@ -116,7 +137,7 @@ class Mapping {
     const auto size = static_cast<std::size_t>(st.st_size);
     if (size == 0) return std::shared_ptr<const Mapping>(new Mapping(nullptr, 0));
     void* p = ::mmap(nullptr, size, PROT_READ,
-                     MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd.get(), 0);
+                     MAP_PRIVATE, fd.get(), 0);
     if (p == MAP_FAILED) return nullptr;
     return std::shared_ptr<const Mapping>(new Mapping(p, size));
   }
@@ -137,10 +158,14 @@ class Mapping {
 
 // IoError when the file cannot be read.
 FileHash hash_file(const fs::path& path) {
-  const std::shared_ptr<const Mapping> file = Mapping::open(path, true);
-  if (file == nullptr) throw IoError("cache: cannot read '" + path.string() + "': " + errno_text());
-  const XXH128_hash_t h = hash_bytes(file->bytes());
-  return {file->bytes().size(), h.low64, h.high64};
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  XXH128_hash_t h{};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 ||
+      !hash_file_range(fd.get(), 0, static_cast<std::uint64_t>(st.st_size), h)) {
+    throw IoError("cache: cannot read '" + path.string() + "': " + errno_text());
+  }
+  return {static_cast<std::uint64_t>(st.st_size), h.low64, h.high64};
 }
 
 std::string onednn_version() {
@@ -173,7 +198,7 @@ std::string hex(std::uint64_t high, std::uint64_t low) {
   return s;
 }
 
-// Writes to a FILE, hashing what it writes as hash_bytes() would.
+// Writes to a FILE, hashing what it writes as hash_file_range() does.
 class FileSink : public graph::ByteSink {
  public:
   explicit FileSink(std::FILE* f) : f_(f), state_(XXH3_createState(), &XXH3_freeState) {
@@ -277,6 +302,50 @@ EntryPreamble read_preamble(graph::ByteSource& in) {
   return p;
 }
 
+// After the graph: each constant an op holds in its own layout, by its
+// number in the stream, with its oneDNN descriptor and bytes.
+void write_held(graph::ByteSink& out, const std::vector<std::uint32_t>& numbers,
+                const HeldConstants& held) {
+  std::vector<std::pair<std::uint32_t, const HeldConstant*>> rows;
+  for (const auto& [value, h] : held) {
+    if (value < numbers.size() && numbers[value] != graph::kNotWritten) {
+      rows.emplace_back(numbers[value], &h);
+    }
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  graph::write_u64(out, rows.size());
+  for (const auto& [number, h] : rows) {
+    graph::write_u64(out, number);
+    out.write(&h->desc.data, sizeof h->desc.data);
+    const std::size_t bytes = h->desc.get_size();
+    graph::write_u64(out, bytes);
+    graph::write_aligned(out, h->data, bytes);
+  }
+}
+
+HeldConstants read_held(graph::ByteSource& in) {
+  HeldConstants held;
+  const std::uint64_t n = graph::read_u64(in);
+  if (n > in.remaining() / sizeof(dnnl_memory_desc_t)) {
+    throw GraphError("a list of " + std::to_string(n) + " held constants");
+  }
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::uint64_t number = graph::read_u64(in);
+    dnnl_memory_desc_t desc;
+    std::memcpy(&desc, in.take(sizeof desc), sizeof desc);
+    const std::uint64_t bytes = graph::read_u64(in);
+    const dnnl::memory::desc md(desc);
+    if (bytes != md.get_size()) {
+      throw GraphError("a held constant of " + std::to_string(bytes) + " bytes whose layout takes " +
+                       std::to_string(md.get_size()));
+    }
+    const std::byte* data = graph::read_aligned(in, static_cast<std::size_t>(bytes));
+    held.emplace(static_cast<std::uint32_t>(number), HeldConstant{md, data});
+  }
+  return held;
+}
+
 // An entry's file checked against its header: the contents, or why not.
 struct CheckedEntry {
   std::shared_ptr<const Mapping> mapping;
@@ -287,7 +356,7 @@ struct CheckedEntry {
 
 CheckedEntry check_entry(const fs::path& file, bool verify_hash) {
   CheckedEntry e;
-  e.mapping = Mapping::open(file, verify_hash);
+  e.mapping = Mapping::open(file);
   if (e.mapping == nullptr) {
     e.problem = "cannot be mapped";
     return e;
@@ -309,9 +378,16 @@ CheckedEntry check_entry(const fs::path& file, bool verify_hash) {
                 std::to_string(e.header.contents_bytes) + " (truncated?)";
   } else {
     e.contents = bytes.subspan(sizeof(EntryHeader));
-    if (verify_hash && hash_bytes(e.contents).low64 != e.header.contents_hash) {
-      e.problem = "fails its checksum (damaged)";
-      e.contents = {};
+    XXH128_hash_t h{};
+    if (verify_hash) {
+      const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+      if (fd.get() < 0 || !hash_file_range(fd.get(), sizeof(EntryHeader), e.contents.size(), h)) {
+        e.problem = "cannot be read: " + errno_text();
+        e.contents = {};
+      } else if (h.low64 != e.header.contents_hash) {
+        e.problem = "fails its checksum (damaged)";
+        e.contents = {};
+      }
     }
   }
   return e;
@@ -352,7 +428,7 @@ std::optional<FusedGraph> load_entry(const fs::path& file, const std::string& ke
       }
     }
     FusedGraph fused{graph::read_graph(in, e.mapping), std::move(p.fusion_log),
-                     std::move(p.refusals)};
+                     std::move(p.refusals), read_held(in), e.mapping};
     if (in.remaining() != 0) throw GraphError(std::to_string(in.remaining()) + " bytes after the graph");
     return fused;
   } catch (const Error& error) {
@@ -367,7 +443,7 @@ std::atomic<unsigned> temporary_counter{0};
 // happened, for CompileTimes::cache; a failure is a warning.
 std::string store_entry(const fs::path& file, const std::uint64_t key_low,
                         const std::uint64_t key_high, const EntryPreamble& preamble,
-                        const graph::Graph& g) {
+                        const FusedGraph& fused) {
   std::error_code ec;
   fs::create_directories(file.parent_path(), ec);
   const fs::path temporary =
@@ -386,7 +462,7 @@ std::string store_entry(const fs::path& file, const std::uint64_t key_low,
     if (std::fwrite(&header, 1, sizeof header, f) != sizeof header) throw IoError(errno_text());
     FileSink sink(f);
     write_preamble(sink, preamble);
-    graph::write_graph(sink, g);
+    write_held(sink, graph::write_graph(sink, fused.graph), fused.held);
     header.contents_bytes = sink.offset();
     header.contents_hash = sink.digest().low64;
     header.key_low = key_low;
@@ -459,11 +535,10 @@ CompiledModel compile_files(const ModelFiles& model, const CompileOptions& optio
     preamble.dependencies.push_back({path.string(), hash_file(path)});
   };
   const graph::Graph imported = model.import(read_file);
-  const FusedObserver store = [&](const graph::Graph& g, const std::vector<std::string>& log,
-                                  const std::vector<FusionRefusal>& refusals) {
-    preamble.fusion_log = log;
-    preamble.refusals = refusals;
-    return store_entry(file, h.low64, h.high64, preamble, g);
+  const FusedObserver store = [&](const FusedGraph& built) {
+    preamble.fusion_log = built.fusion_log;
+    preamble.refusals = built.refusals;
+    return store_entry(file, h.low64, h.high64, preamble, built);
   };
   return compile_observed(imported, options, store, lookup_ms);
 }

@@ -21,22 +21,25 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "plugin/execution.hpp"
 #include "qfuse/qfuse.hpp"
 
 namespace qfuse::plugin {
 
-// What a compile stores of a model after its passes.
+// What a compile stores of a model: the graph its passes left, the fusion
+// log and refusals, and the constants its ops hold in their own layouts
+// (int8 weights reordered for their primitives), by value of that graph.
 struct FusedGraph {
   graph::Graph graph;
   std::vector<std::string> fusion_log;
   std::vector<FusionRefusal> refusals;
+  HeldConstants held;
+  std::shared_ptr<const void> entry;  // what `held` and the constants point into
 };
 
-// Called once the passes are done, with what they left; returns what the
-// cache did with it (CompileTimes::cache).
-using FusedObserver = std::function<std::string(const graph::Graph& graph,
-                                                const std::vector<std::string>& fusion_log,
-                                                const std::vector<FusionRefusal>& refusals)>;
+// Called once the model is built, with the graph as the passes left it;
+// returns what the cache did with it (CompileTimes::cache).
+using FusedObserver = std::function<std::string(const FusedGraph& fused)>;
 
 // compiler.cpp: a compile from a cache entry (no shapes, no passes) and one
 // that hands its fused graph to `observer`. `cache` and `cache_ms` go into

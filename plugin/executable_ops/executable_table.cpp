@@ -25,7 +25,7 @@ const CompileOptions& options_of(const OpBuild& b) {
 // The int8 form of a layer: one oneDNN primitive with its composed post-ops.
 std::unique_ptr<ExecutableOp> make_int8_layer(const OpBuild& b) {
   return make_quantized_layer(b.graph, b.node, b.engine, options_of(b), b.layout_of,
-                              b.sum_in_place, b.layer_builds);
+                              b.sum_in_place, b.layer_builds, b.held);
 }
 
 // Integer-only mode: an int8 AvgPool as integer sums (make_integer_avg_pool).

@@ -27,6 +27,8 @@ struct OpBuild {
   LayerBuildCache* layer_builds = nullptr;  // builds the fusion passes kept
   // Set when integer-only mode has no integer form for the node (why not).
   std::optional<std::string>* integer_refusal = nullptr;
+  // Constants already in their op's layout (a cache entry's), by value.
+  const HeldConstants* held = nullptr;
 
   const graph::Value& in(std::size_t i) const { return graph.value(node.inputs[i]); }
   const graph::Value& out() const { return graph.value(node.outputs[0]); }

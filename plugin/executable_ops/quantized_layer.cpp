@@ -579,7 +579,7 @@ class QuantizedLayerOp final : public ExecutableOp {
  public:
   QuantizedLayerOp(const graph::Graph& g, const Node& node, const dnnl::engine& engine,
                    Build build, const std::function<Layout(ValueId)>& layout_of,
-                   bool sum_in_place)
+                   bool sum_in_place, const HeldConstants* held)
       : ExecutableOp(node), engine_(engine), b_(std::move(build)), sum_in_place_(sum_in_place) {
     implementation_ = b_.pd.impl_info_str();
     scratchpad_md_ = b_.pd.scratchpad_desc();
@@ -607,7 +607,7 @@ class QuantizedLayerOp final : public ExecutableOp {
       shifted_weights_offset_ = offset;
       offset = align(offset + b_.weights_md_plain.get_size());
     }
-    prepare_constants(g, node);
+    prepare_constants(g, node, held);
     total_scratch_ = stage_binary_operands(g, node, layout_of, offset);
     if (b_.sum_input && !sum_in_place_ && !b_.integer) prepare_residual_copy(g, node, layout_of);
   }
@@ -656,6 +656,10 @@ class QuantizedLayerOp final : public ExecutableOp {
     if (!keeps_input(index)) return ExecutableOp::plain_input(index, value);
     return index == 2 ? held_constant(engine_, bias_, bias_.get_desc(), value)
                       : held_constant(engine_, weights_, b_.weights_md_plain, value);
+  }
+  std::optional<HeldConstant> held_input(std::size_t index) const override {
+    if (index != 1 || !keeps_input(index)) return std::nullopt;
+    return HeldConstant{weights_.get_desc(), weights_.get_data_handle()};
   }
   // A pixel-shuffled deconvolution reports its plan over its own channels,
   // not the one its primitive runs with each value repeated kh * kw times.
@@ -749,11 +753,15 @@ class QuantizedLayerOp final : public ExecutableOp {
   }
 
   // Constant weights reordered once into the implementation's layout (run-time
-  // ones are bound each run), the f32 bias, and the constant operands of
-  // binary post-ops.
-  void prepare_constants(const graph::Graph& g, const Node& node) {
+  // ones are bound each run; `held` ones already in that layout are used in
+  // place), the f32 bias, and the constant operands of binary post-ops.
+  void prepare_constants(const graph::Graph& g, const Node& node, const HeldConstants* held) {
     const auto& a = node.attr<QuantizedLayerAttrs>();
-    if (!b_.runtime_weights) {
+    const auto in_layout = held != nullptr ? held->find(node.inputs[1].index) : HeldConstants::const_iterator{};
+    if (!b_.runtime_weights && held != nullptr && in_layout != held->end() &&
+        in_layout->second.desc == b_.pd.weights_desc()) {
+      weights_ = memory(b_.pd.weights_desc(), engine_, const_cast<void*>(in_layout->second.data));
+    } else if (!b_.runtime_weights) {
       weights_ = memory(b_.pd.weights_desc(), engine_);
       const Tensor& wq = *g.value(node.inputs[1]).constant;
       memory src(b_.weights_md_plain, engine_, const_cast<void*>(wq.raw_data()));
@@ -1250,7 +1258,7 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
 std::unique_ptr<ExecutableOp> make_quantized_layer(
     const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
     const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of,
-    bool sum_in_place, LayerBuildCache* builds) {
+    bool sum_in_place, LayerBuildCache* builds, const HeldConstants* held) {
   const Shape& out_shape = graph.value(node.outputs[0]).shape;
   std::optional<Build> reused;
   if (builds != nullptr) {
@@ -1274,7 +1282,7 @@ std::unique_ptr<ExecutableOp> make_quantized_layer(
     reused = std::move(std::get<Build>(built));
   }
   return std::make_unique<QuantizedLayerOp>(graph, node, engine, std::move(*reused), layout_of,
-                                            sum_in_place);
+                                            sum_in_place, held);
 }
 
 double composer_ms_on_this_thread() { return composer_ms; }

@@ -37,7 +37,8 @@ class LayerBuildCache {
                                                           LayerBuildCache*);
   friend std::unique_ptr<ExecutableOp> make_quantized_layer(
       const graph::Graph&, const graph::Node&, const dnnl::engine&, const CompileOptions&,
-      const std::function<Layout(graph::ValueId)>&, bool, LayerBuildCache*);
+      const std::function<Layout(graph::ValueId)>&, bool, LayerBuildCache*,
+      const HeldConstants*);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -53,11 +54,13 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
 
 // `layout_of(value)` gives the layout of the node's input and output buffers.
 // `sum_in_place`: the output shares the buffer of the residual the sum
-// post-op reads, so the residual needs no copy.
+// post-op reads, so the residual needs no copy. `held`: weights already in
+// the layout the primitive wants (a cache entry's) are used in place, not
+// reordered again; any other layout is reordered from the graph's constant.
 std::unique_ptr<ExecutableOp> make_quantized_layer(
     const graph::Graph& graph, const graph::Node& node, const dnnl::engine& engine,
     const CompileOptions& options, const std::function<Layout(graph::ValueId)>& layout_of,
-    bool sum_in_place, LayerBuildCache* builds = nullptr);
+    bool sum_in_place, LayerBuildCache* builds = nullptr, const HeldConstants* held = nullptr);
 
 // Milliseconds this thread has spent composing post-op chains so far
 // (compile() reads it before and after, for CompileTimes::composer_ms).

@@ -146,6 +146,10 @@ TEST_P(CacheCorpus, AHitRunsAsACompileWithoutTheCache) {
     const CompiledModel hit = compile_any(file, cached);
     EXPECT_EQ(hit.compile_times().cache.rfind("hit ", 0), 0u) << hit.compile_times().cache;
     EXPECT_LT(hit.compile_times().passes_ms, 1.0);  // no pass ran
+    // Every weight tensor the entry holds in its primitive's layout is used
+    // in place: none is reordered again.
+    EXPECT_NE(hit.compile_times().cache.find(" 0 reordered)"), std::string::npos)
+        << hit.compile_times().cache;
     expect_same(run(hit, inputs), alone);
   }
   EXPECT_EQ(entries_in(dir), 3u);  // one per mode

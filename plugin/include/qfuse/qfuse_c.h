@@ -187,7 +187,7 @@ QFUSE_C_API qfuse_status qfuse_compile_openvino_file(const char* xml_path,
                                                      qfuse_compiled_model** compiled);
 QFUSE_C_API void qfuse_compiled_model_free(qfuse_compiled_model* compiled);
 /* What the compiled-model cache did for this model: "" when none was used,
- * else "hit <entry>", "miss, stored <entry>" or "miss, not stored (<why>)".
+ * else "hit <entry> (...)", "miss, stored <entry>" or "miss, not stored (<why>)".
  * Valid as long as the model. */
 QFUSE_C_API const char* qfuse_compiled_model_cache(const qfuse_compiled_model* compiled);
 
