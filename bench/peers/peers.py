@@ -16,7 +16,7 @@ much is equal (elements on a grid, rows with the same argmax otherwise).
     bench/peers/peers.py [CORPUS_DIR] [--qfuse build/tools/qfuse] [--seconds 3]
                          [--only MODEL ...] [--ort-optimization all|extended|basic|disabled]
     bench/peers/peers.py [CORPUS_DIR] --prequantized [--only MODEL ...]
-    bench/peers/peers.py [CORPUS_DIR] --startup [--starts 3] [--only MODEL ...]
+    bench/peers/peers.py [CORPUS_DIR] --startup [--starts 3] [--cache-dir DIR] [--only MODEL ...]
 
 --prequantized times nothing: it writes each model in the pre-quantized form
 (qfuse export-prequantized) and runs the same inputs through ONNX Runtime on
@@ -30,7 +30,9 @@ one process that loads the model, compiles it and runs one inference, then
 exits. Per model and thread count (1 and 2), the median over --starts process
 starts of: its wall time (ONNX Runtime's without Node's own start, the median
 of as many bare `node -e 0` runs) and its peak RSS as /usr/bin/time reports it
-(ONNX Runtime's without Node's before the session).
+(ONNX Runtime's without Node's before the session). With --cache-dir, qfuse
+is also started with its compiled-model cache there: one start fills the
+entry (untimed), then --starts warm starts are timed as further columns.
 
 Not part of CI: it times things and may download the npm package.
 """
@@ -255,12 +257,13 @@ def wall_and_output(cmd, env=None):
     return wall, out.decode(), peak
 
 
-def startup(exe, models, paths, starts):
+def startup(exe, models, paths, starts, cache_dir=None):
     node_env = dict(os.environ, NODE_PATH=os.path.join(ORT_DIR, "node_modules"))
     bare = sorted(wall_and_output(["node", "-e", "0"])[0] for _ in range(starts))[starts // 2]
     print(f"Node's own start: {bare:.1f} ms (subtracted from ONNX Runtime's)")
-    print("| model | threads | ORT ms | qfuse ms | ratio | ORT RSS MiB | qfuse RSS MiB |")
-    print("| --- " * 7 + "|")
+    cached_head = " qfuse cached ms | ratio cached | qfuse cached RSS MiB |" if cache_dir else ""
+    print("| model | threads | ORT ms | qfuse ms | ratio | ORT RSS MiB | qfuse RSS MiB |" + cached_head)
+    print("| --- " * (10 if cache_dir else 7) + "|")
     for m, path in zip(models, paths):
         with prepared(path) as (tmp, inputs, ort_path):
             for t in (1, 2):
@@ -277,14 +280,25 @@ def startup(exe, models, paths, starts):
                     print(f"| {m} | {t} | ONNX Runtime cannot run it: "
                           f"{e.args[0].splitlines()[-1][:160]} |")
                     break
+                run = [exe, "run", path, "--inputs", inputs, "--threads", str(t), "--repeat", "0"]
                 for _ in range(starts):
-                    wall, _, peak = wall_and_output([exe, "run", path, "--inputs", inputs,
-                                                     "--threads", str(t), "--repeat", "0"])
+                    wall, _, peak = wall_and_output(run)
                     q_ms.append(wall)
                     q_rss.append(peak)
                 med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
-                print(f"| {m} | {t} | {med(o_ms):.0f} | {med(q_ms):.0f} | "
-                      f"{med(o_ms) / med(q_ms):.2f}x | {med(o_rss):.1f} | {med(q_rss):.1f} |")
+                row = (f"| {m} | {t} | {med(o_ms):.0f} | {med(q_ms):.0f} | "
+                       f"{med(o_ms) / med(q_ms):.2f}x | {med(o_rss):.1f} | {med(q_rss):.1f} |")
+                if cache_dir:
+                    cached = run + ["--cache-dir", cache_dir]
+                    wall_and_output(cached)  # fills the entry
+                    c_ms, c_rss = [], []
+                    for _ in range(starts):
+                        wall, _, peak = wall_and_output(cached)
+                        c_ms.append(wall)
+                        c_rss.append(peak)
+                    row += (f" {med(c_ms):.0f} | {med(o_ms) / med(c_ms):.2f}x | "
+                            f"{med(c_rss):.1f} |")
+                print(row)
                 sys.stdout.flush()
 
 
@@ -306,6 +320,9 @@ def main():
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--prequantized", action="store_true",
                     help="check the pre-quantized exports instead of timing (see above)")
+    ap.add_argument("--cache-dir", default=None,
+                    help="--startup: also time qfuse's warm starts with its compiled-model cache "
+                         "in this directory")
     ap.add_argument("--startup", action="store_true",
                     help="time to first result and peak RSS of one process per start (see above)")
     ap.add_argument("--starts", type=int, default=3)
@@ -325,7 +342,7 @@ def main():
         prequantized(args.qfuse, models, paths)
         return
     if args.startup:
-        startup(args.qfuse, models, paths, args.starts)
+        startup(args.qfuse, models, paths, args.starts, args.cache_dir)
         return
     print("int8 implementations: " + ", ".join(implementations(args.qfuse, paths)))
     print("| model | ORT 1t ms | qfuse 1t ms | ratio 1t | ORT 2t ms | qfuse 2t ms | ratio 2t "

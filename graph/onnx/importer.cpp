@@ -6,9 +6,14 @@
 #include "graph/onnx/importer.hpp"
 
 #include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -890,12 +895,119 @@ graph::Graph import_file(const std::filesystem::path& path, const ImportOptions&
   return import_model(std::move(model), with_dir, path.string());
 }
 
-std::vector<InputInfo> list_inputs(const std::filesystem::path& path) {
-  const ::onnx::ModelProto model = parse_file(path);
+namespace {
+
+using google::protobuf::io::CodedInputStream;
+
+// Skips the field whose tag was just read; false on a malformed one (or a
+// group, which ONNX does not use).
+bool skip_field(CodedInputStream& in, std::uint32_t tag) {
+  switch (tag & 7) {
+    case 0: {
+      std::uint64_t v = 0;
+      return in.ReadVarint64(&v);
+    }
+    case 1: return in.Skip(8);
+    case 2: {
+      std::uint32_t n = 0;
+      return in.ReadVarint32(&n) && in.Skip(static_cast<int>(n));
+    }
+    case 5: return in.Skip(4);
+    default: return false;
+  }
+}
+
+// What list_inputs reads of a model: its graph's inputs and the names of
+// its initializers.
+struct GraphInputs {
+  std::vector<::onnx::ValueInfoProto> inputs;
   std::set<std::string> initializers;
-  for (const auto& t : model.graph().initializer()) initializers.insert(t.name());
+};
+
+// The graph's inputs and initializer names, read from the protobuf wire
+// format without parsing the rest: an initializer's data is skipped, not
+// read, so a 180 MB model's inputs cost its field headers. False when the
+// bytes are not a model this reader understands.
+bool scan_graph_inputs(const std::uint8_t* data, std::size_t size, GraphInputs& out) {
+  if (size > static_cast<std::size_t>(std::numeric_limits<int>::max())) return false;
+  CodedInputStream in(data, static_cast<int>(size));
+  bool saw_graph = false;
+  for (std::uint32_t tag; (tag = in.ReadTag()) != 0;) {
+    if (tag != ((7u << 3) | 2u)) {  // ModelProto.graph
+      if (!skip_field(in, tag)) return false;
+      continue;
+    }
+    saw_graph = true;
+    std::uint32_t graph_size = 0;
+    if (!in.ReadVarint32(&graph_size)) return false;
+    const CodedInputStream::Limit graph = in.PushLimit(static_cast<int>(graph_size));
+    for (std::uint32_t g; (g = in.ReadTag()) != 0;) {
+      if (g == ((11u << 3) | 2u)) {  // GraphProto.input
+        std::string bytes;
+        std::uint32_t n = 0;
+        if (!in.ReadVarint32(&n) || !in.ReadString(&bytes, static_cast<int>(n)) ||
+            !out.inputs.emplace_back().ParseFromString(bytes)) {
+          return false;
+        }
+      } else if (g == ((5u << 3) | 2u)) {  // GraphProto.initializer: its name only
+        std::uint32_t n = 0;
+        if (!in.ReadVarint32(&n)) return false;
+        const CodedInputStream::Limit tensor = in.PushLimit(static_cast<int>(n));
+        for (std::uint32_t t; (t = in.ReadTag()) != 0;) {
+          if (t == ((8u << 3) | 2u)) {  // TensorProto.name
+            std::uint32_t len = 0;
+            std::string name;
+            if (!in.ReadVarint32(&len) || !in.ReadString(&name, static_cast<int>(len))) return false;
+            out.initializers.insert(std::move(name));
+          } else if (!skip_field(in, t)) {
+            return false;
+          }
+        }
+        if (!in.ConsumedEntireMessage()) return false;
+        in.PopLimit(tensor);
+      } else if (!skip_field(in, g)) {
+        return false;
+      }
+    }
+    if (!in.ConsumedEntireMessage()) return false;
+    in.PopLimit(graph);
+  }
+  return saw_graph && in.ConsumedEntireMessage();
+}
+
+// The inputs of the model file at `path`, from the mapped file; the whole
+// model parsed when the scan cannot read it (its error then says why).
+GraphInputs graph_inputs(const std::filesystem::path& path) {
+  GraphInputs found;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("import " + path.string() + ": cannot open the file");
+  struct stat st {};
+  void* map = MAP_FAILED;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  }
+  ::close(fd);
+  bool scanned = false;
+  if (map != MAP_FAILED) {
+    scanned = scan_graph_inputs(static_cast<const std::uint8_t*>(map),
+                                static_cast<std::size_t>(st.st_size), found);
+    ::munmap(map, static_cast<std::size_t>(st.st_size));
+  }
+  if (scanned) return found;
+  const ::onnx::ModelProto model = parse_file(path);
+  found = GraphInputs{};
+  found.inputs.assign(model.graph().input().begin(), model.graph().input().end());
+  for (const auto& t : model.graph().initializer()) found.initializers.insert(t.name());
+  return found;
+}
+
+}  // namespace
+
+std::vector<InputInfo> list_inputs(const std::filesystem::path& path) {
+  const GraphInputs model = graph_inputs(path);
+  const std::set<std::string>& initializers = model.initializers;
   std::vector<InputInfo> inputs;
-  for (const auto& vi : model.graph().input()) {
+  for (const auto& vi : model.inputs) {
     if (initializers.count(vi.name())) continue;
     InputInfo info;
     info.name = vi.name();

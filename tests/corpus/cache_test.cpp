@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "graph/onnx/importer.hpp"
@@ -153,6 +154,38 @@ TEST_P(CacheCorpus, AHitRunsAsACompileWithoutTheCache) {
     expect_same(run(hit, inputs), alone);
   }
   EXPECT_EQ(entries_in(dir), 3u);  // one per mode
+  fs::remove_all(dir);
+}
+
+// onnx::list_inputs reads a model's inputs from the wire format, skipping
+// its initializers' data: on every corpus model, the inputs protobuf's full
+// parse gives (graph inputs that are no initializer), with their types and
+// dimensions.
+TEST(ListInputs, EveryCorpusModelAgreesWithAFullParse) {
+  for (const std::string& m : cached_models()) {
+    if (is_ir(m)) continue;
+    const fs::path file = corpus_file(m);
+    ::onnx::ModelProto model;
+    std::ifstream in(file, std::ios::binary);
+    ASSERT_TRUE(model.ParseFromIstream(&in)) << m;
+    std::set<std::string> initializers;
+    for (const auto& t : model.graph().initializer()) initializers.insert(t.name());
+    std::vector<std::string> want;
+    for (const auto& vi : model.graph().input()) {
+      if (!initializers.count(vi.name())) want.push_back(vi.name() + " " + std::to_string(vi.type().tensor_type().elem_type()) + " " + std::to_string(vi.type().tensor_type().shape().dim_size()));
+    }
+    std::vector<std::string> got;
+    for (const onnx::InputInfo& i : onnx::list_inputs(file)) {
+      got.push_back(i.name + " " + std::to_string(i.onnx_type) + " " + std::to_string(i.dims.size()));
+    }
+    EXPECT_EQ(got, want) << m;
+  }
+  // A truncated model is an error, not a partial list.
+  const fs::path dir = fresh_dir("list_inputs");
+  const fs::path cut = dir / "cut.onnx";
+  fs::copy_file(corpus_file("torch_qat_resnet8.onnx"), cut);
+  fs::resize_file(cut, fs::file_size(cut) / 2);
+  EXPECT_THROW(onnx::list_inputs(cut), GraphError);
   fs::remove_all(dir);
 }
 
