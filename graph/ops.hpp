@@ -321,6 +321,10 @@ struct QuantizedLayerAttrs {
   bool has_bias = false;
   bool dynamic = false;
   std::vector<float> dynamic_weight_scales;  // empty: input 3 is the whole scale
+  // A dynamic layer's sum of each output channel's weights (the zero point's
+  // correction -z * sum), set by the pass that makes it, so that building
+  // the layer reads no weight.
+  std::vector<std::int64_t> weight_sums;
   composer::PostOpChain chain;  // chain.dst_type is the layer's destination type
 
   std::size_t first_external_input() const { return dynamic ? 4 : has_bias ? 3 : 2; }

@@ -92,7 +92,7 @@ template <class Ar> void fields(Ar& ar, composer::PostOpChain& x) {
 }
 template <class Ar> void fields(Ar& ar, QuantizedLayerAttrs& x) {
   ar(x.geometry, x.src_zero_point, x.weights_zero_point, x.has_bias, x.dynamic,
-     x.dynamic_weight_scales, x.chain);
+     x.dynamic_weight_scales, x.weight_sums, x.chain);
 }
 template <class Ar> void fields(Ar& ar, SliceAttrs& x) { ar(x.begin, x.size); }
 template <class Ar> void fields(Ar& ar, ReduceAttrs& x) { ar(x.axes); }

@@ -124,6 +124,17 @@ bool fuse_dynamic_quantized_layer(Graph& g, PassContext& ctx) {
       scale = product->s;
       attrs.dynamic_weight_scales = std::move(product->weight_scales);
     }
+    // Each output channel's weight sum (row of w [O, K]), for the zero
+    // point's correction, so that building the layer reads no weight.
+    const Tensor& w = *g.value(wq).constant;
+    const auto wd = w.data<std::int8_t>();
+    const std::int64_t rows = w.shape()[0], k = element_count(w.shape()) / rows;
+    attrs.weight_sums.assign(static_cast<std::size_t>(rows), 0);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      for (std::int64_t j = 0; j < k; ++j) {
+        attrs.weight_sums[static_cast<std::size_t>(i)] += wd[static_cast<std::size_t>(i * k + j)];
+      }
+    }
     attrs.chain.channels = static_cast<int>(channels);
     attrs.chain.dst_type = cp::DataType::f32;
     attrs.chain.anchor = cp::AnchorKind::inner_product;

@@ -48,6 +48,7 @@ std::vector<Attributes> every_attribute() {
   q.has_bias = true;
   q.dynamic = true;
   q.dynamic_weight_scales = {0.5f, 0.125f};
+  q.weight_sums = {-300, 12, 5000000000};
   q.chain = a_chain();
   return {NoAttrs{},
           ConvAttrs{{2, 1}, {1, 2}, {0, 1}, {1, 0}, 3},
@@ -129,6 +130,7 @@ TEST(SerializeGraph, EveryAttributeSurvivesTheRoundTrip) {
       EXPECT_EQ(q->has_bias, want.has_bias);
       EXPECT_EQ(q->dynamic, want.dynamic);
       EXPECT_EQ(q->dynamic_weight_scales, want.dynamic_weight_scales);
+      EXPECT_EQ(q->weight_sums, want.weight_sums);
       ASSERT_TRUE(equal_chains(q->chain, want.chain));
       const auto& s = q->chain.steps;
       EXPECT_EQ(std::get<composer::Scale>(s[0]).values, (std::vector<float>{0.5f, 0.25f, 2.0f}));
