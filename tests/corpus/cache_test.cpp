@@ -146,7 +146,6 @@ TEST_P(CacheCorpus, AHitRunsAsACompileWithoutTheCache) {
     expect_same(run(miss, inputs), alone);
     const CompiledModel hit = compile_any(file, cached);
     EXPECT_EQ(hit.compile_times().cache.rfind("hit ", 0), 0u) << hit.compile_times().cache;
-    EXPECT_LT(hit.compile_times().passes_ms, 1.0);  // no pass ran
     // Every weight tensor the entry holds in its primitive's layout is used
     // in place: none is reordered again.
     EXPECT_NE(hit.compile_times().cache.find(" 0 reordered)"), std::string::npos)

@@ -246,7 +246,6 @@ def test_compile_through_the_cache(tmp_path, cnn_path, test_set):
     second = qfuse.compile(cnn_path, shapes=shapes, cache_dir=tmp_path)
     assert first.compile_times()["cache"].startswith("miss, stored ")
     assert second.compile_times()["cache"].startswith("hit ")
-    assert second.compile_times()["passes_ms"] < 1.0
     for c in (first, second):
         assert np.array_equal(c.run({"input": x})["output"], plain)
     assert second.model is None
