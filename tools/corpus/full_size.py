@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Full-size networks for start-up and memory measurements; not built in CI.
 
-    python3 tools/corpus/full_size.py OUT_DIR [--only bert_base resnet50]
+    python3 tools/corpus/full_size.py OUT_DIR [--only bert_base resnet50 resnet18_qat]
 
 Writes into OUT_DIR (bench/peers/peers.py OUT_DIR --startup measures them):
   bert_base_s128_qdq.onnx  BERT-base: 12 layers, hidden 768, 12 heads, FFN 3072,
@@ -19,7 +19,12 @@ Writes into OUT_DIR (bench/peers/peers.py OUT_DIR --startup measures them):
                            quantized by ocr_models.py in ONNX Runtime's QDQ form
                            (s8 per-channel weights, u8 activations into every
                            layer, int32 biases), calibrated on two inputs by its
-                           numpy interpreter; with <model>.input.npy.
+                           numpy interpreter; with <model>.input.npy;
+  torch_qat_resnet18.onnx  torchvision's quantizable ResNet-18 at 1x3x224x224
+                           through torch's eager-mode QAT (torch_qat.py's
+                           recipe: conv-bn-relu fused, fake quantizers
+                           calibrated on random batches) and torch's QDQ
+                           export; with <model>.input.npy.
 Needs Debian's python3-torch and python3-torchvision. It takes a few minutes
 and about 3 GB of memory.
 """
@@ -128,13 +133,26 @@ def resnet50(out):
     np.save(os.path.join(out, "resnet50_qdq.input.npy"), x0)
 
 
+def resnet18_qat(out):
+    import torch_qat  # noqa: E402 (needs torch)
+    from torchvision.models import quantization as qm
+    torch_qat.torchvision_net(out, "torch_qat_resnet18",
+                              lambda: qm.resnet18(weights=None, quantize=False),
+                              (1, 3, 224, 224), seed=18)
+    path = os.path.join(out, "torch_qat_resnet18.onnx")
+    print(f"full_size: {path} ({os.path.getsize(path) / 2**20:.0f} MiB)")
+    x = np.random.default_rng(18).random((1, 3, 224, 224), dtype=np.float32)
+    np.save(os.path.join(out, "torch_qat_resnet18.input.npy"), x)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    for name, build in (("bert_base", bert_base), ("resnet50", resnet50)):
+    for name, build in (("bert_base", bert_base), ("resnet50", resnet50),
+                        ("resnet18_qat", resnet18_qat)):
         if not args.only or name in args.only:
             build(args.out)
 
