@@ -137,7 +137,7 @@ class Writer {
       }
     } else if constexpr (is_variant<T>::value) {
       put(static_cast<std::uint32_t>(x.index()));
-      std::visit([this](const auto& alt) { put(alt); }, x);
+      std::visit([this](const auto& alt) { this->put(alt); }, x);
     } else {
       fields(*this, const_cast<T&>(x));
     }
@@ -203,7 +203,8 @@ class Reader {
       throw GraphError("read graph: alternative " + std::to_string(index) + " of a variant of " +
                        std::to_string(sizeof...(I)));
     }
-    ((index == I ? (get(v.template emplace<I>()), true) : false) || ...);
+    const bool found = ((index == I ? (get(v.template emplace<I>()), true) : false) || ...);
+    static_cast<void>(found);  // true: index < sizeof...(I) was checked above
   }
 
   ByteSource& in_;
