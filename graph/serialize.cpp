@@ -131,7 +131,7 @@ class Writer {
     } else if constexpr (is_vector<T>::value) {
       put(static_cast<std::uint64_t>(x.size()));
       if constexpr (std::is_arithmetic_v<typename T::value_type>) {
-        out_.write(x.data(), x.size() * sizeof(typename T::value_type));
+        if (!x.empty()) out_.write(x.data(), x.size() * sizeof(typename T::value_type));
       } else {
         for (const auto& e : x) put(e);
       }
@@ -168,7 +168,7 @@ class Reader {
       if constexpr (std::is_arithmetic_v<E>) {
         const std::size_t n = count(sizeof(E));
         x.resize(n);
-        std::memcpy(x.data(), in_.take(n * sizeof(E)), n * sizeof(E));
+        if (n > 0) std::memcpy(x.data(), in_.take(n * sizeof(E)), n * sizeof(E));
       } else {
         const std::size_t n = count(1);
         x.clear();
