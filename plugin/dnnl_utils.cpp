@@ -2,6 +2,9 @@
 
 #include <omp.h>
 
+#include <unordered_map>
+#include <vector>
+
 namespace qfuse::plugin {
 
 std::unique_lock<std::recursive_mutex> convolution_descriptor_lock() {
@@ -98,6 +101,37 @@ bool kernel_is_stride(const graph::DeconvAttrs& a, const Shape& weights) {
     }
   }
   return true;
+}
+
+std::shared_ptr<const dnnl::memory::desc> shared_desc(const dnnl::memory::desc& md) {
+  // Buckets by a hash of the fields that tell descriptors apart; candidates
+  // compared with oneDNN's equality. Expired entries go when their bucket
+  // is next visited, and all of them every 4096 insertions.
+  static std::mutex mutex;
+  static std::unordered_map<std::size_t, std::vector<std::weak_ptr<const dnnl::memory::desc>>> pool;
+  static std::size_t insertions = 0;
+  const dnnl_memory_desc_t& d = md.data;
+  std::size_t h = std::hash<int>{}(d.ndims) * 31 + static_cast<std::size_t>(d.data_type);
+  for (int i = 0; i < d.ndims && i < DNNL_MAX_NDIMS; ++i) {
+    h = h * 1000003u + static_cast<std::size_t>(d.dims[i]);
+    if (d.format_kind == dnnl_blocked) h = h * 31u + static_cast<std::size_t>(d.format_desc.blocking.strides[i]);
+  }
+  h = h * 31u + static_cast<std::size_t>(d.format_kind);
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto& bucket = pool[h];
+  std::erase_if(bucket, [](const auto& w) { return w.expired(); });
+  for (const auto& w : bucket) {
+    if (auto held = w.lock(); held && *held == md) return held;
+  }
+  auto made = std::make_shared<const dnnl::memory::desc>(md);
+  bucket.push_back(made);
+  if (++insertions % 4096 == 0) {
+    for (auto& [key, entries] : pool) {
+      std::erase_if(entries, [](const auto& w) { return w.expired(); });
+    }
+    std::erase_if(pool, [](const auto& entry) { return entry.second.empty(); });
+  }
+  return made;
 }
 
 }  // namespace qfuse::plugin

@@ -3,6 +3,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <memory>
 #include <mutex>
 
 #include "graph/graph.hpp"
@@ -37,6 +38,12 @@ dnnl::memory::desc permuted_desc(const Shape& stored, const std::vector<int>& pe
                                  ElementType type);
 
 // oneDNN counts dilation from 0 (dense); qfuse and ONNX from 1.
+// One shared copy of each distinct memory descriptor among the live ones: a
+// dnnl_memory_desc_t takes about 900 bytes, and a graph of 60,000 eltwise
+// nodes would otherwise hold three per node. Equal descriptors (oneDNN's
+// equality) give the same pointer while any holder lives. Thread-safe.
+std::shared_ptr<const dnnl::memory::desc> shared_desc(const dnnl::memory::desc& md);
+
 dnnl::memory::dims to_dnnl_dilations(const graph::Ints& dilations);
 
 // Reorders constant data once, at compile time, on this thread alone: a

@@ -3,6 +3,7 @@
 // context its operations run in.
 
 #include <any>
+#include <map>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,18 @@ class ExecContext {
   std::any& op_state() { return *op_state_; }
   void set_op_state(std::any* state) { op_state_ = state; }
 
+  // A memory object of this request for descriptor `md` (a shared_desc) as
+  // argument `arg`, shared by every op that asks for the same pair: ops run
+  // one at a time and each points it at its buffers before it executes.
+  dnnl::memory& shared_memory(const std::shared_ptr<const dnnl::memory::desc>& md, int arg,
+                              const dnnl::engine& engine) {
+    auto [it, made] = memories_->try_emplace({md.get(), arg});
+    if (made) it->second = dnnl::memory(*md, engine, nullptr);
+    return it->second;
+  }
+  using MemoryPool = std::map<std::pair<const void*, int>, dnnl::memory>;
+  void set_memory_pool(MemoryPool* pool) { memories_ = pool; }
+
   // Runs `f`, a reorder the op stages around its own work (a plain
   // neighbour's layout, a residual copied into the destination). While the
   // request profiles, its time is added to *clock, so that the profile shows
@@ -68,6 +81,7 @@ class ExecContext {
   dnnl::stream& stream_;
   void* scratchpad_;
   std::any* op_state_ = nullptr;
+  MemoryPool* memories_ = nullptr;
   double* staged_clock_ = nullptr;
 };
 

@@ -89,6 +89,9 @@ struct InferRequest::Impl {
   std::vector<std::pair<graph::ValueId, void*>> output_copies;
   AlignedBlock scratchpad{nullptr, std::free};
   std::vector<std::any> op_states;  // one per executable op
+  // Memory objects the ops share (ExecContext::shared_memory); declared after
+  // op_states, so that it goes first and no op state outlives its objects.
+  plugin::ExecContext::MemoryPool memories;
   int threads = 0;
   bool profiling = false;
   std::vector<std::vector<double>> node_times_us;  // by op, one entry per inference
@@ -280,6 +283,7 @@ void InferRequest::infer() {
     ~RestoreThreads() { omp_set_num_threads(n); }
   } restore_threads{caller_threads};
   plugin::ExecContext ctx(impl_->graph(), impl_->tensors, impl_->stream, impl_->scratchpad.get());
+  ctx.set_memory_pool(&impl_->memories);
   for (std::size_t i = 0; i < impl_->model->ops.size(); ++i) {
     const auto& op = impl_->model->ops[i];
     ctx.set_op_state(&impl_->op_states[i]);

@@ -30,9 +30,10 @@ using graph::OpKind;
 using graph::ValueId;
 
 struct Binding {
+  Binding(int a, ValueId v, const memory::desc& d) : arg(a), value(v), md(shared_desc(d)) {}
   int arg;
   ValueId value;
-  memory::desc md;
+  std::shared_ptr<const memory::desc> md;  // shared with equal ones (shared_desc)
 };
 
 class DnnlOp final : public ExecutableOp {
@@ -45,20 +46,24 @@ class DnnlOp final : public ExecutableOp {
         primitive_(std::move(primitive)),
         bindings_(std::move(bindings)),
         constant_args_(std::move(constant_args)),
-        scratchpad_md_(pd.scratchpad_desc()),
+        scratchpad_md_(shared_desc(pd.scratchpad_desc())),
         implementation_(pd.impl_info_str()),
         post_ops_(std::move(post_ops)) {}
 
   void execute(ExecContext& ctx) const override {
     // The memory objects are made on the first run of each request; later
     // runs only point them at the (possibly replaced) buffers.
+    // The memory objects are the request's, shared with every op of equal
+    // descriptors (ExecContext::shared_memory); this op's argument map holds
+    // handles to them.
     std::any& state = ctx.op_state();
     if (!state.has_value()) {
       std::unordered_map<int, memory> args;
-      for (const Binding& b : bindings_) args.emplace(b.arg, memory(b.md, engine_, nullptr));
+      for (const Binding& b : bindings_) args.emplace(b.arg, ctx.shared_memory(b.md, b.arg, engine_));
       for (const auto& [arg, mem] : constant_args_) args.emplace(arg, mem);
-      if (scratchpad_md_.get_size() > 0) {
-        args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md_, engine_, nullptr));
+      if (scratchpad_md_->get_size() > 0) {
+        args.emplace(DNNL_ARG_SCRATCHPAD,
+                     ctx.shared_memory(scratchpad_md_, DNNL_ARG_SCRATCHPAD, engine_));
       }
       state = std::move(args);
     }
@@ -67,7 +72,7 @@ class DnnlOp final : public ExecutableOp {
       // oneDNN takes non-const handles; inputs are only read.
       args.at(b.arg).set_data_handle(const_cast<void*>(ctx.in(b.value).raw_data()));
     }
-    if (scratchpad_md_.get_size() > 0) {
+    if (scratchpad_md_->get_size() > 0) {
       args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(ctx.scratchpad());
     }
     primitive_.execute(ctx.stream(), args);
@@ -76,14 +81,14 @@ class DnnlOp final : public ExecutableOp {
 
   std::string implementation() const override { return implementation_; }
   std::string post_ops() const override { return post_ops_; }
-  std::size_t scratchpad_size() const override { return scratchpad_md_.get_size(); }
+  std::size_t scratchpad_size() const override { return scratchpad_md_->get_size(); }
 
  private:
   dnnl::engine engine_;
   dnnl::primitive primitive_;
   std::vector<Binding> bindings_;
   std::vector<std::pair<int, memory>> constant_args_;  // constant post-op operands
-  memory::desc scratchpad_md_;
+  std::shared_ptr<const memory::desc> scratchpad_md_;
   std::string implementation_;
   std::string post_ops_;
 };
