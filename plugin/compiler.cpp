@@ -663,11 +663,11 @@ double peak_rss_mib() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
-// Validate, fuse, plan and build, each phase timed. From a cache entry
-// (`fused`), the graph is the one the passes left, and neither shape
-// inference nor the passes run; otherwise `observer`, if any, sees the graph
-// the passes leave.
-CompiledModel compile_graph(const graph::Graph* graph, plugin::FusedGraph* fused,
+// Validate, fuse, plan and build, each phase timed; `graph` is moved from.
+// From a cache entry (`fused`), the graph is the one the passes left, and
+// neither shape inference nor the passes run; otherwise `observer`, if any,
+// sees the graph the passes leave.
+CompiledModel compile_graph(graph::Graph* graph, plugin::FusedGraph* fused,
                             const CompileOptions& options, const plugin::FusedObserver& observer,
                             std::string cache, double cache_ms) {
   init_logging();
@@ -695,7 +695,7 @@ CompiledModel compile_graph(const graph::Graph* graph, plugin::FusedGraph* fused
     impl->held = std::move(fused->held);
     impl->cache_entry = std::move(fused->entry);
   } else {
-    impl->graph = *graph;
+    impl->graph = std::move(*graph);
     graph::infer_shapes(impl->graph);
   }
   graph::verify(impl->graph);
@@ -742,7 +742,8 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
     spdlog::warn("compile: cache_dir is used by the calls that compile a model file "
                  "(compile_onnx, compile_openvino); a model given as a graph is not cached");
   }
-  CompiledModel model = compile_graph(&graph, nullptr, options, nullptr, {}, 0.0);
+  graph::Graph copy = graph;
+  CompiledModel model = compile_graph(&copy, nullptr, options, nullptr, {}, 0.0);
   release_free_memory();  // what the passes, checks and reorders allocated for a while
   return model;
 }
@@ -756,7 +757,7 @@ CompiledModel compile_fused(FusedGraph fused, const CompileOptions& options,
   return model;
 }
 
-CompiledModel compile_observed(const graph::Graph& graph, const CompileOptions& options,
+CompiledModel compile_observed(graph::Graph graph, const CompileOptions& options,
                                const FusedObserver& observer, double cache_ms) {
   CompiledModel model = compile_graph(&graph, nullptr, options, observer, {}, cache_ms);
   release_free_memory();

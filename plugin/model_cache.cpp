@@ -534,13 +534,12 @@ CompiledModel compile_files(const ModelFiles& model, const CompileOptions& optio
     }
     preamble.dependencies.push_back({path.string(), hash_file(path)});
   };
-  const graph::Graph imported = model.import(read_file);
   const FusedObserver store = [&](const FusedGraph& built) {
     preamble.fusion_log = built.fusion_log;
     preamble.refusals = built.refusals;
     return store_entry(file, h.low64, h.high64, preamble, built);
   };
-  return compile_observed(imported, options, store, lookup_ms);
+  return compile_observed(model.import(read_file), options, store, lookup_ms);
 }
 
 std::vector<CacheEntryInfo> list_cache(const fs::path& dir) {

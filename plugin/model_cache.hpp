@@ -42,11 +42,12 @@ struct FusedGraph {
 using FusedObserver = std::function<std::string(const FusedGraph& fused)>;
 
 // compiler.cpp: a compile from a cache entry (no shapes, no passes) and one
-// that hands its fused graph to `observer`. `cache` and `cache_ms` go into
+// of a graph it takes over (no copy) that hands its fused graph to
+// `observer` (if any). `cache` and `cache_ms` go into
 // CompileTimes.
 CompiledModel compile_fused(FusedGraph fused, const CompileOptions& options,
                             const std::string& cache, double cache_ms);
-CompiledModel compile_observed(const graph::Graph& graph, const CompileOptions& options,
+CompiledModel compile_observed(graph::Graph graph, const CompileOptions& options,
                                const FusedObserver& observer, double cache_ms);
 
 // The cache directory: options.cache_dir, else QFUSE_CACHE_DIR, else none.
