@@ -5,6 +5,7 @@
 #include "graph/serialize.hpp"
 
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -34,6 +35,10 @@ template <class T>
 struct is_vector : std::false_type {};
 template <class T, class A>
 struct is_vector<std::vector<T, A>> : std::true_type {};
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
 template <class T>
 struct is_variant : std::false_type {};
 template <class... T>
@@ -94,6 +99,28 @@ template <class Ar> void fields(Ar& ar, QuantizedLayerAttrs& x) {
   ar(x.geometry, x.src_zero_point, x.weights_zero_point, x.has_bias, x.dynamic,
      x.dynamic_weight_scales, x.weight_sums, x.chain);
 }
+template <class Ar> void fields(Ar& ar, composer::EltwisePostOp& x) {
+  ar(x.alg, x.scale, x.alpha, x.beta);
+}
+template <class Ar> void fields(Ar& ar, composer::ConstantTensor& x) { ar(x.values); }
+template <class Ar> void fields(Ar& ar, composer::ExternalTensor& x) { ar(x.input, x.data_type); }
+template <class Ar> void fields(Ar& ar, composer::BinaryPostOp& x) {
+  ar(x.alg, x.broadcast, x.tensor);
+}
+template <class Ar> void fields(Ar& ar, composer::SumPostOp& x) {
+  ar(x.input, x.scale, x.data_type);
+}
+template <class Ar> void fields(Ar& ar, composer::AppliedRule& x) { ar(x.rule, x.detail); }
+template <class Ar> void fields(Ar& ar, composer::FixedPoint& x) {
+  ar(x.multiplier, x.shift, x.bits, x.relative_error);
+}
+template <class Ar> void fields(Ar& ar, composer::PostOpsPlan& x) {
+  ar(x.channels, x.dst_type, x.output_scales, x.output_scales_mask, x.dst_zero_point, x.post_ops,
+     x.applied_rules, x.fixed_output_scales);
+}
+template <class Ar> void fields(Ar& ar, composer::ComposeResult& x) {
+  ar(x.plan, x.reason, x.applied_rules);
+}
 template <class Ar> void fields(Ar& ar, SliceAttrs& x) { ar(x.begin, x.size); }
 template <class Ar> void fields(Ar& ar, ReduceAttrs& x) { ar(x.axes); }
 template <class Ar> void fields(Ar& ar, PowerAttrs& x) { ar(x.exponent); }
@@ -135,6 +162,9 @@ class Writer {
       } else {
         for (const auto& e : x) put(e);
       }
+    } else if constexpr (is_optional<T>::value) {
+      put(x.has_value());
+      if (x) put(*x);
     } else if constexpr (is_variant<T>::value) {
       put(static_cast<std::uint32_t>(x.index()));
       std::visit([this](const auto& alt) { this->put(alt); }, x);
@@ -174,6 +204,14 @@ class Reader {
         x.clear();
         x.reserve(n);
         for (std::size_t i = 0; i < n; ++i) get(x.emplace_back());
+      }
+    } else if constexpr (is_optional<T>::value) {
+      bool present = false;
+      get(present);
+      if (present) {
+        get(x.emplace());
+      } else {
+        x.reset();
       }
     } else if constexpr (is_variant<T>::value) {
       std::uint32_t index = 0;
@@ -288,6 +326,25 @@ std::vector<std::uint32_t> write_graph(ByteSink& out, const Graph& graph) {
   w(static_cast<std::uint64_t>(graph.tensor_aliases().size()));
   for (const auto& [model_name, value_name] : graph.tensor_aliases()) w(model_name, value_name);
   return renumbered;
+}
+
+void write_compositions(ByteSink& out, const Compositions& compositions) {
+  Writer w(out);
+  w(static_cast<std::uint64_t>(compositions.size()));
+  for (const auto& [key, result] : compositions) w(key, result);
+}
+
+Compositions read_compositions(ByteSource& in) {
+  Reader r(in);
+  Compositions compositions;
+  const std::size_t n = r.count(1);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string key;
+    composer::ComposeResult result;
+    r(key, result);
+    compositions.emplace(std::move(key), std::move(result));
+  }
+  return compositions;
 }
 
 void write_aligned(ByteSink& out, const void* data, std::size_t size) {

@@ -13,11 +13,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "composer/composer.hpp"
 #include "graph/graph.hpp"
 
 namespace qfuse::graph {
@@ -59,6 +61,11 @@ std::vector<std::uint32_t> write_graph(ByteSink& out, const Graph& graph);
 // `owner` keeps the bytes alive: the constants read are views of them that
 // share its lifetime. Throws GraphError on a stream that is not a graph.
 Graph read_graph(ByteSource& in, std::shared_ptr<const void> owner);
+
+// The composer's results by chain key (LayerBuildCache's compositions).
+using Compositions = std::map<std::string, composer::ComposeResult>;
+void write_compositions(ByteSink& out, const Compositions& compositions);
+Compositions read_compositions(ByteSource& in);
 
 // Strings and string lists, for what a stream carries beside the graph.
 void write_string(ByteSink& out, const std::string& s);

@@ -703,14 +703,18 @@ CompiledModel compile_graph(graph::Graph* graph, plugin::FusedGraph* fused,
   impl->times.shapes_peak_rss_mib = peak_rss_mib();
   phase = Clock::now();
   impl->engine = cpu_engine();
-  // The layers the passes accepted, built once (see LayerBuildCache).
+  // The layers the passes accepted, built once (see LayerBuildCache); a
+  // cache entry's compositions are not composed again.
   plugin::LayerBuildCache layer_builds;
+  if (fused != nullptr) layer_builds.add_compositions(std::move(fused->compositions));
   if (options.fuse && fused == nullptr) fuse(*impl, layer_builds);
   impl->times.passes_ms = ms_since(phase);
   impl->times.passes_peak_rss_mib = peak_rss_mib();
   // The graph as the passes left it, for the cache (planning changes it).
   std::optional<plugin::FusedGraph> for_cache;
-  if (observer) for_cache = plugin::FusedGraph{impl->graph, impl->fusion_log, impl->refusals, {}, {}};
+  if (observer) {
+    for_cache = plugin::FusedGraph{impl->graph, impl->fusion_log, impl->refusals, {}, {}, {}};
+  }
   phase = Clock::now();
   const std::vector<graph::NodeId> order = plan(*impl);
   impl->times.planning_ms = ms_since(phase);
@@ -728,6 +732,7 @@ CompiledModel compile_graph(graph::Graph* graph, plugin::FusedGraph* fused,
     for (const CompiledModel::Impl::KeptConstant& k : impl->kept_constants) {
       if (auto h = impl->ops[k.op]->held_input(k.input)) for_cache->held.emplace(k.value.index, *h);
     }
+    for_cache->compositions = layer_builds.compositions();
     impl->times.cache = observer(*for_cache);
     impl->times.cache_ms += ms_since(phase);
   }

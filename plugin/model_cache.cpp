@@ -37,7 +37,7 @@ double ms_since(Clock::time_point t) {
 }
 
 // Changes whenever an entry's layout (below or the graph's) changes.
-constexpr std::uint32_t kEntryFormat = 2;
+constexpr std::uint32_t kEntryFormat = 3;
 constexpr std::array<char, 8> kMagic{'Q', 'F', 'U', 'S', 'E', 'C', 'M', '\n'};
 constexpr const char* kEntrySuffix = ".qfc";
 constexpr const char* kTemporaryMarker = ".qfc.tmp.";
@@ -91,9 +91,11 @@ bool hash_file_range(int fd, std::uint64_t offset, std::uint64_t size, XXH128_ha
   const std::size_t n = static_cast<std::size_t>((size + kHashChunk - 1) / kHashChunk);
   std::vector<XXH128_hash_t> chunks(n);
   bool ok = true;
-#pragma omp parallel
+  // A buffer per thread of at most one chunk (no team for one chunk).
+  const auto buffer_size = static_cast<std::size_t>(std::min<std::uint64_t>(kHashChunk, size));
+#pragma omp parallel if (n > 1)
   {
-    const std::unique_ptr<char[]> buffer(new char[kHashChunk]);
+    const std::unique_ptr<char[]> buffer(new char[std::max<std::size_t>(buffer_size, 1)]);
 #pragma omp for schedule(static)
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint64_t at = offset + i * kHashChunk;
@@ -428,7 +430,8 @@ std::optional<FusedGraph> load_entry(const fs::path& file, const std::string& ke
       }
     }
     FusedGraph fused{graph::read_graph(in, e.mapping), std::move(p.fusion_log),
-                     std::move(p.refusals), read_held(in), e.mapping};
+                     std::move(p.refusals), read_held(in), {}, e.mapping};
+    fused.compositions = graph::read_compositions(in);
     if (in.remaining() != 0) throw GraphError(std::to_string(in.remaining()) + " bytes after the graph");
     return fused;
   } catch (const Error& error) {
@@ -463,6 +466,7 @@ std::string store_entry(const fs::path& file, const std::uint64_t key_low,
     FileSink sink(f);
     write_preamble(sink, preamble);
     write_held(sink, graph::write_graph(sink, fused.graph), fused.held);
+    graph::write_compositions(sink, fused.compositions);
     header.contents_bytes = sink.offset();
     header.contents_hash = sink.digest().low64;
     header.key_low = key_low;

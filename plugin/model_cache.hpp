@@ -2,7 +2,8 @@
 // The compiled-model cache (CompileOptions::cache_dir, QFUSE_CACHE_DIR).
 //
 // An entry holds a model as its fusion passes left it: the graph with its
-// weights already quantized, the fusion log and the refusals. Loading one
+// weights already quantized, the fusion log and the refusals, each int8
+// layer's weights in its primitive's layout, and the composer's results. Loading one
 // maps the file and hands the constants to the graph in place; no import,
 // shape inference or pass runs, only the planning and the primitives.
 //
@@ -17,9 +18,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "composer/composer.hpp"
 #include "graph/graph.hpp"
 #include "plugin/execution.hpp"
 #include "qfuse/qfuse.hpp"
@@ -34,6 +37,8 @@ struct FusedGraph {
   std::vector<std::string> fusion_log;
   std::vector<FusionRefusal> refusals;
   HeldConstants held;
+  // The layers' compositions by chain key (LayerBuildCache::compositions).
+  std::map<std::string, composer::ComposeResult> compositions;
   std::shared_ptr<const void> entry;  // what `held` and the constants point into
 };
 

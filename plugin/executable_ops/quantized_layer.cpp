@@ -231,12 +231,31 @@ composer::ComposeOptions compose_options(const CompileOptions& options) {
   return copts;
 }
 
+// The compositions a compile has made or been given (LayerBuildCache).
+struct KnownCompositions {
+  std::mutex mutex;
+  LayerBuildCache::Compositions by_key;
+};
+
+// compose(), or the composition of an equal chain `known` already holds
+// (which keeps the ones it makes).
 composer::ComposeResult timed_compose(const composer::PostOpChain& chain,
-                                      const composer::ComposeOptions& options) {
+                                      const composer::ComposeOptions& options,
+                                      KnownCompositions* known) {
+  std::string key;
+  if (known != nullptr) {
+    key = composer::chain_key(chain, options);
+    const std::lock_guard<std::mutex> lock(known->mutex);
+    if (const auto it = known->by_key.find(key); it != known->by_key.end()) return it->second;
+  }
   const auto start = std::chrono::steady_clock::now();
   composer::ComposeResult result = composer::compose(chain, options);
   composer_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                      .count();
+  if (known != nullptr) {
+    const std::lock_guard<std::mutex> lock(known->mutex);
+    known->by_key.emplace(std::move(key), result);
+  }
   return result;
 }
 
@@ -326,10 +345,11 @@ std::optional<Refusal> find_sum_input(Build& b, const Node& node) {
 }
 
 // The plan: the composed post-ops and what the layer's form adds to them.
-std::variant<Build, Refusal> plan_layer(const graph::Graph& g, const Node& node,
+std::variant<Build, Refusal> plan_layer(KnownCompositions* known, const graph::Graph& g,
+                                        const Node& node,
                                         const Shape& out_shape, const CompileOptions& options) {
   const auto& a = node.attr<QuantizedLayerAttrs>();
-  const composer::ComposeResult composed = timed_compose(a.chain, compose_options(options));
+  const composer::ComposeResult composed = timed_compose(a.chain, compose_options(options), known);
   if (!composed.fused()) return Refusal{"composer: " + composed.reason};
   Build b;
   b.plan = *composed.plan;
@@ -541,11 +561,12 @@ std::optional<Refusal> matmul_pd(Build& b, const Descriptors& d) {
 // The layer's int8 primitive: its plan (plan_layer), its buffers' descriptors,
 // its attributes, then the primitive descriptor of its kind. An ordinary
 // refusal is a value; oneDNN refusing a descriptor throws dnnl::error.
-std::variant<Build, Refusal> build_primitive(const graph::Graph& g, const Node& node,
-                                             const Shape& out_shape, const dnnl::engine& engine,
+std::variant<Build, Refusal> build_primitive(KnownCompositions* known, const graph::Graph& g,
+                                             const Node& node, const Shape& out_shape,
+                                             const dnnl::engine& engine,
                                              const CompileOptions& options, Layout src_layout,
                                              Layout dst_layout) {
-  std::variant<Build, Refusal> planned = plan_layer(g, node, out_shape, options);
+  std::variant<Build, Refusal> planned = plan_layer(known, g, node, out_shape, options);
   if (std::holds_alternative<Refusal>(planned)) return planned;
   Build& b = std::get<Build>(planned);
   describe_buffers(b, g, node, out_shape, src_layout, dst_layout);
@@ -1212,6 +1233,7 @@ struct LayerBuildCache::Impl {
                       q.dynamic_weight_scales.begin(), q.dynamic_weight_scales.end(), same_bits);
   }
 
+  KnownCompositions compositions;
   std::mutex mutex;
   std::unordered_map<std::string, Entry> by_node;  // the last accepted candidate per node name
   std::size_t reused = 0;
@@ -1225,6 +1247,16 @@ std::size_t LayerBuildCache::reused() const {
   return impl_->reused;
 }
 
+void LayerBuildCache::add_compositions(Compositions compositions) {
+  const std::lock_guard<std::mutex> lock(impl_->compositions.mutex);
+  impl_->compositions.by_key.merge(compositions);
+}
+
+LayerBuildCache::Compositions LayerBuildCache::compositions() const {
+  const std::lock_guard<std::mutex> lock(impl_->compositions.mutex);
+  return impl_->compositions.by_key;
+}
+
 std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
                                                  const graph::Node& node,
                                                  const Shape& output_shape,
@@ -1232,8 +1264,9 @@ std::optional<std::string> check_quantized_layer(const graph::Graph& graph,
                                                  const CompileOptions& options,
                                                  LayerBuildCache* builds) {
   try {
-    std::variant<Build, Refusal> built = build_primitive(
-        graph, node, output_shape, engine, options, Layout::channels_last, Layout::channels_last);
+    std::variant<Build, Refusal> built =
+        build_primitive(builds != nullptr ? &builds->impl_->compositions : nullptr, graph, node,
+                        output_shape, engine, options, Layout::channels_last, Layout::channels_last);
     if (const auto* refusal = std::get_if<Refusal>(&built)) return refusal->reason;
     Build& b = std::get<Build>(built);
     const std::string impl = b.pd.impl_info_str();
@@ -1271,8 +1304,9 @@ std::unique_ptr<ExecutableOp> make_quantized_layer(
     }
   }
   if (!reused) {
-    std::variant<Build, Refusal> built = build_primitive(
-        graph, node, out_shape, engine, options, Layout::channels_last, Layout::channels_last);
+    std::variant<Build, Refusal> built =
+        build_primitive(builds != nullptr ? &builds->impl_->compositions : nullptr, graph, node,
+                        out_shape, engine, options, Layout::channels_last, Layout::channels_last);
     if (const auto* refusal = std::get_if<Refusal>(&built)) {
       throw CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
                          node.name + "': " + refusal->reason);

@@ -3,10 +3,12 @@
 // FullyConnected / MatMul) as one oneDNN int8 primitive each.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "composer/composer.hpp"
 #include "plugin/execution.hpp"
 #include "plugin/layout.hpp"
 
@@ -28,6 +30,14 @@ class LayerBuildCache {
   LayerBuildCache& operator=(const LayerBuildCache&) = delete;
 
   std::size_t reused() const;
+
+  // The layers' compositions (composer::compose's results) by
+  // composer::chain_key: each chain is composed once per compile, and ones
+  // given here (a cache entry's) are not composed again.
+  using Compositions = std::map<std::string, composer::ComposeResult>;
+  void add_compositions(Compositions compositions);
+  Compositions compositions() const;
+
   struct Impl;
 
  private:

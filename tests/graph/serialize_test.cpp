@@ -176,6 +176,59 @@ TEST(SerializeGraph, EveryAttributeSurvivesTheRoundTrip) {
             (std::vector<float>{1.0f, -2.0f, 0.5f}));
 }
 
+// The composer's results (a cache entry's compositions): a composed plan
+// with scales, a destination zero point, post-ops of each kind and fixed
+// points, and a refusal, come back field for field.
+TEST(SerializeGraph, CompositionsSurviveTheRoundTrip) {
+  composer::PostOpChain fuses;
+  fuses.channels = 2;
+  fuses.dst_type = composer::DataType::u8;
+  fuses.steps = {composer::Scale{{0.02f, 0.03f}}, composer::Shift{{0.5f, -0.25f}},
+                 composer::Sum{0, 0.5f, composer::DataType::u8},
+                 composer::Eltwise{composer::EltwiseAlg::relu, 0.0f, 0.0f},
+                 composer::Binary{composer::BinaryAlg::mul, 1, composer::Broadcast::per_channel,
+                                  composer::DataType::f32},
+                 composer::Quantize{{0.1f}, {3.0f}, 0.0f, 255.0f}};
+  composer::PostOpChain refused = fuses;
+  refused.channels = 3;  // per-channel vectors of 2: refused with a reason
+  Compositions in{{"fuses", composer::compose(fuses)}, {"refused", composer::compose(refused)}};
+  ASSERT_TRUE(in.at("fuses").fused());
+  ASSERT_FALSE(in.at("refused").fused());
+  StringSink sink;
+  write_compositions(sink, in);
+  ByteSource src(std::span(reinterpret_cast<const std::byte*>(sink.bytes.data()), sink.bytes.size()));
+  const Compositions out = read_compositions(src);
+  EXPECT_EQ(src.remaining(), 0u);
+  ASSERT_EQ(out.size(), 2u);
+  const composer::PostOpsPlan& a = *in.at("fuses").plan;
+  const composer::PostOpsPlan& b = *out.at("fuses").plan;
+  EXPECT_EQ(composer::describe(b), composer::describe(a));
+  EXPECT_EQ(b.channels, a.channels);
+  EXPECT_EQ(b.dst_type, a.dst_type);
+  EXPECT_EQ(b.output_scales, a.output_scales);
+  EXPECT_EQ(b.output_scales_mask, a.output_scales_mask);
+  EXPECT_EQ(b.dst_zero_point, a.dst_zero_point);
+  ASSERT_EQ(b.post_ops.size(), a.post_ops.size());
+  for (std::size_t i = 0; i < a.post_ops.size(); ++i) {
+    EXPECT_EQ(composer::describe(b.post_ops[i]), composer::describe(a.post_ops[i]));
+  }
+  ASSERT_EQ(b.fixed_output_scales.size(), a.fixed_output_scales.size());
+  for (std::size_t i = 0; i < a.fixed_output_scales.size(); ++i) {
+    EXPECT_EQ(b.fixed_output_scales[i].multiplier, a.fixed_output_scales[i].multiplier);
+    EXPECT_EQ(b.fixed_output_scales[i].shift, a.fixed_output_scales[i].shift);
+    EXPECT_EQ(b.fixed_output_scales[i].bits, a.fixed_output_scales[i].bits);
+    EXPECT_EQ(b.fixed_output_scales[i].relative_error, a.fixed_output_scales[i].relative_error);
+  }
+  ASSERT_EQ(b.applied_rules.size(), a.applied_rules.size());
+  for (std::size_t i = 0; i < a.applied_rules.size(); ++i) {
+    EXPECT_EQ(b.applied_rules[i].rule, a.applied_rules[i].rule);
+    EXPECT_EQ(b.applied_rules[i].detail, a.applied_rules[i].detail);
+  }
+  EXPECT_FALSE(out.at("refused").fused());
+  EXPECT_EQ(out.at("refused").reason, in.at("refused").reason);
+  EXPECT_FALSE(out.at("refused").reason.empty());
+}
+
 TEST(SerializeGraph, EveryTruncationIsAGraphError) {
   Graph g;
   const ValueId x = g.add_input("x", {1, 3});
