@@ -506,14 +506,16 @@ CompiledModel compile_files(const ModelFiles& model, const CompileOptions& optio
   const std::string key = key_text(model, options);
   EntryPreamble preamble;
   preamble.key = key;
-  preamble.model = model.files.front().string();
-  // The key: the text, then each file's hash (which the entry keeps too, to
-  // check the file on every load).
+  std::error_code absolute_error;
+  preamble.model = fs::absolute(model.files.front(), absolute_error).lexically_normal().string();
+  // The key: the text, then each file's hash (which the entry keeps too, by
+  // absolute path, to check the file on every load from any directory).
   std::string keyed = key;
   for (const fs::path& file : model.files) {
     const FileHash hash = hash_file(file);
     keyed.append(reinterpret_cast<const char*>(&hash), sizeof hash);
-    preamble.dependencies.push_back({file.string(), hash});
+    preamble.dependencies.push_back(
+        {fs::absolute(file, absolute_error).lexically_normal().string(), hash});
   }
   const XXH128_hash_t h = XXH3_128bits(keyed.data(), keyed.size());
   const fs::path file = dir / (hex(h.high64, h.low64) + kEntrySuffix);
@@ -533,10 +535,12 @@ CompiledModel compile_files(const ModelFiles& model, const CompileOptions& optio
   const double lookup_ms = ms_since(start);
   // The files the import reads besides: the entry checks them on every load.
   const auto read_file = [&preamble](const fs::path& path) {
+    std::error_code error;
+    const std::string absolute = fs::absolute(path, error).lexically_normal().string();
     for (const Dependency& d : preamble.dependencies) {
-      if (d.path == path.string()) return;
+      if (d.path == absolute) return;
     }
-    preamble.dependencies.push_back({path.string(), hash_file(path)});
+    preamble.dependencies.push_back({absolute, hash_file(path)});
   };
   const FusedObserver store = [&](const FusedGraph& built) {
     preamble.fusion_log = built.fusion_log;

@@ -428,6 +428,25 @@ TEST(Cache, OptionsAreInTheKey) {
   fs::remove_all(dir);
 }
 
+// An entry written for a model named by a relative path is a hit from
+// another working directory: it checks its files by absolute path.
+TEST(Cache, AnEntryIsAHitFromAnotherWorkingDirectory) {
+  const Reference ref;
+  const fs::path dir = fresh_dir("working_directory");
+  fs::copy_file(ref.file, dir / "m.onnx");
+  const fs::path before = fs::current_path();
+  const CompileOptions cached{.threads = 2, .cache_dir = (dir / "cache").string()};
+  fs::current_path(dir);
+  const std::string first = compile_onnx("m.onnx", {}, cached).compile_times().cache;
+  fs::current_path(fs::temp_directory_path());
+  const CompiledModel second = compile_onnx((dir / "m.onnx").string(), {}, cached);
+  fs::current_path(before);
+  EXPECT_EQ(first.rfind("miss, stored ", 0), 0u) << first;
+  EXPECT_EQ(second.compile_times().cache.rfind("hit ", 0), 0u) << second.compile_times().cache;
+  expect_same(run(second, ref.inputs), ref.alone);
+  fs::remove_all(dir);
+}
+
 TEST(Cache, QfuseCacheDirFromTheEnvironment) {
   const Reference ref;
   const fs::path dir = fresh_dir("environment");
