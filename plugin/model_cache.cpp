@@ -95,7 +95,7 @@ bool hash_file_range(int fd, std::uint64_t offset, std::uint64_t size, XXH128_ha
   const auto buffer_size = static_cast<std::size_t>(std::min<std::uint64_t>(kHashChunk, size));
 #pragma omp parallel if (n > 1)
   {
-    const std::unique_ptr<char[]> buffer(new char[std::max<std::size_t>(buffer_size, 1)]);
+    const auto buffer = std::make_unique_for_overwrite<char[]>(std::max<std::size_t>(buffer_size, 1));
 #pragma omp for schedule(static)
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint64_t at = offset + i * kHashChunk;
@@ -128,7 +128,10 @@ struct FileHash {
 // A whole file mapped read-only (constants are never written: the graph
 // holds them as const); unmapped when the last constant reading it goes.
 class Mapping {
+  struct Private {};  // only open() makes one
+
  public:
+  Mapping(Private, void* data, std::size_t size) : data_(data), size_(size) {}
   // Null when the file cannot be opened or mapped. Pages are read as they
   // are touched.
   static std::shared_ptr<const Mapping> open(const fs::path& path) {
@@ -137,11 +140,10 @@ class Mapping {
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return nullptr;
     const auto size = static_cast<std::size_t>(st.st_size);
-    if (size == 0) return std::shared_ptr<const Mapping>(new Mapping(nullptr, 0));
-    void* p = ::mmap(nullptr, size, PROT_READ,
-                     MAP_PRIVATE, fd.get(), 0);
+    if (size == 0) return std::make_shared<const Mapping>(Private{}, nullptr, 0);
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
     if (p == MAP_FAILED) return nullptr;
-    return std::shared_ptr<const Mapping>(new Mapping(p, size));
+    return std::make_shared<const Mapping>(Private{}, p, size);
   }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -153,7 +155,6 @@ class Mapping {
   }
 
  private:
-  Mapping(void* data, std::size_t size) : data_(data), size_(size) {}
   void* data_;
   std::size_t size_;
 };
