@@ -3,8 +3,8 @@
 // context its operations run in.
 
 #include <any>
-#include <map>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>

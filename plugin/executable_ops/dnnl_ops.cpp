@@ -51,15 +51,16 @@ class DnnlOp final : public ExecutableOp {
         post_ops_(std::move(post_ops)) {}
 
   void execute(ExecContext& ctx) const override {
-    // The memory objects are made on the first run of each request; later
-    // runs only point them at the (possibly replaced) buffers.
-    // The memory objects are the request's, shared with every op of equal
-    // descriptors (ExecContext::shared_memory); this op's argument map holds
-    // handles to them.
+    // The argument map is made on the first run of each request, of handles
+    // to the request's memory objects, which every op of equal descriptors
+    // shares (ExecContext::shared_memory); each run points them at this op's
+    // (possibly replaced) buffers first.
     std::any& state = ctx.op_state();
     if (!state.has_value()) {
       std::unordered_map<int, memory> args;
-      for (const Binding& b : bindings_) args.emplace(b.arg, ctx.shared_memory(b.md, b.arg, engine_));
+      for (const Binding& b : bindings_) {
+        args.emplace(b.arg, ctx.shared_memory(b.md, b.arg, engine_));
+      }
       for (const auto& [arg, mem] : constant_args_) args.emplace(arg, mem);
       if (scratchpad_md_->get_size() > 0) {
         args.emplace(DNNL_ARG_SCRATCHPAD,
