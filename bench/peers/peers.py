@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """qfuse against ONNX Runtime 1.30 CPU, side by side, on every model of a corpus.
 
-For each MODEL.onnx in CORPUS_DIR (default build/corpus): the same inputs
+For each MODEL.onnx and OpenVINO MODEL.xml in CORPUS_DIR (default
+build/corpus): the same inputs
 (the model's recorded input when the corpus has one, else deterministic
-uniform values in [-1, 1]) run through ONNX Runtime (npm onnxruntime-node,
+uniform values in [-1, 1]) run through ONNX Runtime (a model it cannot read,
+an OpenVINO IR or NNCF's org.openvinotoolkit FakeQuantize, as the QDQ twin
+`qfuse export` writes, and its row says so) (npm onnxruntime-node,
 installed on first use into bench/peers/.ort with ONNXRUNTIME_NODE_INSTALL=skip:
 its CPU binaries ship in the package) and through qfuse, at 1 and 2 threads.
 One row per model: medians and their ratio (ORT / qfuse, above 1 qfuse is
@@ -68,11 +71,14 @@ def ensure_ort():
                    stdout=subprocess.DEVNULL)
 
 
-def make_inputs(path, out_dir):
+def make_inputs(path, out_dir, recorded_beside=None):
+    """Writes the model's inputs; `recorded_beside` names the corpus file whose
+    recorded inputs to look for (the model itself unless it is a twin)."""
     model = onnx.load(path)
     inits = {t.name for t in model.graph.initializer}
-    stem = os.path.basename(path)[:-5]
-    recorded = os.path.join(os.path.dirname(path),
+    beside = recorded_beside or path
+    stem = os.path.splitext(os.path.basename(beside))[0]
+    recorded = os.path.join(os.path.dirname(beside),
                             re.sub(r"_(qdq|wq|f32)$", "", stem) + "_f32.input.npy")
     rng = np.random.default_rng(zlib.crc32(stem.encode()))
     for vi in model.graph.input:
@@ -82,7 +88,7 @@ def make_inputs(path, out_dir):
         shape = [d.dim_value or 1 for d in tt.shape.dim]  # a symbolic batch: 1
         # The corpus's own inputs for this model (transformers: token ids and
         # the attention mask, INT64), else generated ones.
-        own = os.path.join(os.path.dirname(path), f"{stem}.{vi.name}.npy")
+        own = os.path.join(os.path.dirname(beside), f"{stem}.{vi.name}.npy")
         if os.path.exists(own):
             x = np.load(own)
         elif tt.elem_type == onnx.TensorProto.INT64:
@@ -157,15 +163,32 @@ def scalar_qparams(path, tmp):
 
 
 
+def needs_twin(path):
+    """ONNX Runtime cannot run an OpenVINO IR, nor an ONNX file with NNCF's
+    org.openvinotoolkit FakeQuantize: it runs the model's QDQ twin, which
+    `qfuse export` writes (the model as imported, unfused, in plain ONNX)."""
+    if path.endswith(".xml"):
+        return True
+    model = onnx.load(path, load_external_data=False)
+    return any(n.domain == "org.openvinotoolkit" for n in model.graph.node)
+
+
 @contextlib.contextmanager
-def prepared(path):
+def prepared(path, exe=None):
     """A scratch directory with the model's inputs (.npy) and the model as ONNX
-    Runtime gets it: yields (directory, inputs directory, ORT's model path)."""
+    Runtime gets it: yields (directory, inputs directory, ORT's model path).
+    A model ONNX Runtime cannot read (needs_twin) is given to it as its QDQ
+    twin, exported by `exe`; the inputs are the twin's, which has the
+    original's input names."""
     with tempfile.TemporaryDirectory() as tmp:
         inputs = os.path.join(tmp, "in")
         os.makedirs(inputs)
-        make_inputs(path, inputs)
-        yield tmp, inputs, scalar_qparams(path, tmp)
+        onnx_path = path
+        if exe and needs_twin(path):
+            onnx_path = os.path.join(tmp, "twin_" + os.path.splitext(os.path.basename(path))[0] + ".onnx")
+            run([exe, "export", path, onnx_path])
+        make_inputs(onnx_path, inputs, recorded_beside=path)
+        yield tmp, inputs, scalar_qparams(onnx_path, tmp)
 
 
 def qfuse(exe, path, inputs, outputs, threads, seconds, tmp):
@@ -178,6 +201,7 @@ def qfuse(exe, path, inputs, outputs, threads, seconds, tmp):
 
 
 def compare(path, ort_out, qf_out):
+    """`path`: an ONNX file of the model (the twin ONNX Runtime ran, if any)."""
     steps = output_steps(path)
     worst, equal, total, unit = 0.0, 0, 0, "LSB"
     for f in sorted(os.listdir(ort_out)):
@@ -265,7 +289,8 @@ def startup(exe, models, paths, starts, cache_dir=None):
     print("| model | threads | ORT ms | qfuse ms | ratio | ORT RSS MiB | qfuse RSS MiB |" + cached_head)
     print("| --- " * (10 if cache_dir else 7) + "|")
     for m, path in zip(models, paths):
-        with prepared(path) as (tmp, inputs, ort_path):
+        with prepared(path, exe) as (tmp, inputs, ort_path):
+            m = label(m, path)
             for t in (1, 2):
                 o_ms, o_rss, q_ms, q_rss = [], [], [], []
                 try:
@@ -302,6 +327,11 @@ def startup(exe, models, paths, starts, cache_dir=None):
                 sys.stdout.flush()
 
 
+def label(model, path):
+    """The row's name: a model ONNX Runtime runs as its QDQ twin says so."""
+    return model + " (ORT: its QDQ export)" if needs_twin(path) else model
+
+
 def implementations(exe, paths):
     impls = set()
     for p in paths:
@@ -334,12 +364,14 @@ def main():
     global ORT_OPT
     ORT_OPT = args.ort_optimization
     ensure_ort()
-    models = sorted(f[:-5] for f in os.listdir(args.corpus) if f.endswith(".onnx"))
+    files = sorted(f for f in os.listdir(args.corpus) if f.endswith((".onnx", ".xml")))
     if args.only:
-        models = [m for m in models if m in args.only]
-    paths = [os.path.join(args.corpus, m + ".onnx") for m in models]
+        files = [f for f in files if os.path.splitext(f)[0] in args.only]
+    models = [os.path.splitext(f)[0] for f in files]
+    paths = [os.path.join(args.corpus, f) for f in files]
     if args.prequantized:
-        prequantized(args.qfuse, models, paths)
+        onnx_only = [(m, p) for m, p in zip(models, paths) if p.endswith(".onnx")]
+        prequantized(args.qfuse, [m for m, _ in onnx_only], [p for _, p in onnx_only])
         return
     if args.startup:
         startup(args.qfuse, models, paths, args.starts, args.cache_dir)
@@ -349,7 +381,8 @@ def main():
           "| ORT RSS MiB | qfuse RSS MiB | max diff | equal |")
     print("| --- " * 11 + "|")
     for m, path in zip(models, paths):
-        with prepared(path) as (tmp, inputs, ort_path):
+        with prepared(path, args.qfuse) as (tmp, inputs, ort_path):
+            m = label(m, path)
             row, rss = [], [0.0, 0.0]
             try:
                 ort(ort_path, inputs, os.path.join(tmp, "ort"), 1, 0)
@@ -362,7 +395,7 @@ def main():
                                     args.seconds, tmp)
                 row += [f"{o_ms:.3f}", f"{q_ms:.3f}", f"{o_ms / q_ms:.2f}x"]
                 rss = [max(rss[0], o_rss), max(rss[1], q_rss)]
-            worst, unit, eq = compare(path, os.path.join(tmp, "ort"), os.path.join(tmp, "qf"))
+            worst, unit, eq = compare(ort_path, os.path.join(tmp, "ort"), os.path.join(tmp, "qf"))
             diff = f"{worst:.3g} {unit}"
             print(f"| {m} | " + " | ".join(row) + f" | {rss[0]:.1f} | {rss[1]:.1f} | {diff} | {eq:.1f}% |")
             sys.stdout.flush()
