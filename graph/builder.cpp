@@ -12,6 +12,10 @@ ValueId Builder::constant(std::string name, Tensor data) {
   return graph_.add_constant(std::move(name), std::move(data));
 }
 
+ValueId Builder::constant(std::string name, std::shared_ptr<const Tensor> data) {
+  return graph_.add_constant(std::move(name), std::move(data));
+}
+
 ValueId Builder::constant(std::string name, Shape shape, std::vector<float> values) {
   return constant(std::move(name), Tensor::from_vector<float>(std::move(shape), std::move(values)));
 }

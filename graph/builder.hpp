@@ -22,6 +22,7 @@ class Builder {
 
   ValueId input(std::string name, Shape shape, ElementType type = ElementType::f32);
   ValueId constant(std::string name, Tensor data);
+  ValueId constant(std::string name, std::shared_ptr<const Tensor> data);
   ValueId constant(std::string name, Shape shape, std::vector<float> values);
   ValueId scalar(float value);  // f32 constant of shape [1]
   void output(ValueId value);

@@ -35,8 +35,13 @@ ValueId Graph::add_input(std::string name, Shape shape, ElementType type) {
 }
 
 ValueId Graph::add_constant(std::string name, Tensor data) {
-  ValueId id = add_value(std::move(name), data.shape(), data.type());
-  values_[id.index].constant = std::make_shared<const Tensor>(std::move(data));
+  return add_constant(std::move(name), std::make_shared<const Tensor>(std::move(data)));
+}
+
+ValueId Graph::add_constant(std::string name, std::shared_ptr<const Tensor> data) {
+  if (!data) throw GraphError("add_constant '" + name + "': no tensor");
+  ValueId id = add_value(std::move(name), data->shape(), data->type());
+  values_[id.index].constant = std::move(data);
   return id;
 }
 

@@ -63,6 +63,8 @@ class Graph {
   // Values.
   ValueId add_input(std::string name, Shape shape, ElementType type = ElementType::f32);
   ValueId add_constant(std::string name, Tensor data);
+  // A constant whose elements are shared (an importer's view of its file).
+  ValueId add_constant(std::string name, std::shared_ptr<const Tensor> data);
   ValueId add_value(std::string name, Shape shape = {}, ElementType type = ElementType::f32);
   // Takes back the value added last, which nothing reads and which is no
   // graph input or output: what a pass made for a candidate it then refused,

@@ -148,8 +148,8 @@ void Importer::op_clip(AttrReader& a) {
     lo = a.f("min", std::numeric_limits<float>::lowest());
     hi = a.f("max", std::numeric_limits<float>::max());
   } else {
-    if (has_in(1)) lo = lit_in(1, "min").values.at(0);
-    if (has_in(2)) hi = lit_in(2, "max").values.at(0);
+    if (has_in(1)) lo = lit_in(1, "min").values().at(0);
+    if (has_in(2)) hi = lit_in(2, "max").values().at(0);
   }
   // numpy.clip with lo > hi yields hi everywhere.
   if (lo > hi) lo = hi;

@@ -230,6 +230,14 @@ class Importer {
   ValueId constant(Tensor t, const std::string& suffix) {
     return b_.constant(node_name(suffix), std::move(t));
   }
+  ValueId constant(std::shared_ptr<const Tensor> t, const std::string& suffix) {
+    return b_.constant(node_name(suffix), std::move(t));
+  }
+  // A literal as a constant of its own type, shaped `shape`: its elements
+  // shared when it holds them.
+  ValueId constant(const Literal& lit, Shape shape, const std::string& suffix) {
+    return constant(to_shared_tensor(lit, label(), std::move(shape)), suffix);
+  }
   ValueId f32_constant(const Values& v, Shape shape, const std::string& suffix) {
     std::vector<float> f(v.size());
     for (std::size_t k = 0; k < v.size(); ++k) f[k] = static_cast<float>(v[k]);
@@ -253,10 +261,13 @@ class Importer {
       if (o.type != kFloat && !is_integer_type(o.type)) {
         unsupported("constant of element type " + onnx_type_name(o.type) + " is not supported");
       }
-      if (is_integer_type(o.type) && max_abs(range_of(o.literal->values)) > kF32ExactLimit) {
+      if (is_integer_type(o.type) &&
+          max_abs(o.range ? *o.range : range_of(o.literal->values())) > kF32ExactLimit) {
         spdlog::warn("import {}: integer constant beyond 2^24 is rounded to f32", label());
       }
-      o.f32_value = f32_constant(o.literal->values, ir_shape(o.shape), "const");
+      o.f32_value = o.type == kFloat && o.literal->elements()
+                        ? constant(*o.literal, ir_shape(o.shape), "const")
+                        : f32_constant(o.literal->values(), ir_shape(o.shape), "const");
       return o.f32_value;
     }
     if (value_type(o.value) == ElementType::f32) return o.value;
@@ -276,7 +287,7 @@ class Importer {
     o.type = type;
     o.shape = shape;
     if (is_integer_type(type)) o.range = range_of(values);
-    o.literal = std::make_shared<const Literal>(Literal{type, std::move(shape), std::move(values)});
+    o.literal = std::make_shared<const Literal>(type, std::move(shape), std::move(values));
     return o;
   }
   // Integer result carried in f32: checks that ONNX would not wrap around.
@@ -476,6 +487,7 @@ class Importer {
   ValueId emit_dequantize_weight(const Literal& q, const QuantParams& p);
   // The same of codes already a tensor (of rank >= 1).
   ValueId emit_dequantize_codes(Tensor codes, const QuantParams& p);
+  ValueId emit_dequantize_codes(std::shared_ptr<const Tensor> codes, const QuantParams& p);
   // DequantizeLinear's value of x: a Dequantize of run-time codes, the f32
   // constant (q - zp) * s of constant ones, Subtract / Multiply of integers
   // carried in f32.

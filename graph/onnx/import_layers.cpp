@@ -123,32 +123,35 @@ ValueId Importer::weight_matrix(Operand& b, bool transpose) {
     if (!transpose) return f32(b);
     if (b.literal->type != kFloat) {
       Shape s;
-      Values v = transpose_values(b.literal->values, b.shape, {1, 0}, s);
+      Values v = transpose_values(b.literal->values(), b.shape, {1, 0}, s);
       return f32_constant(v, s, "weights");
     }
-    return constant(graph::transposed_matrix(to_tensor(*b.literal, label())), "weights");
+    const Literal& w = *b.literal;
+    return constant(graph::transposed_matrix(*to_shared_tensor(w, label(), w.shape)), "weights");
   }
   if (b.dq_weight) {
     if (!transpose) return b.value;
     QuantParams p = b.dq_weight->params;
     if (p.axis >= 0) p.axis = 1 - p.axis;
-    return emit_dequantize_codes(graph::transposed_matrix(to_tensor(*b.dq_weight->q, label())), p);
+    const Literal& q = *b.dq_weight->q;
+    return emit_dequantize_codes(graph::transposed_matrix(*to_shared_tensor(q, label(), q.shape)),
+                                 p);
   }
   if (!transpose) return b.value;
   return emit(OpKind::Transpose, {f32(b)}, graph::TransposeAttrs{{1, 0}}, "transpose_b");
 }
 
 std::optional<Values> Importer::constant_values(const Operand& o) const {
-  if (o.literal) return o.literal->values;
+  if (o.literal) return o.literal->values();
   if (!o.dq_weight) return std::nullopt;
   const Literal& q = *o.dq_weight->q;
   const QuantParams& p = o.dq_weight->params;
   // Only a vector or a scalar: its index is its channel when per axis.
   if (q.shape.size() > 1) return std::nullopt;
-  Values v(q.values.size());
+  Values v(q.values().size());
   for (std::size_t i = 0; i < v.size(); ++i) {
     const std::size_t c = p.scale.size() == 1 ? 0 : i;
-    const float diff = static_cast<float>(q.values[i]) - static_cast<float>(p.zero_point[c]);
+    const float diff = static_cast<float>(q.values()[i]) - static_cast<float>(p.zero_point[c]);
     v[i] = static_cast<double>(diff * static_cast<float>(p.scale[c]));
   }
   return v;
@@ -199,7 +202,7 @@ void Importer::op_gemm(AttrReader& a) {
     require_float(C, "C");
     ValueId c;
     if (C.literal) {
-      Values v = C.literal->values;
+      Values v = C.literal->values();
       for (double& e : v) e = static_cast<double>(static_cast<float>(e) * beta);
       c = f32_constant(v, ir_shape(C.shape), "beta_c");
     } else {
@@ -249,7 +252,7 @@ void Importer::reshape_to(Operand& x, const Shape& target) {
   x.quantized = nullptr;
   x.dq_weight = nullptr;
   if (x.literal) {
-    x = make_literal(x.type, target, x.literal->values);
+    x = make_literal(x.type, target, x.literal->values());
     return;
   }
   const ValueId v = x.value;

@@ -76,10 +76,12 @@ std::optional<Literal> Importer::constant_tensor(const std::string& name) const 
   const ::onnx::NodeProto& c = model_.graph().node(p->second);
   if (c.op_type() != "Constant" || !default_domain(c)) return std::nullopt;
   for (const auto& attr : c.attribute()) {
-    if (attr.name() == "value_float") return Literal{kFloat, {}, {static_cast<double>(attr.f())}};
+    if (attr.name() == "value_float") {
+      return Literal(kFloat, {}, Values{static_cast<double>(attr.f())});
+    }
     if (attr.name() == "value_floats") {
       Values v(attr.floats().begin(), attr.floats().end());
-      return Literal{kFloat, {i64(v.size())}, std::move(v)};
+      return Literal(kFloat, {i64(v.size())}, std::move(v));
     }
     if (attr.name() == "value" && attr.has_t()) {
       return decode_tensor(attr.t(), "Constant '" + name + "'");
@@ -93,14 +95,14 @@ std::optional<Ints> Importer::reduce_axes(const ::onnx::NodeProto& n, AttrReader
   const std::optional<Literal> l = constant_tensor(n.input(1));
   if (!l) return std::nullopt;
   Ints axes;
-  for (double v : l->values) axes.push_back(static_cast<std::int64_t>(v));
+  for (double v : l->values()) axes.push_back(static_cast<std::int64_t>(v));
   return axes;
 }
 
 std::optional<double> Importer::scalar_tensor(const std::string& name) const {
   const std::optional<Literal> l = constant_tensor(name);
-  if (!l || l->values.size() != 1) return std::nullopt;
-  return l->values[0];
+  if (!l || l->values().size() != 1) return std::nullopt;
+  return l->values()[0];
 }
 
 std::optional<int> Importer::sole_onnx_consumer(const std::string& name) const {
@@ -402,7 +404,7 @@ std::optional<Values> Importer::layer_norm_affine(const char* op, std::int64_t c
   std::optional<Literal> l;
   if (t) l = constant_tensor(*t);
   if (!l || l->type != kFloat || l->shape.empty() || l->shape.back() != channels ||
-      i64(l->values.size()) != channels || rank_of(l->shape) > rank) {
+      i64(l->values().size()) != channels || rank_of(l->shape) > rank) {
     spdlog::debug("import {}: LayerNorm ends before {}: its other operand is not a FLOAT "
                   "constant of {} values",
                   label(), called(g.node(*i)), channels);
@@ -410,7 +412,7 @@ std::optional<Values> Importer::layer_norm_affine(const char* op, std::int64_t c
   }
   core.taken.push_back(*i);
   core.out = g.node(*i).output(0);
-  return l->values;
+  return l->values();
 }
 
 }  // namespace qfuse::onnx::impl

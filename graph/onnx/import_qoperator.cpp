@@ -34,12 +34,12 @@ QuantParams Importer::qop_params(std::size_t scale_i, std::size_t zp_i, int defa
   const std::string scale_name = what + "_scale";
   const std::string zp_name = what + "_zero_point";
   const Literal& s = lit_in(scale_i, scale_name.c_str());
-  if (s.values.size() != 1) {
-    unsupported(scale_name + " has " + std::to_string(s.values.size()) +
+  if (s.values().size() != 1) {
+    unsupported(scale_name + " has " + std::to_string(s.values().size()) +
                 " values (expected one: ONNX Runtime's kernels quantize it per tensor)");
   }
-  if (has_in(zp_i) && lit_in(zp_i, zp_name.c_str()).values.size() != 1) {
-    unsupported(zp_name + " has " + std::to_string(lit_in(zp_i, zp_name.c_str()).values.size()) +
+  if (has_in(zp_i) && lit_in(zp_i, zp_name.c_str()).values().size() != 1) {
+    unsupported(zp_name + " has " + std::to_string(lit_in(zp_i, zp_name.c_str()).values().size()) +
                 " values (expected one: ONNX Runtime's kernels quantize it per tensor)");
   }
   QuantParams p = quant_params(scale_i, zp_i, 1, Shape{1}, default_type);
@@ -259,14 +259,14 @@ void Importer::op_qgemm(AttrReader& a) {
   const QuantParams pa = qop_params(1, 2, A.type, "a");
   const Literal& bs = lit_in(4, "b_scale");
   const Values bzp = optional_zero_points(5, "b_zero_point");
-  expect(bs.values.size() == 1 || i64(bs.values.size()) == n,
-         "b_scale has " + std::to_string(bs.values.size()) + " values (expected 1 or " +
+  expect(bs.values().size() == 1 || i64(bs.values().size()) == n,
+         "b_scale has " + std::to_string(bs.values().size()) + " values (expected 1 or " +
              std::to_string(n) + ")");
-  expect(bzp.size() == 1 || bzp.size() == bs.values.size(),
+  expect(bzp.size() == 1 || bzp.size() == bs.values().size(),
          "b_zero_point has " + std::to_string(bzp.size()) + " values (expected " +
-             std::to_string(bs.values.size()) + ")");
+             std::to_string(bs.values().size()) + ")");
   if (has_in(5) && in(5).type != B.type) malformed("b_zero_point's type differs from B's");
-  check_scales(bs.values, "b_scale");
+  check_scales(bs.values(), "b_scale");
   const bool requantized = has_in(7) || has_in(8);
   if (requantized && !(has_in(7) && has_in(8))) {
     unsupported("y_scale and y_zero_point must be given together (a quantized output) or not at "
@@ -279,7 +279,7 @@ void Importer::op_qgemm(AttrReader& a) {
     Operand& C = in(6);
     if (C.type != kInt32) unsupported("C has type " + onnx_type_name(C.type) + " (expected INT32)");
     if (!C.literal) unsupported("C (input 6) must be a constant");
-    Values c = C.literal->values;
+    Values c = C.literal->values();
     const Shape& cs = C.shape;
     const bool row = cs.empty() || cs == Shape{1} || cs == Shape{n} || cs == Shape{1, 1} ||
                      cs == Shape{1, n};
@@ -290,9 +290,9 @@ void Importer::op_qgemm(AttrReader& a) {
   }
   warn_if_inexact(integer_conv_bound(A, pa.zero_point, B, bzp, trans_b ? 1 : 0) + bias_max);
   const ValueId acc = emit(OpKind::FullyConnected, std::move(inputs), NoAttrs{}, "gemm");
-  Values m(bs.values.size());
+  Values m(bs.values().size());
   const float alpha_a = alpha * static_cast<float>(pa.scale[0]);
-  for (std::size_t c = 0; c < m.size(); ++c) m[c] = alpha_a * static_cast<float>(bs.values[c]);
+  for (std::size_t c = 0; c < m.size(); ++c) m[c] = alpha_a * static_cast<float>(bs.values()[c]);
   if (!requantized) {
     const ValueId y = emit(OpKind::Multiply, {acc, param_constant(m, 2, 1, "scale")});
     set_out(0, make_float(y, value_shape(y)));

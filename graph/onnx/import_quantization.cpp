@@ -13,11 +13,11 @@ QuantParams Importer::quant_params(std::size_t scale_i, std::size_t zp_i,
   const Literal& s = lit_in(scale_i, "the scale");
   if (s.type != kFloat) unsupported("the scale has element type " + onnx_type_name(s.type));
   QuantParams p;
-  p.scale = s.values;
+  p.scale = s.values();
   if (has_in(zp_i)) {
     const Literal& z = lit_in(zp_i, "the zero point");
     p.type = z.type;
-    p.zero_point = z.values;
+    p.zero_point = z.values();
   } else {
     p.type = default_type;
     p.zero_point.assign(p.scale.size(), 0.0);
@@ -88,11 +88,15 @@ ValueId Importer::subtract_zero_point(ValueId x, const Values& zp, std::int64_t 
 }
 
 ValueId Importer::emit_dequantize_weight(const Literal& q, const QuantParams& p) {
-  return emit_dequantize_codes(to_tensor(q, label(), ir_shape(q.shape)), p);
+  return emit_dequantize_codes(to_shared_tensor(q, label(), ir_shape(q.shape)), p);
 }
 
 ValueId Importer::emit_dequantize_codes(Tensor codes, const QuantParams& p) {
-  const std::int64_t rank = rank_of(codes.shape());
+  return emit_dequantize_codes(std::make_shared<const Tensor>(std::move(codes)), p);
+}
+
+ValueId Importer::emit_dequantize_codes(std::shared_ptr<const Tensor> codes, const QuantParams& p) {
+  const std::int64_t rank = rank_of(codes->shape());
   ValueId t = constant(std::move(codes), "quantized");
   t = emit(OpKind::Convert, {t}, graph::ConvertAttrs{ElementType::f32}, "to_f32");
   t = subtract_zero_point(t, p.zero_point, rank, p.axis);
@@ -167,7 +171,7 @@ void Importer::check_fake_quantize_limits() {
   const Operand& lo = in(1);
   const Operand& hi = in(2);
   if (!lo.literal || !hi.literal) return;
-  if (auto problem = graph::inverted_limits_problem(lo.literal->values, hi.literal->values)) {
+  if (auto problem = graph::inverted_limits_problem(lo.literal->values(), hi.literal->values())) {
     malformed(*problem);
   }
 }
@@ -201,8 +205,8 @@ ValueId Importer::integer_weight(Operand& w, const Values& zp, std::int64_t zp_a
   ValueId t;
   if (w.literal) {
     // The codes as their type, transposed as codes (an eighth of the doubles' bytes).
-    Tensor codes = to_tensor(*w.literal, label());
-    if (transpose) codes = graph::transposed_matrix(codes);
+    std::shared_ptr<const Tensor> codes = to_shared_tensor(*w.literal, label(), w.literal->shape);
+    if (transpose) codes = std::make_shared<const Tensor>(graph::transposed_matrix(*codes));
     t = emit(OpKind::Convert, {constant(std::move(codes), "quantized")},
              graph::ConvertAttrs{ElementType::f32}, "weights_f32");
   } else {
@@ -239,7 +243,7 @@ double Importer::integer_conv_bound(Operand& x, const Values& x_zp, Operand& w,
     }
     return static_cast<double>(k) * wmax * xmax;
   }
-  const Values& v = w.literal->values;
+  const Values& v = w.literal->values();
   const Shape& s = w.shape;
   double worst = 0;
   if (reduce_from == 1) {
@@ -270,7 +274,7 @@ void Importer::require_int8(const Operand& o, const std::string& what) const {
 }
 
 Values Importer::optional_zero_points(std::size_t i, const char* what) {
-  return has_in(i) ? lit_in(i, what).values : Values{0.0};
+  return has_in(i) ? lit_in(i, what).values() : Values{0.0};
 }
 
 void Importer::warn_if_inexact(double accumulator_bound) const {
@@ -302,13 +306,13 @@ Importer::QLinearParams Importer::qlinear_params(const char* x_name, const char*
   const Literal& wzp = lit_in(5, (w + "_zero_point").c_str());
   const Literal& ys = lit_in(6, "y_scale");
   const Literal& yzp = lit_in(7, "y_zero_point");
-  expect(xs.values.size() == 1 && xzp.values.size() == 1 && ys.values.size() == 1 &&
-             yzp.values.size() == 1,
+  expect(xs.values().size() == 1 && xzp.values().size() == 1 && ys.values().size() == 1 &&
+             yzp.values().size() == 1,
          x + " and y quantization must be per tensor");
-  check_scales(xs.values, x + "_scale");
-  check_scales(ws.values, w + "_scale");
-  check_scales(ys.values, "y_scale");
-  return {xs.values[0], xzp.values, ws.values, wzp.values, ys.values[0], &yzp};
+  check_scales(xs.values(), x + "_scale");
+  check_scales(ws.values(), w + "_scale");
+  check_scales(ys.values(), "y_scale");
+  return {xs.values()[0], xzp.values(), ws.values(), wzp.values(), ys.values()[0], &yzp};
 }
 
 void Importer::set_requantized_output(ValueId acc, const QLinearParams& q, std::int64_t axis) {
@@ -319,7 +323,7 @@ void Importer::set_requantized_output(ValueId acc, const QLinearParams& q, std::
     m[k] = static_cast<double>(xw / static_cast<float>(q.y_scale));
   }
   const int y_type = q.y_zp->type;
-  const ValueId y = requantize(acc, m, rank, m.size() > 1 ? axis : -1, q.y_zp->values, y_type);
+  const ValueId y = requantize(acc, m, rank, m.size() > 1 ? axis : -1, q.y_zp->values(), y_type);
   Operand o;
   o.type = y_type;
   o.value = y;

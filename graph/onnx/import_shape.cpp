@@ -23,8 +23,8 @@ void Importer::op_reshape(AttrReader& a) {
   const bool allow_zero = a.i("allowzero", 0) != 0;
   Shape out;
   std::int64_t infer_at = -1, known = 1;
-  for (std::size_t k = 0; k < spec.values.size(); ++k) {
-    auto d = to_int64(spec.values[k], "target shape value");
+  for (std::size_t k = 0; k < spec.values().size(); ++k) {
+    auto d = to_int64(spec.values()[k], "target shape value");
     if (d == 0 && !allow_zero) {
       expect(k < x.shape.size(), "0 in the target shape has no input dimension to copy");
       d = x.shape[k];
@@ -61,7 +61,7 @@ Ints Importer::axes_attribute_or_input(AttrReader& a, bool input_required) {
   if (opset_ < 13) {
     axes = a.ints("axes");
   } else if (input_required || has_in(1)) {
-    for (double v : lit_in(1, "axes").values) axes.push_back(to_int64(v, "axis"));
+    for (double v : lit_in(1, "axes").values()) axes.push_back(to_int64(v, "axis"));
   }
   return axes;
 }
@@ -169,18 +169,18 @@ void Importer::op_concat(AttrReader& a) {
 // A slice of a runtime tensor (slices of constants fold in try_fold).
 void Importer::op_slice(AttrReader&) {
   Operand& x = in(0);
-  const Values& starts = lit_in(1, "starts").values;
-  const Values& ends = lit_in(2, "ends").values;
+  const Values& starts = lit_in(1, "starts").values();
+  const Values& ends = lit_in(2, "ends").values();
   const std::int64_t r = rank_of(x.shape);
   Values axes;
-  if (has_in(3)) axes = lit_in(3, "axes").values;
+  if (has_in(3)) axes = lit_in(3, "axes").values();
   if (axes.empty()) {
     for (std::size_t d = 0; d < starts.size(); ++d) axes.push_back(static_cast<double>(d));
   }
   expect(starts.size() == axes.size() && ends.size() == axes.size(),
          "starts, ends and axes differ in length");
   if (has_in(4)) {
-    for (double st : lit_in(4, "steps").values) {
+    for (double st : lit_in(4, "steps").values()) {
       expect(st != 0.0, "a step is 0 (steps must be non-zero)");
       if (st != 1.0) unsupported("steps other than 1 on a runtime tensor are not supported");
     }
@@ -220,7 +220,7 @@ std::vector<std::int64_t> Importer::split_sizes(AttrReader& a, std::int64_t dim)
   std::vector<std::int64_t> sizes;
   if (has_in(1)) {
     if (a.has("num_outputs")) malformed("both the split input and num_outputs are given");
-    for (double v : lit_in(1, "split").values) sizes.push_back(to_int64(v, "split"));
+    for (double v : lit_in(1, "split").values()) sizes.push_back(to_int64(v, "split"));
   } else if (a.has("split")) {
     sizes = a.ints("split");
   } else if (a.has("num_outputs")) {
@@ -290,7 +290,7 @@ void Importer::op_reduce_mean(AttrReader& a) {
   // Axes are an attribute below opset 18 and a constant input from 18.
   Ints axes;
   if (has_in(1)) {
-    for (double v : lit_in(1, "axes").values) axes.push_back(to_int64(v, "axis"));
+    for (double v : lit_in(1, "axes").values()) axes.push_back(to_int64(v, "axis"));
   } else {
     axes = a.ints("axes");
   }
@@ -333,8 +333,8 @@ void Importer::op_pow(AttrReader&) {
   Operand& x = in(0);
   require_float(x, "the base");
   const Literal& e = lit_in(1, "the exponent");
-  if (e.values.size() != 1) unsupported("only a single-valued exponent is supported");
-  const auto p = static_cast<float>(e.values[0]);
+  if (e.values().size() != 1) unsupported("only a single-valued exponent is supported");
+  const auto p = static_cast<float>(e.values()[0]);
   set_out(0, make_float(emit(OpKind::Power, {f32(x)}, graph::PowerAttrs{p}), x.shape));
 }
 
@@ -381,7 +381,7 @@ void Importer::op_layer_norm(AttrReader& a) {
     expect(element_count(l.shape) == c, std::string(what) + " has " +
                                             std::to_string(element_count(l.shape)) +
                                             " values (expected " + std::to_string(c) + ")");
-    return f32_constant(l.values, {c}, what);
+    return f32_constant(l.values(), {c}, what);
   };
   const ValueId scale = vector_of(1, "scale", 1.0);
   const ValueId bias = vector_of(2, "bias", 0.0);
@@ -442,13 +442,13 @@ void Importer::op_resize(AttrReader& a) {
   if (has_in(sizes_i)) {
     ignore_input(scales_i);  // empty when sizes are given
     const Literal& s = lit_in(sizes_i, "sizes");
-    expect(s.values.size() == rank, "sizes has the wrong length");
-    for (double v : s.values) r.sizes.push_back(to_int64(v, "size"));
+    expect(s.values().size() == rank, "sizes has the wrong length");
+    for (double v : s.values()) r.sizes.push_back(to_int64(v, "size"));
   } else {
     const Literal& s = lit_in(scales_i, "scales");
-    expect(s.values.size() == rank, "scales has the wrong length");
+    expect(s.values().size() == rank, "scales has the wrong length");
     for (std::size_t d = 0; d < rank; ++d) {
-      const auto scale = static_cast<float>(s.values[d]);
+      const auto scale = static_cast<float>(s.values()[d]);
       r.scales.push_back(scale);
       r.sizes.push_back(to_int64(
           std::floor(static_cast<double>(x.shape[d]) * static_cast<double>(scale)), "output size"));
@@ -478,21 +478,21 @@ void Importer::gather_rows(AttrReader& a, Operand& data, Operand& idx) {
   const std::int64_t axis = normalize_axis(a.i("axis", 0), rank, "axis");
   if (idx.literal) {
     const std::int64_t d = data.shape[sz(axis)];
-    for (double v : idx.literal->values) {
+    for (double v : idx.literal->values()) {
       if (v < static_cast<double>(-d) || v >= static_cast<double>(d)) {
         malformed("index " + std::to_string(static_cast<std::int64_t>(v)) + " is out of range for " +
                   "axis " + std::to_string(axis) + " of length " + std::to_string(d));
       }
     }
   }
-  const ValueId indices = idx.literal ? constant(to_tensor(*idx.literal, label()), "indices")
+  const ValueId indices = idx.literal ? constant(*idx.literal, idx.literal->shape, "indices")
                                       : value_type(idx.value) == ElementType::f32 ||
                                                 value_type(idx.value) == ElementType::s32 ||
                                                 value_type(idx.value) == ElementType::s64
                                             ? idx.value
                                             : f32(idx);
   const ValueId table = !codes        ? f32(data)
-                        : data.literal ? constant(to_tensor(*data.literal, label()), "table")
+                        : data.literal ? constant(*data.literal, data.literal->shape, "table")
                                        : data.value;
   const ValueId y = emit(OpKind::Gather, {table, indices}, graph::GatherAttrs{axis});
   // ONNX's shape: a scalar index (x[:, 0]) drops the axis; the IR carries it as [1].
@@ -502,7 +502,7 @@ void Importer::gather_rows(AttrReader& a, Operand& data, Operand& idx) {
   Operand out = make_float(y, value_shape(y));
   if (codes) {
     out.type = data.type;
-    out.range = data.literal ? range_of(data.literal->values) : data.range;
+    out.range = data.literal ? range_of(data.literal->values()) : data.range;
   }
   if (out.shape != logical) reshape_to(out, logical);
   set_out(0, out);
@@ -512,13 +512,13 @@ void Importer::op_gather(AttrReader& a) {
   Operand& data = in(0);
   Operand& idx = in(1);
   if (!is_integer_type(idx.type)) malformed("the indices are not integers");
-  if (!data.literal || data.shape.size() != 1 || data.literal->values.size() != 256 ||
+  if (!data.literal || data.shape.size() != 1 || data.literal->values().size() != 256 ||
       (data.type != kUint8 && data.type != kInt8)) {
     gather_rows(a, data, idx);
     return;
   }
   (void)normalize_axis(a.i("axis", 0), 1, "axis");
-  const Values& t = data.literal->values;
+  const Values& t = data.literal->values();
   const Interval r = int_range(idx);
   const auto byte = [](double v) { return static_cast<std::uint8_t>(static_cast<std::int32_t>(v)); };
   std::vector<std::uint8_t> table(256);

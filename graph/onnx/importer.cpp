@@ -73,7 +73,7 @@ void Importer::bind_constant_inputs(const std::set<std::string>& known) {
                     "' is not a serialized TensorProto");
     }
     Literal lit = decode_tensor(t, origin_ + " constant input '" + name + "'");
-    tensors_[name] = make_literal(lit.type, lit.shape, std::move(lit.values));
+    tensors_[name] = make_literal(lit.type, lit.shape, std::move(lit.values()));
   }
 }
 
@@ -212,8 +212,8 @@ Operand* Importer::find_tensor(const std::string& name) const {
   if (u == undecoded_.end()) return nullptr;
   ::onnx::TensorProto& t = *u->second;
   undecoded_.erase(u);
-  Literal lit = decode_tensor(t, origin_ + " initializer '" + t.name() + "'",
-                              options_.external_data_dir);
+  Literal lit = take_tensor(t, origin_ + " initializer '" + t.name() + "'",
+                            options_.external_data_dir);
   if (options_.on_external_file &&
       t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL) {
     for (const auto& kv : t.external_data()) {
@@ -229,7 +229,7 @@ Operand* Importer::find_tensor(const std::string& name) const {
   o.type = lit.type;
   o.shape = lit.shape;
   if (is_integer_type(lit.type)) {
-    o.range = lit.extent ? Interval{lit.extent->first, lit.extent->second} : range_of(lit.values);
+    o.range = lit.extent ? Interval{lit.extent->first, lit.extent->second} : range_of(lit.values());
   }
   o.literal = std::make_shared<const Literal>(std::move(lit));
   return &(tensors_[name] = std::move(o));
@@ -549,13 +549,13 @@ bool Importer::fold_size(AttrReader& /*a*/) {
 bool Importer::fold_constant_of_shape(AttrReader& a) {
   const Literal& s = lit_in(0, "the shape");
   Shape shape;
-  for (double d : s.values) shape.push_back(to_int64(d, "shape value"));
+  for (double d : s.values()) shape.push_back(to_int64(d, "shape value"));
   Values fill{0.0};
   int type = kFloat;
   if (const auto* t = a.tensor("value")) {
     Literal v = decode_tensor(*t, label());
-    expect(v.values.size() == 1, "value must hold one element");
-    fill = v.values;
+    expect(v.values().size() == 1, "value must hold one element");
+    fill = v.values();
     type = v.type;
   }
   for (auto d : shape) {
@@ -579,8 +579,8 @@ bool Importer::fold_cast(AttrReader& a) {
   if (to != kFloat && to != kDouble && !is_integer_type(to) && to != kBool) return false;
   a.ignore("saturate");
   const Literal& x = *in(0).literal;
-  Values v(x.values.size());
-  for (std::size_t k = 0; k < v.size(); ++k) v[k] = cast_value(x.values[k], to);
+  Values v(x.values().size());
+  for (std::size_t k = 0; k < v.size(); ++k) v[k] = cast_value(x.values()[k], to);
   set_out(0, make_literal(to, x.shape, std::move(v)));
   return true;
 }
@@ -593,7 +593,7 @@ bool Importer::fold_transpose(AttrReader& a) {
   }
   check_permutation(perm, x.shape.size());
   Shape out;
-  Values v = transpose_values(x.values, x.shape, perm, out);
+  Values v = transpose_values(x.values(), x.shape, perm, out);
   set_out(0, make_literal(x.type, out, std::move(v)));
   return true;
 }
@@ -619,7 +619,7 @@ bool Importer::fold_concat(AttrReader& a) {
     for (std::size_t k = 0; k < num_inputs(); ++k) {
       const Literal& l = *in(k).literal;
       const std::int64_t chunk = element_count(l.shape) / std::max<std::int64_t>(outer, 1);
-      v.insert(v.end(), l.values.begin() + o * chunk, l.values.begin() + (o + 1) * chunk);
+      v.insert(v.end(), l.values().begin() + o * chunk, l.values().begin() + (o + 1) * chunk);
     }
   }
   set_out(0, make_literal(x.type, out, std::move(v)));
@@ -638,11 +638,11 @@ bool Importer::fold_gather(AttrReader& a) {
   const std::int64_t n = x.shape[sz(axis)];
   Values v;
   for (std::int64_t o = 0; o < outer; ++o) {
-    for (double id : idx.values) {
+    for (double id : idx.values()) {
       auto j = to_int64(id, "index");
       if (j < 0) j += n;
       expect(j >= 0 && j < n, "index " + std::to_string(j) + " out of range");
-      const auto from = x.values.begin() + (o * n + j) * inner;
+      const auto from = x.values().begin() + (o * n + j) * inner;
       v.insert(v.end(), from, from + inner);
     }
   }
@@ -656,14 +656,14 @@ bool Importer::fold_slice(AttrReader& /*a*/) {
   const Literal& ends = *in(2).literal;
   const std::int64_t r = rank_of(x.shape);
   Values axes, steps;
-  if (has_in(3)) axes = in(3).literal->values;
-  if (has_in(4)) steps = in(4).literal->values;
+  if (has_in(3)) axes = in(3).literal->values();
+  if (has_in(4)) steps = in(4).literal->values();
   if (axes.empty()) {
-    for (std::size_t d = 0; d < starts.values.size(); ++d) axes.push_back(static_cast<double>(d));
+    for (std::size_t d = 0; d < starts.values().size(); ++d) axes.push_back(static_cast<double>(d));
   }
-  if (steps.empty()) steps.assign(starts.values.size(), 1.0);
-  expect(ends.values.size() == starts.values.size() && axes.size() == starts.values.size() &&
-             steps.size() == starts.values.size(),
+  if (steps.empty()) steps.assign(starts.values().size(), 1.0);
+  expect(ends.values().size() == starts.values().size() && axes.size() == starts.values().size() &&
+             steps.size() == starts.values().size(),
          "starts, ends, axes and steps differ in length");
   std::vector<std::int64_t> lo(sz(r), 0), step(sz(r), 1), count(x.shape.begin(), x.shape.end());
   for (std::size_t k = 0; k < axes.size(); ++k) {
@@ -679,12 +679,12 @@ bool Importer::fold_slice(AttrReader& /*a*/) {
     };
     std::int64_t s = 0, e = 0;
     if (st > 0) {
-      s = clampd(starts.values[k], 0, dim);
-      e = clampd(ends.values[k], 0, dim);
+      s = clampd(starts.values()[k], 0, dim);
+      e = clampd(ends.values()[k], 0, dim);
       count[sz(ax)] = std::max<std::int64_t>(0, (e - s + st - 1) / st);
     } else {
-      s = clampd(starts.values[k], 0, dim - 1);
-      e = clampd(ends.values[k], -1, dim - 1);
+      s = clampd(starts.values()[k], 0, dim - 1);
+      e = clampd(ends.values()[k], -1, dim - 1);
       count[sz(ax)] = std::max<std::int64_t>(0, (s - e + (-st) - 1) / (-st));
     }
     lo[sz(ax)] = s;
@@ -698,7 +698,7 @@ bool Importer::fold_slice(AttrReader& /*a*/) {
   for (std::size_t k = 0; k < v.size(); ++k) {
     std::int64_t off = 0;
     for (std::size_t d = 0; d < sz(r); ++d) off += (lo[d] + idx[d] * step[d]) * strides[d];
-    v[k] = x.values[sz(off)];
+    v[k] = x.values()[sz(off)];
     for (std::size_t d = sz(r); d-- > 0;) {
       if (++idx[d] < out[d]) break;
       idx[d] = 0;
@@ -710,8 +710,8 @@ bool Importer::fold_slice(AttrReader& /*a*/) {
 
 bool Importer::fold_range(AttrReader& /*a*/) {
   const Literal& x = *in(0).literal;
-  const double start = x.values.at(0), limit = in(1).literal->values.at(0),
-               delta = in(2).literal->values.at(0);
+  const double start = x.values().at(0), limit = in(1).literal->values().at(0),
+               delta = in(2).literal->values().at(0);
   expect(delta != 0.0, "delta is 0");
   const auto n = to_int64(std::max(std::ceil((limit - start) / delta), 0.0), "element count");
   expect(n <= kMaxFoldedElements, "Range of " + std::to_string(n) + " elements is too large to fold");
@@ -726,7 +726,7 @@ bool Importer::fold_range(AttrReader& /*a*/) {
 bool Importer::fold_unary(AttrReader& /*a*/) {
   const Literal& x = *in(0).literal;
   const std::string& op = node_->op_type();
-  Values v = x.values;
+  Values v = x.values();
   for (double& e : v) e = op == "Neg" ? -e : op == "Floor" ? std::floor(e) : std::ceil(e);
   set_out(0, make_literal(x.type, x.shape, std::move(v)));
   return true;
@@ -748,7 +748,7 @@ bool Importer::fold_binary(AttrReader& /*a*/) {
   const bool f = x.type == kFloat;
   Values v(ox.size());
   for (std::size_t k = 0; k < v.size(); ++k) {
-    const double p = x.values[ox[k]], q = y.values[oy[k]];
+    const double p = x.values()[ox[k]], q = y.values()[oy[k]];
     double r = 0;
     if (op == "Add") r = p + q;
     else if (op == "Sub") r = p - q;
@@ -771,20 +771,19 @@ void Importer::op_constant(AttrReader& a) {
   if (const auto* t = a.tensor("value")) {
     lit = decode_tensor(*t, label());
   } else if (a.has("value_float")) {
-    lit = {kFloat, {}, {static_cast<double>(a.f("value_float", 0))}};
+    lit = Literal(kFloat, {}, Values{static_cast<double>(a.f("value_float", 0))});
   } else if (a.has("value_floats")) {
     auto v = a.floats("value_floats");
-    lit = {kFloat, {i64(v.size())}, Values(v.begin(), v.end())};
+    lit = Literal(kFloat, {i64(v.size())}, Values(v.begin(), v.end()));
   } else if (a.has("value_int")) {
-    lit = {kInt64, {}, {static_cast<double>(a.i("value_int", 0))}};
+    lit = Literal(kInt64, {}, Values{static_cast<double>(a.i("value_int", 0))});
   } else if (a.has("value_ints")) {
     auto v = a.ints("value_ints");
-    lit = {kInt64, {i64(v.size())}, {}};
-    for (auto e : v) lit.values.push_back(static_cast<double>(e));
+    lit = Literal(kInt64, {i64(v.size())}, Values(v.begin(), v.end()));
   } else {
     unsupported("only the value, value_float(s) and value_int(s) forms are supported");
   }
-  set_out(0, make_literal(lit.type, lit.shape, std::move(lit.values)));
+  set_out(0, make_literal(lit.type, lit.shape, std::move(lit.mutable_values())));
 }
 
 void Importer::op_identity(AttrReader&) { set_out(0, in(0)); }
@@ -796,7 +795,9 @@ void Importer::op_dropout(AttrReader& a) {
   ignore_input(1);     // ratio, opset 12's input form
   if (has_in(2)) {
     const Literal& t = lit_in(2, "training_mode");
-    if (!t.values.empty() && t.values[0] != 0.0) unsupported("training_mode = true is not supported");
+    if (!t.values().empty() && t.values()[0] != 0.0) {
+      unsupported("training_mode = true is not supported");
+    }
   }
   max_outputs(1);
   set_out(0, in(0));

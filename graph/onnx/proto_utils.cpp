@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
-#include <type_traits>
 #include <fstream>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
 
 #include "graph/onnx/importer.hpp"
 
@@ -65,8 +68,9 @@ void append_raw(const std::string& raw, Literal& lit) {
   const std::size_t n = raw.size() / sizeof(T);
   // Sized first (a memset), then one loop the compiler vectorizes; a
   // push_back per element checks the capacity each time and does not.
-  lit.values.resize(n);
-  double* out = lit.values.data();
+  std::vector<double>& values = lit.mutable_values();
+  values.resize(n);
+  double* out = values.data();
   const char* in = raw.data();
   T lo = std::numeric_limits<T>::max(), hi = std::numeric_limits<T>::lowest();
   for (std::size_t k = 0; k < n; ++k) {
@@ -196,31 +200,116 @@ Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
       default: break;
     }
   } else {
+    std::vector<double>& values = lit.mutable_values();
     switch (lit.type) {
       case kFloat:
-        for (float v : t.float_data()) lit.values.push_back(static_cast<double>(v));
+        for (float v : t.float_data()) values.push_back(static_cast<double>(v));
         break;
       case kDouble:
-        for (double v : t.double_data()) lit.values.push_back(v);
+        for (double v : t.double_data()) values.push_back(v);
         break;
       case kInt64:
-        for (auto v : t.int64_data()) lit.values.push_back(static_cast<double>(v));
+        for (auto v : t.int64_data()) values.push_back(static_cast<double>(v));
         break;
       case kUint32:
       case kUint64:
-        for (auto v : t.uint64_data()) lit.values.push_back(static_cast<double>(v));
+        for (auto v : t.uint64_data()) values.push_back(static_cast<double>(v));
         break;
       default:
-        for (auto v : t.int32_data()) lit.values.push_back(static_cast<double>(v));
+        for (auto v : t.int32_data()) values.push_back(static_cast<double>(v));
         break;
     }
   }
-  if (static_cast<std::int64_t>(lit.values.size()) != element_count(lit.shape)) {
-    throw GraphError("import " + what + ": " + std::to_string(lit.values.size()) +
+  if (static_cast<std::int64_t>(lit.values().size()) != element_count(lit.shape)) {
+    throw GraphError("import " + what + ": " + std::to_string(lit.values().size()) +
                      " values for shape " + to_string(lit.shape) + " (expected " +
                      std::to_string(element_count(lit.shape)) + ")");
   }
   return lit;
+}
+
+
+namespace {
+
+// A tensor viewing bytes it keeps alive.
+struct HeldBytes {
+  std::unique_ptr<std::string> bytes;
+  Tensor view;
+};
+
+template <class T>
+std::optional<std::pair<double, double>> integer_extent(const Tensor& t) {
+  const std::span<const T> v = t.data<T>();
+  if (v.empty()) return std::nullopt;
+  T lo = v[0], hi = v[0];
+  for (T x : v) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+  return std::pair<double, double>{static_cast<double>(lo), static_cast<double>(hi)};
+}
+
+}  // namespace
+
+Literal take_tensor(::onnx::TensorProto& t, const std::string& what,
+                    const std::filesystem::path& external_dir) {
+  const std::optional<ElementType> type = to_element_type(t.data_type());
+  const bool external = t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL;
+  if (!type || (!t.has_raw_data() && !external)) return decode_tensor(t, what, external_dir);
+  Shape shape(t.dims().begin(), t.dims().end());
+  for (std::int64_t d : shape) {
+    if (d < 0) throw GraphError("import " + what + ": negative dimension in " + to_string(shape));
+  }
+  const std::size_t expected = static_cast<std::size_t>(element_count(shape)) * element_size(*type);
+  auto held = std::make_shared<HeldBytes>();
+  held->bytes = external ? std::make_unique<std::string>(
+                               read_external(t, what, external_dir, expected))
+                         : std::unique_ptr<std::string>(t.release_raw_data());
+  if (held->bytes->size() != expected) {
+    throw GraphError("import " + what + ": raw_data of " + std::to_string(held->bytes->size()) +
+                     " bytes holds no " + to_string(shape) + " " + onnx_type_name(t.data_type()) +
+                     " (expected " + std::to_string(expected) + " bytes)");
+  }
+  // std::string's buffer comes from operator new, aligned for every element
+  // type, or is the string's own small buffer, aligned as the string.
+  held->view = Tensor::view(*type, shape, held->bytes->data());
+  Literal lit(t.data_type(), std::move(shape),
+              std::shared_ptr<const Tensor>(held, &held->view));
+  switch (*type) {
+    case ElementType::u8: lit.extent = integer_extent<std::uint8_t>(held->view); break;
+    case ElementType::s8: lit.extent = integer_extent<std::int8_t>(held->view); break;
+    case ElementType::s32: lit.extent = integer_extent<std::int32_t>(held->view); break;
+    case ElementType::s64: lit.extent = integer_extent<std::int64_t>(held->view); break;
+    case ElementType::f32: break;
+  }
+  return lit;
+}
+
+const std::vector<double>& Literal::values() const {
+  if (!have_values_) {
+    if (elements_) {
+      const Tensor& t = *elements_;
+      values_.resize(static_cast<std::size_t>(t.size()));
+      const auto widen = [this](auto in) {
+        for (std::size_t k = 0; k < in.size(); ++k) values_[k] = static_cast<double>(in[k]);
+      };
+      switch (t.type()) {
+        case ElementType::f32: widen(t.data<float>()); break;
+        case ElementType::u8: widen(t.data<std::uint8_t>()); break;
+        case ElementType::s8: widen(t.data<std::int8_t>()); break;
+        case ElementType::s32: widen(t.data<std::int32_t>()); break;
+        case ElementType::s64: widen(t.data<std::int64_t>()); break;
+      }
+    }
+    have_values_ = true;
+  }
+  return values_;
+}
+
+std::vector<double>& Literal::mutable_values() {
+  values();
+  elements_.reset();
+  return values_;
 }
 
 Tensor to_tensor(const Literal& lit, const std::string& what, Shape shape) {
@@ -229,14 +318,22 @@ Tensor to_tensor(const Literal& lit, const std::string& what, Shape shape) {
     throw UnsupportedError("import " + what + ": element type " + onnx_type_name(lit.type) +
                            " is not supported (qfuse tensors are FLOAT, UINT8, INT8, INT32, INT64)");
   }
-  if (element_count(shape) != static_cast<std::int64_t>(lit.values.size())) {
-    throw GraphError("import " + what + ": " + std::to_string(lit.values.size()) +
-                     " values for shape " + qfuse::to_string(shape));
+  const std::int64_t count = lit.elements() ? lit.elements()->size()
+                                            : static_cast<std::int64_t>(lit.values().size());
+  if (element_count(shape) != count) {
+    throw GraphError("import " + what + ": " + std::to_string(count) + " values for shape " +
+                     qfuse::to_string(shape));
+  }
+  if (lit.elements()) {
+    const Tensor view =
+        Tensor::view(*type, std::move(shape), const_cast<void*>(lit.elements()->raw_data()));
+    return Tensor(view);  // a copy of a view owns its elements
   }
   Tensor t(*type, std::move(shape));
-  const auto fill = [&lit](auto out) {
+  const std::vector<double>& values = lit.values();
+  const auto fill = [&values](auto out) {
     using T = typename decltype(out)::value_type;
-    for (std::size_t i = 0; i < lit.values.size(); ++i) out[i] = static_cast<T>(lit.values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) out[i] = static_cast<T>(values[i]);
   };
   switch (*type) {
     case ElementType::f32: fill(t.data<float>()); break;
@@ -246,6 +343,24 @@ Tensor to_tensor(const Literal& lit, const std::string& what, Shape shape) {
     case ElementType::s64: fill(t.data<std::int64_t>()); break;
   }
   return t;
+}
+
+std::shared_ptr<const Tensor> to_shared_tensor(const Literal& lit, const std::string& what,
+                                               Shape shape) {
+  const std::shared_ptr<const Tensor>& elements = lit.elements();
+  if (!elements || !to_element_type(lit.type) || element_count(shape) != elements->size()) {
+    return std::make_shared<const Tensor>(to_tensor(lit, what, std::move(shape)));
+  }
+  if (shape == elements->shape()) return elements;
+  struct Reshaped {
+    std::shared_ptr<const Tensor> base;
+    Tensor view;
+  };
+  auto held = std::make_shared<Reshaped>();
+  held->base = elements;
+  held->view = Tensor::view(elements->type(), std::move(shape),
+                            const_cast<void*>(elements->raw_data()));
+  return std::shared_ptr<const Tensor>(held, &held->view);
 }
 
 Tensor to_tensor(const Literal& lit, const std::string& what) {

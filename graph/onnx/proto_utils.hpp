@@ -5,8 +5,9 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
-#include <map>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -42,15 +43,38 @@ bool is_integer_type(int type);                  // bool and every integer type
 std::optional<ElementType> to_element_type(int type);  // f32, u8, s8, s32 only
 int to_onnx_type(ElementType type);
 
-// A tensor's values, each held exactly in a double (floats are f32 values,
-// integers up to 2^53).
-struct Literal {
+// A constant the importer reads and folds: its values, each held exactly in
+// a double (floats are f32 values, integers up to 2^53). An initializer of a
+// type qfuse tensors hold (FLOAT, UINT8, INT8, INT32, INT64) keeps its
+// elements as that tensor instead, and the doubles are made only when
+// something reads them: a weight goes from the file to its graph constant
+// without them (to_shared_tensor).
+class Literal {
+ public:
+  Literal() = default;
+  Literal(int onnx_type, Shape dims, std::vector<double> values)
+      : type(onnx_type), shape(std::move(dims)), values_(std::move(values)), have_values_(true) {}
+  // `elements` holds the literal's elements as the tensor type of `type`.
+  Literal(int onnx_type, Shape dims, std::shared_ptr<const Tensor> elements)
+      : type(onnx_type), shape(std::move(dims)), elements_(std::move(elements)) {}
+
   int type = kUndefined;
   Shape shape;
-  std::vector<double> values;
-  // Integer raw data's least and greatest value, found while decoding (a
-  // second pass over a large weight's doubles costs as much as the decode).
+  // Integer raw data's least and greatest value, found while decoding.
   std::optional<std::pair<double, double>> extent;
+
+  // The values as doubles, made from the elements on first use.
+  const std::vector<double>& values() const;
+  // The values to change: the elements, if any, are dropped.
+  std::vector<double>& mutable_values();
+  // The elements as a tensor of the literal's type, or null when the literal
+  // holds doubles only.
+  const std::shared_ptr<const Tensor>& elements() const { return elements_; }
+
+ private:
+  mutable std::vector<double> values_;
+  mutable bool have_values_ = false;
+  std::shared_ptr<const Tensor> elements_;
 };
 
 // Throws UnsupportedError (naming `what`) for string, float16, bfloat16 and
@@ -60,11 +84,20 @@ struct Literal {
 // names are not there).
 Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
                       const std::filesystem::path& external_dir = {});
+// The same for a tensor decoded once: raw bytes of a type qfuse tensors hold
+// are taken out of the message (or read from external data) and become the
+// literal's elements where they lie, without a copy.
+Literal take_tensor(::onnx::TensorProto& t, const std::string& what,
+                    const std::filesystem::path& external_dir = {});
 
 // Literal -> Tensor of the ONNX type; UnsupportedError for other types.
 Tensor to_tensor(const Literal& literal, const std::string& what);
-// The same values under another shape of as many elements (no copy of the literal).
+// The same values under another shape of as many elements.
 Tensor to_tensor(const Literal& literal, const std::string& what, Shape shape);
+// The same, shared: a literal that holds its elements gives them (under
+// `shape`) without a copy.
+std::shared_ptr<const Tensor> to_shared_tensor(const Literal& literal, const std::string& what,
+                                               Shape shape);
 
 // Reads one node's attributes and remembers which were read, so that
 // anything left over can be reported as unsupported.
