@@ -219,6 +219,47 @@ ValueId Importer::integer_weight(Operand& w, const Values& zp, std::int64_t zp_a
 // Bound of |sum_k (x - x_zp)(w - w_zp)| over the output; `reduce_from` is the
 // first weight dimension summed over (1 for conv weights [OC, IC, k...], 0 for
 // the [K, N] matrix whose columns are the outputs).
+namespace {
+
+// The largest sum of |w - zp| over what one output reduces: each row of `s`
+// from `reduce_from` 1 (convolution weights [O, ...]), else each column of a
+// [K, N] matrix, accumulated row by row in memory order. `Acc` holds the sums
+// exactly: int32 for 8-bit codes with integer zero points while a sum stays
+// below 2^31 (vectorized, where int64 is not without AVX-512), else double.
+template <class T, class Acc>
+double weight_sum_bound(std::span<const T> v, const Shape& s, const Values& w_zp,
+                        std::int64_t reduce_from) {
+  const auto zero_point = [&w_zp](std::int64_t i) {
+    return static_cast<Acc>(w_zp.size() == 1 ? w_zp[0] : w_zp[sz(i)]);
+  };
+  const auto distance = [](Acc a, Acc b) { return a > b ? a - b : b - a; };
+  Acc worst = 0;
+  if (reduce_from == 1) {
+    const std::int64_t per = element_count(s) / s[0];
+    for (std::int64_t o = 0; o < s[0]; ++o) {
+      const Acc z = zero_point(o);
+      const T* row = v.data() + o * per;
+      Acc sum = 0;
+      for (std::int64_t k = 0; k < per; ++k) sum += distance(static_cast<Acc>(row[k]), z);
+      worst = std::max(worst, sum);
+    }
+    return static_cast<double>(worst);
+  }
+  const std::int64_t kdim = s[0], n = s[1];
+  std::vector<Acc> zps(sz(n)), sums(sz(n), 0);
+  for (std::int64_t c = 0; c < n; ++c) zps[sz(c)] = zero_point(c);
+  for (std::int64_t k = 0; k < kdim; ++k) {
+    const T* row = v.data() + k * n;
+    for (std::int64_t c = 0; c < n; ++c) {
+      sums[sz(c)] += distance(static_cast<Acc>(row[c]), zps[sz(c)]);
+    }
+  }
+  for (Acc sum : sums) worst = std::max(worst, sum);
+  return static_cast<double>(worst);
+}
+
+}  // namespace
+
 double Importer::integer_conv_bound(Operand& x, const Values& x_zp, Operand& w,
                                     const Values& w_zp, std::int64_t reduce_from) {
   expect(!x_zp.empty() && !w_zp.empty(), "a zero point is an empty tensor");
@@ -243,28 +284,24 @@ double Importer::integer_conv_bound(Operand& x, const Values& x_zp, Operand& w,
     }
     return static_cast<double>(k) * wmax * xmax;
   }
-  const Values& v = w.literal->values();
-  const Shape& s = w.shape;
+  const Literal& lit = *w.literal;
   double worst = 0;
-  if (reduce_from == 1) {
-    const std::int64_t per = element_count(s) / s[0];
-    for (std::int64_t o = 0; o < s[0]; ++o) {
-      const double z = w_zp.size() == 1 ? w_zp[0] : w_zp[sz(o)];
-      double sum = 0;
-      for (std::int64_t k = 0; k < per; ++k) sum += std::abs(v[sz(o * per + k)] - z);
-      worst = std::max(worst, sum);
-    }
+  const bool integral_zero_points =
+      std::all_of(w_zp.begin(), w_zp.end(), [](double z) { return z == std::nearbyint(z); });
+  // |w - zp| <= 510 for 8-bit codes and zero points.
+  const bool fits_int32 =
+      integral_zero_points &&
+      std::all_of(w_zp.begin(), w_zp.end(), [](double z) { return std::abs(z) <= 255; }) &&
+      static_cast<double>(element_count(w.shape)) * 510.0 < 2147483647.0;
+  const ElementType codes = lit.elements() ? lit.elements()->type() : ElementType::f32;
+  if (fits_int32 && codes == ElementType::s8) {
+    worst = weight_sum_bound<std::int8_t, std::int32_t>(lit.elements()->data<std::int8_t>(),
+                                                        w.shape, w_zp, reduce_from);
+  } else if (fits_int32 && codes == ElementType::u8) {
+    worst = weight_sum_bound<std::uint8_t, std::int32_t>(lit.elements()->data<std::uint8_t>(),
+                                                         w.shape, w_zp, reduce_from);
   } else {
-    // Column sums of |w - zp|, accumulated row by row (in memory order).
-    const std::int64_t kdim = s[0], n = s[1];
-    std::vector<double> sums(sz(n), 0.0);
-    for (std::int64_t k = 0; k < kdim; ++k) {
-      const double* row = v.data() + k * n;
-      for (std::int64_t c = 0; c < n; ++c) {
-        sums[sz(c)] += std::abs(row[c] - (w_zp.size() == 1 ? w_zp[0] : w_zp[sz(c)]));
-      }
-    }
-    for (double sum : sums) worst = std::max(worst, sum);
+    worst = weight_sum_bound<double, double>(lit.values(), w.shape, w_zp, reduce_from);
   }
   return worst * xmax;
 }

@@ -502,7 +502,7 @@ void Importer::gather_rows(AttrReader& a, Operand& data, Operand& idx) {
   Operand out = make_float(y, value_shape(y));
   if (codes) {
     out.type = data.type;
-    out.range = data.literal ? range_of(data.literal->values()) : data.range;
+    out.range = data.range || !data.literal ? data.range : range_of(data.literal->values());
   }
   if (out.shape != logical) reshape_to(out, logical);
   set_out(0, out);

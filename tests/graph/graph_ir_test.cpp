@@ -10,6 +10,7 @@
 
 #include "graph/broadcast.hpp"
 #include "graph/builder.hpp"
+#include "graph/frontend_common.hpp"
 #include "qfuse/error.hpp"
 #include "plugin/api_internal.hpp"
 
@@ -294,3 +295,34 @@ TEST(Broadcast, OffsetsFollowNumpysRule) {
 
 }  // namespace
 }  // namespace qfuse::graph
+
+// transposed_matrix against an element-by-element loop, for every element size
+// and for shapes on, inside and across its 16 x 16 byte blocks.
+template <class T>
+void expect_transposed(std::int64_t rows, std::int64_t cols) {
+  std::mt19937 rng(static_cast<unsigned>(rows * 1000 + cols));
+  std::vector<T> v(static_cast<std::size_t>(rows * cols));
+  for (T& e : v) e = static_cast<T>(rng());
+  const qfuse::Tensor m = qfuse::Tensor::from_vector<T>({rows, cols}, v);
+  const qfuse::Tensor t = qfuse::graph::transposed_matrix(m);
+  ASSERT_EQ(t.shape(), (qfuse::Shape{cols, rows}));
+  const auto out = t.data<T>();
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) {
+      ASSERT_EQ(out[static_cast<std::size_t>(j * rows + i)],
+                v[static_cast<std::size_t>(i * cols + j)])
+          << rows << " x " << cols << " at (" << i << ", " << j << ")";
+    }
+  }
+}
+
+TEST(GraphIr, TransposedMatrixMovesEveryElement) {
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
+      {1, 1}, {1, 17}, {16, 16}, {32, 48}, {17, 33}, {3, 100}, {100, 3}, {64, 768}, {45, 16}};
+  for (const auto& [r, c] : shapes) {
+    expect_transposed<std::int8_t>(r, c);
+    expect_transposed<std::uint8_t>(r, c);
+    expect_transposed<float>(r, c);
+    expect_transposed<std::int64_t>(r, c);
+  }
+}
