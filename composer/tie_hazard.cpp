@@ -2,14 +2,18 @@
 
 #include "composer/eltwise_math.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
-#include <iomanip>
-#include <limits>
-#include <memory>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <iomanip>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string_view>
@@ -208,6 +212,14 @@ class Checker {
     reads_from_.assign(p.post_ops.size() + 1, false);
     for (std::size_t i = p.post_ops.size(); i-- > 0;) {
       reads_from_[i] = reads_from_[i + 1] || reads_tensor(p.post_ops[i]);
+    }
+    // Whether a sum, or another op reading a tensor, comes after op r.
+    sum_after_.assign(p.post_ops.size() + 1, false);
+    binary_after_.assign(p.post_ops.size() + 1, false);
+    for (std::size_t i = p.post_ops.size(); i-- > 1;) {
+      const bool sum = std::holds_alternative<SumPostOp>(p.post_ops[i]);
+      sum_after_[i - 1] = sum_after_[i] || sum;
+      binary_after_[i - 1] = binary_after_[i] || (reads_tensor(p.post_ops[i]) && !sum);
     }
     const bool s8 = p.dst_type == DataType::s8;
     res_lo_ = s8 ? -128 : 0;
@@ -470,19 +482,25 @@ class Checker {
   // shift where the later clamps bite). A tensor min or max is probed where
   // it changes nothing (apply), and a tensor multiply makes any move
   // unbounded (move_at).
-  std::vector<Probe> residual_probes(std::size_t r, double res) const {
-    bool sum = false, binary = false;
-    for (std::size_t i = r + 1; i < p_.post_ops.size(); ++i) {
-      sum = sum || std::holds_alternative<SumPostOp>(p_.post_ops[i]);
-      binary = binary || (reads_tensor(p_.post_ops[i]) && !std::holds_alternative<SumPostOp>(p_.post_ops[i]));
-    }
-    std::vector<double> residuals{res};
-    if (sum) residuals = {static_cast<double>(res_lo_), 0.0, static_cast<double>(res_hi_), res};
-    std::vector<double> tensors{res};
-    if (binary) tensors = {res, 0.0, static_cast<double>(res_lo_), static_cast<double>(res_hi_)};
-    std::vector<Probe> probes;
-    for (const double a : residuals) {
-      for (const double b : tensors) probes.push_back({a, b});
+  // At most 4 residuals times 4 tensor values; held in place, since the
+  // tie loops ask for them thousands of times per channel.
+  struct Probes {
+    std::array<Probe, 16> items{};
+    std::size_t count = 0;
+    const Probe* begin() const { return items.data(); }
+    const Probe* end() const { return items.data() + count; }
+  };
+
+  Probes residual_probes(std::size_t r, double res) const {
+    const bool sum = sum_after_[r], binary = binary_after_[r];
+    const double lo = static_cast<double>(res_lo_), hi = static_cast<double>(res_hi_);
+    const std::array<double, 4> residuals{lo, 0.0, hi, res};
+    const std::array<double, 4> tensors{res, 0.0, lo, hi};
+    Probes probes;
+    for (std::size_t a = sum ? 0 : 3; a < 4; ++a) {
+      for (std::size_t b = 0; b < (binary ? 4u : 1u); ++b) {
+        probes.items[probes.count++] = {residuals[a], tensors[b]};
+      }
     }
     return probes;
   }
@@ -768,6 +786,7 @@ class Checker {
   std::vector<std::size_t> rounds_;
   std::vector<Flat> flat_;
   std::vector<bool> reads_from_;
+  std::vector<bool> sum_after_, binary_after_;  // see the constructor
   std::vector<bool> transcendental_from_;
   std::int64_t res_lo_ = 0, res_hi_ = 255;
 };
@@ -825,11 +844,27 @@ std::optional<std::string> rounding_tie_hazard(const PostOpsPlan& plan) {
     keys.back().push_back(static_cast<double>(c));
     channels.push_back(c);
   }
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    auto hazard = hazard_cache().get(common, std::move(keys[i]),
-                                     [&] { return Checker(plan, channels[i]).run(); });
-    if (hazard) return hazard;
+  // The channels are checked on the team (a layer's channels are as many as
+  // its outputs, each thousands of ties); the reason is the first channel's
+  // with a hazard, as a loop in order would find it: a channel past one
+  // found is skipped, one before it is still checked.
+  const auto n = static_cast<std::int64_t>(keys.size());
+  std::vector<std::optional<std::string>> hazards(keys.size());
+  std::atomic<std::int64_t> first_found{n};
+#pragma omp parallel for schedule(dynamic) if (n > 1 && !omp_in_parallel())
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i > first_found.load(std::memory_order_relaxed)) continue;
+    const auto k = static_cast<std::size_t>(i);
+    hazards[k] = hazard_cache().get(common, std::move(keys[k]),
+                                    [&] { return Checker(plan, channels[k]).run(); });
+    if (hazards[k]) {
+      std::int64_t seen_first = first_found.load();
+      while (i < seen_first && !first_found.compare_exchange_weak(seen_first, i)) {
+      }
+    }
   }
+  const std::int64_t found = first_found.load();
+  if (found < n) return hazards[static_cast<std::size_t>(found)];
   return std::nullopt;
 }
 

@@ -239,5 +239,51 @@ TEST(TieHazard, AffinePrefixSearchFindsWhatTheFullSearchFinds) {
   EXPECT_LT(refused, 1480);
 }
 
+// The channels are checked on several threads; the reason must still be the
+// first hazardous channel's, as checking them one by one in order finds it.
+TEST(TieHazard, ManyChannelsReportTheFirstHazardousOne) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  const std::vector<float> tie_prone{0.1f, 0.05f, 0.5f, 0.2f, 0.3f, 1.5f, 0.125f, 0.01f, 2.5f};
+  int checked = 0, late = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    PostOpsPlan plan;
+    plan.channels = 48;
+    plan.dst_type = trial % 2 ? DataType::u8 : DataType::s8;
+    for (int c = 0; c < plan.channels; ++c) {
+      plan.output_scales.push_back(uniform(rng) < 0.1f
+                                       ? tie_prone[static_cast<std::size_t>(c) % tie_prone.size()]
+                                       : std::exp2(-12.0f + 13.0f * uniform(rng)));
+    }
+    const float beta = 0.5f * std::floor(8.0f * uniform(rng));
+    const EltwisePostOp shift{EltwiseAlg::linear, 1.0f, 1.0f, beta};
+    const EltwisePostOp round{EltwiseAlg::round, 1.0f + 7.0f * uniform(rng), 0.0f, 0.0f};
+    const EltwisePostOp hardswish{EltwiseAlg::hardswish, 1.0f + 20.0f * uniform(rng), 0.0f, 0.0f};
+    plan.post_ops.emplace_back(shift);
+    plan.post_ops.emplace_back(round);
+    plan.post_ops.emplace_back(hardswish);
+    std::optional<int> expected;
+    for (int c = 0; c < plan.channels && !expected; ++c) {
+      PostOpsPlan one = plan;
+      one.channels = 1;
+      one.output_scales = {plan.output_scales[static_cast<std::size_t>(c)]};
+      if (rounding_tie_hazard(one)) expected = c;
+    }
+    const auto found = rounding_tie_hazard(plan);
+    ASSERT_EQ(found.has_value(), expected.has_value()) << "trial " << trial;
+    if (!found) continue;
+    ++checked;
+    late += *expected > 0 ? 1 : 0;
+    std::string channel = "channel ";  // built by appending (GCC 12's -Wrestrict at -O3)
+    channel += std::to_string(*expected);
+    channel += ")";
+    EXPECT_NE(found->find(channel), std::string::npos)
+        << "trial " << trial << ": expected channel " << *expected << ": " << *found;
+  }
+  // Hazards are found, and some past the first channel (a test of nothing otherwise).
+  EXPECT_GT(checked, 5);
+  EXPECT_GT(late, 3);
+}
+
 }  // namespace
 }  // namespace qfuse::composer
