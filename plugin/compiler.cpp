@@ -320,39 +320,6 @@ const std::vector<FusionRefusal>& CompiledModel::refusals() const { return impl(
 
 namespace {
 
-// The constants every reader of which keeps its own copy (int8 weights
-// reordered into their primitive's layout) leave the graph: it holds a
-// placeholder of their type and shape, a view of no memory that no op reads,
-// and compiled_graph() restores them from the op when a tool asks.
-void evict_kept_constants(CompiledModel::Impl& impl) {
-  graph::Graph& g = impl.graph;
-  std::vector<std::optional<CompiledModel::Impl::KeptConstant>> keeper(g.value_count());
-  std::vector<bool> read_otherwise(g.value_count(), false);
-  for (graph::ValueId v : g.outputs()) read_otherwise[v.index] = true;
-  for (std::size_t i = 0; i < impl.ops.size(); ++i) {
-    const plugin::ExecutableOp& op = *impl.ops[i];
-    const std::vector<graph::ValueId>& inputs = op.node().inputs;
-    for (std::size_t k = 0; k < inputs.size(); ++k) {
-      if (!g.value(inputs[k]).is_constant()) continue;
-      if (op.keeps_input(k)) {
-        keeper[inputs[k].index] = CompiledModel::Impl::KeptConstant{inputs[k], i, k};
-      } else {
-        read_otherwise[inputs[k].index] = true;
-      }
-    }
-  }
-  std::size_t bytes = 0;
-  for (std::uint32_t i = 0; i < g.value_count(); ++i) {
-    if (!keeper[i] || read_otherwise[i]) continue;
-    graph::Value& v = g.value(graph::ValueId{i});
-    bytes += v.constant->byte_size();
-    v.constant = std::make_shared<const Tensor>(Tensor::view(v.type, v.shape, nullptr));
-    impl.kept_constants.push_back(*keeper[i]);
-  }
-  spdlog::info("compile: {} constants ({:.2f} MiB) held only in their layers' layouts",
-               impl.kept_constants.size(), static_cast<double>(bytes) / (1 << 20));
-}
-
 // Work below which an op runs on one thread: forking the request's team and
 // joining it again costs a few microseconds, more than a second core saves on
 // a small op (PP-OCR cls and the small corpus models run 5-30% faster with
@@ -555,6 +522,55 @@ MadeOp make_op(const CompiledModel::Impl& impl, graph::NodeId id,
   return m;
 }
 
+// The constants every reader of which keeps its own copy (int8 weights
+// reordered into their primitive's layout) leave the graph as soon as their
+// last reader is built: it holds a placeholder of their type and shape, a
+// view of no memory that no op reads, and compiled_graph() restores them
+// from the op when a tool asks. So a model's plain weights and their
+// reordered copies are not all resident at once.
+class KeptConstantEviction {
+ public:
+  KeptConstantEviction(const graph::Graph& g, const std::vector<graph::NodeId>& order)
+      : unbuilt_(g.value_count(), 0), read_otherwise_(g.value_count(), false) {
+    for (graph::ValueId v : g.outputs()) read_otherwise_[v.index] = true;
+    for (graph::NodeId id : order) {
+      for (graph::ValueId v : g.node(id).inputs) {
+        if (g.value(v).is_constant()) ++unbuilt_[v.index];
+      }
+    }
+  }
+
+  // Ops [from, to) of the build order are made (into `made`, at the same
+  // indices, which become their indices in impl.ops): the constants they
+  // were the last readers of, all of them keeping a copy, leave the graph.
+  void built(CompiledModel::Impl& impl, const std::vector<graph::NodeId>& order,
+             const std::vector<MadeOp>& made, std::size_t from, std::size_t to) {
+    graph::Graph& g = impl.graph;
+    for (std::size_t i = from; i < to; ++i) {
+      const std::vector<graph::ValueId>& inputs = g.node(order[i]).inputs;
+      for (std::size_t k = 0; k < inputs.size(); ++k) {
+        graph::Value& v = g.value(inputs[k]);
+        if (!v.is_constant() || unbuilt_[inputs[k].index] == 0) continue;
+        if (!made[i].op->keeps_input(k)) read_otherwise_[inputs[k].index] = true;
+        if (--unbuilt_[inputs[k].index] > 0 || read_otherwise_[inputs[k].index]) continue;
+        bytes_ += v.constant->byte_size();
+        v.constant = std::make_shared<const Tensor>(Tensor::view(v.type, v.shape, nullptr));
+        impl.kept_constants.push_back({inputs[k], i, k});
+      }
+    }
+  }
+
+  void log(const CompiledModel::Impl& impl) const {
+    spdlog::info("compile: {} constants ({:.2f} MiB) held only in their layers' layouts",
+                 impl.kept_constants.size(), static_cast<double>(bytes_) / (1 << 20));
+  }
+
+ private:
+  std::vector<std::uint32_t> unbuilt_;  // readers not built yet, per constant value
+  std::vector<bool> read_otherwise_;    // a graph output, or read by an op keeping no copy
+  std::size_t bytes_ = 0;
+};
+
 // Calls make(i) for every i < count, on this thread and up to threads - 1
 // helpers (at most one per 8 items). Returns the milliseconds the helpers
 // spent in the composer.
@@ -621,12 +637,24 @@ double build(CompiledModel::Impl& impl, const std::vector<graph::NodeId>& order,
   const std::vector<plugin::Layout>& layouts = impl.layouts;
   const plugin::LayoutOf layout_of = [&layouts](graph::ValueId v) { return layouts[v.index]; };
   std::vector<MadeOp> made(order.size());
-  const double helpers_composer_ms =
-      make_on_threads(order.size(), impl.threads, [&](std::size_t i) {
-        made[i] = make_op(impl, order[i], layout_of, layer_builds);
-      });
+  KeptConstantEviction eviction(impl.graph, order);
+  // In waves: between two, no op is being made, so the constants the last
+  // wave's ops took copies of can leave the graph the threads read.
+  constexpr std::size_t kWave = 32;
+  double helpers_composer_ms = 0.0;
+  for (std::size_t from = 0; from < order.size(); from += kWave) {
+    const std::size_t to = std::min(order.size(), from + kWave);
+    helpers_composer_ms += make_on_threads(to - from, impl.threads, [&](std::size_t i) {
+      made[from + i] = make_op(impl, order[from + i], layout_of, layer_builds);
+    });
+    for (std::size_t i = from; i < to; ++i) {
+      if (made[i].error) std::rethrow_exception(made[i].error);
+    }
+    eviction.built(impl, order, made, from, to);
+  }
   omp_set_num_threads(impl.threads);
   keep_ops(impl, order, made);
+  eviction.log(impl);
   return helpers_composer_ms;
 }
 
@@ -726,7 +754,6 @@ CompiledModel compile_graph(graph::Graph* graph, plugin::FusedGraph* fused,
   impl->times.composer_ms =
       plugin::composer_ms_on_this_thread() - composer_before + helpers_composer_ms;
   log_compiled(*impl, layer_builds);
-  evict_kept_constants(*impl);
   if (for_cache) {
     phase = Clock::now();
     for (const CompiledModel::Impl::KeptConstant& k : impl->kept_constants) {
