@@ -118,6 +118,27 @@ void remove_dead_nodes(Graph& g) {
   }
 }
 
+void erase_unread_chain(Graph& g, ValueId v) {
+  const Value& value = g.value(v);
+  const auto is_output = [&g](ValueId x) {
+    return std::find(g.outputs().begin(), g.outputs().end(), x) != g.outputs().end();
+  };
+  if (!g.consumers(v).empty() || is_output(v)) return;
+  if (value.is_constant()) {
+    g.value(v).constant =
+        std::make_shared<const Tensor>(Tensor::view(value.type, value.shape, nullptr));
+    return;
+  }
+  if (!value.producer.valid()) return;
+  const NodeId producer = value.producer;
+  const std::vector<ValueId> inputs = g.node(producer).inputs;
+  for (ValueId out : g.node(producer).outputs) {
+    if (!g.consumers(out).empty() || is_output(out)) return;
+  }
+  g.erase_node(producer);
+  for (ValueId in : inputs) erase_unread_chain(g, in);
+}
+
 namespace {
 
 // dst[j][i] = src[i][j] for a rows x cols matrix of T, in 32 x 32 tiles (each

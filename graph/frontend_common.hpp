@@ -50,6 +50,12 @@ std::optional<std::string> inverted_limits_problem(const std::vector<double>& lo
 // Erases the nodes whose outputs nothing reads (a frontend imports every
 // node of the file; a dead one never runs).
 void remove_dead_nodes(Graph& g);
+// Erases the node producing `v` when nothing reads `v` and it is no graph
+// output, then in turn its inputs' producers left unread; constants left
+// unread hold a placeholder of no memory from then on. For a chain an
+// importer made on constants (a dequantize of constant codes) whose last
+// reader took another form of them: its bytes are freed during the import.
+void erase_unread_chain(Graph& g, ValueId v);
 
 // A matrix [rows, cols] as [cols, rows], of any element type.
 Tensor transposed_matrix(const Tensor& m);

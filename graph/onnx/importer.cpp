@@ -278,8 +278,12 @@ graph::Graph Importer::run() {
       if (it == tensors_.end() || element_count(it->second.shape) < kReleasedElements) continue;
       if (it->second.literal) {
         tensors_.erase(it);
-      } else {
-        it->second.dq_weight = nullptr;  // the integers a dequantize kept for its readers
+      } else if (it->second.dq_weight) {
+        // The integers a dequantize of constant codes kept for its readers;
+        // its own chain too, when they all took the codes in another form
+        // (a MatMul's transposed weights).
+        if (it->second.value.valid()) graph::erase_unread_chain(graph_, it->second.value);
+        it->second.dq_weight = nullptr;
       }
     }
   }
