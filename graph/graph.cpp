@@ -34,6 +34,12 @@ ValueId Graph::add_input(std::string name, Shape shape, ElementType type) {
   return id;
 }
 
+void Graph::reserve(std::size_t nodes, std::size_t values) {
+  nodes_.reserve(nodes);
+  values_.reserve(values);
+  uses_.reserve(values);
+}
+
 ValueId Graph::add_constant(std::string name, Tensor data) {
   return add_constant(std::move(name), std::make_shared<const Tensor>(std::move(data)));
 }

@@ -62,6 +62,10 @@ class Graph {
  public:
   // Values.
   ValueId add_input(std::string name, Shape shape, ElementType type = ElementType::f32);
+  // Room for this many nodes and values in all: a frontend that knows its
+  // file's size grows the tables once, not by doublings that hold the old
+  // table beside the new one.
+  void reserve(std::size_t nodes, std::size_t values);
   ValueId add_constant(std::string name, Tensor data);
   // A constant whose elements are shared (an importer's view of its file).
   ValueId add_constant(std::string name, std::shared_ptr<const Tensor> data);

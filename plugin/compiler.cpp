@@ -266,6 +266,15 @@ void describe_plan(const graph::Graph& g, const graph::Node& n, const composer::
 
 }  // namespace
 
+CompiledModel::LayerCounts CompiledModel::layer_counts() const {
+  LayerCounts counts;
+  for (const auto& op : impl().ops) {
+    ++counts.executable_nodes;
+    counts.int8_layers += graph::is_quantized_layer(op->node().kind) ? 1 : 0;
+  }
+  return counts;
+}
+
 std::vector<LayerInfo> CompiledModel::layers() const {
   const Impl& model = impl();
   const graph::Graph& g = model.graph;

@@ -471,11 +471,10 @@ int run_command(const Args& args) {
     times.push_back(ms_since(t));
   }
 
-  std::size_t int8_layers = 0;
-  for (const LayerInfo& l : model.layers()) int8_layers += is_int8_layer_op(l.op) ? 1 : 0;
-  std::cout << "model " << model_name << ": " << model.layers().size() << " executable nodes, "
-            << int8_layers << " int8 layers (" << (args.flag("--unfused") ? "unfused" : "fused")
-            << ")\n";
+  const CompiledModel::LayerCounts counts = model.layer_counts();
+  std::cout << "model " << model_name << ": " << counts.executable_nodes << " executable nodes, "
+            << counts.int8_layers << " int8 layers ("
+            << (args.flag("--unfused") ? "unfused" : "fused") << ")\n";
   for (const std::string& name : model.output_names()) {
     print_tensor_summary(name, request.output(name));
   }

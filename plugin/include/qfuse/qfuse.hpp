@@ -186,6 +186,13 @@ class QFUSE_API CompiledModel {
   std::vector<TensorInfo> outputs() const;
   // One entry per executed node, in execution order.
   std::vector<LayerInfo> layers() const;
+  // How many executable nodes there are, and how many of them are int8
+  // layers: the counts of layers() without a LayerInfo made for each.
+  struct LayerCounts {
+    std::size_t executable_nodes = 0;
+    std::size_t int8_layers = 0;
+  };
+  LayerCounts layer_counts() const;
   // One line per rewrite the fusion passes made, then one per refusal that
   // still holds in the compiled graph ("<pass>: refused '<node>': <reason>").
   const std::vector<std::string>& fusion_log() const;

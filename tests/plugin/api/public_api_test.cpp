@@ -300,6 +300,16 @@ TEST(PublicApi, OnnxImportAndErrorsAcrossTheLibraryBoundary) {
   int int8_layers = 0;
   for (const qfuse::LayerInfo& l : compiled.layers()) int8_layers += l.precision == "int8";
   EXPECT_GE(int8_layers, 3);
+  // The counts without a LayerInfo each agree with layers(): the int8
+  // layers are the Quantized* operators (other ops run int8 too).
+  const qfuse::CompiledModel::LayerCounts counts = compiled.layer_counts();
+  EXPECT_EQ(counts.executable_nodes, compiled.layers().size());
+  std::size_t quantized_layers = 0;
+  for (const qfuse::LayerInfo& l : compiled.layers()) {
+    quantized_layers += l.op.rfind("Quantized", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_GE(quantized_layers, 3u);
+  EXPECT_EQ(counts.int8_layers, quantized_layers);
   // Fused against unfused through the public Comparison.
   Tensor x(ElementType::f32, {2, 1, 28, 28});
   for (std::int64_t i = 0; i < x.size(); ++i) x.data<float>()[static_cast<std::size_t>(i)] = static_cast<float>(i % 29) / 29.0f;
