@@ -157,9 +157,11 @@ Comparison::Comparison(const Model& model, const CompileOptions& fused_options)
     : Comparison(model, with_fuse(fused_options, true), with_fuse(fused_options, false)) {}
 
 Comparison::Comparison(const Model& model, const CompileOptions& options,
-                       const CompileOptions& reference) {
-  const graph::Graph& graph = model_graph(model);
-  impl_ = std::make_unique<Impl>(compile(graph, options), compile(graph, reference));
+                       const CompileOptions& reference)
+    : Comparison(compile(model_graph(model), options), compile(model_graph(model), reference)) {}
+
+Comparison::Comparison(CompiledModel fused, CompiledModel unfused) {
+  impl_ = std::make_unique<Impl>(std::move(fused), std::move(unfused));
   const graph::Graph& fg = executed_graph(impl_->fused);
   const graph::Graph& ug = executed_graph(impl_->unfused);
   std::unordered_map<std::string, graph::ValueId> model_values;
@@ -248,7 +250,7 @@ Comparison::Comparison(const Model& model, const CompileOptions& options,
   }
   impl_->reference.resize(impl_->matches.size());
   impl_->present.assign(impl_->matches.size(), false);
-  impl_->tensor_aliases = graph.tensor_aliases();
+  impl_->tensor_aliases = ug.tensor_aliases();
 }
 
 Comparison::~Comparison() = default;

@@ -500,6 +500,9 @@ fs::path cache_dir_of(const CompileOptions& options) {
 }
 
 CompiledModel compile_files(const ModelFiles& model, const CompileOptions& options) {
+  // The cache's lines obey QFUSE_LOG_LEVEL as the compile's do (they came
+  // before the first compile set the level, and so showed at info).
+  init_logging();
   const fs::path dir = cache_dir_of(options);
   if (dir.empty()) return compile_observed(model.import(nullptr), options, nullptr, 0.0);
 

@@ -117,8 +117,24 @@ int compare_command(const Args& args) {
     inputs_desc = std::to_string(images) + " Fashion-MNIST test images" +
                   (noisy ? " with noise" : "");
 #endif
-  } else {
+  } else if (integer) {
     make(make_model(load_model(model_name, shape_bindings(args, model_name))));
+  } else {
+    // Fused and unfused each compiled from the model's files, so that the
+    // compiled-model cache (--cache-dir, QFUSE_CACHE_DIR) serves both.
+    CompileOptions fused = options, unfused = options;
+    fused.cache_dir = unfused.cache_dir = args.value("--cache-dir").value_or("");
+    fused.fuse = true;
+    unfused.fuse = false;
+    const std::map<std::string, Shape> shapes = shape_bindings(args, model_name);
+    cmp.emplace(compile_model(model_name, shapes, fused), compile_model(model_name, shapes, unfused));
+    for (const auto& [what, model] : {std::pair{"fused", &cmp->fused()}, {"unfused", &cmp->unfused()}}) {
+      if (!model->compile_times().cache.empty()) {
+        std::cout << "cache (" << what << "): " << model->compile_times().cache << '\n';
+      }
+    }
+  }
+  if (!bundled || args.value("--inputs") || args.value("--random") || args.flag("--shape")) {
     std::map<std::string, Tensor> inputs;
     if (auto dir = args.value("--inputs")) {
       for (const std::string& name : cmp->unfused().input_names()) {

@@ -57,7 +57,8 @@ const std::vector<Command>& commands() {
        bench_command},
       {"compare",
        "qfuse compare [MODEL] [--inputs DIR | --random SEED | --images N] [--json F] [--html F] "
-       "[--allow-residual-round-drop] [--integer-only] [--reference DIR] [--shape NAME=DIMS]",
+       "[--allow-residual-round-drop] [--integer-only] [--reference DIR] [--shape NAME=DIMS] "
+       "[--cache-dir DIR]",
        "run fused and unfused on the same inputs; report each output and each fused layer's "
        "output in LSB, equal share, cosine and SNR, propagated and isolated (each fused layer "
        "fed the unfused path's inputs) (exit 3 if an output is off by > 1 LSB)",
@@ -73,7 +74,10 @@ const std::vector<Command>& commands() {
          "compare fused and unfused with tensors computed elsewhere on the --inputs (ONNX "
          "Runtime's: bench/peers/against_ort.py): DIR holds <tensor>.npy by the model file's "
          "tensor names, percent-encoded (/ as %2F)"},
-        {"--shape", true, kShapeHelp}},
+        {"--shape", true, kShapeHelp},
+        {"--cache-dir", true,
+         "compile fused and unfused through the compiled-model cache in DIR (not with "
+         "--integer-only or --reference)"}},
        1,
        compare_command},
       {"dump",

@@ -87,6 +87,10 @@ class QFUSE_API Comparison {
   // integer-only mode against the float-scale fused one). Values both graphs
   // hold as 8-bit codes compare in codes: one LSB is one code.
   Comparison(const Model& model, const CompileOptions& options, const CompileOptions& reference);
+  // The same from two compilations of one model, already made (from its
+  // files, through the compiled-model cache): `fused`, and `unfused` as the
+  // reference.
+  Comparison(CompiledModel fused, CompiledModel unfused);
   ~Comparison();
   Comparison(Comparison&&) noexcept;
   Comparison& operator=(Comparison&&) noexcept;
