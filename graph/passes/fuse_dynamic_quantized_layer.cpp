@@ -131,9 +131,12 @@ bool fuse_dynamic_quantized_layer(Graph& g, PassContext& ctx) {
     const std::int64_t rows = w.shape()[0], k = element_count(w.shape()) / rows;
     attrs.weight_sums.assign(static_cast<std::size_t>(rows), 0);
     for (std::int64_t i = 0; i < rows; ++i) {
-      for (std::int64_t j = 0; j < k; ++j) {
-        attrs.weight_sums[static_cast<std::size_t>(i)] += wd[static_cast<std::size_t>(i * k + j)];
-      }
+      // A local sum: a store into the vector could alias the int8 codes and
+      // would keep the loop scalar.
+      const std::int8_t* row = wd.data() + i * k;
+      std::int32_t sum = 0;
+      for (std::int64_t j = 0; j < k; ++j) sum += row[j];
+      attrs.weight_sums[static_cast<std::size_t>(i)] = sum;
     }
     attrs.chain.channels = static_cast<int>(channels);
     attrs.chain.dst_type = cp::DataType::f32;
