@@ -253,11 +253,12 @@ graph::Graph Importer::run() {
   if (g.sparse_initializer_size() > 0) {
     throw UnsupportedError("import " + origin_ + ": sparse initializers are not supported");
   }
-  // About a node and a value per ONNX node, and a value per input and
-  // initializer (the importer emits more for a few operators).
+  // A node and a value per ONNX node, and a value per input and
+  // initializer: exact for most graphs; operators the importer spells out
+  // in several nodes grow the tables as before.
   const auto onnx_nodes = static_cast<std::size_t>(g.node_size());
-  graph_.reserve(onnx_nodes + onnx_nodes / 4,
-                 onnx_nodes + onnx_nodes / 4 + initializers.size() + g.input_size());
+  graph_.reserve(onnx_nodes + 16, onnx_nodes + 16 + initializers.size() +
+                                      static_cast<std::size_t>(g.input_size()));
   onnx_producer_.reserve(onnx_nodes);
   onnx_consumers_.reserve(onnx_nodes + initializers.size());
   bind_inputs(initializers);
