@@ -125,8 +125,7 @@ void erase_unread_chain(Graph& g, ValueId v) {
   };
   if (!g.consumers(v).empty() || is_output(v)) return;
   if (value.is_constant()) {
-    g.value(v).constant =
-        std::make_shared<const Tensor>(Tensor::view(value.type, value.shape, nullptr));
+    g.release_constant(v);
     return;
   }
   if (!value.producer.valid()) return;

@@ -34,6 +34,23 @@ ValueId Graph::add_input(std::string name, Shape shape, ElementType type) {
   return id;
 }
 
+std::shared_ptr<const Tensor> owned_view(std::shared_ptr<const void> owner, ElementType type,
+                                         Shape shape, const void* data) {
+  struct Held {
+    std::shared_ptr<const void> owner;
+    Tensor view;
+  };
+  auto held = std::make_shared<const Held>(
+      Held{std::move(owner), Tensor::view(type, std::move(shape), const_cast<void*>(data))});
+  return std::shared_ptr<const Tensor>(held, &held->view);
+}
+
+void Graph::release_constant(ValueId value) {
+  Value& v = values_.at(value.index);
+  if (!v.is_constant()) throw GraphError("release_constant: '" + v.name + "' is no constant");
+  v.constant = std::make_shared<const Tensor>(Tensor::view(v.type, v.shape, nullptr));
+}
+
 void Graph::reserve(std::size_t nodes, std::size_t values) {
   nodes_.reserve(nodes);
   values_.reserve(values);

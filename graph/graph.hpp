@@ -44,6 +44,11 @@ struct Value {
   bool is_constant() const { return constant != nullptr; }
 };
 
+// A constant's tensor: `data` seen as `type` and `shape`, kept alive by
+// `owner` (a mapped file, the buffer an importer read).
+std::shared_ptr<const Tensor> owned_view(std::shared_ptr<const void> owner, ElementType type,
+                                         Shape shape, const void* data);
+
 struct Node {
   std::string name;
   OpKind kind = OpKind::Relu;
@@ -69,6 +74,10 @@ class Graph {
   ValueId add_constant(std::string name, Tensor data);
   // A constant whose elements are shared (an importer's view of its file).
   ValueId add_constant(std::string name, std::shared_ptr<const Tensor> data);
+  // The constant's memory goes: it stays a constant of its type and shape,
+  // a view of no memory, for a value nothing reads again (a weight its layer
+  // holds in a layout of its own, a chain an importer dropped).
+  void release_constant(ValueId value);
   ValueId add_value(std::string name, Shape shape = {}, ElementType type = ElementType::f32);
   // Takes back the value added last, which nothing reads and which is no
   // graph input or output: what a pass made for a candidate it then refused,

@@ -384,14 +384,7 @@ Graph read_graph(ByteSource& in, std::shared_ptr<const void> owner) {
     in.align(kConstantAlignment);
     const std::size_t bytes = static_cast<std::size_t>(element_count(data_shape)) * element_size(data_type);
     void* data = const_cast<std::byte*>(in.take(bytes));
-    // A view of the owner's bytes that keeps the owner alive.
-    struct OwnedView {
-      std::shared_ptr<const void> owner;
-      Tensor view;
-    };
-    auto held = std::make_shared<const OwnedView>(
-        OwnedView{owner, Tensor::view(data_type, std::move(data_shape), data)});
-    g.value(id).constant = std::shared_ptr<const Tensor>(held, &held->view);
+    g.value(id).constant = owned_view(owner, data_type, std::move(data_shape), data);
   }
   const std::size_t nodes = r.count(1);
   std::uint32_t values = static_cast<std::uint32_t>(g.value_count());

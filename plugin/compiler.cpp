@@ -563,7 +563,7 @@ class KeptConstantEviction {
         if (!made[i].op->keeps_input(k)) read_otherwise_[inputs[k].index] = true;
         if (--unbuilt_[inputs[k].index] > 0 || read_otherwise_[inputs[k].index]) continue;
         bytes_ += v.constant->byte_size();
-        v.constant = std::make_shared<const Tensor>(Tensor::view(v.type, v.shape, nullptr));
+        g.release_constant(inputs[k]);
         impl.kept_constants.push_back({inputs[k], i, k});
       }
     }
@@ -612,13 +612,10 @@ double make_on_threads(std::size_t count, int threads,
   return helpers_composer_ms;
 }
 
-// Rethrows the first error, else logs the ops and keeps them in impl.ops,
-// in execution order.
+// Logs the ops, all made without error, and keeps them in impl.ops, in
+// execution order.
 void keep_ops(CompiledModel::Impl& impl, const std::vector<graph::NodeId>& order,
               std::vector<MadeOp>& made) {
-  for (MadeOp& m : made) {
-    if (m.error) std::rethrow_exception(m.error);
-  }
   for (std::size_t i = 0; i < made.size(); ++i) {
     const graph::Node& node = impl.graph.node(order[i]);
     std::unique_ptr<plugin::ExecutableOp>& op = made[i].op;

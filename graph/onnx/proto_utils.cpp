@@ -9,6 +9,7 @@
 #include <string>
 #include <type_traits>
 
+#include "graph/graph.hpp"
 #include "graph/onnx/importer.hpp"
 
 namespace qfuse::onnx {
@@ -228,14 +229,7 @@ Literal decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
   return lit;
 }
 
-
 namespace {
-
-// A tensor viewing bytes it keeps alive.
-struct HeldBytes {
-  std::unique_ptr<std::string> bytes;
-  Tensor view;
-};
 
 // The least and greatest element. GCC's -O2 leaves this reduction scalar;
 // CMakeLists.txt gives this file the dynamic cost model, under which it
@@ -264,25 +258,24 @@ Literal take_tensor(::onnx::TensorProto& t, const std::string& what,
     if (d < 0) throw GraphError("import " + what + ": negative dimension in " + to_string(shape));
   }
   const std::size_t expected = static_cast<std::size_t>(element_count(shape)) * element_size(*type);
-  auto held = std::make_shared<HeldBytes>();
-  held->bytes = external ? std::make_unique<std::string>(
-                               read_external(t, what, external_dir, expected))
-                         : std::unique_ptr<std::string>(t.release_raw_data());
-  if (held->bytes->size() != expected) {
-    throw GraphError("import " + what + ": raw_data of " + std::to_string(held->bytes->size()) +
+  const std::shared_ptr<const std::string> bytes =
+      external ? std::make_shared<const std::string>(read_external(t, what, external_dir, expected))
+               : std::shared_ptr<const std::string>(t.release_raw_data());
+  if (bytes->size() != expected) {
+    throw GraphError("import " + what + ": raw_data of " + std::to_string(bytes->size()) +
                      " bytes holds no " + to_string(shape) + " " + onnx_type_name(t.data_type()) +
                      " (expected " + std::to_string(expected) + " bytes)");
   }
   // std::string's buffer comes from operator new, aligned for every element
   // type, or is the string's own small buffer, aligned as the string.
-  held->view = Tensor::view(*type, shape, held->bytes->data());
-  Literal lit(t.data_type(), std::move(shape),
-              std::shared_ptr<const Tensor>(held, &held->view));
+  const std::shared_ptr<const Tensor> elements =
+      graph::owned_view(bytes, *type, shape, bytes->data());
+  Literal lit(t.data_type(), std::move(shape), elements);
   switch (*type) {
-    case ElementType::u8: lit.extent = integer_extent<std::uint8_t>(held->view); break;
-    case ElementType::s8: lit.extent = integer_extent<std::int8_t>(held->view); break;
-    case ElementType::s32: lit.extent = integer_extent<std::int32_t>(held->view); break;
-    case ElementType::s64: lit.extent = integer_extent<std::int64_t>(held->view); break;
+    case ElementType::u8: lit.extent = integer_extent<std::uint8_t>(*elements); break;
+    case ElementType::s8: lit.extent = integer_extent<std::int8_t>(*elements); break;
+    case ElementType::s32: lit.extent = integer_extent<std::int32_t>(*elements); break;
+    case ElementType::s64: lit.extent = integer_extent<std::int64_t>(*elements); break;
     case ElementType::f32: break;
   }
   return lit;
@@ -355,15 +348,7 @@ std::shared_ptr<const Tensor> to_shared_tensor(const Literal& lit, const std::st
     return std::make_shared<const Tensor>(to_tensor(lit, what, std::move(shape)));
   }
   if (shape == elements->shape()) return elements;
-  struct Reshaped {
-    std::shared_ptr<const Tensor> base;
-    Tensor view;
-  };
-  auto held = std::make_shared<Reshaped>();
-  held->base = elements;
-  held->view = Tensor::view(elements->type(), std::move(shape),
-                            const_cast<void*>(elements->raw_data()));
-  return std::shared_ptr<const Tensor>(held, &held->view);
+  return graph::owned_view(elements, elements->type(), std::move(shape), elements->raw_data());
 }
 
 Tensor to_tensor(const Literal& lit, const std::string& what) {

@@ -40,7 +40,7 @@ enum OnnxType : int {
 };
 
 bool is_integer_type(int type);                  // bool and every integer type
-std::optional<ElementType> to_element_type(int type);  // f32, u8, s8, s32 only
+std::optional<ElementType> to_element_type(int type);  // f32, u8, s8, s32, s64 only
 int to_onnx_type(ElementType type);
 
 // A constant the importer reads and folds: its values, each held exactly in

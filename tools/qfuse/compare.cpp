@@ -127,8 +127,10 @@ int compare_command(const Args& args) {
     fused.fuse = true;
     unfused.fuse = false;
     const std::map<std::string, Shape> shapes = shape_bindings(args, model_name);
-    cmp.emplace(compile_model(model_name, shapes, fused), compile_model(model_name, shapes, unfused));
-    for (const auto& [what, model] : {std::pair{"fused", &cmp->fused()}, {"unfused", &cmp->unfused()}}) {
+    cmp.emplace(compile_model(model_name, shapes, fused),
+                compile_model(model_name, shapes, unfused));
+    for (const auto& [what, model] :
+         {std::pair{"fused", &cmp->fused()}, {"unfused", &cmp->unfused()}}) {
       if (!model->compile_times().cache.empty()) {
         std::cout << "cache (" << what << "): " << model->compile_times().cache << '\n';
       }
