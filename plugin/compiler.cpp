@@ -506,7 +506,8 @@ struct MadeOp {
 };
 
 MadeOp make_op(const CompiledModel::Impl& impl, graph::NodeId id,
-               const plugin::LayoutOf& layout_of, plugin::LayerBuildCache& layer_builds) {
+               const plugin::LayoutOf& layout_of, plugin::LayerBuildCache& layer_builds,
+               plugin::EltwisePrimitives& eltwise_primitives) {
   const graph::Graph& g = impl.graph;
   const graph::Node& node = g.node(id);
   const CompileOptions& options = impl.options;
@@ -520,7 +521,7 @@ MadeOp make_op(const CompiledModel::Impl& impl, graph::NodeId id,
         g, node, impl.engine, layout_of,
         chain != impl.f32_chains.end() ? &chain->second : nullptr, &options,
         impl.memory.sum_in_place[id.index], &layer_builds, &m.integer_refusal,
-        impl.held.empty() ? nullptr : &impl.held});
+        impl.held.empty() ? nullptr : &impl.held, &eltwise_primitives});
   } catch (const dnnl::error& e) {
     m.error = std::make_exception_ptr(
         CompileError("compile " + std::string(graph::to_string(node.kind)) + " node '" +
@@ -648,10 +649,12 @@ double build(CompiledModel::Impl& impl, const std::vector<graph::NodeId>& order,
   // wave's ops took copies of can leave the graph the threads read.
   constexpr std::size_t kWave = 32;
   double helpers_composer_ms = 0.0;
+  plugin::EltwisePrimitives eltwise_primitives;
   for (std::size_t from = 0; from < order.size(); from += kWave) {
     const std::size_t to = std::min(order.size(), from + kWave);
     helpers_composer_ms += make_on_threads(to - from, impl.threads, [&](std::size_t i) {
-      made[from + i] = make_op(impl, order[from + i], layout_of, layer_builds);
+      made[from + i] =
+          make_op(impl, order[from + i], layout_of, layer_builds, eltwise_primitives);
     });
     for (std::size_t i = from; i < to; ++i) {
       if (made[i].error) std::rethrow_exception(made[i].error);

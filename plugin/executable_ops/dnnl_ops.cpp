@@ -7,8 +7,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <unordered_map>
 #include <utility>
+
+#include <omp.h>
 
 #include "graph/op_info.hpp"
 #include "graph/node_queries.hpp"
@@ -38,16 +41,14 @@ struct Binding {
 
 class DnnlOp final : public ExecutableOp {
  public:
-  DnnlOp(const Node& node, const dnnl::engine& engine, const dnnl::primitive_desc_base& pd,
-         dnnl::primitive primitive, std::vector<Binding> bindings,
+  DnnlOp(const Node& node, const dnnl::engine& engine,
+         std::shared_ptr<const SharedPrimitive> primitive, std::vector<Binding> bindings,
          std::vector<std::pair<int, memory>> constant_args = {}, std::string post_ops = {})
       : ExecutableOp(node),
         engine_(engine),
         primitive_(std::move(primitive)),
         bindings_(std::move(bindings)),
         constant_args_(std::move(constant_args)),
-        scratchpad_md_(shared_desc(pd.scratchpad_desc())),
-        implementation_(pd.impl_info_str()),
         post_ops_(std::move(post_ops)) {}
 
   void execute(ExecContext& ctx) const override {
@@ -62,9 +63,9 @@ class DnnlOp final : public ExecutableOp {
         args.emplace(b.arg, ctx.shared_memory(b.md, b.arg, engine_));
       }
       for (const auto& [arg, mem] : constant_args_) args.emplace(arg, mem);
-      if (scratchpad_md_->get_size() > 0) {
+      if (scratchpad_size() > 0) {
         args.emplace(DNNL_ARG_SCRATCHPAD,
-                     ctx.shared_memory(scratchpad_md_, DNNL_ARG_SCRATCHPAD, engine_));
+                     ctx.shared_memory(primitive_->scratchpad, DNNL_ARG_SCRATCHPAD, engine_));
       }
       state = std::move(args);
     }
@@ -73,31 +74,33 @@ class DnnlOp final : public ExecutableOp {
       // oneDNN takes non-const handles; inputs are only read.
       args.at(b.arg).set_data_handle(const_cast<void*>(ctx.in(b.value).raw_data()));
     }
-    if (scratchpad_md_->get_size() > 0) {
-      args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(ctx.scratchpad());
-    }
-    primitive_.execute(ctx.stream(), args);
+    if (scratchpad_size() > 0) args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(ctx.scratchpad());
+    primitive_->primitive.execute(ctx.stream(), args);
     ctx.stream().wait();
   }
 
-  std::string implementation() const override { return implementation_; }
+  std::string implementation() const override { return primitive_->implementation; }
   std::string post_ops() const override { return post_ops_; }
-  std::size_t scratchpad_size() const override { return scratchpad_md_->get_size(); }
+  std::size_t scratchpad_size() const override { return primitive_->scratchpad->get_size(); }
 
  private:
   dnnl::engine engine_;
-  dnnl::primitive primitive_;
+  std::shared_ptr<const SharedPrimitive> primitive_;  // shared by equal eltwise ops
   std::vector<Binding> bindings_;
   std::vector<std::pair<int, memory>> constant_args_;  // constant post-op operands
-  std::shared_ptr<const memory::desc> scratchpad_md_;
-  std::string implementation_;
   std::string post_ops_;
 };
+
+std::shared_ptr<const SharedPrimitive> make_primitive(const dnnl::primitive_desc_base& pd) {
+  return std::make_shared<const SharedPrimitive>(
+      SharedPrimitive{dnnl::primitive(pd.get()), shared_desc(pd.scratchpad_desc()),
+                      pd.impl_info_str()});
+}
 
 std::unique_ptr<ExecutableOp> make_op(const Node& node, const dnnl::engine& engine,
                                       const dnnl::primitive_desc_base& pd,
                                       std::vector<Binding> bindings) {
-  return std::make_unique<DnnlOp>(node, engine, pd, dnnl::primitive(pd.get()),
+  return std::make_unique<DnnlOp>(node, engine, make_primitive(pd),
                                   std::move(bindings));
 }
 
@@ -521,17 +524,28 @@ std::unique_ptr<ExecutableOp> make_matmul(const Operands& o, const dnnl::engine&
                                 {DNNL_ARG_WEIGHTS, o.node.inputs[1], b_md},
                                 {DNNL_ARG_DST, o.node.outputs[0], y_md}};
   for (const RuntimeOperand& op : runtime) bindings.push_back({op.arg, op.value, op.md});
-  return std::make_unique<DnnlOp>(o.node, engine, pd, dnnl::primitive(pd.get()),
-                                  std::move(bindings), std::move(post_args), chain_text(o));
+  return std::make_unique<DnnlOp>(o.node, engine, make_primitive(pd), std::move(bindings),
+                                  std::move(post_args), chain_text(o));
 }
 
 std::unique_ptr<ExecutableOp> make_eltwise(const Operands& o, const dnnl::engine& engine,
                                            algorithm alg, float alpha, float beta) {
-  dnnl::eltwise_forward::desc desc(prop_kind::forward_inference, alg, o.in_md(0), alpha, beta);
-  dnnl::eltwise_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
-  return make_op(o.node, engine, pd,
-                 {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
-                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
+  std::vector<Binding> bindings{{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
+                                {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}};
+  // The primitive reads its data's descriptor and the thread count make_op
+  // set for it, besides the algorithm and its constants; equal ones share it.
+  const EltwisePrimitives::Key key{alg, alpha, beta, omp_get_max_threads(), bindings[0].md};
+  std::shared_ptr<const SharedPrimitive> primitive =
+      o.eltwise_primitives != nullptr ? o.eltwise_primitives->find(key) : nullptr;
+  if (primitive == nullptr) {
+    dnnl::eltwise_forward::desc desc(prop_kind::forward_inference, alg, *key.data, alpha, beta);
+    primitive = make_primitive(
+        dnnl::eltwise_forward::primitive_desc(desc, user_scratchpad_attr(), engine));
+    if (o.eltwise_primitives != nullptr) {
+      primitive = o.eltwise_primitives->keep(key, std::move(primitive));
+    }
+  }
+  return std::make_unique<DnnlOp>(o.node, engine, std::move(primitive), std::move(bindings));
 }
 
 // Eltwise primitives applied one after another: the first reads the input,
@@ -1099,6 +1113,26 @@ bool is_shuffled_1x1_deconvolution(const graph::Graph& graph, const graph::Node&
   }
   if (node.inputs.size() > 2 && !graph.value(node.inputs[2]).is_constant()) return false;
   return kernel_is_stride(node.attr<graph::DeconvAttrs>(), w.shape);
+}
+
+std::size_t EltwisePrimitives::Hash::operator()(const Key& k) const {
+  std::size_t h = std::hash<const void*>{}(k.data.get());
+  h = h * 31u + static_cast<std::size_t>(k.alg);
+  h = h * 31u + std::hash<float>{}(k.alpha);
+  h = h * 31u + std::hash<float>{}(k.beta);
+  return h * 31u + static_cast<std::size_t>(k.threads);
+}
+
+std::shared_ptr<const SharedPrimitive> EltwisePrimitives::find(const Key& key) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = made_.find(key);
+  return it != made_.end() ? it->second : nullptr;
+}
+
+std::shared_ptr<const SharedPrimitive> EltwisePrimitives::keep(
+    const Key& key, std::shared_ptr<const SharedPrimitive> made) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return made_.try_emplace(key, std::move(made)).first->second;
 }
 
 }  // namespace qfuse::plugin

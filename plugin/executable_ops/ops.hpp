@@ -2,8 +2,11 @@
 // Internal: builders of executable nodes.
 
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "plugin/executable_ops/quantized_layer.hpp"
 #include "plugin/execution.hpp"
@@ -14,6 +17,43 @@ namespace qfuse::plugin {
 using LayoutOf = std::function<Layout(graph::ValueId)>;
 
 struct F32Chain;
+
+// A oneDNN primitive with what running it needs besides its arguments; ops
+// that run equal primitives may hold one together.
+struct SharedPrimitive {
+  dnnl::primitive primitive;
+  std::shared_ptr<const dnnl::memory::desc> scratchpad;
+  std::string implementation;
+};
+
+// Eltwise primitives one compile shares among the ops that run equal ones:
+// one algorithm and constants on one descriptor, made for one thread count
+// (a chain of 60,000 activations holds one primitive, not one per node).
+// Thread-safe: ops are made on several threads.
+class EltwisePrimitives {
+ public:
+  struct Key {
+    dnnl::algorithm alg = dnnl::algorithm::undef;
+    float alpha = 0.0f;
+    float beta = 0.0f;
+    int threads = 0;
+    std::shared_ptr<const dnnl::memory::desc> data;  // shared_desc's, compared by address
+    bool operator==(const Key&) const = default;
+  };
+  // The primitive made for `key` before, or null.
+  std::shared_ptr<const SharedPrimitive> find(const Key& key) const;
+  // Keeps `made` for `key` unless another thread kept one first; returns the
+  // one kept.
+  std::shared_ptr<const SharedPrimitive> keep(const Key& key,
+                                              std::shared_ptr<const SharedPrimitive> made);
+
+ private:
+  struct Hash {
+    std::size_t operator()(const Key& k) const;
+  };
+  mutable std::mutex mutex_;
+  std::unordered_map<Key, std::shared_ptr<const SharedPrimitive>, Hash> made_;
+};
 
 // What making one node's executable reads.
 struct OpBuild {
@@ -29,6 +69,7 @@ struct OpBuild {
   std::optional<std::string>* integer_refusal = nullptr;
   // Constants already in their op's layout (a cache entry's), by value.
   const HeldConstants* held = nullptr;
+  EltwisePrimitives* eltwise_primitives = nullptr;  // null: each op makes its own
 
   const graph::Value& in(std::size_t i) const { return graph.value(node.inputs[i]); }
   const graph::Value& out() const { return graph.value(node.outputs[0]); }

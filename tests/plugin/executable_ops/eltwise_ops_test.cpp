@@ -437,5 +437,46 @@ TEST(Convert, IntegerToIntegerSaturates) {
   EXPECT_TRUE(all_equal(u8, {0, 0, 0, 0, 0, 127, 128, 255, 255, 255}));
 }
 
+// Compile shares one primitive among eltwise nodes of equal algorithm,
+// constants and descriptor: each node here must still run its own, so a
+// primitive taken for another alpha or another shape shows in the outputs.
+TEST(Eltwise, NodesOfOtherConstantsOrShapesKeepTheirOwnPrimitive) {
+  std::mt19937 rng(5);
+  const Tensor a = random_tensor({2, 17}, rng, -4.0f, 4.0f);
+  const Tensor b = random_tensor({64}, rng, -4.0f, 4.0f);
+  graph::Graph g;
+  graph::Builder builder(g);
+  const graph::ValueId xa = builder.input("a", a.shape());
+  const graph::ValueId xb = builder.input("b", b.shape());
+  const graph::ValueId a1 = builder.op(OpKind::LeakyRelu, {xa}, graph::AlphaAttrs{0.1f}, "a1");
+  const graph::ValueId a2 = builder.op(OpKind::LeakyRelu, {a1}, graph::AlphaAttrs{0.25f}, "a2");
+  const graph::ValueId a3 = builder.op(OpKind::LeakyRelu, {a2}, graph::AlphaAttrs{0.1f}, "a3");
+  const graph::ValueId b1 = builder.op(OpKind::LeakyRelu, {xb}, graph::AlphaAttrs{0.1f}, "b1");
+  const graph::ValueId b2 = builder.op(OpKind::Relu, {b1}, NoAttrs{}, "b2");
+  const graph::ValueId c1 = builder.op(OpKind::Relu, {xa}, NoAttrs{}, "c1");
+  for (const graph::ValueId y : {a3, b1, b2, c1}) builder.output(y);
+  const CompiledModel model = compile(g, {.fuse = false});
+  InferRequest request = model.create_infer_request();
+  request.set_input("a", a);
+  request.set_input("b", b);
+  request.infer();
+
+  const auto leaky = [](float x, float alpha) { return x < 0.0f ? x * alpha : x; };
+  std::vector<double> want_a3, want_b1, want_b2, want_c1;
+  for (const float x : a.data<float>()) {
+    want_a3.push_back(leaky(leaky(leaky(x, 0.1f), 0.25f), 0.1f));
+    want_c1.push_back(x < 0.0f ? 0.0f : x);
+  }
+  for (const float x : b.data<float>()) {
+    want_b1.push_back(leaky(x, 0.1f));
+    want_b2.push_back(x < 0.0f ? 0.0f : x);
+  }
+  // Each LeakyRelu is one correctly rounded multiply (1 ulp each).
+  EXPECT_TRUE(all_close(request.output(g.value(a3).name), want_a3, ulp_tolerance(want_a3, 3)));
+  EXPECT_TRUE(all_close(request.output(g.value(b1).name), want_b1, ulp_tolerance(want_b1, 1)));
+  EXPECT_TRUE(all_equal(request.output(g.value(b2).name), want_b2));
+  EXPECT_TRUE(all_equal(request.output(g.value(c1).name), want_c1));
+}
+
 }  // namespace
 }  // namespace qfuse::test
