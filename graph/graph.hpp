@@ -57,10 +57,34 @@ struct Node {
   Attributes attrs;
   bool erased = false;
 
+  // The node's attribute set of type A (throws std::bad_variant_access when
+  // it holds another), through the box of those Attributes keeps boxed.
   template <class A>
   const A& attr() const {
-    return std::get<A>(attrs);
+    if constexpr (kBoxedAttrs<A>) {
+      return *std::get<Boxed<A>>(attrs);
+    } else {
+      return std::get<A>(attrs);
+    }
   }
+  template <class A>
+  A& attr() {
+    if constexpr (kBoxedAttrs<A>) {
+      return *std::get<Boxed<A>>(attrs);
+    } else {
+      return std::get<A>(attrs);
+    }
+  }
+  template <class A>
+  const A* attr_if() const {
+    if constexpr (kBoxedAttrs<A>) {
+      const auto* boxed = std::get_if<Boxed<A>>(&attrs);
+      return boxed != nullptr ? &**boxed : nullptr;
+    } else {
+      return std::get_if<A>(&attrs);
+    }
+  }
+
 };
 
 class Graph {

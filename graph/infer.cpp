@@ -888,12 +888,12 @@ OutputSpec check_node(NodeChecker& c) {
       }
       return check_unary(c);
     case OpCategory::quantized_layer:
-      return check_quantized(c, std::get<QuantizedLayerAttrs>(n.attrs));
+      return check_quantized(c, n.attr<QuantizedLayerAttrs>());
     default: break;
   }
   switch (n.kind) {
-    case OpKind::Convolution: return check_conv(c, std::get<ConvAttrs>(n.attrs));
-    case OpKind::Deconvolution: return check_deconv(c, std::get<DeconvAttrs>(n.attrs));
+    case OpKind::Convolution: return check_conv(c, n.attr<ConvAttrs>());
+    case OpKind::Deconvolution: return check_deconv(c, n.attr<DeconvAttrs>());
     case OpKind::FullyConnected: return check_fully_connected(c);
     case OpKind::MatMul: return check_matmul(c, std::get<MatMulAttrs>(n.attrs));
     case OpKind::FakeQuantize:
@@ -901,8 +901,8 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::PRelu: return check_prelu(c);
     case OpKind::Convert: return check_convert(c);
     case OpKind::BatchNormalization: return check_batch_normalization(c);
-    case OpKind::MaxPool: return check_pool(c, std::get<PoolAttrs>(n.attrs), true);
-    case OpKind::AvgPool: return check_pool(c, std::get<PoolAttrs>(n.attrs), false);
+    case OpKind::MaxPool: return check_pool(c, n.attr<PoolAttrs>(), true);
+    case OpKind::AvgPool: return check_pool(c, n.attr<PoolAttrs>(), false);
     case OpKind::Reshape: return check_reshape(c);
     case OpKind::Flatten: return check_flatten(c);
     case OpKind::Transpose: return check_transpose(c);

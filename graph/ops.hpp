@@ -8,9 +8,12 @@
 //   fully-connected weights  OC, IC           y = x * W^T + b
 // Dilations count like ONNX: 1 means dense.
 
+#include <concepts>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -454,12 +457,67 @@ struct LayerNormAttrs {
   bool operator==(const LayerNormAttrs&) const = default;
 };
 
+// An attribute set held on the heap, so that the variant every node carries
+// is the size of the common small sets, not of the largest: a graph of many
+// small nodes pays for a fused layer's attributes only where one is. Copies
+// are deep; Node::attr<T>() reads through it.
+template <class T>
+class Boxed {
+ public:
+  Boxed() : held_(std::make_unique<T>()) {}
+  Boxed(T value) : held_(std::make_unique<T>(std::move(value))) {}  // NOLINT: implicit
+  Boxed(const Boxed& other) : held_(std::make_unique<T>(*other.held_)) {}
+  Boxed(Boxed&&) noexcept = default;
+  Boxed& operator=(const Boxed& other) {
+    if (this != &other) held_ = std::make_unique<T>(*other.held_);
+    return *this;
+  }
+  Boxed& operator=(Boxed&&) noexcept = default;
+  ~Boxed() = default;
+
+  const T& operator*() const { return *held_; }
+  T& operator*() { return *held_; }
+  const T* operator->() const { return held_.get(); }
+  T* operator->() { return held_.get(); }
+  bool operator==(const Boxed& other) const
+    requires std::equality_comparable<T>
+  {
+    return *held_ == *other.held_;
+  }
+
+ private:
+  std::unique_ptr<T> held_;
+};
+
+template <class T>
+struct BoxedIn {
+  using type = T;
+};
+template <class T>
+struct BoxedIn<Boxed<T>> {
+  using type = T;
+};
+// The attribute set an alternative of Attributes holds: T for T and Boxed<T>.
+template <class A>
+using Unboxed = typename BoxedIn<A>::type;
+
+// The sets larger than 96 bytes are boxed.
 using Attributes =
-    std::variant<NoAttrs, ConvAttrs, DeconvAttrs, MatMulAttrs, FakeQuantizeAttrs, ClampAttrs,
-                 AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, PoolAttrs, ReshapeAttrs,
-                 FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs, ReduceAttrs,
-                 PowerAttrs, SoftmaxAttrs, LookupAttrs, QuantizedLayerAttrs, GatherAttrs,
+    std::variant<NoAttrs, Boxed<ConvAttrs>, Boxed<DeconvAttrs>, MatMulAttrs, FakeQuantizeAttrs,
+                 ClampAttrs, AlphaAttrs, GeluAttrs, ConvertAttrs, BatchNormAttrs, Boxed<PoolAttrs>,
+                 ReshapeAttrs, FlattenAttrs, TransposeAttrs, ConcatAttrs, ResizeAttrs, SliceAttrs,
+                 ReduceAttrs, PowerAttrs, SoftmaxAttrs, LookupAttrs, Boxed<QuantizedLayerAttrs>,
+                 GatherAttrs,
                  LayerNormAttrs, GateMultiplyAttrs, CodeAddAttrs, ShuffleChannelsAttrs,
                  MeanInnerProductAttrs, DequantizeAttrs, QuantizeAttrs>;
+
+template <class A, class Variant>
+struct IsAlternative;
+template <class A, class... Alternatives>
+struct IsAlternative<A, std::variant<Alternatives...>>
+    : std::bool_constant<(std::is_same_v<A, Alternatives> || ...)> {};
+// Whether Attributes holds the set A boxed.
+template <class A>
+inline constexpr bool kBoxedAttrs = IsAlternative<Boxed<A>, Attributes>::value;
 
 }  // namespace qfuse::graph

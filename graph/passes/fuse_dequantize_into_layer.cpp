@@ -212,9 +212,9 @@ struct Candidate {
 Candidate make_candidate(Graph& g, const Node& layer, const LayerMatch& m) {
   Candidate c;
   QuantizedLayerAttrs& attrs = c.attrs;
-  if (const auto* a = std::get_if<ConvAttrs>(&layer.attrs)) attrs.geometry = *a;
-  if (const auto* a = std::get_if<DeconvAttrs>(&layer.attrs)) attrs.geometry = *a;
-  if (const auto* a = std::get_if<MatMulAttrs>(&layer.attrs)) attrs.geometry = *a;
+  if (const auto* a = layer.attr_if<ConvAttrs>()) attrs.geometry = *a;
+  if (const auto* a = layer.attr_if<DeconvAttrs>()) attrs.geometry = *a;
+  if (const auto* a = layer.attr_if<MatMulAttrs>()) attrs.geometry = *a;
   if (layer.kind == OpKind::FullyConnected) attrs.geometry = NoAttrs{};
   attrs.src_zero_point = static_cast<std::int32_t>(std::lround(m.x.zero_point[0]));
   attrs.chain.channels = static_cast<int>(m.channels);
@@ -247,7 +247,7 @@ Candidate make_candidate(Graph& g, const Node& layer, const LayerMatch& m) {
     }
   }
   const bool spatial = layer.kind == OpKind::Convolution || layer.kind == OpKind::Deconvolution;
-  const auto* conv = std::get_if<ConvAttrs>(&layer.attrs);
+  const auto* conv = layer.attr_if<ConvAttrs>();
   const bool unpadded =
       conv != nullptr && layer.kind == OpKind::Convolution &&
       std::all_of(conv->pads_begin.begin(), conv->pads_begin.end(), [](auto p) { return p == 0; }) &&

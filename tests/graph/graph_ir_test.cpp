@@ -37,6 +37,24 @@ TEST(GraphIr, AddNodeCreatesNamedOutputsWithProducer) {
   EXPECT_FALSE(g.find_value("missing").has_value());
 }
 
+// Large attribute sets are boxed on the heap; a copy of the graph (what a
+// compile of a copy, or a pass's trial, changes) holds its own.
+TEST(GraphIr, ACopiedGraphsBoxedAttributesAreItsOwn) {
+  Graph g;
+  const ValueId x = g.add_input("x", {1, 1, 8, 8});
+  PoolAttrs pool;
+  pool.kernel = {2, 2};
+  pool.strides = {2, 2};
+  const NodeId n = g.add_node(OpKind::MaxPool, "p", {x}, pool);
+  Graph copy = g;
+  copy.node(n).attr<PoolAttrs>().kernel = {3, 3};
+  EXPECT_THAT(g.node(n).attr<PoolAttrs>().kernel, ElementsAre(2, 2));
+  EXPECT_THAT(copy.node(n).attr<PoolAttrs>().kernel, ElementsAre(3, 3));
+  EXPECT_EQ(g.node(n).attr_if<ConvAttrs>(), nullptr);
+  ASSERT_NE(g.node(n).attr_if<PoolAttrs>(), nullptr);
+  EXPECT_EQ(g.node(n).attr_if<PoolAttrs>()->strides, (Ints{2, 2}));
+}
+
 TEST(GraphIr, AddNodeRejectsOutOfRangeInput) {
   Graph g;
   EXPECT_THROW(g.add_node(OpKind::Relu, "r", {ValueId{7}}), GraphError);

@@ -122,8 +122,8 @@ TEST(SerializeGraph, EveryAttributeSurvivesTheRoundTrip) {
     const Value& out = back.value(n.outputs[0]);
     EXPECT_EQ(out.shape, (Shape{1, 3, 4, static_cast<std::int64_t>(i + 1)}));
     EXPECT_EQ(out.type, i % 2 ? ElementType::u8 : ElementType::f32);
-    if (const auto* q = std::get_if<QuantizedLayerAttrs>(&n.attrs)) {
-      const auto& want = std::get<QuantizedLayerAttrs>(attrs[i]);
+    if (const auto* q = n.attr_if<QuantizedLayerAttrs>()) {
+      const auto& want = *std::get<Boxed<QuantizedLayerAttrs>>(attrs[i]);
       EXPECT_EQ(q->geometry, want.geometry);
       EXPECT_EQ(q->src_zero_point, want.src_zero_point);
       EXPECT_EQ(q->weights_zero_point, want.weights_zero_point);
@@ -157,7 +157,7 @@ TEST(SerializeGraph, EveryAttributeSurvivesTheRoundTrip) {
       std::visit(
           [&](const auto& a) {
             using A = std::decay_t<decltype(a)>;
-            if constexpr (!std::is_same_v<A, QuantizedLayerAttrs>) {
+            if constexpr (!std::is_same_v<A, Boxed<QuantizedLayerAttrs>>) {
               EXPECT_TRUE(a == std::get<A>(attrs[i])) << n.name;
             }
           },

@@ -71,7 +71,7 @@ TEST(LayerBuildCache, ALayerChangedAfterItsCheckIsBuiltAgain) {
   const Threads one(1);
   Checked c;
   const std::vector<NodeId> layers = c.layers();
-  auto& attrs = std::get<QuantizedLayerAttrs>(c.g.node(layers[1]).attrs);
+  auto& attrs = c.g.node(layers[1]).attr<QuantizedLayerAttrs>();
   attrs.src_zero_point += 3;  // another primitive: a source zero point
   for (const NodeId id : layers) c.make(id);
   EXPECT_EQ(c.builds.reused(), 1u);
