@@ -89,16 +89,17 @@ struct KeyHash {
 // several times (each prefix of a chain, each pass round, the final
 // compile), and the channels of a layer share what follows their first
 // rounding. Bounded: past kMaxEntries the cache starts again.
+template <class Result>
 class HazardCache {
  public:
   template <class Compute>
-  std::optional<std::string> get(const std::vector<double>& key, Compute compute) {
+  Result get(const std::vector<double>& key, Compute compute) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const auto it = entries_.find(key);
       if (it != entries_.end()) return it->second;
     }
-    std::optional<std::string> result = compute();
+    Result result = compute();
     std::lock_guard<std::mutex> lock(mutex_);
     if (entries_.size() >= kMaxEntries) entries_.clear();
     entries_.emplace(key, result);
@@ -108,7 +109,7 @@ class HazardCache {
  private:
   static constexpr std::size_t kMaxEntries = 1 << 16;
   std::mutex mutex_;
-  std::unordered_map<std::vector<double>, std::optional<std::string>, KeyHash> entries_;
+  std::unordered_map<std::vector<double>, Result, KeyHash> entries_;
 };
 
 // The channel analyses of rounding_tie_hazard, keyed in two parts: the
@@ -239,7 +240,7 @@ class Checker {
       if (j == 0) {
         hazard = check_round(j);
       } else {
-        static HazardCache later_rounds;
+        static HazardCache<std::optional<std::string>> later_rounds;
         hazard = later_rounds.get(later_round_key(j), [&] {
           mark_channel_ = true;
           auto found = check_round(j);
@@ -552,24 +553,42 @@ class Checker {
   // of two further out) that does, with its move; else the largest move.
   std::pair<double, double> worst_move(std::size_t r) const {
     const auto [lo, hi] = input_interval(r);
-    std::vector<double> ties;
     // One more on each side: a clamp bound just past a tie (0.50000003 for
     // an exact 0.5 carried through folded constants) is a value reached.
-    const double from = std::max(lo - 1.0, -static_cast<double>(kTieWindow));
-    const double to = std::min(hi + 1.0, static_cast<double>(kTieWindow));
-    for (double k = std::floor(from); k <= to; k += 1.0) ties.push_back(k + 0.5);
-    for (double k = static_cast<double>(kTieWindow); k < 0x1p31; k *= 2.0) {
-      for (const double t : {k + 0.5, -k - 0.5}) {
-        if (t >= lo && t <= hi) ties.push_back(t);
+    const double from = std::floor(std::max(lo - 1.0, -static_cast<double>(kTieWindow)));
+    const double to = std::floor(std::min(hi + 1.0, static_cast<double>(kTieWindow)));
+    // The powers of two past the window inside the interval, by bit.
+    std::uint32_t above = 0, below = 0;
+    int bit = 0;
+    for (double k = static_cast<double>(kTieWindow); k < 0x1p31; k *= 2.0, ++bit) {
+      if (k + 0.5 >= lo && k + 0.5 <= hi) above |= 1u << bit;
+      if (-k - 0.5 >= lo && -k - 0.5 <= hi) below |= 1u << bit;
+    }
+    // The sweep reads these ties, the ops from r on and the destination:
+    // the channels of a layer, whose scales differ before r, usually share
+    // them all.
+    std::vector<double> key{static_cast<double>(r), from, to, static_cast<double>(above),
+                            static_cast<double>(below), static_cast<double>(p_.dst_type),
+                            p_.dst_zero_point ? 1.0 : 0.0,
+                            static_cast<double>(p_.dst_zero_point.value_or(0))};
+    for (std::size_t i = r; i < p_.post_ops.size(); ++i) append_op_key(key, p_.post_ops[i], c_);
+    static HazardCache<std::pair<double, double>> sweeps;
+    return sweeps.get(key, [&] {
+      std::vector<double> ties;
+      for (double k = from; k <= to; k += 1.0) ties.push_back(k + 0.5);
+      bit = 0;
+      for (double k = static_cast<double>(kTieWindow); k < 0x1p31; k *= 2.0, ++bit) {
+        if ((above >> bit) & 1u) ties.push_back(k + 0.5);
+        if ((below >> bit) & 1u) ties.push_back(-k - 0.5);
       }
-    }
-    std::pair<double, double> worst{0.0, 0.0};
-    for (const double t : ties) {
-      const double m = move_at(r, t, 0.0);
-      if (m > worst.first) worst = {m, t};
-      if (worst.first > 1.0 + 1e-6) break;  // one is enough to look closer
-    }
-    return worst;
+      std::pair<double, double> worst{0.0, 0.0};
+      for (const double t : ties) {
+        const double m = move_at(r, t, 0.0);
+        if (m > worst.first) worst = {m, t};
+        if (worst.first > 1.0 + 1e-6) break;  // one is enough to look closer
+      }
+      return worst;
+    });
   }
 
   std::string describe_tie(std::size_t j, double y, const char* from, double x, double moved) const {

@@ -239,6 +239,39 @@ TEST(TieHazard, AffinePrefixSearchFindsWhatTheFullSearchFinds) {
   EXPECT_LT(refused, 1480);
 }
 
+// A later rounding point fed unbounded codes is swept tie by tie, and the
+// sweep is shared by the channels whose ops from that rounding on agree,
+// whatever their scales before it. A per-channel multiply after it tells
+// them apart: by 3 a tie moves the output 3 codes, by 0.5 at most one.
+TEST(TieHazard, ChannelsThatDifferOnlyAfterALaterRoundingAreSweptApart) {
+  for (const std::size_t hazardous : {std::size_t{0}, std::size_t{2}}) {
+    PostOpsPlan plan;
+    plan.channels = 4;
+    plan.dst_type = DataType::u8;
+    plan.output_scales = {0.011f, 0.013f, 0.017f, 0.019f};
+    std::vector<float> multiplier(4, 0.5f);
+    multiplier[hazardous] = 3.0f;
+    plan.post_ops.push_back(EltwisePostOp{EltwiseAlg::round, 1.0f, 0.0f, 0.0f});
+    // Small enough that the output is not yet saturated at the codes'
+    // window's ends: the codes are not enumerated but swept.
+    plan.post_ops.push_back(EltwisePostOp{EltwiseAlg::linear, 1.0f, 0.01f, 0.0f});
+    plan.post_ops.push_back(EltwisePostOp{EltwiseAlg::round, 1.0f, 0.0f, 0.0f});
+    plan.post_ops.push_back(
+        BinaryPostOp{BinaryAlg::mul, Broadcast::per_channel, ConstantTensor{multiplier}});
+    const auto found = rounding_tie_hazard(plan);
+    ASSERT_TRUE(found.has_value()) << describe(plan);
+    std::string channel = "channel ";  // built by appending (GCC 12's -Wrestrict at -O3)
+    channel += std::to_string(hazardous);
+    channel += ")";
+    EXPECT_NE(found->find(channel), std::string::npos) << *found;
+    EXPECT_NE(found->find("moves the output by 3 codes"), std::string::npos) << *found;
+    // Without the multiply by 3 no channel has a hazard.
+    std::get<ConstantTensor>(std::get<BinaryPostOp>(plan.post_ops[3]).tensor).values[hazardous] =
+        0.5f;
+    EXPECT_EQ(rounding_tie_hazard(plan), std::nullopt) << describe(plan);
+  }
+}
+
 // The channels are checked on several threads; the reason must still be the
 // first hazardous channel's, as checking them one by one in order finds it.
 TEST(TieHazard, ManyChannelsReportTheFirstHazardousOne) {
