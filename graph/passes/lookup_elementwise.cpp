@@ -210,11 +210,17 @@ bool written_by_data_movement(const Graph& g, ValueId root) {
   return moves_data(g.node(p)) || g.node(p).kind == OpKind::Concat;
 }
 
-// A table pass pays for itself over this many values: a Lookup op costs
-// about 0.1 us to start, and a squeeze-excitation's one-pixel fc1 output
-// (EfficientNet's SiLU over 10 to 48 values) gains nothing from leaving the
-// layer's chain (measured: 1 us more over its ten blocks).
+// A table pass pays for itself over this many values per batch item: a
+// Lookup op costs about 0.1 us to start, and a squeeze-excitation's
+// one-pixel fc1 output (EfficientNet's SiLU over 10 to 48 values) gains
+// nothing from leaving the layer's chain (measured: 1 us more over its ten
+// blocks). Counted without the batch, so that a model compiled at one batch
+// fuses as it does at another (compile_for_shapes).
 constexpr std::int64_t kTableMinValues = 4096;
+
+std::int64_t values_per_item(const Shape& shape) {
+  return shape.empty() || shape[0] == 0 ? element_count(shape) : element_count(shape) / shape[0];
+}
 
 // An activation that costs a layer's post-op chain more than a table pass
 // over its output: anything but the piecewise-linear relu, clip, linear,
@@ -270,7 +276,7 @@ bool worth_a_table(const Graph& g, const Function& f, NodeId closing) {
   const bool layer_can_write =
       !is_int8(g.value(f.root).type) || producer_of(g, f.root, OpKind::Quantize) != nullptr;
   return layer_can_write && costly_activation(g, f.nodes) &&
-         element_count(g.value(f.root).shape) >= kTableMinValues &&
+         values_per_item(g.value(f.root).shape) >= kTableMinValues &&
          read_only_inside(g, f, closing);
 }
 
