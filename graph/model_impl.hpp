@@ -26,6 +26,9 @@ namespace detail {
 struct ImplAccess {
   static const Model::Impl& of(const Model& model) { return model.impl(); }
   static const CompiledModel::Impl& of(const CompiledModel& model) { return model.impl(); }
+  static std::shared_ptr<const CompiledModel::Impl> shared(const CompiledModel& model) {
+    return model.impl_;
+  }
 };
 }  // namespace detail
 

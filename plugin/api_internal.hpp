@@ -4,6 +4,7 @@
 // through qfuse::Model (qfuse/model.hpp) and never include this header.
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,19 @@ namespace qfuse {
 
 // compile(make_model(graph), options) without the copy.
 CompiledModel compile(const graph::Graph& graph, const CompileOptions& options = {});
+// The same, compiled to serve other input shapes too: the model keeps the
+// graph the passes left (without the weights its layers hold in their own
+// layouts), from which compile_for_shapes makes it at other shapes.
+CompiledModel compile_for_any_shapes(const graph::Graph& graph, const CompileOptions& options = {});
+// `base` (from compile_for_any_shapes) at other input shapes: its fused graph
+// with each named input's shape replaced and every other shape inferred
+// again, its primitives, layouts and memory plan made for them. The layers
+// read `base`'s weights wherever their primitives take the layout `base`'s
+// did, which keeps `base`'s weights alive as long as the new model is.
+// Throws GraphError naming the input or the node a shape does not fit, and
+// Error when `base` was not compiled for other shapes.
+CompiledModel compile_for_shapes(const CompiledModel& base,
+                                 const std::map<std::string, Shape>& inputs);
 // The compiled (fused) graph, every constant readable: the ones a layer holds
 // in its own layout alone (int8 weights) are restored from it on the first
 // call, into a copy of the graph that lives as long as the model.

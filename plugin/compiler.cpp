@@ -541,11 +541,17 @@ MadeOp make_op(const CompiledModel::Impl& impl, graph::NodeId id,
 class KeptConstantEviction {
  public:
   KeptConstantEviction(const graph::Graph& g, const std::vector<graph::NodeId>& order)
-      : unbuilt_(g.value_count(), 0), read_otherwise_(g.value_count(), false) {
+      : unbuilt_(g.value_count(), 0),
+        read_otherwise_(g.value_count(), false),
+        read_as_other_than_weights_(g.value_count(), false) {
     for (graph::ValueId v : g.outputs()) read_otherwise_[v.index] = true;
     for (graph::NodeId id : order) {
-      for (graph::ValueId v : g.node(id).inputs) {
-        if (g.value(v).is_constant()) ++unbuilt_[v.index];
+      const graph::Node& n = g.node(id);
+      const bool quantized = graph::op_info(n.kind).category == graph::OpCategory::quantized_layer;
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+        if (!g.value(n.inputs[k]).is_constant()) continue;
+        ++unbuilt_[n.inputs[k].index];
+        if (!quantized || k != 1) read_as_other_than_weights_[n.inputs[k].index] = true;
       }
     }
   }
@@ -565,6 +571,11 @@ class KeptConstantEviction {
         if (--unbuilt_[inputs[k].index] > 0 || read_otherwise_[inputs[k].index]) continue;
         bytes_ += v.constant->byte_size();
         g.release_constant(inputs[k]);
+        // The graph kept for other shapes keeps what a layer built from it
+        // reads besides the weights it takes held (make_quantized_layer).
+        if (impl.passes_graph && !read_as_other_than_weights_[inputs[k].index]) {
+          impl.passes_graph->release_constant(inputs[k]);
+        }
         impl.kept_constants.push_back({inputs[k], i, k});
       }
     }
@@ -578,6 +589,7 @@ class KeptConstantEviction {
  private:
   std::vector<std::uint32_t> unbuilt_;  // readers not built yet, per constant value
   std::vector<bool> read_otherwise_;    // a graph output, or read by an op keeping no copy
+  std::vector<bool> read_as_other_than_weights_;  // by any op but as a quantized layer's input 1
   std::size_t bytes_ = 0;
 };
 
@@ -678,8 +690,9 @@ void log_compiled(const CompiledModel::Impl& impl, const plugin::LayerBuildCache
                impl.memory.in_place);
 }
 
-// Built from a cache entry: how many layers use their weights in place
-// (logged, and added to CompileTimes::cache).
+// Built from weights held already (a cache entry's, or those of the model
+// compiled at other shapes): how many layers use them in place (logged, and
+// added to CompileTimes::cache on a cache hit).
 void log_held(CompiledModel::Impl& impl) {
   std::size_t in_place = 0;
   for (const CompiledModel::Impl::KeptConstant& k : impl.kept_constants) {
@@ -687,8 +700,9 @@ void log_held(CompiledModel::Impl& impl) {
     const auto now = impl.ops[k.op]->held_input(k.input);
     in_place += held != impl.held.end() && now && now->data == held->second.data;
   }
-  spdlog::info("compile: {} of {} cached weight tensors used in place ({} reordered again)",
+  spdlog::info("compile: {} of {} held weight tensors used in place ({} reordered again)",
                in_place, impl.held.size(), impl.held.size() - in_place);
+  if (impl.times.cache.empty()) return;
   impl.times.cache += " (" + std::to_string(in_place) + " weight tensors used in place, " +
                       std::to_string(impl.held.size() - in_place) + " reordered)";
 }
@@ -706,7 +720,7 @@ double peak_rss_mib() {
 // sees the graph the passes leave.
 CompiledModel compile_graph(graph::Graph* graph, plugin::FusedGraph* fused,
                             const CompileOptions& options, const plugin::FusedObserver& observer,
-                            std::string cache, double cache_ms) {
+                            std::string cache, double cache_ms, bool for_shapes = false) {
   init_logging();
   set_log_level(options);
   validate_options(options);
@@ -747,6 +761,7 @@ CompiledModel compile_graph(graph::Graph* graph, plugin::FusedGraph* fused,
   if (options.fuse && fused == nullptr) fuse(*impl, layer_builds);
   impl->times.passes_ms = ms_since(phase);
   impl->times.passes_peak_rss_mib = peak_rss_mib();
+  if (for_shapes) impl->passes_graph = impl->graph;
   // The graph as the passes left it, for the cache (planning changes it).
   std::optional<plugin::FusedGraph> for_cache;
   if (observer) {
@@ -763,6 +778,7 @@ CompiledModel compile_graph(graph::Graph* graph, plugin::FusedGraph* fused,
   impl->times.composer_ms =
       plugin::composer_ms_on_this_thread() - composer_before + helpers_composer_ms;
   log_compiled(*impl, layer_builds);
+  if (for_shapes) impl->compositions = layer_builds.compositions();
   if (for_cache) {
     phase = Clock::now();
     for (const CompiledModel::Impl::KeptConstant& k : impl->kept_constants) {
@@ -786,6 +802,68 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
   graph::Graph copy = graph;
   CompiledModel model = compile_graph(&copy, nullptr, options, nullptr, {}, 0.0);
   release_free_memory();  // what the passes, checks and reorders allocated for a while
+  return model;
+}
+
+CompiledModel compile_for_any_shapes(const graph::Graph& graph, const CompileOptions& options) {
+  graph::Graph copy = graph;
+  CompiledModel model = compile_graph(&copy, nullptr, options, nullptr, {}, 0.0, true);
+  release_free_memory();
+  return model;
+}
+
+CompiledModel compile_for_shapes(const CompiledModel& base,
+                                 const std::map<std::string, Shape>& inputs) {
+  const std::shared_ptr<const CompiledModel::Impl> b = detail::ImplAccess::shared(base);
+  if (!b->passes_graph) {
+    throw Error("compile for other shapes: the model was not compiled for them "
+                "(compile_for_any_shapes keeps what that needs)");
+  }
+  plugin::FusedGraph fused{*b->passes_graph, b->fusion_log, b->refusals, {}, b->compositions, b};
+  graph::Graph& g = fused.graph;
+  for (const auto& given : inputs) {
+    const std::string& name = given.first;
+    const Shape& shape = given.second;
+    const auto it = std::find_if(g.inputs().begin(), g.inputs().end(),
+                                 [&](graph::ValueId v) { return g.value(v).name == name; });
+    if (it == g.inputs().end()) {
+      throw GraphError("compile for other shapes: the model has no input '" + name + "'");
+    }
+    graph::Value& v = g.value(*it);
+    if (shape.size() != v.shape.size()) {
+      throw GraphError("compile for other shapes: input '" + name + "' has rank " +
+                       std::to_string(v.shape.size()) + ", the shape given " +
+                       to_string(shape) + " has rank " + std::to_string(shape.size()));
+    }
+    v.shape = shape;
+  }
+  graph::infer_shapes(g);
+  // Import fixed these ops' output shapes (a Reshape's target, a Resize's
+  // sizes, a Slice's box) for the shapes it was given: at others they would
+  // keep them, not follow the input.
+  const graph::Graph& was = *b->passes_graph;
+  for (std::size_t i = 0; i < g.node_capacity(); ++i) {
+    const graph::Node& n = g.node(graph::NodeId{static_cast<std::uint32_t>(i)});
+    if (n.erased || (n.kind != graph::OpKind::Reshape && n.kind != graph::OpKind::Resize &&
+                     n.kind != graph::OpKind::Slice)) {
+      continue;
+    }
+    const Shape& in = g.value(n.inputs[0]).shape;
+    if (in == was.value(n.inputs[0]).shape) continue;
+    throw UnsupportedError("compile for other shapes: " + std::string(graph::to_string(n.kind)) +
+                           " node '" + n.name + "' has its output shape " +
+                           to_string(g.value(n.outputs[0]).shape) +
+                           " fixed at import, and its input is now " + to_string(in) +
+                           "; compile the model for these shapes");
+  }
+  // The weights base's layers hold in their own layouts, for the new layers
+  // to read in place (compile_graph: held).
+  for (const CompiledModel::Impl::KeptConstant& k : b->kept_constants) {
+    if (auto h = b->ops[k.op]->held_input(k.input)) fused.held.emplace(k.value.index, *h);
+  }
+  for (const auto& [index, h] : b->held) fused.held.emplace(index, h);
+  CompiledModel model = compile_graph(nullptr, &fused, b->options, nullptr, {}, 0.0);
+  release_free_memory();
   return model;
 }
 

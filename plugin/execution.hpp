@@ -14,6 +14,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "composer/composer.hpp"
 #include "composer/integer_plan.hpp"
 #include "composer/post_ops_plan.hpp"
 #include "graph/graph.hpp"
@@ -184,6 +185,11 @@ struct CompiledModel::Impl {
   // and the mapped entry they (and the graph's constants) point into.
   plugin::HeldConstants held;
   std::shared_ptr<const void> cache_entry;
+  // Compiled to serve other input shapes too (compile_for_shapes): the graph
+  // as the passes left it, its constants that layers hold released as in
+  // `graph`, and the layers' compositions.
+  std::optional<graph::Graph> passes_graph;
+  std::map<std::string, composer::ComposeResult> compositions;
   mutable std::once_flag restore_once;
   mutable std::unique_ptr<graph::Graph> restored;
 };

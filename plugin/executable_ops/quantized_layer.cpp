@@ -780,6 +780,16 @@ class QuantizedLayerOp final : public ExecutableOp {
     if (!b_.runtime_weights && held != nullptr && in_layout != held->end() &&
         in_layout->second.desc == b_.pd.weights_desc()) {
       weights_ = memory(b_.pd.weights_desc(), engine_, const_cast<void*>(in_layout->second.data));
+    } else if (!b_.runtime_weights && held != nullptr && in_layout != held->end()) {
+      // Held in another layout (the model compiled at another shape chose
+      // another), the graph's copy may be gone: back to plain codes from it
+      // (its compensation, if any, left behind), then into this layout.
+      const memory held_weights(in_layout->second.desc, engine_,
+                                const_cast<void*>(in_layout->second.data));
+      memory plain(b_.weights_md_plain, engine_);
+      reorder_at_compile(engine_, held_weights, plain);
+      weights_ = memory(b_.pd.weights_desc(), engine_);
+      reorder_at_compile(engine_, plain, weights_);
     } else if (!b_.runtime_weights) {
       weights_ = memory(b_.pd.weights_desc(), engine_);
       const Tensor& wq = *g.value(node.inputs[1]).constant;
