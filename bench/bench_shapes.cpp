@@ -106,11 +106,12 @@ void print_layout_facts() {
   struct Conv {
     std::int64_t ic, oc, kernel;
   };
-  for (const Conv c : {Conv{64, 64, 3}, Conv{256, 64, 1}, Conv{3, 64, 7}}) {
+  for (const Conv c : {Conv{64, 64, 3}, Conv{256, 64, 1}, Conv{3, 64, 7}, Conv{40, 240, 1},
+                       Conv{48, 144, 1}}) {
     std::cout << "  conv " << c.ic << "->" << c.oc << " " << c.kernel << "x" << c.kernel << ":\n";
     std::optional<memory::desc> first;
     for (const auto& [batch, size] : {std::pair<std::int64_t, std::int64_t>{1, 56},
-                                      {8, 56}, {1, 112}, {1, 14}, {32, 28}}) {
+                                      {8, 56}, {1, 112}, {1, 14}, {32, 28}, {1, 4}, {3, 4}}) {
       const auto pd = conv_pd(batch, size, c.ic, c.oc, c.kernel);
       const memory::desc w = pd.weights_desc();
       std::cout << "    N " << batch << " " << size << "x" << size << ": " << pd.impl_info_str()
