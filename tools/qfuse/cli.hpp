@@ -68,6 +68,10 @@ CompiledModel compile_model(const std::string& model, const std::map<std::string
 // Input shapes from --shape name=1x3x224x224[,name2=...] and, for an .onnx
 // MODEL, from the <input>.npy files in --inputs DIR. Defined in conformance.cpp.
 std::map<std::string, Shape> shape_bindings(const Args& args, const std::string& model);
+// The input shapes of --shapes x=1x3x224x224,x=8x3x224x224 (several inputs:
+// a=..,b=..,a=..,b=..): a new set begins where an input is named again.
+// Defined in conformance.cpp.
+std::vector<std::map<std::string, Shape>> shape_sets(const std::string& spec);
 
 // Whether a layer report's op name is an int8 layer (QuantizedConvolution, ...).
 bool is_int8_layer_op(const std::string& op);

@@ -666,6 +666,72 @@ void write_bench_json(const std::string& path, const BenchReport& b,
   out << "}\n";
 }
 
+std::string shapes_text(const std::map<std::string, Shape>& shapes) {
+  std::string text;
+  for (const auto& [name, shape] : shapes) {
+    if (!text.empty()) text += ',';
+    text += name;
+    text += '=';
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (d > 0) text += 'x';
+      text += std::to_string(shape[d]);
+    }
+  }
+  return text;
+}
+
+// qfuse bench --shapes: one model compiled at the first shapes, then at each
+// other from it (compile_for_shapes: the weights prepared once), every one
+// kept, each timed as it comes.
+int bench_shape_sweep(const Args& args, const std::string& model_name, int threads_per_request,
+                      double seconds) {
+  const std::vector<std::map<std::string, Shape>> sets = shape_sets(*args.value("--shapes"));
+#ifdef QFUSE_HAVE_ONNX
+  // Only the dimensions the file leaves symbolic may change.
+  if (model_name.ends_with(".onnx")) {
+    for (const onnx::InputInfo& in : onnx::list_inputs(model_name)) {
+      for (const auto& set : sets) {
+        const auto it = set.find(in.name);
+        if (it == set.end()) continue;
+        for (std::size_t d = 0; d < in.dims.size() && d < it->second.size(); ++d) {
+          if (in.dims[d] >= 0 && in.dims[d] != it->second[d]) {
+            throw UsageError("--shapes: input '" + in.name + "' has dimension " +
+                             std::to_string(d) + " fixed at " + std::to_string(in.dims[d]) +
+                             " in the model, not " + std::to_string(it->second[d]));
+          }
+        }
+      }
+    }
+  }
+#endif
+  CompileOptions options = compile_options(args);
+  options.threads = threads_per_request;
+  std::vector<CompiledModel> models;
+  std::cout << "model " << model_name << ", " << sets.size() << " input shapes in one process, "
+            << threads_per_request << " thread(s); the first compiled from the file, each "
+            << "other from it\n";
+  std::cout << std::fixed << std::setprecision(3);
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    const auto start = Clock::now();
+    if (i == 0) {
+      models.push_back(compile_for_any_shapes(load_model(model_name, sets[0]), options));
+    } else {
+      models.push_back(compile_for_shapes(models.front(), sets[i]));
+    }
+    const double compile_ms = ms_since(start);
+    const report::LatencyRun run = measure_with_progress(
+        models.back(), {.requests = 1, .threads_per_request = threads_per_request,
+                        .seconds = seconds});
+    const std::vector<double>& all = run.latencies_ms;
+    std::cout << shapes_text(sets[i]) << ": " << (i == 0 ? "import and compile " : "compile ")
+              << compile_ms << " ms, first inference " << run.first_ms << " ms, median "
+              << median(all) << " ms (p90 " << percentile(all, 0.9) << "), peak RSS "
+              << peak_rss_mib() << " MiB\n";
+  }
+  std::cout << "oneDNN ISA: " << tools::effective_isa() << '\n';
+  return 0;
+}
+
 int bench_command(const Args& args) {
   apply_isa(args);
   BenchReport b;
@@ -678,6 +744,14 @@ int bench_command(const Args& args) {
   // parallel requests do not oversubscribe.
   b.per_request = std::max(1, total_threads / b.requests);
 
+  if (args.value("--shapes")) {
+    if (args.value("--shape") || args.value("--cache-dir") || b.requests > 1 ||
+        args.flag("--per-layer") || args.value("--json")) {
+      throw UsageError("--shapes takes none of --shape, --cache-dir, --requests, --per-layer, "
+                       "--json");
+    }
+    return bench_shape_sweep(args, b.model_name, b.per_request, seconds);
+  }
   CompileOptions options = compile_options(args);
   options.threads = b.per_request;
   const auto start = Clock::now();

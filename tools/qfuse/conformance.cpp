@@ -276,6 +276,22 @@ std::map<std::string, Shape> shape_bindings(const Args& args, const std::string&
   return shapes;
 }
 
+std::vector<std::map<std::string, Shape>> shape_sets(const std::string& spec) {
+  std::vector<std::map<std::string, Shape>> sets;
+  std::stringstream ss(spec);
+  for (std::string binding; std::getline(ss, binding, ',');) {
+    const std::size_t eq = binding.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw UsageError("--shapes '" + binding + "': expected NAME=DIMS (e.g. x=8x3x224x224)");
+    }
+    const std::string name = binding.substr(0, eq);
+    if (sets.empty() || sets.back().count(name) > 0) sets.emplace_back();
+    sets.back()[name] = parse_dims(binding.substr(eq + 1), binding);
+  }
+  if (sets.empty()) throw UsageError("--shapes: no shape given");
+  return sets;
+}
+
 int conformance_command(const Args& args) {
 #ifndef QFUSE_HAVE_ONNX
   (void)args;

@@ -38,7 +38,8 @@ const std::vector<Command>& commands() {
        run_command},
       {"bench",
        "qfuse bench [MODEL] [--unfused | --integer-only] [--threads N] [--requests R] [--time S] [--json F] "
-       "[--per-layer] [--isa ISA] [--shape NAME=DIMS] [--cache-dir DIR]",
+       "[--per-layer] [--isa ISA] [--shape NAME=DIMS] [--cache-dir DIR] "
+       "[--shapes NAME=DIMS,NAME=DIMS...]",
        "measure latency (median) and throughput with R parallel requests",
        {{"--unfused", false, "benchmark the unfused reference path"},
         {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
@@ -52,7 +53,12 @@ const std::vector<Command>& commands() {
          "cap oneDNN's instruction set: avx512_core_amx, avx512_core_vnni, avx512_core, avx2, ... "
          "(default: all the machine has)"},
         {"--shape", true, kShapeHelp},
-        {"--cache-dir", true, kCacheDirHelp}},
+        {"--cache-dir", true, kCacheDirHelp},
+        {"--shapes", true,
+         "sweep input shapes in one process: x=1x3x224x224,x=8x3x224x224 (a name given again "
+         "starts the next shapes); the model is compiled at the first and, from it, at each "
+         "other (weights prepared once), every one kept; prints each one's compile, first "
+         "inference, median latency and the peak RSS so far"}},
        1,
        bench_command},
       {"compare",
