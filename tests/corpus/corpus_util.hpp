@@ -4,6 +4,7 @@
 // outputs are judged.
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include "graph/graph.hpp"
 #include "graph/passes/pattern.hpp"
+#include "qfuse/qfuse.hpp"
 #include "qfuse/tensor.hpp"
 
 namespace qfuse::corpus {
@@ -88,6 +90,33 @@ inline double mask_disagreement(const Tensor& a, const Tensor& b, float threshol
     differ += (a.as_float(i) > threshold) != (b.as_float(i) > threshold);
   }
   return static_cast<double>(differ) / static_cast<double>(a.size());
+}
+
+// What one inference of a compiled model shows, byte for byte: its outputs,
+// each layer's implementation and post-ops, and its fusion log.
+struct Observed {
+  std::vector<std::vector<std::byte>> outputs;
+  std::vector<std::string> implementations;
+  std::vector<std::string> fusion_log;
+};
+
+// `model` run once on `inputs` (in the order of its input names).
+inline Observed run(const CompiledModel& model, const std::vector<Tensor>& inputs) {
+  InferRequest r = model.create_infer_request();
+  const std::vector<std::string> names = model.input_names();
+  for (std::size_t i = 0; i < inputs.size(); ++i) r.set_input(names[i], inputs[i]);
+  r.infer();
+  Observed out;
+  for (const std::string& name : model.output_names()) {
+    const Tensor t = r.output(name);
+    const auto* p = static_cast<const std::byte*>(t.raw_data());
+    out.outputs.emplace_back(p, p + t.byte_size());
+  }
+  for (const LayerInfo& l : model.layers()) {
+    out.implementations.push_back(l.node + " " + l.implementation + " " + l.post_ops);
+  }
+  out.fusion_log = model.fusion_log();
+  return out;
 }
 
 }  // namespace qfuse::corpus

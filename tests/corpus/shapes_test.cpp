@@ -27,27 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Observed {
-  std::vector<std::vector<std::byte>> outputs;
-  std::vector<std::string> implementations;
-};
-
-Observed run(const CompiledModel& model, const std::vector<Tensor>& inputs) {
-  InferRequest r = model.create_infer_request();
-  const std::vector<std::string> names = model.input_names();
-  for (std::size_t i = 0; i < inputs.size(); ++i) r.set_input(names[i], inputs[i]);
-  r.infer();
-  Observed out;
-  for (const std::string& name : model.output_names()) {
-    const Tensor t = r.output(name);
-    const auto* p = static_cast<const std::byte*>(t.raw_data());
-    out.outputs.emplace_back(p, p + t.byte_size());
-  }
-  for (const LayerInfo& l : model.layers()) {
-    out.implementations.push_back(l.node + " " + l.implementation + " " + l.post_ops);
-  }
-  return out;
-}
+using corpus::Observed;
+using corpus::run;
 
 // The int8 weights (a fused layer's input 1) of `model`'s layers: how many,
 // how many in the layout `base`'s layer holds them in, and how many of those
