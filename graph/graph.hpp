@@ -84,7 +84,6 @@ struct Node {
       return std::get_if<A>(&attrs);
     }
   }
-
 };
 
 class Graph {

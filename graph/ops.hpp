@@ -489,17 +489,11 @@ class Boxed {
   std::unique_ptr<T> held_;
 };
 
+// Whether T is a Boxed attribute set.
 template <class T>
-struct BoxedIn {
-  using type = T;
-};
+struct IsBoxed : std::false_type {};
 template <class T>
-struct BoxedIn<Boxed<T>> {
-  using type = T;
-};
-// The attribute set an alternative of Attributes holds: T for T and Boxed<T>.
-template <class A>
-using Unboxed = typename BoxedIn<A>::type;
+struct IsBoxed<Boxed<T>> : std::true_type {};
 
 // The sets larger than 96 bytes are boxed.
 using Attributes =

@@ -43,10 +43,6 @@ template <class T>
 struct is_variant : std::false_type {};
 template <class... T>
 struct is_variant<std::variant<T...>> : std::true_type {};
-template <class T>
-struct is_boxed : std::false_type {};
-template <class T>
-struct is_boxed<Boxed<T>> : std::true_type {};
 
 // Each struct's fields, in stream order. The writer passes const objects
 // through a const_cast and only reads them.
@@ -172,7 +168,7 @@ class Writer {
     } else if constexpr (is_variant<T>::value) {
       put(static_cast<std::uint32_t>(x.index()));
       std::visit([this](const auto& alt) { this->put(alt); }, x);
-    } else if constexpr (is_boxed<T>::value) {
+    } else if constexpr (IsBoxed<T>::value) {
       put(*x);  // as the set itself: boxing is no part of the format
     } else {
       fields(*this, const_cast<T&>(x));
@@ -223,7 +219,7 @@ class Reader {
       std::uint32_t index = 0;
       get(index);
       emplace_alternative(x, index, std::make_index_sequence<std::variant_size_v<T>>{});
-    } else if constexpr (is_boxed<T>::value) {
+    } else if constexpr (IsBoxed<T>::value) {
       get(*x);
     } else {
       fields(*this, x);

@@ -30,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Shape parse_dims(const std::string& text, const std::string& binding) {
+Shape parse_dims(const std::string& text, const std::string& binding, const std::string& flag) {
   Shape shape;
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -40,7 +40,7 @@ Shape parse_dims(const std::string& text, const std::string& binding) {
     const char* last = text.data() + end;
     auto [ptr, ec] = std::from_chars(first, last, d);
     if (ec != std::errc() || ptr != last || d < 1) {
-      throw UsageError("--shape '" + binding +
+      throw UsageError(flag + " '" + binding +
                        "': dimensions must be positive integers joined by 'x' (e.g. 1x3x224x224)");
     }
     shape.push_back(d);
@@ -243,6 +243,15 @@ Outcome run_test(const fs::path& test_dir, bool fuse) {
 
 #endif  // QFUSE_HAVE_ONNX
 
+// One NAME=DIMS of `flag`'s comma-separated list.
+std::pair<std::string, Shape> parse_binding(const std::string& binding, const std::string& flag) {
+  const std::size_t eq = binding.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw UsageError(flag + " '" + binding + "': expected NAME=DIMS (e.g. image=1x3x224x224)");
+  }
+  return {binding.substr(0, eq), parse_dims(binding.substr(eq + 1), binding, flag)};
+}
+
 }  // namespace
 
 std::map<std::string, Shape> shape_bindings(const Args& args, const std::string& model) {
@@ -266,11 +275,8 @@ std::map<std::string, Shape> shape_bindings(const Args& args, const std::string&
   if (auto spec = args.value("--shape")) {
     std::stringstream ss(*spec);
     for (std::string binding; std::getline(ss, binding, ',');) {
-      const std::size_t eq = binding.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        throw UsageError("--shape '" + binding + "': expected NAME=DIMS (e.g. image=1x3x224x224)");
-      }
-      shapes[binding.substr(0, eq)] = parse_dims(binding.substr(eq + 1), binding);
+      auto [name, shape] = parse_binding(binding, "--shape");
+      shapes[name] = std::move(shape);
     }
   }
   return shapes;
@@ -280,13 +286,9 @@ std::vector<std::map<std::string, Shape>> shape_sets(const std::string& spec) {
   std::vector<std::map<std::string, Shape>> sets;
   std::stringstream ss(spec);
   for (std::string binding; std::getline(ss, binding, ',');) {
-    const std::size_t eq = binding.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw UsageError("--shapes '" + binding + "': expected NAME=DIMS (e.g. x=8x3x224x224)");
-    }
-    const std::string name = binding.substr(0, eq);
+    auto [name, shape] = parse_binding(binding, "--shapes");
     if (sets.empty() || sets.back().count(name) > 0) sets.emplace_back();
-    sets.back()[name] = parse_dims(binding.substr(eq + 1), binding);
+    sets.back()[name] = std::move(shape);
   }
   if (sets.empty()) throw UsageError("--shapes: no shape given");
   return sets;
