@@ -34,6 +34,28 @@ ValueId Graph::add_input(std::string name, Shape shape, ElementType type) {
   return id;
 }
 
+void Graph::set_dim_names(ValueId input, std::vector<std::string> names) {
+  if (std::find(inputs_.begin(), inputs_.end(), input) == inputs_.end()) {
+    throw GraphError("set_dim_names: '" + value(input).name + "' is not a graph input");
+  }
+  if (names.size() != value(input).shape.size()) {
+    throw GraphError("set_dim_names: input '" + value(input).name + "' has rank " +
+                     std::to_string(value(input).shape.size()) + ", given " +
+                     std::to_string(names.size()) + " dimension names");
+  }
+  if (std::all_of(names.begin(), names.end(), [](const std::string& n) { return n.empty(); })) {
+    dim_names_.erase(input.index);
+  } else {
+    dim_names_[input.index] = std::move(names);
+  }
+}
+
+const std::vector<std::string>& Graph::dim_names(ValueId input) const {
+  static const std::vector<std::string> kFixed;
+  const auto it = dim_names_.find(input.index);
+  return it == dim_names_.end() ? kFixed : it->second;
+}
+
 std::shared_ptr<const Tensor> owned_view(std::shared_ptr<const void> owner, ElementType type,
                                          Shape shape, const void* data) {
   struct Held {

@@ -135,6 +135,14 @@ class Graph {
   const std::vector<ValueId>& inputs() const { return inputs_; }
   const std::vector<ValueId>& outputs() const { return outputs_; }
 
+  // A graph input's symbolic dimensions: a name per dimension, "" where the
+  // model fixes it (empty: every dimension is fixed). The input's shape binds
+  // them for this graph; another binding may change only these, and
+  // dimensions of one name (in any input) change together.
+  void set_dim_names(ValueId input, std::vector<std::string> names);
+  const std::vector<std::string>& dim_names(ValueId input) const;
+  bool has_symbolic_dims() const { return !dim_names_.empty(); }
+
   // Live nodes whose inputs include `value`, in id order.
   std::vector<NodeId> consumers(ValueId value) const;
   // Throws GraphError when the readers recorded for a value differ from the
@@ -163,6 +171,7 @@ class Graph {
   std::vector<std::vector<NodeId>> uses_;
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
+  std::map<std::uint32_t, std::vector<std::string>> dim_names_;  // by input value index
   std::map<std::string, std::string> tensor_aliases_;
 };
 

@@ -4,6 +4,7 @@
 // node, the operator and the problem. Graph-level validation is verify.cpp.
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -629,7 +630,39 @@ OutputSpec check_batch_normalization(NodeChecker& c) {
 
 OutputSpec check_reshape(NodeChecker& c) {
   Node& n = c.node_;
-  const Shape& target = std::get<ReshapeAttrs>(n.attrs).shape;
+  auto& a = std::get<ReshapeAttrs>(n.attrs);
+  if (!a.spec.empty()) {
+    // The model's target for the input's shape of the moment.
+    const Shape& x = c.shape(0);
+    Shape target;
+    std::int64_t known = 1;
+    std::optional<std::size_t> rest;
+    for (std::size_t k = 0; k < a.spec.size(); ++k) {
+      std::int64_t d = a.spec[k];
+      if (d == 0) {
+        c.expect(k < x.size(), [&] {
+          return "target " + to_string(a.spec) + " copies dimension " + std::to_string(k) +
+                 " of an input of shape " + to_string(x);
+        });
+        d = k < x.size() ? x[k] : 1;
+      }
+      if (d == -1) {
+        rest = k;
+      } else {
+        known *= d;
+      }
+      target.push_back(d);
+    }
+    if (rest) {
+      const std::int64_t total = element_count(x);
+      c.expect(known > 0 && total % known == 0, [&] {
+        return "target " + to_string(a.spec) + " cannot take an input of shape " + to_string(x);
+      });
+      target[*rest] = known > 0 ? total / known : 1;
+    }
+    a.shape = std::move(target);
+  }
+  const Shape& target = a.shape;
   c.expect(std::all_of(target.begin(), target.end(), [](auto d) { return d >= 1; }),
            [&] { return "target shape " + to_string(target) + " has a dimension < 1"; });
   c.expect(element_count(target) == element_count(c.shape(0)), [&] {

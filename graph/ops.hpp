@@ -248,8 +248,14 @@ struct PoolAttrs {
 };
 
 // Reshape to a fully specified shape (the frontend resolves 0 and -1).
+// `spec`, when not empty, is the model's own target as ONNX writes it (0
+// copies the input's dimension at that index, -1 takes what is left): shape
+// inference makes `shape` from it for the input's shape of the moment, so
+// that the node follows the input's symbolic dimensions. Empty: `shape` is
+// fixed (what import computed for the shapes it was given).
 struct ReshapeAttrs {
   Shape shape;
+  Ints spec;
   bool operator==(const ReshapeAttrs&) const = default;
 };
 

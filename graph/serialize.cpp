@@ -69,7 +69,7 @@ template <class Ar> void fields(Ar& ar, PoolAttrs& x) {
   ar(x.kernel, x.strides, x.pads_begin, x.pads_end, x.dilations, x.exclude_pad, x.out_scale,
      x.out_shift, x.to_f32);
 }
-template <class Ar> void fields(Ar& ar, ReshapeAttrs& x) { ar(x.shape); }
+template <class Ar> void fields(Ar& ar, ReshapeAttrs& x) { ar(x.shape, x.spec); }
 template <class Ar> void fields(Ar& ar, FlattenAttrs& x) { ar(x.axis); }
 template <class Ar> void fields(Ar& ar, TransposeAttrs& x) { ar(x.perm); }
 template <class Ar> void fields(Ar& ar, ShuffleChannelsAttrs& x) { ar(x.groups); }
@@ -276,7 +276,8 @@ std::uint64_t read_u64(ByteSource& in) {
 }
 
 // Stream layout: version; the values no live node produces (graph inputs in
-// their order, then constants, each with its bytes); the live nodes in
+// their order, each with its dimension names, then constants, each with its
+// bytes); the live nodes in
 // topological order, each with its outputs' names, shapes and types; the
 // graph outputs; the tensor aliases. Values are renumbered in that order, so
 // that a reader adding them through Graph's calls gets the same numbers.
@@ -299,7 +300,10 @@ std::vector<std::uint32_t> write_graph(ByteSink& out, const Graph& graph) {
   for (const ValueId id : sources) {
     const Value& v = graph.value(id);
     w(v.name, v.shape, v.type);
-    if (!v.is_constant()) continue;
+    if (!v.is_constant()) {
+      w(graph.dim_names(id));
+      continue;
+    }
     const Tensor& t = *v.constant;
     w(t.type(), t.shape());
     pad_to(out, kConstantAlignment);
@@ -378,7 +382,10 @@ Graph read_graph(ByteSource& in, std::shared_ptr<const void> owner) {
   for (std::size_t i = 0; i < inputs + constants; ++i) {
     r(name, shape, type);
     if (i < inputs) {
-      g.add_input(name, shape, type);
+      std::vector<std::string> dim_names;
+      r(dim_names);
+      const ValueId id = g.add_input(name, shape, type);
+      if (!dim_names.empty()) g.set_dim_names(id, std::move(dim_names));
       continue;
     }
     const ValueId id = g.add_value(name, shape, type);

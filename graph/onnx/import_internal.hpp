@@ -115,6 +115,10 @@ struct Operand {
     QuantParams params;
   };
   std::shared_ptr<const Weight> dq_weight;
+  // A literal computed from a tensor's shape (Shape, Size, and folds that
+  // read them): it holds the sizes the inputs were bound to at import, and
+  // another binding would change it.
+  bool from_shape = false;
 };
 
 inline bool is_float(int type) { return type == kFloat; }
@@ -478,7 +482,9 @@ class Importer {
 
   // helpers of the operators
   Operand binary(OpKind kind, Operand& x, Operand& y, const std::string& suffix);
-  void reshape_to(Operand& x, const Shape& target);
+  // `spec`: the model's own target with 0 / -1 (graph::ReshapeAttrs::spec),
+  // when it follows the input's shape; empty: `target` is fixed.
+  void reshape_to(Operand& x, const Shape& target, const Ints& spec = {});
   graph::ConvAttrs conv_attrs(AttrReader& a, const Shape& x, const Shape& w);
   QuantParams quant_params(std::size_t scale_i, std::size_t zp_i, std::int64_t axis_attr,
                            const Shape& x_shape, int default_type);

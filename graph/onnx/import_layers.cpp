@@ -247,7 +247,7 @@ void Importer::op_matmul(AttrReader&) {
   set_out(0, r);
 }
 
-void Importer::reshape_to(Operand& x, const Shape& target) {
+void Importer::reshape_to(Operand& x, const Shape& target, const Ints& spec) {
   x.shape = target;
   x.quantized = nullptr;
   x.dq_weight = nullptr;
@@ -257,7 +257,9 @@ void Importer::reshape_to(Operand& x, const Shape& target) {
   }
   const ValueId v = x.value;
   if (value_shape(v) == ir_shape(target)) return;
-  x.value = emit(OpKind::Reshape, {v}, graph::ReshapeAttrs{ir_shape(target)});
+  // The spec is ONNX's shape; the IR's may have more dimensions (a scalar is [1]).
+  const bool same_rank = ir_shape(target).size() == target.size();
+  x.value = emit(OpKind::Reshape, {v}, graph::ReshapeAttrs{ir_shape(target), same_rank ? spec : Ints{}});
   x.f32_value = ValueId{};
   if (value_type(x.value) == ElementType::f32) x.f32_value = x.value;
 }

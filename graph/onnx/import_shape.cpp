@@ -13,13 +13,16 @@ void Importer::op_flatten(AttrReader& a) {
   if (axis < 0) axis += r;
   expect(axis >= 0 && axis <= r, "axis out of range");
   const Shape out{dims_product(x.shape, 0, axis), dims_product(x.shape, axis, r)};
-  reshape_to(x, out);
+  // At another batch the first dimension follows the input's.
+  const Ints spec = axis == 0 ? Ints{1, -1} : axis == 1 ? Ints{0, -1} : Ints{};
+  reshape_to(x, out, spec);
   set_out(0, x);
 }
 
 void Importer::op_reshape(AttrReader& a) {
   Operand x = in(0);
   const Literal& spec = lit_in(1, "the target shape");
+  const bool spec_from_shape = in(1).from_shape;
   const bool allow_zero = a.i("allowzero", 0) != 0;
   Shape out;
   std::int64_t infer_at = -1, known = 1;
@@ -52,7 +55,16 @@ void Importer::op_reshape(AttrReader& a) {
   for (auto d : out) {
     if (d < 1) unsupported("empty tensors are not supported (shape " + to_string(out) + ")");
   }
-  reshape_to(x, out);
+  // A constant target with 0 or -1 follows the input's shape, as ONNX
+  // defines it; one computed from shapes at import is fixed for them.
+  Ints follow;
+  if (!spec_from_shape && !allow_zero) {
+    for (double d : spec.values()) follow.push_back(static_cast<std::int64_t>(d));
+    if (std::none_of(follow.begin(), follow.end(), [](std::int64_t d) { return d <= 0; })) {
+      follow.clear();
+    }
+  }
+  reshape_to(x, out, follow);
   set_out(0, x);
 }
 

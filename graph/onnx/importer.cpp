@@ -139,6 +139,17 @@ void Importer::bind_input(const ::onnx::ValueInfoProto& vi,
   o.type = tt.elem_type();
   o.shape = shape;
   o.value = b_.input(vi.name(), shape, *type);
+  // What the file leaves open stays open: another binding may change it.
+  if (tt.has_shape()) {
+    std::vector<std::string> names;
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto& dim = tt.shape().dim(d);
+      names.push_back(dim.has_dim_value()   ? std::string()
+                      : dim.has_dim_param() ? dim.dim_param()
+                                            : vi.name() + "[" + std::to_string(d) + "]");
+    }
+    b_.graph().set_dim_names(o.value, std::move(names));
+  }
   used_names_.insert(vi.name());
   if (is_integer_type(o.type)) o.range = type_range(o.type);
   tensors_[vi.name()] = o;
@@ -413,6 +424,13 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
   const bool onnx_domain = node.domain().empty() || node.domain() == "ai.onnx";
   const Handler handler = handler_of(node);
   AttrReader a(node, label());
+  // A literal computed from a shape, or from such a literal, is marked so
+  // (Operand::from_shape), whichever fold or handler made it.
+  bool from_shape = onnx_domain && (node.op_type() == "Shape" || node.op_type() == "Size");
+  for (int k = 0; k < node.input_size(); ++k) {
+    const auto o = tensors_.find(node.input(k));  // an initializer not read yet is no shape
+    from_shape = from_shape || (o != tensors_.end() && o->second.literal && o->second.from_shape);
+  }
   try {
     if (!onnx_domain || !try_fold(a)) {
       if (handler == nullptr) unsupported("unsupported operator " + node.op_type());
@@ -434,6 +452,10 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
     throw GraphError("import " + label() + ": out of memory folding a constant");
   }
   a.check_all_used();
+  for (int k = 0; from_shape && k < node.output_size(); ++k) {
+    const auto out = tensors_.find(node.output(k));
+    if (out != tensors_.end() && out->second.literal) out->second.from_shape = true;
+  }
   for (int k = 0; k < node.output_size(); ++k) {
     if (!node.output(k).empty() && !tensors_.count(node.output(k))) {
       unsupported("output " + std::to_string(k) + " ('" + node.output(k) + "') is not supported");
