@@ -29,6 +29,12 @@ struct ImplAccess {
   static std::shared_ptr<const CompiledModel::Impl> shared(const CompiledModel& model) {
     return model.impl_;
   }
+  // Symbolic dimensions: the shapes compiled from the model's first one, and
+  // that first model (null when the shapes are fixed).
+  static std::shared_ptr<CompiledModel::ShapeCache> shape_cache(const CompiledModel& model) {
+    return model.shapes_;
+  }
+  static std::shared_ptr<const CompiledModel::Impl> root(const CompiledModel& model);
 };
 }  // namespace detail
 
@@ -42,7 +48,7 @@ inline std::vector<TensorInfo> tensor_infos(const graph::Graph& g,
   std::vector<TensorInfo> out;
   for (graph::ValueId id : ids) {
     const graph::Value& v = g.value(id);
-    out.push_back({v.name, v.type, v.shape});
+    out.push_back({v.name, v.type, v.shape, g.dim_names(id)});
   }
   return out;
 }

@@ -128,6 +128,7 @@ void qfuse_compile_options_init(qfuse_compile_options* options) {
   options->integer_only = 0;
   options->integer_eta = qfuse::CompileOptions{}.integer_eta;
   options->cache_dir = nullptr;
+  options->max_shapes = qfuse::CompileOptions{}.max_shapes;
 }
 
 qfuse_status qfuse_compile(const qfuse_model* model, const qfuse_compile_options* options,
@@ -164,6 +165,12 @@ static qfuse_status tensor_info(const char* function, const std::vector<qfuse::T
 
 qfuse_status qfuse_input_info(const qfuse_compiled_model* c, size_t index, qfuse_tensor_info* info) {
   return tensor_info("qfuse_input_info", c != nullptr ? &c->inputs : nullptr, index, info);
+}
+
+const char* qfuse_input_dim_name(const qfuse_compiled_model* c, size_t index, size_t dim) {
+  if (c == nullptr || index >= c->inputs.size() || dim >= c->inputs[index].shape.size()) return nullptr;
+  const std::vector<std::string>& names = c->inputs[index].dim_names;
+  return names.empty() ? "" : names[dim].c_str();
 }
 
 qfuse_status qfuse_output_info(const qfuse_compiled_model* c, size_t index,
@@ -300,19 +307,16 @@ qfuse_status qfuse_request_set_input(qfuse_request* r, const char* name, qfuse_e
     qfuse::ElementType t{};
     qfuse::Shape shape;
     c_tensor("qfuse_request_set_input", type, dims, rank, t, shape);
-    qfuse::Tensor& dst = r->request.input(name);
-    if (dst.type() != t || dst.shape() != shape) {
-      throw qfuse::InferenceError("qfuse_request_set_input: input '" + std::string(name) +
-                                  "' is " + std::string(qfuse::to_string(dst.type())) +
-                                  qfuse::to_string(dst.shape()) + " (got " +
-                                  std::string(qfuse::to_string(t)) + qfuse::to_string(shape) + ")");
-    }
-    if (bytes != dst.byte_size()) {
-      throw qfuse::InferenceError("qfuse_request_set_input: input '" + std::string(name) +
-                                  "' holds " + std::to_string(dst.byte_size()) + " bytes (got " +
+    const std::size_t expected = static_cast<std::size_t>(qfuse::element_count(shape)) * qfuse::element_size(t);
+    if (bytes != expected) {
+      throw qfuse::InferenceError("qfuse_request_set_input: input '" + std::string(name) + "' of " +
+                                  std::string(qfuse::to_string(t)) + qfuse::to_string(shape) +
+                                  " holds " + std::to_string(expected) + " bytes (got " +
                                   std::to_string(bytes) + ")");
     }
-    if (bytes > 0) std::memcpy(dst.raw_data(), data, bytes);
+    // Another shape in the input's symbolic dimensions is taken as the C++
+    // API takes it (the next inference runs at it).
+    r->request.set_input(name, qfuse::Tensor::view(t, shape, const_cast<void*>(data)));
   });
 }
 
@@ -370,6 +374,17 @@ qfuse_status qfuse_request_get_output(const qfuse_request* r, const char* name, 
                                   std::to_string(bytes) + ")");
     }
     if (bytes > 0) std::memcpy(data, t.raw_data(), bytes);
+  });
+}
+
+qfuse_status qfuse_request_output_info(const qfuse_request* r, const char* name,
+                                       qfuse_tensor_info* info) {
+  if (r == nullptr) return null_argument("qfuse_request_output_info", "request");
+  if (name == nullptr) return null_argument("qfuse_request_output_info", "name");
+  if (info == nullptr) return null_argument("qfuse_request_output_info", "info");
+  return guarded([&] {
+    const qfuse::Tensor& t = r->request.output(name);
+    *info = {name, c_type(t.type()), t.shape().size(), t.shape().data()};
   });
 }
 

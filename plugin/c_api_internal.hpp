@@ -98,6 +98,9 @@ inline qfuse_status read_compile_options(const char* function, const qfuse_compi
   const bool has_cache_dir =
       options->struct_size >= offsetof(qfuse_compile_options, cache_dir) + sizeof(const char*);
   if (has_cache_dir && options->cache_dir != nullptr) out.cache_dir = options->cache_dir;
+  if (options->struct_size >= offsetof(qfuse_compile_options, max_shapes) + sizeof(int)) {
+    out.max_shapes = options->max_shapes;
+  }
   return QFUSE_OK;
 }
 

@@ -30,6 +30,7 @@
 #include "plugin/model_cache.hpp"
 #include "plugin/api_internal.hpp"
 #include "plugin/post_ops_attr.hpp"
+#include "plugin/shape_cache.hpp"
 #include <oneapi/dnnl/dnnl_debug.h>
 
 namespace qfuse {
@@ -89,7 +90,34 @@ CompiledModel::CompiledModel(const CompiledModel&) = default;
 CompiledModel& CompiledModel::operator=(const CompiledModel&) = default;
 CompiledModel::CompiledModel(CompiledModel&&) noexcept = default;
 CompiledModel& CompiledModel::operator=(CompiledModel&&) noexcept = default;
-CompiledModel::CompiledModel(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+CompiledModel::CompiledModel(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {
+  if (impl_ && impl_->passes_graph) {
+    shapes_ = std::make_shared<ShapeCache>(impl_, static_cast<std::size_t>(impl_->options.max_shapes));
+  }
+}
+CompiledModel::CompiledModel(std::shared_ptr<const Impl> impl, std::shared_ptr<ShapeCache> shapes)
+    : impl_(std::move(impl)), shapes_(std::move(shapes)) {}
+
+CompiledModel CompiledModel::at_shapes(const std::map<std::string, Shape>& inputs) const {
+  if (!impl_) throw GraphError("at_shapes: the model is empty (make one with qfuse::compile)");
+  InputShapes all;
+  const std::string misfit = resolve_input_shapes(impl_->graph, inputs, &all);
+  if (!misfit.empty()) throw GraphError("at_shapes: " + misfit);
+  if (all == input_shapes_of(impl_->graph)) return *this;
+  if (!shapes_) {
+    throw GraphError("at_shapes: the model's input shapes are fixed (no input has a symbolic "
+                     "dimension); compile the model for " + to_string(all.begin()->second));
+  }
+  return CompiledModel(shapes_->get(all), shapes_);
+}
+
+std::vector<ShapeInfo> CompiledModel::shapes() const {
+  if (shapes_) return shapes_->shapes();
+  if (!impl_) return {};
+  const CompileTimes& t = impl_->times;
+  return {{input_shapes_of(impl_->graph), 0, impl_->memory.arena_bytes,
+           t.shapes_ms + t.passes_ms + t.planning_ms + t.primitives_ms}};
+}
 
 namespace {
 
@@ -419,6 +447,10 @@ void validate_options(const CompileOptions& options) {
   if (options.threads < 0) {
     throw CompileError("compile: threads is " + std::to_string(options.threads) +
                        " (expected 0 for the default, or a positive count)");
+  }
+  if (options.max_shapes < 0) {
+    throw CompileError("compile: max_shapes is " + std::to_string(options.max_shapes) +
+                       " (expected how many other input shapes to keep, 0 or more)");
   }
 }
 
@@ -800,61 +832,50 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
                  "(compile_onnx, compile_openvino); a model given as a graph is not cached");
   }
   graph::Graph copy = graph;
-  CompiledModel model = compile_graph(&copy, nullptr, options, nullptr, {}, 0.0);
+  const bool symbolic = copy.has_symbolic_dims();
+  CompiledModel model = compile_graph(&copy, nullptr, options, nullptr, {}, 0.0, symbolic);
   release_free_memory();  // what the passes, checks and reorders allocated for a while
   return model;
 }
 
 CompiledModel compile_for_any_shapes(const graph::Graph& graph, const CompileOptions& options) {
   graph::Graph copy = graph;
+  for (const graph::ValueId id : copy.inputs()) {
+    if (!copy.dim_names(id).empty()) continue;
+    std::vector<std::string> names;
+    for (std::size_t d = 0; d < copy.value(id).shape.size(); ++d) {
+      names.push_back(copy.value(id).name + "[" + std::to_string(d) + "]");
+    }
+    copy.set_dim_names(id, std::move(names));
+  }
   CompiledModel model = compile_graph(&copy, nullptr, options, nullptr, {}, 0.0, true);
   release_free_memory();
   return model;
 }
 
-CompiledModel compile_for_shapes(const CompiledModel& base,
-                                 const std::map<std::string, Shape>& inputs) {
-  const std::shared_ptr<const CompiledModel::Impl> b = detail::ImplAccess::shared(base);
-  if (!b->passes_graph) {
-    throw Error("compile for other shapes: the model was not compiled for them "
-                "(compile_for_any_shapes keeps what that needs)");
-  }
+std::shared_ptr<const CompiledModel::Impl> compile_at_shapes(
+    const std::shared_ptr<const CompiledModel::Impl>& b, const InputShapes& shapes) {
   plugin::FusedGraph fused{*b->passes_graph, b->fusion_log, b->refusals, {}, b->compositions, b};
   graph::Graph& g = fused.graph;
-  for (const auto& given : inputs) {
-    const std::string& name = given.first;
-    const Shape& shape = given.second;
-    const auto it = std::find_if(g.inputs().begin(), g.inputs().end(),
-                                 [&](graph::ValueId v) { return g.value(v).name == name; });
-    if (it == g.inputs().end()) {
-      throw GraphError("compile for other shapes: the model has no input '" + name + "'");
-    }
-    graph::Value& v = g.value(*it);
-    if (shape.size() != v.shape.size()) {
-      throw GraphError("compile for other shapes: input '" + name + "' has rank " +
-                       std::to_string(v.shape.size()) + ", the shape given " +
-                       to_string(shape) + " has rank " + std::to_string(shape.size()));
-    }
-    v.shape = shape;
-  }
-  graph::infer_shapes(g);
-  // Import fixed these ops' output shapes (a Reshape's target, a Resize's
-  // sizes, a Slice's box) for the shapes it was given: at others they would
-  // keep them, not follow the input.
+  for (const graph::ValueId id : g.inputs()) g.value(id).shape = shapes.at(g.value(id).name);
+  // Node by node, so that an op whose output import fixed for the first
+  // shapes (a Reshape's target computed from them, a Resize's sizes, a
+  // Slice's box) is named before anything after it fails on its shape.
   const graph::Graph& was = *b->passes_graph;
-  for (std::size_t i = 0; i < g.node_capacity(); ++i) {
-    const graph::Node& n = g.node(graph::NodeId{static_cast<std::uint32_t>(i)});
-    if (n.erased || (n.kind != graph::OpKind::Reshape && n.kind != graph::OpKind::Resize &&
-                     n.kind != graph::OpKind::Slice)) {
-      continue;
+  for (const graph::NodeId id : g.topological_order()) {
+    graph::Node& n = g.node(id);
+    const bool fixed_at_import =
+        (n.kind == graph::OpKind::Reshape && n.attr<graph::ReshapeAttrs>().spec.empty()) ||
+        n.kind == graph::OpKind::Resize || n.kind == graph::OpKind::Slice;
+    if (fixed_at_import && g.value(n.inputs[0]).shape != was.value(n.inputs[0]).shape) {
+      throw UnsupportedError("compile for other shapes: " + std::string(graph::to_string(n.kind)) +
+                             " node '" + n.name + "' has its output shape " +
+                             to_string(was.value(n.outputs[0]).shape) +
+                             " fixed at import, and its input is now " +
+                             to_string(g.value(n.inputs[0]).shape) +
+                             "; compile the model for these shapes");
     }
-    const Shape& in = g.value(n.inputs[0]).shape;
-    if (in == was.value(n.inputs[0]).shape) continue;
-    throw UnsupportedError("compile for other shapes: " + std::string(graph::to_string(n.kind)) +
-                           " node '" + n.name + "' has its output shape " +
-                           to_string(g.value(n.outputs[0]).shape) +
-                           " fixed at import, and its input is now " + to_string(in) +
-                           "; compile the model for these shapes");
+    graph::infer_node(g, id);
   }
   // The weights base's layers hold in their own layouts, for the new layers
   // to read in place (compile_graph: held).
@@ -864,21 +885,38 @@ CompiledModel compile_for_shapes(const CompiledModel& base,
   for (const auto& [index, h] : b->held) fused.held.emplace(index, h);
   CompiledModel model = compile_graph(nullptr, &fused, b->options, nullptr, {}, 0.0);
   release_free_memory();
-  return model;
+  return detail::ImplAccess::shared(model);
+}
+
+CompiledModel compile_for_shapes(const CompiledModel& base,
+                                 const std::map<std::string, Shape>& inputs) {
+  const std::shared_ptr<const CompiledModel::Impl> own = detail::ImplAccess::shared(base);
+  std::shared_ptr<const CompiledModel::Impl> b = own;
+  if (b && !b->passes_graph) b = detail::ImplAccess::root(base);
+  if (!b || !b->passes_graph) {
+    throw Error("compile for other shapes: the model was not compiled for them "
+                "(compile_for_any_shapes keeps what that needs)");
+  }
+  InputShapes all;
+  const std::string misfit = resolve_input_shapes(own->graph, inputs, &all);
+  if (!misfit.empty()) throw GraphError("compile for other shapes: " + misfit);
+  return CompiledModel(compile_at_shapes(b, all), detail::ImplAccess::shape_cache(base));
 }
 
 namespace plugin {
 
 CompiledModel compile_fused(FusedGraph fused, const CompileOptions& options,
                             const std::string& cache, double cache_ms) {
-  CompiledModel model = compile_graph(nullptr, &fused, options, nullptr, cache, cache_ms);
+  const bool symbolic = fused.graph.has_symbolic_dims();
+  CompiledModel model = compile_graph(nullptr, &fused, options, nullptr, cache, cache_ms, symbolic);
   release_free_memory();
   return model;
 }
 
 CompiledModel compile_observed(graph::Graph graph, const CompileOptions& options,
                                const FusedObserver& observer, double cache_ms) {
-  CompiledModel model = compile_graph(&graph, nullptr, options, observer, {}, cache_ms);
+  const bool symbolic = graph.has_symbolic_dims();
+  CompiledModel model = compile_graph(&graph, nullptr, options, observer, {}, cache_ms, symbolic);
   release_free_memory();
   return model;
 }

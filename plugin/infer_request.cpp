@@ -2,6 +2,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <list>
+#include <map>
 
 #include <omp.h>
 
@@ -9,6 +11,7 @@
 
 #include "plugin/api_internal.hpp"
 #include "plugin/execution.hpp"
+#include "plugin/shape_cache.hpp"
 
 namespace qfuse {
 
@@ -71,10 +74,9 @@ void store_channels_last(const Tensor& plain, Tensor& t) {
   }
 }
 
-}  // namespace
-
-struct InferRequest::Impl {
-  using ValueObserver = InferRequest::ValueObserver;
+// What a request holds for the input shapes it runs at: buffers, stream and
+// op states for one compiled model.
+struct ShapeState {
   std::shared_ptr<const CompiledModel::Impl> model;
   dnnl::stream stream;
   // Intermediate values and outputs, 64-byte aligned (see memory_plan.hpp).
@@ -92,12 +94,8 @@ struct InferRequest::Impl {
   // Memory objects the ops share (ExecContext::shared_memory); declared after
   // op_states, so that it goes first and no op state outlives its objects.
   plugin::ExecContext::MemoryPool memories;
-  int threads = 0;
-  bool profiling = false;
   std::vector<std::vector<double>> node_times_us;  // by op, one entry per inference
   std::vector<std::vector<double>> staged_times_us;  // the staged reorders' part of those
-  ValueObserver observer;
-  ValueOverride value_override;  // internal (api_internal.hpp)
 
   const graph::Graph& graph() const { return model->graph; }
 
@@ -117,20 +115,25 @@ struct InferRequest::Impl {
     throw InferenceError(std::string("infer: no ") + what + " named '" + name + "' (expected one of " +
                          known + ")");
   }
+
+  bool binds_outputs() const {
+    if (!output_copies.empty()) return true;
+    return std::any_of(graph().outputs().begin(), graph().outputs().end(), [this](graph::ValueId id) {
+      return tensors[id.index].is_view() && tensors[id.index].raw_data() != home[id.index];
+    });
+  }
 };
 
-InferRequest CompiledModel::create_infer_request() const {
-  if (!impl_) {
-    throw InferenceError("create_infer_request: the model is empty (make one with qfuse::compile)");
-  }
-  auto impl = std::make_unique<InferRequest::Impl>();
-  impl->model = impl_;
-  impl->stream = dnnl::stream(impl_->engine);
-  const graph::Graph& g = impl_->graph;
-  const plugin::MemoryPlan& plan = impl_->memory;
-  impl->arena = aligned_block(plan.arena_bytes, "tensor arena");
+std::unique_ptr<ShapeState> make_state(std::shared_ptr<const CompiledModel::Impl> model) {
+  auto state = std::make_unique<ShapeState>();
+  state->model = std::move(model);
+  const CompiledModel::Impl& m = *state->model;
+  state->stream = dnnl::stream(m.engine);
+  const graph::Graph& g = m.graph;
+  const plugin::MemoryPlan& plan = m.memory;
+  state->arena = aligned_block(plan.arena_bytes, "tensor arena");
   // Every op writes its whole output: garbage here must never show.
-  if (impl->arena) std::memset(impl->arena.get(), 0xff, plan.arena_bytes);
+  if (state->arena) std::memset(state->arena.get(), 0xff, plan.arena_bytes);
   constexpr std::size_t a = plugin::MemoryPlan::kAlignment;
   const auto bytes_of = [&g](std::uint32_t i) {
     const graph::Value& v = g.value(graph::ValueId{i});
@@ -140,27 +143,133 @@ InferRequest CompiledModel::create_infer_request() const {
   for (std::uint32_t i = 0; i < g.value_count(); ++i) {
     if (plan.offset[i] == plugin::MemoryPlan::kOwned) input_bytes += (bytes_of(i) + a - 1) / a * a;
   }
-  impl->inputs = aligned_block(input_bytes, "input buffers");
+  state->inputs = aligned_block(input_bytes, "input buffers");
   // Inputs start zeroed, as a Tensor does.
-  if (impl->inputs) std::memset(impl->inputs.get(), 0, input_bytes);
+  if (state->inputs) std::memset(state->inputs.get(), 0, input_bytes);
   std::size_t input_offset = 0;
-  impl->tensors.resize(g.value_count());
+  state->tensors.resize(g.value_count());
   for (std::uint32_t i = 0; i < g.value_count(); ++i) {
     const graph::Value& v = g.value(graph::ValueId{i});
     const std::int64_t offset = plan.offset[i];
     if (offset == plugin::MemoryPlan::kOwned) {
-      impl->tensors[i] = Tensor::view(v.type, v.shape, impl->inputs.get() + input_offset);
+      state->tensors[i] = Tensor::view(v.type, v.shape, state->inputs.get() + input_offset);
       input_offset += (bytes_of(i) + a - 1) / a * a;
     } else if (offset >= 0) {
-      impl->tensors[i] = Tensor::view(v.type, v.shape, impl->arena.get() + offset);
+      state->tensors[i] = Tensor::view(v.type, v.shape, state->arena.get() + offset);
     }
   }
-  impl->home.resize(g.value_count(), nullptr);
+  state->home.resize(g.value_count(), nullptr);
   for (std::uint32_t i = 0; i < g.value_count(); ++i) {
-    if (impl->tensors[i].is_view()) impl->home[i] = impl->tensors[i].raw_data();
+    if (state->tensors[i].is_view()) state->home[i] = state->tensors[i].raw_data();
   }
-  impl->scratchpad = aligned_block(impl_->scratchpad_size, "scratchpad");
-  impl->op_states.resize(impl_->ops.size());
+  state->scratchpad = aligned_block(m.scratchpad_size, "scratchpad");
+  state->op_states.resize(m.ops.size());
+  return state;
+}
+
+}  // namespace
+
+struct InferRequest::Impl {
+  using ValueObserver = InferRequest::ValueObserver;
+  // The shapes the request has run at, each with its buffers: the current
+  // one first, then the others, most recently used first.
+  std::list<std::unique_ptr<ShapeState>> states;
+  // Symbolic dimensions: where the models at other shapes come from (null:
+  // the shapes are fixed).
+  std::shared_ptr<CompiledModel::ShapeCache> shapes;
+  // Inputs set or bound at other shapes than the current ones, for the next
+  // infer(): a copy of the tensor, or the host's buffer (`data`).
+  struct Staged {
+    Tensor tensor;
+    ElementType type = ElementType::f32;
+    Shape shape;
+    void* data = nullptr;
+  };
+  std::map<std::string, Staged> staged;
+  int threads = 0;
+  bool profiling = false;
+  ValueObserver observer;
+  ValueOverride value_override;  // internal (api_internal.hpp)
+
+  ShapeState& now() { return *states.front(); }
+  const ShapeState& now() const { return *states.front(); }
+
+  // Throws InferenceError unless `name` may take `type` and `shape`, one
+  // other than its current (only in symbolic dimensions).
+  void check_other_shape(const char* call, const std::string& name, ElementType type,
+                         const Shape& shape) const {
+    const graph::ValueId id = now().find(name, now().graph().inputs(), "input");
+    const graph::Value& v = now().graph().value(id);
+    const std::string expected = std::string(to_string(v.type)) + to_string(v.shape);
+    const std::string got = std::string(to_string(type)) + to_string(shape);
+    if (type != v.type || !shapes) {
+      throw InferenceError(std::string(call) + ": input '" + name + "' is " + got + " (expected " +
+                           expected + ")" +
+                           (type == v.type ? "; the model's input shapes are fixed" : ""));
+    }
+    InputShapes all;
+    const std::string misfit = resolve_input_shapes(now().graph(), {{name, shape}}, &all);
+    if (!misfit.empty()) throw InferenceError(std::string(call) + ": " + misfit);
+  }
+
+  // Makes the state at `all` (every input's shape) the current one.
+  void switch_to(const InputShapes& all) {
+    if (all == input_shapes_of(now().graph())) return;
+    const bool bound = now().binds_outputs();
+    const auto kept = std::find_if(states.begin(), states.end(), [&](const auto& st) {
+      return input_shapes_of(st->graph()) == all;
+    });
+    if (kept != states.end()) {
+      states.splice(states.begin(), states, kept);
+    } else {
+      states.push_front(make_state(shapes->get(all)));
+      const auto limit = static_cast<std::size_t>(shapes->root->options.max_shapes) + 1;
+      while (states.size() > limit) states.pop_back();
+    }
+    if (profiling) {
+      now().node_times_us.resize(now().model->ops.size());
+      now().staged_times_us.resize(now().model->ops.size());
+    }
+    if (bound && !now().binds_outputs()) {
+      spdlog::warn("infer: the outputs bound at other input shapes stay bound there; at {} "
+                   "read them with output() (or bind them again)", shapes_text(all));
+    }
+  }
+
+  // The inputs staged at other shapes: switch to their shapes, then copy or
+  // bind them.
+  void apply_staged() {
+    InputShapes given;
+    for (const auto& [name, st] : staged) given.emplace(name, st.shape);
+    InputShapes all;
+    const std::string misfit = resolve_input_shapes(now().graph(), given, &all);
+    if (!misfit.empty()) {
+      staged.clear();
+      throw InferenceError("infer: the inputs set at other shapes do not fit together (they are "
+                           "dropped): " + misfit);
+    }
+    const auto take = std::move(staged);
+    staged.clear();
+    switch_to(all);
+    ShapeState& s = now();
+    for (const auto& [name, st] : take) {
+      const graph::ValueId id = s.find(name, s.graph().inputs(), "input");
+      if (st.data != nullptr) {
+        s.tensors[id.index] = Tensor::view(st.type, st.shape, st.data);
+      } else {
+        std::memcpy(s.tensors[id.index].raw_data(), st.tensor.raw_data(), st.tensor.byte_size());
+      }
+    }
+  }
+};
+
+InferRequest CompiledModel::create_infer_request() const {
+  if (!impl_) {
+    throw InferenceError("create_infer_request: the model is empty (make one with qfuse::compile)");
+  }
+  auto impl = std::make_unique<InferRequest::Impl>();
+  impl->states.push_back(make_state(impl_));
+  impl->shapes = shapes_;
   return InferRequest(std::move(impl));
 }
 
@@ -171,22 +280,36 @@ InferRequest& InferRequest::operator=(InferRequest&&) noexcept = default;
 
 void InferRequest::set_input(const std::string& name, const Tensor& tensor) {
   Tensor& dst = input(name);
-  if (dst.type() != tensor.type() || dst.shape() != tensor.shape()) {
-    throw InferenceError("infer: input '" + name + "' is " + std::string(to_string(tensor.type())) +
-                         to_string(tensor.shape()) + " (expected " +
-                         std::string(to_string(dst.type())) + to_string(dst.shape()) + ")");
+  if (dst.type() == tensor.type() && dst.shape() == tensor.shape()) {
+    std::memcpy(dst.raw_data(), tensor.raw_data(), tensor.byte_size());
+    impl_->staged.erase(name);
+    return;
   }
-  std::memcpy(dst.raw_data(), tensor.raw_data(), tensor.byte_size());
+  impl_->check_other_shape("infer", name, tensor.type(), tensor.shape());
+  impl_->staged[name] = {tensor, tensor.type(), tensor.shape(), nullptr};
+}
+
+void InferRequest::set_input_shapes(const std::map<std::string, Shape>& inputs) {
+  InputShapes all;
+  const std::string misfit = resolve_input_shapes(impl_->now().graph(), inputs, &all);
+  if (!misfit.empty()) throw InferenceError("set_input_shapes: " + misfit);
+  if (!impl_->shapes && all != input_shapes_of(impl_->now().graph())) {
+    throw InferenceError("set_input_shapes: the model's input shapes are fixed");
+  }
+  for (const auto& given : inputs) impl_->staged.erase(given.first);
+  impl_->switch_to(all);
 }
 
 Tensor& InferRequest::input(const std::string& name) {
-  return impl_->tensors[impl_->find(name, impl_->graph().inputs(), "input").index];
+  ShapeState& s = impl_->now();
+  return s.tensors[s.find(name, s.graph().inputs(), "input").index];
 }
 
 const Tensor& InferRequest::output(const std::string& name) const {
-  graph::ValueId id = impl_->find(name, impl_->graph().outputs(), "output");
-  const graph::Value& v = impl_->graph().value(id);
-  return v.is_constant() ? *v.constant : impl_->tensors[id.index];
+  const ShapeState& s = impl_->now();
+  graph::ValueId id = s.find(name, s.graph().outputs(), "output");
+  const graph::Value& v = s.graph().value(id);
+  return v.is_constant() ? *v.constant : s.tensors[id.index];
 }
 
 namespace {
@@ -204,34 +327,42 @@ void check_binding(const std::string& what, const std::string& name, const graph
 
 void InferRequest::bind_input(const std::string& name, ElementType type, const Shape& shape,
                               void* data) {
-  const graph::ValueId id = impl_->find(name, impl_->graph().inputs(), "input");
-  const graph::Value& v = impl_->graph().value(id);
+  ShapeState& s = impl_->now();
+  const graph::ValueId id = s.find(name, s.graph().inputs(), "input");
+  const graph::Value& v = s.graph().value(id);
+  impl_->staged.erase(name);
   if (data == nullptr) {
-    impl_->tensors[id.index] = impl_->home_view(id);
+    s.tensors[id.index] = s.home_view(id);
+    return;
+  }
+  if (v.type == type && v.shape != shape && impl_->shapes) {
+    impl_->check_other_shape("bind_input", name, type, shape);
+    impl_->staged[name] = {Tensor(), type, shape, data};
     return;
   }
   check_binding("input", name, v, type, shape);
-  impl_->tensors[id.index] = Tensor::view(type, shape, data);
+  s.tensors[id.index] = Tensor::view(type, shape, data);
 }
 
 bool InferRequest::bind_output(const std::string& name, ElementType type, const Shape& shape,
                                void* data) {
-  const graph::Graph& g = impl_->graph();
-  const graph::ValueId id = impl_->find(name, g.outputs(), "output");
+  ShapeState& s = impl_->now();
+  const graph::Graph& g = s.graph();
+  const graph::ValueId id = s.find(name, g.outputs(), "output");
   const graph::Value& v = g.value(id);
-  auto& copies = impl_->output_copies;
+  auto& copies = s.output_copies;
   copies.erase(std::remove_if(copies.begin(), copies.end(),
                               [id](const auto& c) { return c.first == id; }),
                copies.end());
   bool own = false;
   for (std::size_t i = 0; i < g.outputs().size(); ++i) {
-    if (g.outputs()[i] == id) own = impl_->model->output_owns_buffer[i];
+    if (g.outputs()[i] == id) own = s.model->output_owns_buffer[i];
   }
-  if (own) impl_->tensors[id.index] = impl_->home_view(id);
+  if (own) s.tensors[id.index] = s.home_view(id);
   if (data == nullptr) return own;
   check_binding("output", name, v, type, shape);
   if (own) {
-    impl_->tensors[id.index] = Tensor::view(type, shape, data);
+    s.tensors[id.index] = Tensor::view(type, shape, data);
   } else {
     copies.emplace_back(id, data);
   }
@@ -240,12 +371,14 @@ bool InferRequest::bind_output(const std::string& name, ElementType type, const 
 
 void InferRequest::set_profiling(bool on) {
   impl_->profiling = on;
-  impl_->node_times_us.assign(on ? impl_->model->ops.size() : 0, {});
-  impl_->staged_times_us.assign(on ? impl_->model->ops.size() : 0, {});
+  for (auto& state : impl_->states) {
+    state->node_times_us.assign(on ? state->model->ops.size() : 0, {});
+    state->staged_times_us.assign(on ? state->model->ops.size() : 0, {});
+  }
 }
 
 const std::vector<std::vector<double>>& InferRequest::node_times_us() const {
-  return impl_->node_times_us;
+  return impl_->now().node_times_us;
 }
 
 void InferRequest::set_value_observer(ValueObserver observer) {
@@ -261,11 +394,11 @@ void set_value_override(InferRequest& request, ValueOverride override) {
 }
 
 const std::vector<std::vector<double>>& InferRequest::staged_reorder_times_us() const {
-  return impl_->staged_times_us;
+  return impl_->now().staged_times_us;
 }
 
 void InferRequest::set_threads(int threads) {
-  const int limit = impl_->model->threads;
+  const int limit = impl_->now().model->threads;
   if (threads > limit) {
     spdlog::warn("set_threads({}): the model was compiled for {} threads; using {}", threads, limit,
                  limit);
@@ -275,20 +408,22 @@ void InferRequest::set_threads(int threads) {
 }
 
 void InferRequest::infer() {
-  const int team = impl_->threads > 0 ? impl_->threads : impl_->model->threads;
+  if (!impl_->staged.empty()) impl_->apply_staged();
+  ShapeState& s = impl_->now();
+  const int team = impl_->threads > 0 ? impl_->threads : s.model->threads;
   const int caller_threads = omp_get_max_threads();
   omp_set_num_threads(team);
   const struct RestoreThreads {
     int n;
     ~RestoreThreads() { omp_set_num_threads(n); }
   } restore_threads{caller_threads};
-  plugin::ExecContext ctx(impl_->graph(), impl_->tensors, impl_->stream, impl_->scratchpad.get());
-  ctx.set_memory_pool(&impl_->memories);
-  for (std::size_t i = 0; i < impl_->model->ops.size(); ++i) {
-    const auto& op = impl_->model->ops[i];
-    ctx.set_op_state(&impl_->op_states[i]);
+  plugin::ExecContext ctx(s.graph(), s.tensors, s.stream, s.scratchpad.get());
+  ctx.set_memory_pool(&s.memories);
+  for (std::size_t i = 0; i < s.model->ops.size(); ++i) {
+    const auto& op = s.model->ops[i];
+    ctx.set_op_state(&s.op_states[i]);
     // oneDNN sizes its work for the threads it was created with; fewer are safe.
-    const bool alone = team > 1 && impl_->model->single_threaded[i];
+    const bool alone = team > 1 && s.model->single_threaded[i];
     if (alone) omp_set_num_threads(1);
     const struct Restore {
       bool alone;
@@ -304,20 +439,20 @@ void InferRequest::infer() {
       ctx.set_staged_clock(impl_->profiling ? &staged_us : nullptr);
       op->execute(ctx);
       if (impl_->profiling) {
-        impl_->node_times_us[i].push_back(
+        s.node_times_us[i].push_back(
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                 .count());
-        impl_->staged_times_us[i].push_back(staged_us);
+        s.staged_times_us[i].push_back(staged_us);
       }
       if (impl_->observer || impl_->value_override) {
         for (graph::ValueId out : op->node().outputs) {
-          Tensor& t = impl_->tensors[out.index];
-          const std::string& name = impl_->graph().value(out).name;
+          Tensor& t = s.tensors[out.index];
+          const std::string& name = s.graph().value(out).name;
           if (!t.is_view()) {  // a value without a buffer (nothing reads it)
             if (impl_->observer) impl_->observer(name, t);
             continue;
           }
-          const bool channels_last = impl_->model->layouts[out.index] == plugin::Layout::channels_last &&
+          const bool channels_last = s.model->layouts[out.index] == plugin::Layout::channels_last &&
                                      t.shape().size() >= 3;
           Tensor value = channels_last ? plain_copy(t) : Tensor::view(t.type(), t.shape(), t.raw_data());
           if (impl_->observer) impl_->observer(name, value);
@@ -340,9 +475,9 @@ void InferRequest::infer() {
                            op->node().name + "': oneDNN failed (" + e.what() + ")");
     }
   }
-  for (const auto& [id, data] : impl_->output_copies) {
-    const graph::Value& v = impl_->graph().value(id);
-    const Tensor& t = v.is_constant() ? *v.constant : impl_->tensors[id.index];
+  for (const auto& [id, data] : s.output_copies) {
+    const graph::Value& v = s.graph().value(id);
+    const Tensor& t = v.is_constant() ? *v.constant : s.tensors[id.index];
     std::memcpy(data, t.raw_data(), t.byte_size());
   }
 }

@@ -72,6 +72,15 @@ ValueRef ModelBuilder::input(std::string name, Shape shape, ElementType type) {
   return impl_->add([&] { return impl_->builder.input(std::move(name), std::move(shape), type); });
 }
 
+ValueRef ModelBuilder::input(std::string name, Shape shape, ElementType type,
+                             std::vector<std::string> dim_names) {
+  return impl_->add([&] {
+    const graph::ValueId id = impl_->builder.input(std::move(name), std::move(shape), type);
+    impl_->graph.set_dim_names(id, std::move(dim_names));
+    return id;
+  });
+}
+
 ValueRef ModelBuilder::constant(std::string name, Tensor data) {
   return impl_->add([&] { return impl_->builder.constant(std::move(name), std::move(data)); });
 }

@@ -80,9 +80,20 @@ void check_array(const std::string& what, const TensorInfo& info, const py::arra
                          py::str(a.dtype()).cast<std::string>() +
                          " (convert it with arr.astype(numpy." + dtype_name(info.type) + "))");
   }
-  if (shape_of(a) != info.shape) {
-    throw InferenceError(head + "expected shape " + shape_text(info.shape) + ", got " +
-                         shape_text(shape_of(a)));
+  // Symbolic dimensions may take other sizes (the request checks them).
+  const Shape shape = shape_of(a);
+  bool fits = shape.size() == info.shape.size();
+  for (std::size_t d = 0; fits && d < shape.size(); ++d) {
+    fits = shape[d] == info.shape[d] || (!info.dim_names.empty() && !info.dim_names[d].empty());
+  }
+  if (!fits) {
+    std::string expected = "(";
+    for (std::size_t d = 0; d < info.shape.size(); ++d) {
+      const bool named = !info.dim_names.empty() && !info.dim_names[d].empty();
+      expected += (d ? ", " : "") + (named ? info.dim_names[d] : std::to_string(info.shape[d]));
+    }
+    expected += info.shape.size() == 1 ? ",)" : ")";
+    throw InferenceError(head + "expected shape " + expected + ", got " + shape_text(shape));
   }
   if ((a.flags() & py::array::c_style) == 0) {
     throw InferenceError(head +
@@ -149,6 +160,17 @@ py::dict tensor_info(const TensorInfo& t) {
   d["name"] = t.name;
   d["dtype"] = dtype_of(t.type);
   d["shape"] = py::tuple(py::cast(t.shape));
+  // An input's symbolic dimensions by name (None where the model fixes it);
+  // the request takes arrays of other sizes in them.
+  py::list names;
+  for (std::size_t i = 0; i < t.shape.size(); ++i) {
+    if (t.dim_names.empty() || t.dim_names[i].empty()) {
+      names.append(py::none());
+    } else {
+      names.append(t.dim_names[i]);
+    }
+  }
+  d["dim_names"] = py::tuple(names);
   return d;
 }
 
@@ -376,19 +398,25 @@ class Request {
           "infer: this request is running on another thread; use one request per thread "
           "(CompiledModel.create_request()) or CompiledModel.run, which takes a free one");
     }
+    const std::map<std::string, py::array> in = input_arrays(inputs_, given);
+    // The arrays' shapes first: the outputs follow them.
+    std::map<std::string, Shape> shapes;
+    for (const auto& [name, a] : in) shapes.emplace(name, shape_of(a));
+    request_.set_input_shapes(shapes);
     py::dict out;
     for (const TensorInfo& o : outputs_) {
-      py::array a(dtype_of(o.type), o.shape);
-      request_.bind_output(o.name, o.type, o.shape, a.mutable_data());
+      const Shape shape = request_.output(o.name).shape();
+      py::array a(dtype_of(o.type), shape);
+      request_.bind_output(o.name, o.type, shape, a.mutable_data());
       out[py::str(o.name)] = a;  // keeps the array alive past the inference
     }
     struct Unbind {
       Request& r;
       ~Unbind() {
-        for (const TensorInfo& o : r.outputs_) r.request_.bind_output(o.name, o.type, o.shape, nullptr);
+        for (const TensorInfo& o : r.outputs_) r.request_.bind_output(o.name, o.type, {}, nullptr);
       }
     } unbind{*this};
-    run_locked(given);
+    run_locked(in);
     return out;
   }
 
@@ -402,7 +430,8 @@ class Request {
       InferRequest& r;
       ~Off() { r.set_profiling(false); }
     } off{request_};
-    for (int i = 0; i < std::max(1, runs); ++i) run_locked(given);
+    const std::map<std::string, py::array> in = input_arrays(inputs_, given);
+    for (int i = 0; i < std::max(1, runs); ++i) run_locked(in);
     return node_rows(layers, request_.node_times_us(), request_.staged_reorder_times_us());
   }
 
@@ -432,25 +461,20 @@ class Request {
  private:
   // Binds the inputs in place (a read-only array is only read: the request
   // never writes its inputs), runs with the GIL released, unbinds them.
-  void run_locked(const py::dict& given) {
-    std::map<std::string, py::array> in = input_arrays(inputs_, given);
-    for (auto& [name, a] : in) {
-      const TensorInfo& info = input_info(name);
-      request_.bind_input(name, info.type, info.shape, const_cast<void*>(a.data()));
+  // Input arrays of other shapes than the request's current ones switch it
+  // (InferRequest::bind_input).
+  void run_locked(const std::map<std::string, py::array>& in) {
+    for (const auto& [name, a] : in) {
+      request_.bind_input(name, *element_type(a.dtype()), shape_of(a), const_cast<void*>(a.data()));
     }
     struct Unbind {
       Request& r;
       ~Unbind() {
-        for (const TensorInfo& i : r.inputs_) r.request_.bind_input(i.name, i.type, i.shape, nullptr);
+        for (const TensorInfo& i : r.inputs_) r.request_.bind_input(i.name, i.type, {}, nullptr);
       }
     } unbind{*this};
     py::gil_scoped_release release;
     request_.infer();
-  }
-
-  const TensorInfo& input_info(const std::string& name) const {
-    return *std::find_if(inputs_.begin(), inputs_.end(),
-                         [&name](const TensorInfo& i) { return i.name == name; });
   }
 
   std::mutex mutex_;
@@ -630,6 +654,20 @@ void bind_compiled_model(py::module_& m) {
              d["views"] = mi.views;
              d["in_place"] = mi.in_place;
              return d;
+           })
+      .def("shapes",
+           [](const Compiled& c) {
+             py::list out;
+             for (const ShapeInfo& s : c.model().shapes()) {
+               py::dict d, inputs;
+               for (const auto& [name, shape] : s.inputs) inputs[py::str(name)] = py::tuple(py::cast(shape));
+               d["inputs"] = inputs;
+               d["weight_bytes"] = s.weight_bytes;
+               d["arena_bytes"] = s.arena_bytes;
+               d["compile_ms"] = s.compile_ms;
+               out.append(d);
+             }
+             return out;
            })
       .def("compile_times",
            [](const Compiled& c) {

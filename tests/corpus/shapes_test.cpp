@@ -120,6 +120,8 @@ TEST_P(ShapesCorpus, AnotherBatchRunsAsAFreshCompileAtIt) {
   const Observed fresh = run(compile(g3, options), inputs);
   const Observed reshaped = run(*other, inputs);
   EXPECT_EQ(reshaped.outputs, fresh.outputs);
+  // A request of the first model given inputs at batch 3 runs at it.
+  EXPECT_EQ(run(base, inputs).outputs, fresh.outputs);
   if (reshaped.implementations.size() != fresh.implementations.size()) {
     std::string only;
     for (const std::string& l : fresh.implementations) {

@@ -30,6 +30,11 @@ struct TensorInfo {
   std::string name;
   ElementType type = ElementType::f32;
   Shape shape;
+  // A graph input's symbolic dimensions, one name per dimension ("" where
+  // the model fixes it); empty when the whole shape is fixed. `shape` is the
+  // size they were compiled at; a request may set others (InferRequest), and
+  // dimensions of one name, in any input, change together.
+  std::vector<std::string> dim_names;
 };
 
 // A model: an immutable graph of operators, shared by the copies of a Model.
@@ -111,6 +116,10 @@ class QFUSE_API ModelBuilder {
 
   // Names are unique; an empty node name becomes "<Op>#<n>".
   ValueRef input(std::string name, Shape shape, ElementType type = ElementType::f32);
+  // An input with symbolic dimensions (TensorInfo::dim_names): a name per
+  // dimension, "" where it is fixed; `shape` is the size to compile at first.
+  ValueRef input(std::string name, Shape shape, ElementType type,
+                 std::vector<std::string> dim_names);
   ValueRef constant(std::string name, Tensor data);
 
   // Layers: x is [N, C, spatial...]; w is [O, C / groups, k...] for a

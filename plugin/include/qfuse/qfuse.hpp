@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +61,14 @@ struct CompileOptions {
   // import and passes. Empty: the QFUSE_CACHE_DIR environment variable, else
   // no cache. A directory that cannot be written is a warning.
   std::string cache_dir;
+  // A model with symbolic input dimensions (TensorInfo::dim_names) serves
+  // other shapes than the one it was compiled at: each new shape is compiled
+  // on first use from the graph the passes left, the weights shared where the
+  // layers take the same layout. It keeps at most this many such shapes
+  // besides its own, the one asked for longest ago going first (and each
+  // request keeps its buffers for as many, the least recently run going
+  // first). A request holding a shape the model let go keeps it alive.
+  int max_shapes = 8;
 };
 
 // One post-op of a fused layer, applied in order after the output scales:
@@ -157,6 +166,17 @@ struct CompileTimes {
   double cache_ms = 0.0;
 };
 
+// A shape a model with symbolic dimensions was compiled at (CompiledModel::shapes).
+struct ShapeInfo {
+  std::map<std::string, Shape> inputs;  // every input's shape
+  // The int8 weights this shape's layers hold in layouts of their own: 0
+  // where each layer reads the weights of the shape the model was first
+  // compiled at (which holds them all).
+  std::size_t weight_bytes = 0;
+  std::size_t arena_bytes = 0;  // a request's intermediate values at this shape
+  double compile_ms = 0.0;      // compiling this shape, all phases
+};
+
 // Why a fusion pass left a candidate node alone (one reason per refusal).
 struct FusionRefusal {
   std::string pass;
@@ -176,6 +196,19 @@ class QFUSE_API CompiledModel {
   CompiledModel& operator=(CompiledModel&&) noexcept;
 
   InferRequest create_infer_request() const;
+
+  // Symbolic input dimensions: the model at other input shapes, compiled on
+  // first use and kept (CompileOptions::max_shapes); the same handle for a
+  // shape seen before. `inputs` names some or all inputs; one not named keeps
+  // its shape, except dimensions sharing a name with a named input's. Throws
+  // GraphError naming the input and the dimension that does not fit (a fixed
+  // one, a rank, two sizes for one name), UnsupportedError when the graph
+  // fixed a shape at import that these inputs would change (naming the node).
+  CompiledModel at_shapes(const std::map<std::string, Shape>& inputs) const;
+  // The shapes compiled and kept: this model's first, then the others, the
+  // one asked for last first (by at_shapes, or by a request at a shape it
+  // holds no buffers for).
+  std::vector<ShapeInfo> shapes() const;
 
   MemoryInfo memory() const;
   CompileTimes compile_times() const;
@@ -201,12 +234,17 @@ class QFUSE_API CompiledModel {
 
   // Internal (qfuse's own code reaches it through detail::ImplAccess).
   struct Impl;
+  struct ShapeCache;
   explicit CompiledModel(std::shared_ptr<const Impl> impl);
+  CompiledModel(std::shared_ptr<const Impl> impl, std::shared_ptr<ShapeCache> shapes);
 
  private:
   friend struct detail::ImplAccess;
   const Impl& impl() const;
   std::shared_ptr<const Impl> impl_;
+  // Symbolic dimensions: the shapes compiled, shared by every handle and
+  // request made from the first one (null: the shapes are fixed).
+  std::shared_ptr<ShapeCache> shapes_;
 };
 
 // Validates, (optionally) fuses and compiles a model. Throws GraphError for a
@@ -220,9 +258,17 @@ class QFUSE_API InferRequest {
   InferRequest(InferRequest&&) noexcept;
   InferRequest& operator=(InferRequest&&) noexcept;
 
-  // Copies `tensor` into the input buffer; shape and type must match.
+  // Copies `tensor` into the input buffer; the type must match, and the
+  // shape too except in the input's symbolic dimensions (TensorInfo::
+  // dim_names). At another shape the tensor is kept, and the next infer()
+  // runs the model at the shapes of the inputs set (CompiledModel::
+  // at_shapes: compiled on first use), with a buffer set of its own; an
+  // InferenceError names the input and the dimension that does not fit.
   void set_input(const std::string& name, const Tensor& tensor);
-  // The input buffer itself, to be filled in place.
+  // Switches the request to these input shapes now (as at_shapes), so that
+  // input() gives buffers of them to fill in place.
+  void set_input_shapes(const std::map<std::string, Shape>& inputs);
+  // The input buffer itself, at the request's current shapes.
   Tensor& input(const std::string& name);
   const Tensor& output(const std::string& name) const;
 
@@ -233,7 +279,9 @@ class QFUSE_API InferRequest {
   // on it). An output is written there directly when its buffer is its own
   // (returns true); when the plan shares it (a Reshape view of another value,
   // an op writing over its input, a constant output), each inference copies
-  // it there at the end (returns false). nullptr unbinds.
+  // it there at the end (returns false). nullptr unbinds. An input bound at
+  // another shape switches the request at the next infer(), as set_input;
+  // bindings belong to the shapes they were made at.
   void bind_input(const std::string& name, ElementType type, const Shape& shape, void* data);
   bool bind_output(const std::string& name, ElementType type, const Shape& shape, void* data);
   // OpenMP threads used by this request's primitives, at most the model's

@@ -86,6 +86,9 @@ typedef struct qfuse_compile_options {
    * qfuse_compile_onnx_file and qfuse_compile_openvino_file; NULL or "": the
    * QFUSE_CACHE_DIR environment variable, else no cache. */
   const char* cache_dir;
+  /* Added in 0.2: a model with symbolic input dimensions keeps at most this
+   * many other input shapes compiled (default 8; CompileOptions::max_shapes). */
+  int max_shapes;
 } qfuse_compile_options;
 
 /* A concrete shape for a model input with symbolic dimensions. */
@@ -197,6 +200,13 @@ QFUSE_C_API qfuse_status qfuse_input_info(const qfuse_compiled_model* compiled, 
                                           qfuse_tensor_info* info);
 QFUSE_C_API qfuse_status qfuse_output_info(const qfuse_compiled_model* compiled, size_t index,
                                            qfuse_tensor_info* info);
+/* A model input's symbolic dimension `dim`: its name, "" where the model
+ * fixes it, NULL when `index` or `dim` is out of range. qfuse_request_set_input
+ * and qfuse_request_bind_input take other sizes of these dimensions: the next
+ * inference runs the model at the shapes set (compiled on first use). Valid
+ * as long as the model. */
+QFUSE_C_API const char* qfuse_input_dim_name(const qfuse_compiled_model* compiled, size_t index,
+                                             size_t dim);
 QFUSE_C_API size_t qfuse_layer_count(const qfuse_compiled_model* compiled);
 QFUSE_C_API qfuse_status qfuse_layer(const qfuse_compiled_model* compiled, size_t index,
                                      qfuse_layer_info* info);
@@ -235,6 +245,11 @@ QFUSE_C_API qfuse_status qfuse_request_bind_output(qfuse_request* request, const
                                                    size_t rank, void* data, int* zero_copy);
 QFUSE_C_API qfuse_status qfuse_request_set_threads(qfuse_request* request, int threads);
 QFUSE_C_API qfuse_status qfuse_request_infer(qfuse_request* request);
+/* An output's type and shape at the shapes the request last ran (they
+ * follow the inputs' symbolic dimensions). info->name is `name`; dims stay
+ * valid until the request runs at other shapes. */
+QFUSE_C_API qfuse_status qfuse_request_output_info(const qfuse_request* request, const char* name,
+                                                   qfuse_tensor_info* info);
 /* Copies the output into `data`; `bytes` must be its exact size. */
 QFUSE_C_API qfuse_status qfuse_request_get_output(const qfuse_request* request, const char* name,
                                                   void* data, size_t bytes);

@@ -216,6 +216,38 @@ int main(int argc, char** argv) {
     CHECK_OK(qfuse_request_get_output(ra, cout.name, a, m * sizeof(float)));
     CHECK_OK(qfuse_request_get_output(rb, cout.name, b, m * sizeof(float)));
     CHECK(memcmp(a, b, m * sizeof(float)) == 0);
+    /* The batch is symbolic in the file: three copies of the input in one
+     * request give three copies of the output (the next shape is compiled
+     * on first use). */
+    const char* batch = qfuse_input_dim_name(fused, 0, 0);
+    CHECK(batch != NULL && strlen(batch) > 0);
+    CHECK(qfuse_input_dim_name(fused, 0, 1) != NULL && strcmp(qfuse_input_dim_name(fused, 0, 1), "") == 0);
+    CHECK(qfuse_input_dim_name(fused, 0, cin.rank) == NULL);
+    {
+      int64_t dims3[8];
+      for (size_t d = 0; d < cin.rank && d < 8; ++d) dims3[d] = cin.dims[d];
+      dims3[0] *= 3;
+      float* x3 = malloc(3 * n * sizeof(float));
+      float* y3 = malloc(3 * m * sizeof(float));
+      for (size_t k = 0; k < 3; ++k) memcpy(x3 + k * n, cx, n * sizeof(float));
+      CHECK_OK(qfuse_request_set_input(ra, cin.name, QFUSE_F32, dims3, cin.rank, x3, 3 * n * sizeof(float)));
+      CHECK_OK(qfuse_request_infer(ra));
+      qfuse_tensor_info got;
+      CHECK_OK(qfuse_request_output_info(ra, cout.name, &got));
+      CHECK(got.rank == cout.rank && got.dims[0] == 3 * cout.dims[0]);
+      CHECK_OK(qfuse_request_get_output(ra, cout.name, y3, 3 * m * sizeof(float)));
+      float worst = 0.0f;
+      for (size_t i = 0; i < 3 * m; ++i) {
+        const float d = fabsf(y3[i] - a[i % m]) / (1.0f + fabsf(a[i % m]));
+        if (d > worst) worst = d;
+      }
+      CHECK(worst <= 1e-4f);
+      dims3[1] += 1;
+      CHECK_FAILS(qfuse_request_bind_input(ra, cin.name, QFUSE_F32, dims3, cin.rank, x3),
+                  QFUSE_ERROR_INFERENCE, "dimension 1");
+      free(x3);
+      free(y3);
+    }
     qfuse_request_free(ra);
     qfuse_request_free(rb);
     free(cx);
@@ -283,9 +315,12 @@ int main(int argc, char** argv) {
   printf("bound output: zero copy %d\n", zero_copy);
 
   /* Misuse at inference: named, never a crash. */
-  int64_t wrong_dims[4] = {1, 1, 28, 28};
-  CHECK_FAILS(qfuse_request_set_input(ru, in.name, QFUSE_F32, wrong_dims, 4, x, 28 * 28 * sizeof(float)),
-              QFUSE_ERROR_INFERENCE, in.name);
+  int64_t wrong_dims[4] = {1, 2, 28, 28}; /* the batch is symbolic, the channels are not */
+  float* two_channels = calloc(2 * 28 * 28, sizeof(float));
+  CHECK_FAILS(qfuse_request_set_input(ru, in.name, QFUSE_F32, wrong_dims, 4, two_channels,
+                                      2 * 28 * 28 * sizeof(float)),
+              QFUSE_ERROR_INFERENCE, "dimension 1");
+  free(two_channels);
   CHECK_FAILS(qfuse_request_set_input(ru, in.name, QFUSE_U8, in.dims, in.rank, x, n_in),
               QFUSE_ERROR_INFERENCE, "u8");
   CHECK_FAILS(qfuse_request_set_input(ru, in.name, QFUSE_F32, in.dims, in.rank, x, 3),

@@ -6,12 +6,15 @@
 // boundary as their own types.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -42,7 +45,10 @@ struct ConvModel {
 };
 
 // x -> FQ(u8 grid) -> conv 3x3 pad 1 (weights FQ'd, 255 levels) + bias -> relu -> FQ.
-ConvModel conv_model() {
+// `dim_names`: x's symbolic dimensions (none: all fixed).
+// `shape`: x's shape (at which a symbolic one is compiled first).
+ConvModel conv_model(const std::vector<std::string>& dim_names = {},
+                     const qfuse::Shape& shape = {1, C, H, W}) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-kW, kW);
   ConvModel m;
@@ -51,7 +57,8 @@ ConvModel conv_model() {
   for (float& w : m.weights) w = u(rng);
   for (float& b : m.bias) b = u(rng);
   qfuse::ModelBuilder b;
-  const auto x = b.input("x", {1, C, H, W});
+  const auto x = dim_names.empty() ? b.input("x", shape)
+                                   : b.input("x", shape, ElementType::f32, dim_names);
   const auto xq = b.fake_quantize(x, 0.0f, kInHi, 0.0f, kInHi, 256, "x_fq");
   const auto w = b.constant("w", Tensor::from_vector<float>({O, C, 3, 3}, m.weights));
   const auto wq = b.fake_quantize(w, -kW, kW, -kW, kW, 255, "w_fq");
@@ -63,23 +70,24 @@ ConvModel conv_model() {
   return m;
 }
 
-std::vector<float> reference(const ConvModel& m, const std::vector<float>& x) {
-  std::vector<float> out(O * H * W);
+// One image of h x w (C channels) through the model, in double.
+std::vector<float> reference(const ConvModel& m, const std::vector<float>& x, int h = H, int w = W) {
+  std::vector<float> out(static_cast<std::size_t>(O * h * w));
   for (int o = 0; o < O; ++o) {
-    for (int i = 0; i < H; ++i) {
-      for (int j = 0; j < W; ++j) {
+    for (int i = 0; i < h; ++i) {
+      for (int j = 0; j < w; ++j) {
         double acc = m.bias[o];
         for (int c = 0; c < C; ++c) {
           for (int ki = 0; ki < 3; ++ki) {
             for (int kj = 0; kj < 3; ++kj) {
               const int ii = i + ki - 1, jj = j + kj - 1;
-              if (ii < 0 || jj < 0 || ii >= H || jj >= W) continue;
-              acc += fake_quantize(x[(c * H + ii) * W + jj], 0, kInHi, 256) *
+              if (ii < 0 || jj < 0 || ii >= h || jj >= w) continue;
+              acc += fake_quantize(x[(c * h + ii) * w + jj], 0, kInHi, 256) *
                      fake_quantize(m.weights[((o * C + c) * 3 + ki) * 3 + kj], -kW, kW, 255);
             }
           }
         }
-        out[(o * H + i) * W + j] =
+        out[(o * h + i) * w + j] =
             static_cast<float>(fake_quantize(std::max(acc, 0.0), 0, kOutHi, 256));
       }
     }
@@ -115,6 +123,174 @@ TEST(PublicApi, BuiltModelMatchesNaiveLoopsFusedAndUnfused) {
     }
     EXPECT_LE(worst, quantum * 1.001) << (fuse ? "fused" : "unfused");
   }
+}
+
+// `n` images of h x w, each random_input-like, as one tensor.
+Tensor random_batch(int n, int h, int w, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-0.3f, 2.8f);
+  std::vector<float> x(static_cast<std::size_t>(n * C * h * w));
+  for (float& v : x) v = u(rng);
+  return Tensor::from_vector<float>({n, C, h, w}, x);
+}
+
+// The largest distance of `y` ([n, O, h, w]) from the naive loops, image by image.
+double worst_error(const ConvModel& m, const Tensor& x, const Tensor& y) {
+  const auto n = x.shape()[0], h = x.shape()[2], w = x.shape()[3];
+  const std::size_t in = static_cast<std::size_t>(C * h * w), out = static_cast<std::size_t>(O * h * w);
+  double worst = 0;
+  for (std::int64_t b = 0; b < n; ++b) {
+    const std::vector<float> image(x.data<float>().begin() + static_cast<std::ptrdiff_t>(b * in),
+                                   x.data<float>().begin() + static_cast<std::ptrdiff_t>((b + 1) * in));
+    const std::vector<float> ref = reference(m, image, static_cast<int>(h), static_cast<int>(w));
+    for (std::size_t i = 0; i < out; ++i) {
+      worst = std::max(worst, std::abs(static_cast<double>(y.data<float>()[b * out + i]) - ref[i]));
+    }
+  }
+  return worst;
+}
+
+std::vector<float> values(const Tensor& t) { return {t.data<float>().begin(), t.data<float>().end()}; }
+
+// A model whose batch and image size are symbolic: one request runs it at
+// each shape set (compiled on first use, kept, shared), as the naive loops
+// and as a model compiled for that shape alone, bit for bit.
+TEST(PublicApi, SymbolicDimensionsRunAtEveryShapeTheRequestIsGiven) {
+  const ConvModel m = conv_model({"batch", "", "height", "width"});
+  const qfuse::CompiledModel compiled = qfuse::compile(m.model, {.threads = 2});
+  ASSERT_EQ(compiled.inputs().size(), 1u);
+  EXPECT_EQ(compiled.inputs()[0].dim_names, (std::vector<std::string>{"batch", "", "height", "width"}));
+  EXPECT_EQ(compiled.inputs()[0].shape, (qfuse::Shape{1, C, H, W}));
+  const std::string out = compiled.output_names()[0];
+  qfuse::InferRequest request = compiled.create_infer_request();
+  const std::vector<std::array<int, 3>> sizes = {{1, 10, 10}, {3, 10, 10}, {2, 7, 9}, {1, 10, 10}, {3, 10, 10}};
+  unsigned seed = 11;
+  for (const auto& [n, h, w] : sizes) {
+    const Tensor x = random_batch(n, h, w, ++seed);
+    request.set_input("x", x);
+    request.infer();
+    const Tensor& y = request.output(out);
+    ASSERT_EQ(y.shape(), (qfuse::Shape{n, O, h, w}));
+    EXPECT_LE(worst_error(m, x, y), kOutHi / 255.0 * 1.001) << n << "x" << h << "x" << w;
+    // The model compiled afresh at this shape: the same bits.
+    const qfuse::CompiledModel fixed = qfuse::compile(conv_model({}, x.shape()).model, {.threads = 2});
+    qfuse::InferRequest alone = fixed.create_infer_request();
+    alone.set_input("x", x);
+    alone.infer();
+    EXPECT_EQ(values(y), values(alone.output(out))) << n << "x" << h << "x" << w;
+  }
+  // The three shapes were compiled once each: the first, then the others,
+  // the one asked for last first (the request went back to 3x10x10 on the
+  // buffers it kept, without asking the model).
+  const std::vector<qfuse::ShapeInfo> shapes = compiled.shapes();
+  ASSERT_EQ(shapes.size(), 3u);
+  EXPECT_EQ(shapes[0].inputs.at("x"), (qfuse::Shape{1, C, H, W}));
+  EXPECT_EQ(shapes[1].inputs.at("x"), (qfuse::Shape{2, C, 7, 9}));
+  EXPECT_EQ(shapes[2].inputs.at("x"), (qfuse::Shape{3, C, H, W}));
+  EXPECT_GT(shapes[0].weight_bytes, 0u);
+  for (const qfuse::ShapeInfo& s : shapes) EXPECT_GT(s.arena_bytes, 0u);
+  // at_shapes gives the kept model; input() gives buffers of the shapes set.
+  EXPECT_EQ(compiled.at_shapes({{"x", {3, C, H, W}}}).inputs()[0].shape, (qfuse::Shape{3, C, H, W}));
+  request.set_input_shapes({{"x", {2, C, 7, 9}}});
+  EXPECT_EQ(request.input("x").shape(), (qfuse::Shape{2, C, 7, 9}));
+}
+
+TEST(PublicApi, ShapesThatDoNotFitNameTheInputAndTheDimension) {
+  const auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const qfuse::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const ConvModel m = conv_model({"batch", "", "height", "width"});
+  const qfuse::CompiledModel compiled = qfuse::compile(m.model);
+  qfuse::InferRequest request = compiled.create_infer_request();
+  EXPECT_NE(message([&] { request.set_input("x", random_batch(1, H, W, 1).reshaped({1, 4, 2 * H, W})); })
+                .find("input 'x' dimension 1 (fixed by the model) is 8, the shape given [1,4,20,10] has 4"),
+            std::string::npos);
+  EXPECT_NE(message([&] { request.set_input("x", Tensor(ElementType::f32, {1, C, H})); })
+                .find("input 'x' has rank 4"),
+            std::string::npos);
+  EXPECT_NE(message([&] { request.set_input("x", Tensor(ElementType::u8, {2, C, H, W})); })
+                .find("input 'x' is u8[2,8,10,10]"),
+            std::string::npos);
+  EXPECT_NE(message([&] { (void)compiled.at_shapes({{"y", {1, C, H, W}}}); }).find("no input 'y'"),
+            std::string::npos);
+  // A model without symbolic dimensions says its shapes are fixed.
+  qfuse::InferRequest fixed = qfuse::compile(conv_model().model).create_infer_request();
+  EXPECT_NE(message([&] { fixed.set_input("x", random_batch(2, H, W, 1)); }).find("shapes are fixed"),
+            std::string::npos);
+
+  // Two inputs sharing 'batch' must agree on it; an input not set follows
+  // the one that is.
+  qfuse::ModelBuilder b;
+  const auto a = b.input("a", {1, 4}, ElementType::f32, {"batch", ""});
+  const auto c = b.input("c", {1, 4}, ElementType::f32, {"batch", ""});
+  b.output(b.binary(qfuse::BinaryOp::add, a, c, "sum"));
+  const qfuse::CompiledModel two = qfuse::compile(b.build());
+  qfuse::InferRequest r = two.create_infer_request();
+  r.set_input("a", Tensor(ElementType::f32, {2, 4}));
+  r.set_input("c", Tensor(ElementType::f32, {3, 4}));
+  EXPECT_NE(message([&] { r.infer(); }).find("dimension 'batch' is 2 in input 'a' and 3 in input 'c'"),
+            std::string::npos);
+  r.set_input_shapes({{"a", {5, 4}}});
+  EXPECT_EQ(r.input("c").shape(), (qfuse::Shape{5, 4}));
+
+  // max_shapes bounds what the model keeps: the least recently used goes.
+  const qfuse::CompiledModel one = qfuse::compile(m.model, {.max_shapes = 1});
+  qfuse::InferRequest q = one.create_infer_request();
+  for (int n : {2, 3, 4}) {
+    q.set_input("x", random_batch(n, H, W, static_cast<unsigned>(n)));
+    q.infer();
+  }
+  ASSERT_EQ(one.shapes().size(), 2u);
+  EXPECT_EQ(one.shapes()[1].inputs.at("x")[0], 4);
+}
+
+// Host threads, each with a request of its own, run one model at different
+// shapes at once (two of them asking for each new shape together): every
+// output is the one a serial run gives.
+TEST(PublicApi, RequestsOfDifferentShapesRunConcurrently) {
+  const ConvModel m = conv_model({"batch", "", "height", "width"});
+  const qfuse::CompiledModel compiled = qfuse::compile(m.model, {.threads = 1, .max_shapes = 3});
+  const std::string out = compiled.output_names()[0];
+  const std::vector<Tensor> inputs = {random_batch(1, H, W, 1), random_batch(2, H, W, 2),
+                                      random_batch(1, 6, 8, 3), random_batch(4, 5, 5, 4)};
+  std::vector<std::vector<float>> expected;
+  for (const Tensor& x : inputs) {
+    qfuse::InferRequest r =
+        qfuse::compile(conv_model({}, x.shape()).model, {.threads = 1}).create_infer_request();
+    r.set_input("x", x);
+    r.infer();
+    expected.push_back(values(r.output(out)));
+  }
+  constexpr int kThreads = 4, kRuns = 24;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        qfuse::InferRequest r = compiled.create_infer_request();
+        for (int i = 0; i < kRuns; ++i) {
+          const std::size_t k = static_cast<std::size_t>((i + t / 2) % static_cast<int>(inputs.size()));
+          r.set_input("x", inputs[k]);
+          r.infer();
+          mismatches[static_cast<std::size_t>(t)] += values(r.output(out)) != expected[k];
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(t)] = e.what();
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(mismatches[static_cast<std::size_t>(t)], 0) << "thread " << t;
+    EXPECT_EQ(errors[static_cast<std::size_t>(t)], "") << "thread " << t;
+  }
+  EXPECT_LE(compiled.shapes().size(), 4u);
 }
 
 // A chain of 12 quantized convolutions, 3 channels wide (x -> FQ -> conv -> relu -> FQ -> ...).
