@@ -680,53 +680,58 @@ std::string shapes_text(const std::map<std::string, Shape>& shapes) {
   return text;
 }
 
-// qfuse bench --shapes: one model compiled at the first shapes, then at each
-// other from it (compile_for_shapes: the weights prepared once), every one
-// kept, each timed as it comes.
+// qfuse bench --shapes: one model compiled at the first shapes and run at
+// each other (CompiledModel::at_shapes: compiled on first use from the first,
+// the weights prepared once), every one kept, each timed as it comes. With
+// --against-fixed, then each against the model compiled for that shape
+// alone, timed in alternating rounds.
 int bench_shape_sweep(const Args& args, const std::string& model_name, int threads_per_request,
                       double seconds) {
   const std::vector<std::map<std::string, Shape>> sets = shape_sets(*args.value("--shapes"));
-#ifdef QFUSE_HAVE_ONNX
-  // Only the dimensions the file leaves symbolic may change.
-  if (model_name.ends_with(".onnx")) {
-    for (const onnx::InputInfo& in : onnx::list_inputs(model_name)) {
-      for (const auto& set : sets) {
-        const auto it = set.find(in.name);
-        if (it == set.end()) continue;
-        for (std::size_t d = 0; d < in.dims.size() && d < it->second.size(); ++d) {
-          if (in.dims[d] >= 0 && in.dims[d] != it->second[d]) {
-            throw UsageError("--shapes: input '" + in.name + "' has dimension " +
-                             std::to_string(d) + " fixed at " + std::to_string(in.dims[d]) +
-                             " in the model, not " + std::to_string(it->second[d]));
-          }
-        }
-      }
-    }
-  }
-#endif
   CompileOptions options = compile_options(args);
   options.threads = threads_per_request;
-  std::vector<CompiledModel> models;
+  const report::LatencyOptions timing{.requests = 1, .threads_per_request = threads_per_request,
+                                      .seconds = seconds};
   std::cout << "model " << model_name << ", " << sets.size() << " input shapes in one process, "
             << threads_per_request << " thread(s); the first compiled from the file, each "
-            << "other from it\n";
+            << "other from it on first use\n";
   std::cout << std::fixed << std::setprecision(3);
+  std::vector<CompiledModel> models;
   for (std::size_t i = 0; i < sets.size(); ++i) {
     const auto start = Clock::now();
-    if (i == 0) {
-      models.push_back(compile_for_any_shapes(load_model(model_name, sets[0]), options));
-    } else {
-      models.push_back(compile_for_shapes(models.front(), sets[i]));
-    }
+    models.push_back(i == 0 ? compile_model(model_name, sets[0], options)
+                            : models.front().at_shapes(sets[i]));
     const double compile_ms = ms_since(start);
-    const report::LatencyRun run = measure_with_progress(
-        models.back(), {.requests = 1, .threads_per_request = threads_per_request,
-                        .seconds = seconds});
+    const report::LatencyRun run = measure_with_progress(models.back(), timing);
     const std::vector<double>& all = run.latencies_ms;
     std::cout << shapes_text(sets[i]) << ": " << (i == 0 ? "import and compile " : "compile ")
               << compile_ms << " ms, first inference " << run.first_ms << " ms, median "
               << median(all) << " ms (p90 " << percentile(all, 0.9) << "), peak RSS "
               << peak_rss_mib() << " MiB\n";
+  }
+  for (const ShapeInfo& s : models.front().shapes()) {
+    std::cout << "  held at " << shapes_text(s.inputs) << ": int8 weights of its own "
+              << static_cast<double>(s.weight_bytes) / (1024.0 * 1024.0) << " MiB, arena "
+              << static_cast<double>(s.arena_bytes) / (1024.0 * 1024.0) << " MiB\n";
+  }
+  if (args.flag("--against-fixed")) {
+    std::cout << "against a model compiled for each shape alone (median ms, 4 alternating "
+              << "rounds of " << seconds / 4 << " s each):\n";
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      const CompiledModel fixed = compile_model(model_name, sets[i], options);
+      std::vector<double> swept_ms, fixed_ms;
+      report::LatencyOptions round = timing;
+      round.seconds = seconds / 4;
+      for (int r = 0; r < 4; ++r) {
+        const std::vector<double> a = measure_with_progress(models[i], round).latencies_ms;
+        const std::vector<double> b = measure_with_progress(fixed, round).latencies_ms;
+        swept_ms.insert(swept_ms.end(), a.begin(), a.end());
+        fixed_ms.insert(fixed_ms.end(), b.begin(), b.end());
+      }
+      std::cout << shapes_text(sets[i]) << ": from the first " << median(swept_ms)
+                << " ms, compiled alone " << median(fixed_ms) << " ms, ratio "
+                << median(swept_ms) / median(fixed_ms) << "\n";
+    }
   }
   std::cout << "oneDNN ISA: " << tools::effective_isa() << '\n';
   return 0;

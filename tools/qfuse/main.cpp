@@ -39,7 +39,7 @@ const std::vector<Command>& commands() {
       {"bench",
        "qfuse bench [MODEL] [--unfused | --integer-only] [--threads N] [--requests R] [--time S] [--json F] "
        "[--per-layer] [--isa ISA] [--shape NAME=DIMS] [--cache-dir DIR] "
-       "[--shapes NAME=DIMS,NAME=DIMS...]",
+       "[--shapes NAME=DIMS,NAME=DIMS... [--against-fixed]]",
        "measure latency (median) and throughput with R parallel requests",
        {{"--unfused", false, "benchmark the unfused reference path"},
         {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
@@ -58,7 +58,9 @@ const std::vector<Command>& commands() {
          "sweep input shapes in one process: x=1x3x224x224,x=8x3x224x224 (a name given again "
          "starts the next shapes); the model is compiled at the first and, from it, at each "
          "other (weights prepared once), every one kept; prints each one's compile, first "
-         "inference, median latency and the peak RSS so far"}},
+         "inference, median latency and the peak RSS so far"},
+        {"--against-fixed", false,
+         "with --shapes: then time each shape against the model compiled for it alone"}},
        1,
        bench_command},
       {"compare",
