@@ -171,7 +171,7 @@ struct ShapeInfo {
   std::map<std::string, Shape> inputs;  // every input's shape
   // The int8 weights this shape's layers hold in layouts of their own: 0
   // where each layer reads the weights of the shape the model was first
-  // compiled at (which holds them all).
+  // compiled at (which holds them all), or those of a mapped cache entry.
   std::size_t weight_bytes = 0;
   std::size_t arena_bytes = 0;  // a request's intermediate values at this shape
   double compile_ms = 0.0;      // compiling this shape, all phases

@@ -279,6 +279,10 @@ def test_compile_through_the_cache(tmp_path, cnn_path, test_set):
         assert np.array_equal(c.run({"input": x})["output"], plain)
     assert second.model is None
     assert len(list(tmp_path.glob("*.qfc"))) == 1
+    # The batch is symbolic: the mapped model runs another, as a fresh compile at it does.
+    x3 = batch(test_set[0], 3)
+    fresh3 = qfuse.compile(qfuse.load(cnn_path, shapes={"input": x3.shape})).run({"input": x3})
+    assert np.array_equal(second.run({"input": x3})["output"], fresh3["output"])
     # Other options, another entry; a Model (not a path) is compiled without it.
     qfuse.compile(cnn_path, shapes=shapes, cache_dir=tmp_path, fuse=False)
     assert len(list(tmp_path.glob("*.qfc"))) == 2
