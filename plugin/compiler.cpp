@@ -106,7 +106,7 @@ CompiledModel CompiledModel::at_shapes(const std::map<std::string, Shape>& input
   if (all == input_shapes_of(impl_->graph)) return *this;
   if (!shapes_) {
     throw GraphError("at_shapes: the model's input shapes are fixed (no input has a symbolic "
-                     "dimension); compile the model for " + to_string(all.begin()->second));
+                     "dimension); compile the model for " + shapes_text(all));
   }
   return CompiledModel(shapes_->get(all), shapes_);
 }
@@ -883,7 +883,11 @@ std::shared_ptr<const CompiledModel::Impl> compile_at_shapes(
     if (auto h = b->ops[k.op]->held_input(k.input)) fused.held.emplace(k.value.index, *h);
   }
   for (const auto& [index, h] : b->held) fused.held.emplace(index, h);
-  CompiledModel model = compile_graph(nullptr, &fused, b->options, nullptr, {}, 0.0);
+  // The team the first shape's primitives were made for, whichever thread
+  // asks for this one (a request may run with as many).
+  CompileOptions options = b->options;
+  options.threads = b->threads;
+  CompiledModel model = compile_graph(nullptr, &fused, options, nullptr, {}, 0.0);
   release_free_memory();
   return detail::ImplAccess::shared(model);
 }

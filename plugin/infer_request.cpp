@@ -212,10 +212,12 @@ struct InferRequest::Impl {
     if (!misfit.empty()) throw InferenceError(std::string(call) + ": " + misfit);
   }
 
-  // Makes the state at `all` (every input's shape) the current one.
+  // Makes the state at `all` (every input's shape) the current one. Inputs
+  // whose shape stays go with it (their binding, or their elements).
   void switch_to(const InputShapes& all) {
     if (all == input_shapes_of(now().graph())) return;
-    const bool bound = now().binds_outputs();
+    ShapeState& was = now();
+    const bool bound = was.binds_outputs();
     const auto kept = std::find_if(states.begin(), states.end(), [&](const auto& st) {
       return input_shapes_of(st->graph()) == all;
     });
@@ -223,9 +225,22 @@ struct InferRequest::Impl {
       states.splice(states.begin(), states, kept);
     } else {
       states.push_front(make_state(shapes->get(all)));
-      const auto limit = static_cast<std::size_t>(shapes->root->options.max_shapes) + 1;
-      while (states.size() > limit) states.pop_back();
     }
+    ShapeState& s = now();
+    for (const graph::ValueId old_id : was.graph().inputs()) {
+      const graph::Value& v = was.graph().value(old_id);
+      const graph::ValueId id = s.find(v.name, s.graph().inputs(), "input");
+      if (s.graph().value(id).shape != v.shape) continue;
+      s.tensors[id.index] = s.home_view(id);
+      const Tensor& from = was.tensors[old_id.index];
+      if (from.raw_data() != was.home[old_id.index]) {  // bound to the host's buffer
+        s.tensors[id.index] = Tensor::view(from.type(), from.shape(), const_cast<void*>(from.raw_data()));
+      } else if (from.byte_size() > 0) {
+        std::memcpy(s.tensors[id.index].raw_data(), from.raw_data(), from.byte_size());
+      }
+    }
+    const auto limit = static_cast<std::size_t>(shapes->root->options.max_shapes) + 1;
+    while (states.size() > limit) states.pop_back();
     if (profiling) {
       now().node_times_us.resize(now().model->ops.size());
       now().staged_times_us.resize(now().model->ops.size());
@@ -237,7 +252,7 @@ struct InferRequest::Impl {
   }
 
   // The inputs staged at other shapes: switch to their shapes, then copy or
-  // bind them.
+  // bind them. Every input whose shape changes must be among them.
   void apply_staged() {
     InputShapes given;
     for (const auto& [name, st] : staged) given.emplace(name, st.shape);
@@ -248,15 +263,24 @@ struct InferRequest::Impl {
       throw InferenceError("infer: the inputs set at other shapes do not fit together (they are "
                            "dropped): " + misfit);
     }
+    const InputShapes current = input_shapes_of(now().graph());
+    for (const auto& [name, shape] : all) {
+      if (staged.count(name) == 0 && shape != current.at(name)) {
+        throw InferenceError("infer: input '" + name + "' was not set at its new shape " +
+                             to_string(shape) + " (it shares a dimension with " +
+                             shapes_text(given) + "); set it too");
+      }
+    }
+    switch_to(all);  // may throw (a shape that does not compile): the staged inputs stay
     const auto take = std::move(staged);
     staged.clear();
-    switch_to(all);
     ShapeState& s = now();
     for (const auto& [name, st] : take) {
       const graph::ValueId id = s.find(name, s.graph().inputs(), "input");
       if (st.data != nullptr) {
         s.tensors[id.index] = Tensor::view(st.type, st.shape, st.data);
       } else {
+        s.tensors[id.index] = s.home_view(id);
         std::memcpy(s.tensors[id.index].raw_data(), st.tensor.raw_data(), st.tensor.byte_size());
       }
     }
@@ -296,8 +320,8 @@ void InferRequest::set_input_shapes(const std::map<std::string, Shape>& inputs) 
   if (!impl_->shapes && all != input_shapes_of(impl_->now().graph())) {
     throw InferenceError("set_input_shapes: the model's input shapes are fixed");
   }
-  for (const auto& given : inputs) impl_->staged.erase(given.first);
   impl_->switch_to(all);
+  for (const auto& given : inputs) impl_->staged.erase(given.first);
 }
 
 Tensor& InferRequest::input(const std::string& name) {

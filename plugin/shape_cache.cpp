@@ -79,8 +79,9 @@ std::string resolve_input_shapes(const graph::Graph& graph, const InputShapes& g
     const std::vector<std::string>& names = graph.dim_names(*id);
     for (std::size_t d = 0; d < shape.size(); ++d) {
       const std::string dim = names.empty() ? std::string() : names[d];
-      if (shape[d] < 0) {
-        return dim_text(name, d, dim) + " is given " + std::to_string(shape[d]) + " (negative)";
+      if (shape[d] < 1) {
+        return dim_text(name, d, dim) + " is given " + std::to_string(shape[d]) +
+               " (empty tensors are not supported)";
       }
       if (dim.empty()) {
         if (shape[d] != was[d]) {
@@ -130,7 +131,7 @@ std::shared_ptr<const CompiledModel::Impl> CompiledModel::ShapeCache::get(const 
       entries_.splice(entries_.begin(), entries_, hit);
       kept = entries_.front().model;
     } else {
-      entries_.push_front({shapes, made.get_future().share()});
+      entries_.push_front({shapes, made.get_future().share(), &made});
       while (entries_.size() > capacity_) entries_.pop_back();
     }
   }
@@ -143,7 +144,8 @@ std::shared_ptr<const CompiledModel::Impl> CompiledModel::ShapeCache::get(const 
   } catch (...) {
     made.set_exception(std::current_exception());
     const std::lock_guard lock(mutex_);
-    entries_.remove_if([&](const Entry& e) { return e.shapes == shapes; });
+    // This entry only (another thread may have made a newer one since).
+    entries_.remove_if([&](const Entry& e) { return e.maker == &made; });
     throw;
   }
 }
@@ -160,7 +162,7 @@ std::vector<ShapeInfo> CompiledModel::ShapeCache::shapes() const {
     if (e.model.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
     try {
       out.push_back(shape_info(e.shapes, *e.model.get()));
-    } catch (const Error&) {  // a failed compile, about to be dropped
+    } catch (...) {  // a failed compile, about to be dropped
     }
   }
   return out;

@@ -51,6 +51,7 @@ struct CompiledModel::ShapeCache {
   struct Entry {
     InputShapes shapes;
     std::shared_future<std::shared_ptr<const Impl>> model;
+    const void* maker = nullptr;  // the call compiling it, while it does
   };
   const std::size_t capacity_;
   mutable std::mutex mutex_;

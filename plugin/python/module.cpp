@@ -402,7 +402,10 @@ class Request {
     // The arrays' shapes first: the outputs follow them.
     std::map<std::string, Shape> shapes;
     for (const auto& [name, a] : in) shapes.emplace(name, shape_of(a));
-    request_.set_input_shapes(shapes);
+    {
+      py::gil_scoped_release release;  // a first use compiles the shape
+      request_.set_input_shapes(shapes);
+    }
     py::dict out;
     for (const TensorInfo& o : outputs_) {
       const Shape shape = request_.output(o.name).shape();
@@ -431,6 +434,12 @@ class Request {
       ~Off() { r.set_profiling(false); }
     } off{request_};
     const std::map<std::string, py::array> in = input_arrays(inputs_, given);
+    std::map<std::string, Shape> shapes;
+    for (const auto& [name, a] : in) shapes.emplace(name, shape_of(a));
+    {
+      py::gil_scoped_release release;
+      request_.set_input_shapes(shapes);
+    }
     for (int i = 0; i < std::max(1, runs); ++i) run_locked(in);
     return node_rows(layers, request_.node_times_us(), request_.staged_reorder_times_us());
   }

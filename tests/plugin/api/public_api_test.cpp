@@ -237,6 +237,30 @@ TEST(PublicApi, ShapesThatDoNotFitNameTheInputAndTheDimension) {
             std::string::npos);
   r.set_input_shapes({{"a", {5, 4}}});
   EXPECT_EQ(r.input("c").shape(), (qfuse::Shape{5, 4}));
+  // Every input whose shape changes must be set at it.
+  r.set_input("a", Tensor(ElementType::f32, {2, 4}));
+  EXPECT_NE(message([&] { r.infer(); }).find("input 'c' was not set at its new shape [2,4]"),
+            std::string::npos);
+
+  // An input whose shape stays goes with the request to the new shapes,
+  // whichever was set first.
+  qfuse::ModelBuilder bs;
+  const auto x = bs.input("x", {1, 4}, ElementType::f32, {"batch", ""});
+  const auto scale = bs.input("scale", {1, 4});
+  bs.output(bs.binary(qfuse::BinaryOp::multiply, x, scale, "y"));
+  const qfuse::CompiledModel scaled = qfuse::compile(bs.build());
+  for (const bool scale_first : {false, true}) {
+    qfuse::InferRequest rs = scaled.create_infer_request();
+    const Tensor s4 = Tensor::from_vector<float>({1, 4}, {1, 2, 3, 4});
+    const Tensor x3 = Tensor::from_vector<float>({3, 4}, {1, 1, 1, 1, 2, 2, 2, 2, -1, 0, 1, 2});
+    if (scale_first) rs.set_input("scale", s4);
+    rs.set_input("x", x3);
+    if (!scale_first) rs.set_input("scale", s4);
+    rs.infer();
+    EXPECT_EQ(values(rs.output(scaled.output_names()[0])),
+              (std::vector<float>{1, 2, 3, 4, 2, 4, 6, 8, -1, 0, 3, 8}))
+        << (scale_first ? "scale set first" : "x set first");
+  }
 
   // max_shapes bounds what the model keeps: the least recently used goes.
   const qfuse::CompiledModel one = qfuse::compile(m.model, {.max_shapes = 1});

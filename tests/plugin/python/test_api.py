@@ -89,6 +89,15 @@ def test_symbolic_dimensions_take_arrays_of_any_size():
         expected = np.repeat(0.5 * x.sum(axis=1, keepdims=True), 4, axis=1)
         assert np.allclose(y, expected, rtol=1e-5, atol=1e-6), shape
     assert [s["inputs"]["x"] for s in c.shapes()] == [(1, 3, 4, 4), (3, 3, 2, 2), (2, 3, 5, 7)]
+    # A Reshape to [1, -1] is the identity at batch 1, not at others.
+    shape = helper.make_tensor("to", TensorProto.INT64, [2], [1, -1])
+    g = helper.make_graph([helper.make_node("Reshape", ["v", "to"], ["r"], name="r")], "g",
+                          [helper.make_tensor_value_info("v", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, None])], [shape])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    r = qfuse.compile(qfuse.load(m.SerializeToString(), {"v": [1, 4]}))
+    v = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert np.array_equal(r.run({"v": v})["r"], v.reshape(1, 12))
     with pytest.raises(qfuse.InferenceError, match="expected shape \\(N, 3, H, W\\)"):
         c.run({"x": np.zeros((1, 2, 4, 4), np.float32)})
 
