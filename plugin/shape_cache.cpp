@@ -152,12 +152,8 @@ std::shared_ptr<const CompiledModel::Impl> CompiledModel::ShapeCache::get(const 
 
 std::vector<ShapeInfo> CompiledModel::ShapeCache::shapes() const {
   std::vector<ShapeInfo> out{shape_info(input_shapes_of(root->graph), *root)};
-  std::vector<Entry> entries;
-  {
-    const std::lock_guard lock(mutex_);
-    entries.assign(entries_.begin(), entries_.end());
-  }
-  for (const Entry& e : entries) {
+  const std::lock_guard lock(mutex_);
+  for (const Entry& e : entries_) {
     // One still compiling on another thread is not listed yet.
     if (e.model.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
     try {
