@@ -56,6 +56,49 @@ const std::vector<std::string>& Graph::dim_names(ValueId input) const {
   return it == dim_names_.end() ? kFixed : it->second;
 }
 
+std::optional<std::int64_t> Graph::dim_size(const std::string& name) const {
+  for (const auto& [index, names] : dim_names_) {
+    const auto d = std::find(names.begin(), names.end(), name);
+    if (d != names.end()) return values_[index].shape[static_cast<std::size_t>(d - names.begin())];
+  }
+  return std::nullopt;
+}
+
+void Graph::fix_dim(const std::string& name, const std::string& reason) {
+  for (auto it = dim_names_.begin(); it != dim_names_.end();) {
+    std::vector<std::string>& names = it->second;
+    for (std::size_t d = 0; d < names.size(); ++d) {
+      if (names[d] != name) continue;
+      names[d].clear();
+      std::vector<std::string>& why = fixed_reasons_[it->first];
+      why.resize(names.size());
+      why[d] = "'" + name + "' is fixed by the model: " + reason;
+    }
+    const bool all_fixed =
+        std::all_of(names.begin(), names.end(), [](const std::string& n) { return n.empty(); });
+    it = all_fixed ? dim_names_.erase(it) : std::next(it);
+  }
+}
+
+const std::vector<std::string>& Graph::fixed_reasons(ValueId input) const {
+  static const std::vector<std::string> kNone;
+  const auto it = fixed_reasons_.find(input.index);
+  return it == fixed_reasons_.end() ? kNone : it->second;
+}
+
+void Graph::set_fixed_reasons(ValueId input, std::vector<std::string> reasons) {
+  if (reasons.empty()) {
+    fixed_reasons_.erase(input.index);
+    return;
+  }
+  if (reasons.size() != value(input).shape.size()) {
+    throw GraphError("set_fixed_reasons: input '" + value(input).name + "' has rank " +
+                     std::to_string(value(input).shape.size()) + ", given " +
+                     std::to_string(reasons.size()) + " reasons");
+  }
+  fixed_reasons_[input.index] = std::move(reasons);
+}
+
 std::shared_ptr<const Tensor> owned_view(std::shared_ptr<const void> owner, ElementType type,
                                          Shape shape, const void* data) {
   struct Held {

@@ -142,6 +142,16 @@ class Graph {
   void set_dim_names(ValueId input, std::vector<std::string> names);
   const std::vector<std::string>& dim_names(ValueId input) const;
   bool has_symbolic_dims() const { return !dim_names_.empty(); }
+  // The size the inputs' shapes give the symbolic dimension `name`; nullopt
+  // when no input has a dimension of that name.
+  std::optional<std::int64_t> dim_size(const std::string& name) const;
+  // Makes the symbolic dimension `name` fixed in every input (its name
+  // becomes ""), saying why: what the model computed from it at import and
+  // holds as a constant. `fixed_reasons(input)` gives the reason per
+  // dimension ("" where none was recorded; empty: none).
+  void fix_dim(const std::string& name, const std::string& reason);
+  const std::vector<std::string>& fixed_reasons(ValueId input) const;
+  void set_fixed_reasons(ValueId input, std::vector<std::string> reasons);
 
   // Live nodes whose inputs include `value`, in id order.
   std::vector<NodeId> consumers(ValueId value) const;
@@ -172,6 +182,7 @@ class Graph {
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
   std::map<std::uint32_t, std::vector<std::string>> dim_names_;  // by input value index
+  std::map<std::uint32_t, std::vector<std::string>> fixed_reasons_;  // by input value index
   std::map<std::string, std::string> tensor_aliases_;
 };
 

@@ -422,12 +422,23 @@ std::int64_t normalize_axis(NodeChecker& c, std::int64_t axis, std::int64_t rank
 
 OutputSpec check_node(NodeChecker& c);
 
-OutputSpec check_slice(NodeChecker& c, const SliceAttrs& a) {
+OutputSpec check_slice(NodeChecker& c, SliceAttrs& a) {
   const Shape& x = c.shape(0);
-  c.expect(a.begin.size() == x.size() && a.size.size() == x.size(), [&] {
-    return "begin " + ints_to_string(a.begin) + " and size " + to_string(a.size) +
-           " must have the input's rank " + std::to_string(x.size());
-  });
+  c.expect(a.begin.size() == x.size() && a.size.size() == x.size() &&
+               (a.size_dims.empty() || a.size_dims.size() == x.size()),
+           [&] {
+             return "begin " + ints_to_string(a.begin) + " and size " + to_string(a.size) +
+                    " must have the input's rank " + std::to_string(x.size());
+           });
+  for (std::size_t d = 0; d < a.size_dims.size(); ++d) {
+    if (a.size_dims[d].empty()) continue;
+    const std::optional<std::int64_t> size = c.graph_.dim_size(a.size_dims[d]);
+    c.expect(size.has_value(), [&] {
+      return "size " + std::to_string(d) + " follows dimension '" + a.size_dims[d] +
+             "', which no input has";
+    });
+    a.size[d] = *size;
+  }
   for (std::size_t d = 0; d < x.size(); ++d) {
     c.expect(a.begin[d] >= 0 && a.size[d] >= 1 && a.begin[d] + a.size[d] <= x[d], [&] {
       return "the box begin " + ints_to_string(a.begin) + " size " + to_string(a.size) +
@@ -451,7 +462,38 @@ OutputSpec check_reduce(NodeChecker& c, ReduceAttrs& a) {
 
 // A quantized layer: its own input types and chain, then the geometry of the
 // f32 op it replaces, checked on a view holding x, w[, bias].
-OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
+// The largest per-channel vector a chain step holds (1: every one per tensor).
+std::size_t widest_vector(const composer::Step& step) {
+  return std::visit(
+      [](const auto& s) -> std::size_t {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<S, composer::Scale> || std::is_same_v<S, composer::Shift>) {
+          return s.values.size();
+        } else if constexpr (std::is_same_v<S, composer::Clip>) {
+          return std::max(s.lo.size(), s.hi.size());
+        } else if constexpr (std::is_same_v<S, composer::FakeQuantize>) {
+          return std::max({s.input_low.size(), s.input_high.size(), s.output_low.size(),
+                           s.output_high.size()});
+        } else if constexpr (std::is_same_v<S, composer::Quantize>) {
+          return std::max(s.scale.size(), s.zero_point.size());
+        } else {
+          return 1;
+        }
+      },
+      step);
+}
+
+// `ext` broadcasts to `out` as one value per channel on `axis` (or one value).
+bool broadcasts_per_channel(const Shape& ext, const Shape& out, std::size_t axis) {
+  if (ext.size() > out.size()) return false;
+  const std::size_t offset = out.size() - ext.size();
+  for (std::size_t i = 0; i < ext.size(); ++i) {
+    if (ext[i] != 1 && (i + offset != axis || ext[i] != out[axis])) return false;
+  }
+  return true;
+}
+
+OutputSpec check_quantized(NodeChecker& c, QuantizedLayerAttrs& a) {
   const std::size_t base = a.first_external_input();
   c.expect(c.node_.inputs.size() >= base, [&] {
     return "wrong number of inputs (expected at least " + std::to_string(base) + ", got " +
@@ -505,10 +547,35 @@ OutputSpec check_quantized(NodeChecker& c, const QuantizedLayerAttrs& a) {
   c.expect(axis.has_value(),
            [&] { return "output " + to_string(spec.shape) + " has no channel axis"; });
   const std::int64_t channels = spec.shape[*axis];
+  // A chain of per-tensor steps follows the output to other sizes (the
+  // scores of attention at another sequence length); per-channel values
+  // hold the count they were made for.
+  if (a.chain.channels != channels &&
+      std::all_of(a.chain.steps.begin(), a.chain.steps.end(),
+                  [](const composer::Step& s) { return widest_vector(s) <= 1; })) {
+    a.chain.channels = static_cast<int>(channels);
+  }
   c.expect(a.chain.channels == channels, [&] {
     return "post-op chain has " + std::to_string(a.chain.channels) + " channels (expected " +
            std::to_string(channels) + ")";
   });
+  // Run-time operands of the chain: per channel, or the output's shape.
+  for (const composer::Step& step : a.chain.steps) {
+    const auto* bin = std::get_if<composer::Binary>(&step);
+    const auto* sum = std::get_if<composer::Sum>(&step);
+    if (bin == nullptr && sum == nullptr) continue;
+    const std::size_t k = base + static_cast<std::size_t>(bin != nullptr ? bin->input : sum->input);
+    if (k >= c.node_.inputs.size()) continue;
+    const Shape& ext = c.shape(k);
+    const bool per_channel = bin != nullptr && bin->broadcast == composer::Broadcast::per_channel;
+    c.expect(per_channel ? broadcasts_per_channel(ext, spec.shape, *axis) : ext == spec.shape, [&] {
+      return "post-op operand '" + c.in(k).name + "' has shape " + to_string(ext) +
+             (per_channel ? ", which is not one value per channel of the output "
+                          : ", not the output's ") +
+             to_string(spec.shape) + " (the fusion took it " +
+             (per_channel ? "per channel" : "whole") + " at the shapes it was compiled for)";
+    });
+  }
   if (a.dynamic) {
     const std::int64_t scales = element_count(c.shape(3));
     const auto weight_scales = static_cast<std::int64_t>(a.dynamic_weight_scales.size());
@@ -639,12 +706,13 @@ OutputSpec check_reshape(NodeChecker& c) {
     std::optional<std::size_t> rest;
     for (std::size_t k = 0; k < a.spec.size(); ++k) {
       std::int64_t d = a.spec[k];
-      if (d == 0) {
-        c.expect(k < x.size(), [&] {
-          return "target " + to_string(a.spec) + " copies dimension " + std::to_string(k) +
+      if (d == 0 || d <= -2) {
+        const std::size_t from = d == 0 ? k : static_cast<std::size_t>(-2 - d);
+        c.expect(from < x.size(), [&] {
+          return "target " + to_string(a.spec) + " copies dimension " + std::to_string(from) +
                  " of an input of shape " + to_string(x);
         });
-        d = k < x.size() ? x[k] : 1;
+        d = from < x.size() ? x[from] : 1;
       }
       if (d == -1) {
         rest = k;

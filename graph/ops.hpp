@@ -248,11 +248,14 @@ struct PoolAttrs {
 };
 
 // Reshape to a fully specified shape (the frontend resolves 0 and -1).
-// `spec`, when not empty, is the model's own target as ONNX writes it (0
-// copies the input's dimension at that index, -1 takes what is left): shape
-// inference makes `shape` from it for the input's shape of the moment, so
-// that the node follows the input's symbolic dimensions. Empty: `shape` is
-// fixed (what import computed for the shapes it was given).
+// `spec`, when not empty, is the target as a function of the input's shape,
+// ONNX's way extended: d >= 1 is that size, 0 copies the input's dimension at
+// the same index, -1 takes what is left, and d <= -2 copies the input's
+// dimension -2 - d (an Unsqueeze, or a target the importer traced to the
+// input's own symbolic dimensions). Shape inference makes `shape` from it
+// for the input's shape of the moment, so that the node follows the input's
+// symbolic dimensions. Empty: `shape` is fixed (what import computed for the
+// shapes it was given).
 struct ReshapeAttrs {
   Shape shape;
   Ints spec;
@@ -350,9 +353,14 @@ struct QuantizedLayerAttrs {
 
 // Slice: the box [begin, begin + size) of the input, unit steps (the frontend
 // folds strided slices of constants; activations are sliced by a view).
+// `size_dims`, when not empty, names per dim a graph input's symbolic
+// dimension that the size along it follows ("" keeps `size`): shape
+// inference sets those sizes from the inputs' shapes of the moment (the
+// first `sequence` rows of a position table).
 struct SliceAttrs {
   Ints begin;  // per dim
   Shape size;  // per dim
+  std::vector<std::string> size_dims{};
   bool operator==(const SliceAttrs&) const = default;
 };
 

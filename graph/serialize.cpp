@@ -121,7 +121,7 @@ template <class Ar> void fields(Ar& ar, composer::PostOpsPlan& x) {
 template <class Ar> void fields(Ar& ar, composer::ComposeResult& x) {
   ar(x.plan, x.reason, x.applied_rules);
 }
-template <class Ar> void fields(Ar& ar, SliceAttrs& x) { ar(x.begin, x.size); }
+template <class Ar> void fields(Ar& ar, SliceAttrs& x) { ar(x.begin, x.size, x.size_dims); }
 template <class Ar> void fields(Ar& ar, ReduceAttrs& x) { ar(x.axes); }
 template <class Ar> void fields(Ar& ar, PowerAttrs& x) { ar(x.exponent); }
 template <class Ar> void fields(Ar& ar, SoftmaxAttrs& x) { ar(x.axis, x.to, x.quantize_scale); }
@@ -301,7 +301,7 @@ std::vector<std::uint32_t> write_graph(ByteSink& out, const Graph& graph) {
     const Value& v = graph.value(id);
     w(v.name, v.shape, v.type);
     if (!v.is_constant()) {
-      w(graph.dim_names(id));
+      w(graph.dim_names(id), graph.fixed_reasons(id));
       continue;
     }
     const Tensor& t = *v.constant;
@@ -382,10 +382,11 @@ Graph read_graph(ByteSource& in, std::shared_ptr<const void> owner) {
   for (std::size_t i = 0; i < inputs + constants; ++i) {
     r(name, shape, type);
     if (i < inputs) {
-      std::vector<std::string> dim_names;
-      r(dim_names);
+      std::vector<std::string> dim_names, fixed_reasons;
+      r(dim_names, fixed_reasons);
       const ValueId id = g.add_input(name, shape, type);
       if (!dim_names.empty()) g.set_dim_names(id, std::move(dim_names));
+      g.set_fixed_reasons(id, std::move(fixed_reasons));
       continue;
     }
     const ValueId id = g.add_value(name, shape, type);

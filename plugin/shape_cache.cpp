@@ -85,8 +85,10 @@ std::string resolve_input_shapes(const graph::Graph& graph, const InputShapes& g
       }
       if (dim.empty()) {
         if (shape[d] != was[d]) {
+          const std::vector<std::string>& why = graph.fixed_reasons(*id);
           return dim_text(name, d, dim) + " is " + std::to_string(was[d]) + ", the shape given " +
-                 to_string(shape) + " has " + std::to_string(shape[d]);
+                 to_string(shape) + " has " + std::to_string(shape[d]) +
+                 (d < why.size() && !why[d].empty() ? " (" + why[d] + ")" : "");
         }
         continue;
       }

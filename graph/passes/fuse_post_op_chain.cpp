@@ -167,7 +167,16 @@ bool absorb_arithmetic(const Graph& g, const Node& n, ValueId cur, const Shape& 
   // computed from something other than this layer's output) or of the
   // output's shape: a binary post-op reading it.
   const bool full = g.value(other).shape == shape;
-  const bool per_channel = !full && is_per_channel(g.value(other).shape, shape, axis);
+  bool per_channel = !full && is_per_channel(g.value(other).shape, shape, axis);
+  // Where the output has size 1 outside the channel axis, the operand's 1
+  // there may be a symbolic dimension at its size of the moment (a batch of
+  // one): it would not be per channel at another binding.
+  if (per_channel && g.has_symbolic_dims()) {
+    const std::size_t offset = shape.size() - g.value(other).shape.size();
+    for (std::size_t d = offset; d < shape.size(); ++d) {
+      if (d != axis && shape[d] == 1) per_channel = false;
+    }
+  }
   if ((n.kind == OpKind::Multiply && (full || per_channel)) ||
       (n.kind == OpKind::Add && per_channel)) {
     a.steps.push_back(cp::Binary{n.kind == OpKind::Multiply ? cp::BinaryAlg::mul
