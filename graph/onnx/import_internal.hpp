@@ -119,6 +119,14 @@ struct Operand {
   // read them): it holds the sizes the inputs were bound to at import, and
   // another binding would change it.
   bool from_shape = false;
+  // In a graph with symbolic input dimensions (import_symbols.cpp), what
+  // each dimension follows when the inputs are bound otherwise, and for a
+  // literal computed from shapes, what each element follows: "" nothing (it
+  // is fixed), the name of an input's symbolic dimension, or an unknown
+  // function of some (Syms's encoding). Null: not traced (a runtime tensor
+  // may follow any symbolic dimension; a literal not from shapes is fixed).
+  std::shared_ptr<const std::vector<std::string>> dim_syms;
+  std::shared_ptr<const std::vector<std::string>> value_syms;
 };
 
 inline bool is_float(int type) { return type == kFloat; }
@@ -347,6 +355,28 @@ class Importer {
   bool fold_unary(AttrReader& a);
   bool fold_binary(AttrReader& a);
 
+  // --- symbolic dimensions (import_symbols.cpp) ----------------------------
+  // Each dimension's and shape literal element's symbol, for `node`'s
+  // outputs from its inputs'.
+  void propagate_symbols(const ::onnx::NodeProto& node);
+  std::vector<std::string> dim_syms(const Operand& o) const;
+  std::vector<std::string> value_syms(const Operand& o) const;
+  // The target of a Reshape as a ReshapeAttrs::spec that follows the input's
+  // symbolic dimensions, when every element is a constant, a copy of one of
+  // them, or at most one is left to -1; nullopt otherwise.
+  std::optional<Ints> traced_reshape_spec(const Operand& x, const Operand& target, bool allow_zero) const;
+  // An arange 0 .. n-1 whose length follows the symbolic dimension it names:
+  // that name and the axis it runs along; nullopt otherwise.
+  std::optional<std::pair<std::string, std::size_t>> symbolic_arange(const Operand& idx) const;
+  // Input k of the node being imported was read as a function of the
+  // symbolic dimensions (a traced Reshape target, an arange's length), not
+  // as the constant it was at import.
+  void read_symbolically(std::size_t k) { symbolic_inputs_ |= std::uint64_t{1} << k; }
+  // A literal computed from symbolic dimensions that a runtime node reads as
+  // a constant fixes them (Graph::fix_dim, when the import ends).
+  void fix_symbols_read_as_constants(const ::onnx::NodeProto& node);
+  void fix_symbols(const std::vector<std::string>& syms, const std::string& reason);
+
   // --- operators -----------------------------------------------------------
   void op_constant(AttrReader& a);
   void op_identity(AttrReader& a);
@@ -549,6 +579,11 @@ class Importer {
   std::unordered_map<std::string, std::vector<int>> onnx_consumers_;
   // Nodes a pattern imported with an earlier node: skipped.
   std::set<int> taken_nodes_;
+  // Whether some input has symbolic dimensions (their symbols are traced).
+  bool symbolic_ = false;
+  std::uint64_t symbolic_inputs_ = 0;  // bit k: see read_symbolically
+  // Symbols a constant fixes, and the first reason, applied at the end.
+  std::map<std::string, std::string> fixed_symbols_;
 };
 
 using graph::broadcast_offsets;

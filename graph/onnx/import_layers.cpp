@@ -259,10 +259,10 @@ void Importer::reshape_to(Operand& x, const Shape& target, const Ints& spec) {
   // Unchanged here; a spec that copies every dimension but one (0, at most
   // one -1) leaves any input of this rank unchanged too. Another keeps its
   // node, which may change the shape at other input sizes.
-  const bool identity_spec =
-      spec.size() == value_shape(v).size() &&
-      std::all_of(spec.begin(), spec.end(), [](std::int64_t d) { return d == 0 || d == -1; }) &&
-      std::count(spec.begin(), spec.end(), -1) <= 1;
+  bool identity_spec = spec.size() == value_shape(v).size() && std::count(spec.begin(), spec.end(), -1) <= 1;
+  for (std::size_t k = 0; k < spec.size(); ++k) {
+    identity_spec = identity_spec && (spec[k] == 0 || spec[k] == -1 || spec[k] == -2 - i64(k));
+  }
   if (value_shape(v) == ir_shape(target) && (spec.empty() || identity_spec)) return;
   // The spec is ONNX's shape; the IR's may have more dimensions (a scalar is [1]).
   const bool same_rank = ir_shape(target).size() == target.size();

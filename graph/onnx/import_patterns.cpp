@@ -216,6 +216,7 @@ void Importer::op_erf(AttrReader&) {
   for (int i : tail->taken) taken_nodes_.insert(i);
   const ValueId y = emit(OpKind::Gelu, {f32(xv)}, graph::GeluAttrs{graph::GeluApproximation::erf}, "gelu");
   tensors_[tail->out] = make_float(y, xv.shape);
+  tensors_[tail->out].dim_syms = xv.dim_syms;
   // Erf's own output names the GELU too: its only reader is the Add just
   // taken, so nothing reads it as the error function.
   set_out(0, make_float(y, xv.shape));
@@ -288,6 +289,7 @@ void Importer::try_tanh_gelu() {
   const ValueId y =
       emit(OpKind::Gelu, {f32(xv)}, graph::GeluAttrs{graph::GeluApproximation::tanh}, "gelu");
   tensors_[tail->out] = make_float(y, xv.shape);
+  tensors_[tail->out].dim_syms = xv.dim_syms;
 }
 
 void Importer::try_spelled_out_layer_norm(AttrReader& a) {
@@ -321,6 +323,7 @@ void Importer::try_spelled_out_layer_norm(AttrReader& a) {
   const ValueId y = emit(OpKind::LayerNorm, {f32(xv), scale, bias},
                          graph::LayerNormAttrs{static_cast<float>(core->epsilon)}, "layer_norm");
   tensors_[core->out] = make_float(y, x_shape);
+  tensors_[core->out].dim_syms = xv.dim_syms;
 }
 
 std::optional<int> Importer::sole_plain_reader(const std::string& t, const char* op,

@@ -56,13 +56,20 @@ void Importer::op_reshape(AttrReader& a) {
     if (d < 1) unsupported("empty tensors are not supported (shape " + to_string(out) + ")");
   }
   // A constant target with 0 or -1 follows the input's shape, as ONNX
-  // defines it; one computed from shapes at import is fixed for them.
+  // defines it. One computed from shapes follows the input's symbolic
+  // dimensions where import traced it to them; otherwise it is fixed, and
+  // so are they (fix_symbols_read_as_constants).
   Ints follow;
-  if (!spec_from_shape && !allow_zero) {
-    for (double d : spec.values()) follow.push_back(static_cast<std::int64_t>(d));
-    if (std::none_of(follow.begin(), follow.end(), [](std::int64_t d) { return d <= 0; })) {
-      follow.clear();
+  if (spec_from_shape && symbolic_ && !x.literal) {
+    if (std::optional<Ints> traced = traced_reshape_spec(x, in(1), allow_zero)) {
+      follow = std::move(*traced);
+      read_symbolically(1);
     }
+  } else if (!spec_from_shape && !allow_zero) {
+    for (double d : spec.values()) follow.push_back(static_cast<std::int64_t>(d));
+  }
+  if (std::none_of(follow.begin(), follow.end(), [](std::int64_t d) { return d <= 0; })) {
+    follow.clear();
   }
   reshape_to(x, out, follow);
   set_out(0, x);
@@ -90,11 +97,19 @@ void Importer::op_squeeze(AttrReader& a) {
     drop.insert(n);
   }
   Shape out;
+  Ints spec;  // the kept dimensions, which may be symbolic
   for (std::int64_t d = 0; d < r; ++d) {
     const bool squeeze = axes.empty() ? x.shape[sz(d)] == 1 : drop.count(d) > 0;
-    if (!squeeze) out.push_back(x.shape[sz(d)]);
+    if (squeeze) continue;
+    spec.push_back(i64(out.size()) == d ? 0 : -2 - d);
+    out.push_back(x.shape[sz(d)]);
   }
-  reshape_to(x, out);
+  // Without axes, a symbolic dimension of size 1 at another binding would be
+  // squeezed too: the input's shape stays as given.
+  if (symbolic_ && axes.empty() && !x.literal) {
+    fix_symbols(dim_syms(x), label() + " has no axes (it squeezes whatever has size 1)");
+  }
+  reshape_to(x, out, symbolic_ && !x.literal && !axes.empty() ? spec : Ints{});
   set_out(0, x);
 }
 
@@ -106,9 +121,14 @@ void Importer::op_unsqueeze(AttrReader& a) {
   for (auto ax : axes) add.insert(normalize_axis(ax, r, "axis"));
   expect(add.size() == axes.size(), "repeated axes");
   Shape out;
+  Ints spec;  // 1 where inserted, else a copy of the input's dimension
   std::size_t k = 0;
-  for (std::int64_t d = 0; d < r; ++d) out.push_back(add.count(d) ? 1 : x.shape[k++]);
-  reshape_to(x, out);
+  for (std::int64_t d = 0; d < r; ++d) {
+    const bool inserted = add.count(d) != 0;
+    spec.push_back(inserted ? 1 : i64(k) == d ? 0 : -2 - i64(k));
+    out.push_back(inserted ? 1 : x.shape[k++]);
+  }
+  reshape_to(x, out, symbolic_ && !x.literal ? spec : Ints{});
   set_out(0, x);
 }
 
@@ -496,6 +516,42 @@ void Importer::gather_rows(AttrReader& a, Operand& data, Operand& idx) {
                   "axis " + std::to_string(axis) + " of length " + std::to_string(d));
       }
     }
+  }
+  // The first n rows, n a symbolic dimension (position embeddings of a
+  // sequence): a Slice whose size follows it, not n rows fixed at import.
+  if (const auto arange = symbolic_arange(idx); arange && !data.from_shape) {
+    const auto& [dim, along] = *arange;
+    const ValueId table = !codes ? f32(data) : constant(*data.literal, data.literal->shape, "table");
+    graph::SliceAttrs box{Ints(data.shape.size(), 0), data.shape};
+    box.size[sz(axis)] = idx.shape[along];
+    box.size_dims.assign(data.shape.size(), "");
+    box.size_dims[sz(axis)] = dim;
+    const ValueId rows = emit(OpKind::Slice, {table}, box);
+    // [.., n, ..] to [.., indices' shape, ..]: a copy of each dimension but
+    // the indices' 1s.
+    Shape logical(data.shape.begin(), data.shape.begin() + axis);
+    Ints spec;
+    for (std::int64_t j = 0; j < axis; ++j) spec.push_back(-2 - j);
+    for (std::size_t j = 0; j < idx.shape.size(); ++j) {
+      logical.push_back(idx.shape[j]);
+      spec.push_back(j == along ? -2 - axis : 1);
+    }
+    for (std::int64_t j = axis + 1; j < rank; ++j) {
+      logical.push_back(data.shape[sz(j)]);
+      spec.push_back(-2 - j);
+    }
+    for (std::size_t j = 0; j < spec.size(); ++j) {
+      if (spec[j] == -2 - i64(j)) spec[j] = 0;
+    }
+    Operand out = make_float(rows, value_shape(rows));
+    if (codes) {
+      out.type = data.type;
+      out.range = range_of(data.literal->values());
+    }
+    reshape_to(out, logical, spec);
+    read_symbolically(1);
+    set_out(0, out);
+    return;
   }
   const ValueId indices = idx.literal ? constant(*idx.literal, idx.literal->shape, "indices")
                                       : value_type(idx.value) == ElementType::f32 ||

@@ -148,6 +148,9 @@ void Importer::bind_input(const ::onnx::ValueInfoProto& vi,
                       : dim.has_dim_param() ? dim.dim_param()
                                             : vi.name() + "[" + std::to_string(d) + "]");
     }
+    symbolic_ = symbolic_ || std::any_of(names.begin(), names.end(),
+                                         [](const std::string& n) { return !n.empty(); });
+    o.dim_syms = std::make_shared<const std::vector<std::string>>(names);
     b_.graph().set_dim_names(o.value, std::move(names));
   }
   used_names_.insert(vi.name());
@@ -306,6 +309,10 @@ graph::Graph Importer::run() {
       }
     }
   }
+  for (const auto& [symbol, reason] : fixed_symbols_) {
+    spdlog::info("import {}: dimension '{}' stays as given: {}", origin_, symbol, reason);
+    graph_.fix_dim(symbol, reason);
+  }
   mark_outputs();
   graph::remove_dead_nodes(graph_);
   // Tensors a live node computes under another name than the file's.
@@ -431,6 +438,7 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
     const auto o = tensors_.find(node.input(k));  // an initializer not read yet is no shape
     from_shape = from_shape || (o != tensors_.end() && o->second.literal && o->second.from_shape);
   }
+  symbolic_inputs_ = 0;
   try {
     if (!onnx_domain || !try_fold(a)) {
       if (handler == nullptr) unsupported("unsupported operator " + node.op_type());
@@ -455,6 +463,10 @@ void Importer::import_node(const ::onnx::NodeProto& node, std::size_t index) {
   for (int k = 0; from_shape && k < node.output_size(); ++k) {
     const auto out = tensors_.find(node.output(k));
     if (out != tensors_.end() && out->second.literal) out->second.from_shape = true;
+  }
+  if (symbolic_) {
+    propagate_symbols(node);
+    fix_symbols_read_as_constants(node);
   }
   for (int k = 0; k < node.output_size(); ++k) {
     if (!node.output(k).empty() && !tensors_.count(node.output(k))) {
@@ -661,6 +673,8 @@ bool Importer::fold_concat(AttrReader& a) {
 }
 
 bool Importer::fold_gather(AttrReader& a) {
+  // Rows of a table by an arange of a symbolic length: a Slice that follows it.
+  if (!in(0).from_shape && symbolic_arange(in(1))) return false;
   const Literal& x = *in(0).literal;
   const Literal& idx = *in(1).literal;
   const std::int64_t axis = normalize_axis(a.i("axis", 0), rank_of(x.shape), "axis");
