@@ -161,6 +161,70 @@ TEST_P(ShapesCorpus, AnotherBatchRunsAsAFreshCompileAtIt) {
 INSTANTIATE_TEST_SUITE_P(Corpus, ShapesCorpus, ::testing::ValuesIn(corpus::models()),
                          [](const auto& param) { return param.param; });
 
+// The corpus's encoders as PyTorch exported them, batch and sequence left
+// symbolic (symbolic/<encoder>_sym_<f32|qdq|dyn>.onnx): one model
+// compiled at 1 x 16 runs every other batch and sequence length bit for bit
+// as the file imported and compiled at it, and each input shape is traced
+// (no dimension is fixed by a constant).
+class SymbolicEncoders : public ::testing::TestWithParam<std::string> {};
+
+// Token ids in [1, 511] with padded tails (the mask 0 there), per row.
+std::map<std::string, Tensor> token_batch(std::int64_t batch, std::int64_t length, unsigned seed) {
+  std::vector<std::int64_t> ids, mask;
+  unsigned state = seed * 2654435761u + 1;
+  const auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t kept = length / 2 + static_cast<std::int64_t>(next() % static_cast<unsigned>(length / 2 + 1));
+    for (std::int64_t t = 0; t < length; ++t) {
+      mask.push_back(t < std::max<std::int64_t>(kept, 1) ? 1 : 0);
+      ids.push_back(mask.back() != 0 ? 1 + static_cast<std::int64_t>(next() % 511) : 0);
+    }
+  }
+  return {{"input_ids", Tensor::from_vector<std::int64_t>({batch, length}, ids)},
+          {"attention_mask", Tensor::from_vector<std::int64_t>({batch, length}, mask)}};
+}
+
+std::vector<Tensor> in_order(const CompiledModel& m, const std::map<std::string, Tensor>& feeds) {
+  std::vector<Tensor> out;
+  for (const std::string& name : m.input_names()) out.push_back(feeds.at(name));
+  return out;
+}
+
+TEST_P(SymbolicEncoders, EveryBatchAndSequenceRunsAsAFreshCompileAtIt) {
+  const fs::path file = fs::path(QFUSE_CORPUS_DIR) / "symbolic" / (GetParam() + ".onnx");
+  if (!fs::exists(file)) GTEST_SKIP() << file << " is not built";
+  const auto at = [](std::int64_t b, std::int64_t s) {
+    return std::map<std::string, Shape>{{"input_ids", {b, s}}, {"attention_mask", {b, s}}};
+  };
+  const graph::Graph g1 = onnx::import_file(file.string(), {.input_shapes = at(1, 16)});
+  for (const graph::ValueId v : g1.inputs()) {
+    EXPECT_EQ(g1.dim_names(v), (std::vector<std::string>{"batch", "sequence"})) << g1.value(v).name;
+  }
+  const CompileOptions options{.threads = 2};
+  const CompiledModel base = compile_for_any_shapes(g1, options);
+  unsigned seed = 1;
+  for (const auto& [b, s] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {1, 32}, {2, 64}, {3, 128}, {1, 7}, {4, 16}}) {
+    SCOPED_TRACE(std::to_string(b) + " x " + std::to_string(s));
+    const graph::Graph g = onnx::import_file(file.string(), {.input_shapes = at(b, s)});
+    const CompiledModel fresh = compile(g, options);
+    const std::map<std::string, Tensor> feeds = token_batch(b, s, seed++);
+    const Observed want = run(fresh, in_order(fresh, feeds));
+    EXPECT_EQ(run(compile_for_shapes(base, at(b, s)), in_order(base, feeds)).outputs, want.outputs);
+    // A request of the first model given them runs at that shape too.
+    EXPECT_EQ(run(base, in_order(base, feeds)).outputs, want.outputs);
+    ASSERT_EQ(want.outputs.size(), 1u);
+    EXPECT_EQ(want.outputs[0].size(), static_cast<std::size_t>(b * 4) * sizeof(float));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, SymbolicEncoders,
+                         ::testing::Values("encoder_erf_op13_sym_f32", "encoder_erf_op13_sym_qdq",
+                                           "encoder_erf_op13_sym_dyn", "encoder_tanh_op13_sym_qdq",
+                                           "encoder_tanh_op13_sym_dyn", "encoder_erf_op17_sym_qdq",
+                                           "encoder_erf_op17_sym_dyn"),
+                         [](const auto& param) { return param.param; });
+
 TEST(CompileForShapes, NamesTheInputThatDoesNotFit) {
   graph::Graph g;
   const graph::ValueId x = g.add_input("x", {1, 4});

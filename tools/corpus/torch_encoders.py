@@ -124,7 +124,9 @@ def export(model, path, opset):
     mask = torch.ones((1, 16), dtype=torch.long)
     torch.onnx.export(model, (ids, mask), path, opset_version=opset,
                       input_names=["input_ids", "attention_mask"], output_names=["logits"],
-                      dynamic_axes={"input_ids": {1: "sequence"}, "attention_mask": {1: "sequence"}},
+                      dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
+                                    "attention_mask": {0: "batch", 1: "sequence"},
+                                    "logits": {0: "batch"}},
                       do_constant_folding=True)
     print(f"torch_encoders: {path}")
 

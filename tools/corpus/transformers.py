@@ -19,7 +19,11 @@ sequence length, into OUT/transformers/:
                          Mul(A_scale * B_scale), s8 per-tensor weights, the bias Add
                          after it as it was; the embedding tables s8 per-tensor codes
                          read by Gather, then DequantizeLinear (ORT's GatherQuant);
-and for each, one input set and the numpy interpreter's output on it
+and into OUT/symbolic/ <name>_sym_<form>.onnx, the same three with the batch
+and sequence left symbolic as the export wrote them (quantized with the ranges
+calibrated at the longest length), for serving every shape from one compiled
+model;
+and for each bound model, one input set and the numpy interpreter's output on it
 (<model>.input_ids.npy, <model>.attention_mask.npy, <model>.logits.npy for the
 float model), an independent reference for qfuse's import of these operators.
 """
@@ -126,15 +130,16 @@ def run(model, feeds):
     return env
 
 
-def bind_sequence(model, length):
-    """The model with its `sequence` dimension fixed."""
+def bind_sequence(model, length, batch=1):
+    """The model with its `sequence` and `batch` dimensions fixed."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    for vi in m.graph.input:
+    for vi in list(m.graph.input) + list(m.graph.output):
         for d in vi.type.tensor_type.shape.dim:
-            if d.dim_param == "sequence":
+            if d.dim_param in ("sequence", "batch"):
+                size = length if d.dim_param == "sequence" else batch
                 d.Clear()
-                d.dim_value = length
+                d.dim_value = size
     return m
 
 
@@ -302,6 +307,8 @@ def build(out_dir, only=None):
     """Writes OUT/transformers/ (see the module comment)."""
     target = os.path.join(out_dir, "transformers")
     os.makedirs(target, exist_ok=True)
+    symbolic = os.path.join(out_dir, "symbolic")
+    os.makedirs(symbolic, exist_ok=True)
     for src in sorted(os.listdir(os.path.join(HERE, "encoders"))):
         if not src.endswith(".onnx"):
             continue
@@ -324,3 +331,9 @@ def build(out_dir, only=None):
                 np.save(os.path.join(target, f"{stem}_{form}.attention_mask.npy"), mask)
                 print(f"corpus: {path} ({len(model.graph.node)} nodes)")
             np.save(os.path.join(target, f"{stem}_f32.logits.npy"), logits.astype(np.float32))
+        for form, model in (("f32", base), ("qdq", quantize_static(base, ranges)),
+                            ("dyn", quantize_dynamic(base))):
+            onnx.checker.check_model(model)
+            path = os.path.join(symbolic, f"{name}_sym_{form}.onnx")
+            _write(model, path)
+            print(f"corpus: {path} ({len(model.graph.node)} nodes)")

@@ -102,6 +102,61 @@ def test_symbolic_dimensions_take_arrays_of_any_size():
         c.run({"x": np.zeros((1, 2, 4, 4), np.float32)})
 
 
+def test_shapes_computed_from_the_input_follow_it():
+    # What exporters write for x.view(n, s, 2, 4) and table[arange(s)]: a Reshape
+    # target concatenated from Shape -> Gather, and Range -> Gather of a table,
+    # follow the symbolic dimensions; a Shape-derived number read as a value
+    # (x / s) fixes its dimension, naming the node.
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    def i64(name, values):
+        return helper.make_tensor(name, TensorProto.INT64, [len(values)] if isinstance(values, list) else [],
+                                  values if isinstance(values, list) else [values])
+
+    table = np.arange(40 * 8, dtype=np.float32).reshape(40, 8) / 7
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["n"]),
+        helper.make_node("Gather", ["shape", "one"], ["s"]),
+        helper.make_node("Unsqueeze", ["n", "axes0"], ["n1"]),
+        helper.make_node("Unsqueeze", ["s", "axes0"], ["s1"]),
+        helper.make_node("Concat", ["n1", "s1", "heads"], ["target"], axis=0),
+        helper.make_node("Range", ["zero", "s", "one"], ["positions"]),
+        helper.make_node("Gather", ["table", "positions"], ["rows"]),
+        helper.make_node("Add", ["x", "rows"], ["xp"]),
+        helper.make_node("Reshape", ["xp", "target"], ["y"], name="split_heads"),
+    ]
+    inits = [i64("zero", 0), i64("one", 1), i64("axes0", [0]), i64("heads", [2, 4]),
+             helper.make_tensor("table", TensorProto.FLOAT, [40, 8], table.ravel().tolist())]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", 2, 4])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    c = qfuse.compile(qfuse.load(m.SerializeToString(), {"x": [1, 3, 8]}))
+    assert c.inputs[0]["dim_names"] == ("b", "s", None)
+    rng = np.random.default_rng(5)
+    for shape in [(1, 3, 8), (2, 5, 8), (3, 40, 8), (1, 1, 8)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        y = c.run({"x": x})["y"]
+        assert np.array_equal(y, (x + table[: shape[1]]).reshape(shape[0], shape[1], 2, 4)), shape
+
+    # x / s: the number s read as a constant; s stays as given (the import's
+    # log names the Div node), and another size is refused.
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["s"]),
+             helper.make_node("Cast", ["s"], ["sf"], to=TensorProto.FLOAT),
+             helper.make_node("Div", ["x", "sf"], ["y"], name="mean_by_length")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s"])], [i64("one", 1)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    c = qfuse.compile(qfuse.load(m.SerializeToString(), {"x": [2, 4]}))
+    assert c.inputs[0]["dim_names"] == ("b", None)
+    x = np.ones((3, 4), np.float32)
+    assert np.array_equal(c.run({"x": x})["y"], x / 4)
+    with pytest.raises(qfuse.InferenceError, match=r"expected shape \(b, 4\), got \(2, 6\)"):
+        c.run({"x": np.ones((2, 6), np.float32)})
+
+
 def test_bad_inputs_raise_clear_exceptions(cnn_path):
     c = qfuse.compile(qfuse.load(cnn_path, shapes={"input": (2, 1, 28, 28)}))
     good = np.zeros((2, 1, 28, 28), np.float32)
