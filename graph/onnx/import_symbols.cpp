@@ -27,6 +27,7 @@ namespace {
 using Syms = std::vector<std::string>;
 
 constexpr char kUnknown = '?';
+constexpr std::size_t kSpelledOut = 4096;
 constexpr char kSeparator = '\x1f';
 
 bool fixed(const std::string& s) { return s.empty(); }
@@ -102,9 +103,12 @@ Syms Importer::dim_syms(const Operand& o) const {
 }
 
 Syms Importer::value_syms(const Operand& o) const {
-  const std::size_t n = o.literal ? o.literal->values().size() : 0;
+  // The count from the shape: values() would decode a weight not read yet.
+  const std::size_t n = o.literal ? sz(element_count(o.literal->shape)) : 0;
   if (o.value_syms && o.value_syms->size() == n) return *o.value_syms;
-  if (!o.from_shape) return Syms(n);
+  // Fixed elements: spelled out for what shape arithmetic reads (a target,
+  // indices, axes), not for a weight's millions.
+  if (!o.from_shape) return n <= kSpelledOut ? Syms(n) : Syms{};
   Syms dims = dim_syms(o);
   std::set<std::string> all = deps_of(dims);
   for (const graph::ValueId v : graph_.inputs()) {
@@ -133,9 +137,12 @@ void Importer::propagate_symbols(const ::onnx::NodeProto& node) {
     const Operand* o = operand(k);
     return o != nullptr ? value_syms(*o) : Syms{};
   };
+  // The values of a shape-sized literal (never a weight's).
   const auto literal = [&](int k) -> const Values* {
     const Operand* o = operand(k);
-    return o != nullptr && o->literal ? &o->literal->values() : nullptr;
+    const bool small = o != nullptr && o->literal &&
+                       (o->from_shape || element_count(o->literal->shape) <= i64(kSpelledOut));
+    return small ? &o->literal->values() : nullptr;
   };
   std::set<std::string> all_deps;
   for (int k = 0; k < node.input_size(); ++k) {
@@ -501,7 +508,7 @@ std::optional<Ints> Importer::traced_reshape_spec(const Operand& x, const Operan
 }
 
 std::optional<std::pair<std::string, std::size_t>> Importer::symbolic_arange(const Operand& idx) const {
-  if (!idx.literal || !symbolic_) return std::nullopt;
+  if (!idx.literal || !idx.from_shape || !symbolic_) return std::nullopt;
   const Syms dims = dim_syms(idx);
   const Syms vals = value_syms(idx);
   if (!deps_of(vals).empty()) return std::nullopt;
