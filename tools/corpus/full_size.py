@@ -13,6 +13,8 @@ Writes into OUT_DIR (bench/peers/peers.py OUT_DIR --startup measures them):
                            sequence length 128, calibrated on two token batches
                            by its numpy interpreter; with <model>.input_ids.npy
                            and <model>.attention_mask.npy;
+  bert_base_sym_qdq.onnx   the same two with the batch and sequence symbolic as
+  bert_base_sym_dyn.onnx   the export wrote them (one model for every shape);
   resnet50_qdq.onnx        torchvision's ResNet-50 at 1x3x224x224 (seeded
                            weights, BatchNorm statistics from a few batches,
                            folded into the convolutions by torch's export),
@@ -84,7 +86,8 @@ def bert_base(out):
     model.eval()
     f32_path = os.path.join(out, "bert_base_f32.onnx")
     te.export(model, f32_path, 13)
-    base = transformers.bind_sequence(_fold_identities(onnx.load(f32_path)), SEQUENCE)
+    unbound = _fold_identities(onnx.load(f32_path))
+    base = transformers.bind_sequence(unbound, SEQUENCE)
     os.remove(f32_path)
     ranges = transformers.calibrate(base, SEQUENCE, batches=2)
     ids, mask = transformers.token_batch(SEQUENCE, 1, seed=7)
@@ -94,6 +97,10 @@ def bert_base(out):
         _save(m, stem + ".onnx")
         np.save(stem + ".input_ids.npy", ids)
         np.save(stem + ".attention_mask.npy", mask)
+    # The batch and sequence as the export left them (symbolic), quantized alike.
+    for form, m in (("qdq", transformers.quantize_static(unbound, ranges)),
+                    ("dyn", transformers.quantize_dynamic(unbound))):
+        _save(m, os.path.join(out, f"bert_base_sym_{form}.onnx"))
 
 
 def resnet50(out):
