@@ -432,12 +432,8 @@ OutputSpec check_slice(NodeChecker& c, SliceAttrs& a) {
            });
   for (std::size_t d = 0; d < a.size_dims.size(); ++d) {
     if (a.size_dims[d].empty()) continue;
-    const std::optional<std::int64_t> size = c.graph_.dim_size(a.size_dims[d]);
-    c.expect(size.has_value(), [&] {
-      return "size " + std::to_string(d) + " follows dimension '" + a.size_dims[d] +
-             "', which no input has";
-    });
-    a.size[d] = *size;
+    // A dimension the model fixed (Graph::fix_dim) keeps the size it had.
+    if (const std::optional<std::int64_t> size = c.graph_.dim_size(a.size_dims[d])) a.size[d] = *size;
   }
   for (std::size_t d = 0; d < x.size(); ++d) {
     c.expect(a.begin[d] >= 0 && a.size[d] >= 1 && a.begin[d] + a.size[d] <= x[d], [&] {

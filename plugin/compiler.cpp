@@ -841,7 +841,8 @@ CompiledModel compile(const graph::Graph& graph, const CompileOptions& options) 
 CompiledModel compile_for_any_shapes(const graph::Graph& graph, const CompileOptions& options) {
   graph::Graph copy = graph;
   for (const graph::ValueId id : copy.inputs()) {
-    if (!copy.dim_names(id).empty()) continue;
+    // Named already, or fixed by the model (an import's fix_dim): kept.
+    if (!copy.dim_names(id).empty() || !copy.fixed_reasons(id).empty()) continue;
     std::vector<std::string> names;
     for (std::size_t d = 0; d < copy.value(id).shape.size(); ++d) {
       names.push_back(copy.value(id).name + "[" + std::to_string(d) + "]");

@@ -127,6 +127,8 @@ struct Operand {
   // may follow any symbolic dimension; a literal not from shapes is fixed).
   std::shared_ptr<const std::vector<std::string>> dim_syms;
   std::shared_ptr<const std::vector<std::string>> value_syms;
+  // A literal that is Range(0, n, 1) (possibly reshaped): 0, 1, .., n-1.
+  bool arange = false;
 };
 
 inline bool is_float(int type) { return type == kFloat; }

@@ -106,7 +106,7 @@ void Importer::op_squeeze(AttrReader& a) {
   }
   // Without axes, a symbolic dimension of size 1 at another binding would be
   // squeezed too: the input's shape stays as given.
-  if (symbolic_ && axes.empty() && !x.literal) {
+  if (symbolic_ && axes.empty()) {
     fix_symbols(dim_syms(x), label() + " has no axes (it squeezes whatever has size 1)");
   }
   reshape_to(x, out, symbolic_ && !x.literal && !axes.empty() ? spec : Ints{});
@@ -519,7 +519,7 @@ void Importer::gather_rows(AttrReader& a, Operand& data, Operand& idx) {
   }
   // The first n rows, n a symbolic dimension (position embeddings of a
   // sequence): a Slice whose size follows it, not n rows fixed at import.
-  if (const auto arange = symbolic_arange(idx); arange && !data.from_shape) {
+  if (const auto arange = symbolic_arange(idx); arange && data.literal && !data.from_shape) {
     const auto& [dim, along] = *arange;
     const ValueId table = !codes ? f32(data) : constant(*data.literal, data.literal->shape, "table");
     graph::SliceAttrs box{Ints(data.shape.size(), 0), data.shape};

@@ -70,6 +70,11 @@ std::string broadcast_sym(const std::vector<std::pair<std::string, std::int64_t>
                           std::int64_t size) {
   std::set<std::string> names, deps;
   for (const auto& [sym, n] : candidates) {
+    // A fixed dimension of this size > 1 holds it there: the others broadcast
+    // to it or the model is invalid.
+    if (n == size && size > 1 && fixed(sym)) return {};
+  }
+  for (const auto& [sym, n] : candidates) {
     if (n != size || fixed(sym)) continue;
     if (named(sym)) names.insert(sym);
     add_deps(sym, deps);
@@ -237,11 +242,14 @@ void Importer::propagate_symbols(const ::onnx::NodeProto& node) {
       }
     } else if (out == 0 && kLayers.count(op) != 0 && x.size() == rank && rank >= 3) {
       d[0] = x[0];
-      d[1] = "";
+      // A convolution's channels are its weights'; a pool keeps its input's.
+      const bool pool = op.find("Pool") != std::string::npos;
+      d[1] = pool ? x[1] : "";
       for (std::size_t j = 2; j < rank; ++j) d[j] = fixed(x[j]) ? "" : unknown(deps_of({x[j]}));
     } else if (out == 0 && kGlobalPools.count(op) != 0 && x.size() == rank && rank >= 2) {
       d.assign(rank, "");
       d[0] = x[0];
+      d[1] = x[1];
     } else if (out == 0 && op == "Gather") {
       const Syms idx = dims(1);
       const std::int64_t axis = a.i("axis", 0) < 0 ? a.i("axis", 0) + i64(x.size()) : a.i("axis", 0);
@@ -340,20 +348,24 @@ void Importer::propagate_symbols(const ::onnx::NodeProto& node) {
           const std::int64_t axis = to_index(axes != nullptr ? (*axes)[k] : double(k), i64(rank));
           if (axis < 0 || sz(axis) >= rank) continue;
           const double step = steps != nullptr && k < steps->size() ? (*steps)[k] : 1.0;
-          const bool whole = (*starts)[k] == 0 && step == 1 && fixed(ev[k]) && (*ends)[k] >= 0x1p31;
+          const bool whole = fixed(ev[k]) && (*ends)[k] >= 0x1p31;
           std::set<std::string> deps;
           add_deps(x[sz(axis)], deps);
           add_deps(values(1)[k], deps);
           add_deps(ev[k], deps);
-          d[sz(axis)] = whole ? x[sz(axis)]
-                        : (*starts)[k] == 0 && step == 1 && named(ev[k]) ? ev[k]
-                                                                          : unknown(deps);
+          const bool from_zero = (*starts)[k] == 0 && step == 1 && fixed(values(1)[k]) &&
+                                 (steps == nullptr || deps_of(values(4)).empty());
+          d[sz(axis)] = whole && from_zero ? x[sz(axis)]
+                        : from_zero && named(ev[k]) ? ev[k]
+                                                    : unknown(deps);
         }
       }
     } else if (out == 0 && kReductions.count(op) != 0) {
       const std::optional<Ints> axes = axes_input_or_attr(1);
       const bool keep = a.i("keepdims", 1) != 0;
-      if (axes) {
+      if (axes && axes->empty() && a.i("noop_with_empty_axes", 0) != 0) {
+        d = x;
+      } else if (axes) {
         std::set<std::int64_t> at;
         for (std::int64_t ax : *axes) at.insert(ax < 0 ? ax + i64(x.size()) : ax);
         Syms s;
@@ -390,7 +402,8 @@ void Importer::propagate_symbols(const ::onnx::NodeProto& node) {
       const Values* delta = literal(2);
       const Syms limit = values(1);
       const bool plain = start != nullptr && delta != nullptr && start->size() == 1 &&
-                         delta->size() == 1 && (*start)[0] == 0 && (*delta)[0] == 1;
+                         delta->size() == 1 && (*start)[0] == 0 && (*delta)[0] == 1 &&
+                         deps_of(values(0)).empty() && deps_of(values(2)).empty();
       d[0] = plain && limit.size() == 1 && named(limit[0]) ? limit[0] : unknown(all_deps);
     } else if (op == "Split" && x.size() == rank) {
       std::int64_t axis = a.i("axis", 0);
@@ -399,6 +412,12 @@ void Importer::propagate_symbols(const ::onnx::NodeProto& node) {
       if (axis >= 0 && sz(axis) < rank) d[sz(axis)] = unknown(all_deps);
     }
     y.dim_syms = std::make_shared<const Syms>(std::move(d));
+    // An arange: Range(0, n, 1), and what keeps its elements in order.
+    const Operand* x0 = operand(0);
+    const bool keeps_order = op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" ||
+                             op == "Flatten" || op == "Identity" || op == "Cast";
+    y.arange = y.literal && ((op == "Range" && named(y.dim_syms->empty() ? "" : (*y.dim_syms)[0])) ||
+                             (keeps_order && x0 != nullptr && x0->arange));
 
     // A literal from shapes: what its elements follow.
     if (!y.literal || !y.from_shape) continue;
@@ -426,8 +445,10 @@ void Importer::propagate_symbols(const ::onnx::NodeProto& node) {
       const Operand* data = operand(0);
       const Values* idx = literal(1);
       const Syms s = values(0);
+      // From a fixed position of data of a fixed length (an index from the
+      // end of a symbolic length would move).
       if (data != nullptr && data->shape.size() == 1 && idx != nullptr && idx->size() == n &&
-          s.size() == sz(data->shape[0])) {
+          s.size() == sz(data->shape[0]) && deps_of(dims(0)).empty() && deps_of(values(1)).empty()) {
         for (std::size_t k = 0; k < n; ++k) {
           const std::int64_t j = to_index((*idx)[k], data->shape[0]);
           if (j >= 0 && j < data->shape[0]) v[k] = s[sz(j)];
@@ -440,7 +461,9 @@ void Importer::propagate_symbols(const ::onnx::NodeProto& node) {
       const Values* steps = literal(4);
       const Syms s = values(0);
       if (data != nullptr && data->shape.size() == 1 && starts != nullptr && ends != nullptr &&
-          starts->size() == 1 && ends->size() == 1 && s.size() == sz(data->shape[0])) {
+          starts->size() == 1 && ends->size() == 1 && s.size() == sz(data->shape[0]) &&
+          deps_of(dims(0)).empty() && deps_of(values(1)).empty() && deps_of(values(2)).empty() &&
+          deps_of(values(4)).empty()) {
         const std::int64_t len = data->shape[0];
         const double step = steps != nullptr && steps->size() == 1 ? (*steps)[0] : 1.0;
         const auto clampi = [&](double e) {
@@ -484,7 +507,8 @@ std::optional<Ints> Importer::traced_reshape_spec(const Operand& x, const Operan
   const Syms in = dim_syms(x);
   const Syms tv = value_syms(target);
   const Values& t = target.literal->values();
-  if (tv.size() != t.size()) return std::nullopt;
+  // A target whose length (the output's rank) follows a symbol cannot.
+  if (tv.size() != t.size() || !deps_of(dim_syms(target)).empty()) return std::nullopt;
   Ints spec;
   int rest = 0;
   for (std::size_t k = 0; k < t.size(); ++k) {
@@ -508,7 +532,7 @@ std::optional<Ints> Importer::traced_reshape_spec(const Operand& x, const Operan
 }
 
 std::optional<std::pair<std::string, std::size_t>> Importer::symbolic_arange(const Operand& idx) const {
-  if (!idx.literal || !idx.from_shape || !symbolic_) return std::nullopt;
+  if (!idx.literal || !idx.from_shape || !idx.arange || !symbolic_) return std::nullopt;
   const Syms dims = dim_syms(idx);
   const Syms vals = value_syms(idx);
   if (!deps_of(vals).empty()) return std::nullopt;

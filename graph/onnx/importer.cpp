@@ -148,8 +148,13 @@ void Importer::bind_input(const ::onnx::ValueInfoProto& vi,
                       : dim.has_dim_param() ? dim.dim_param()
                                             : vi.name() + "[" + std::to_string(d) + "]");
     }
-    symbolic_ = symbolic_ || std::any_of(names.begin(), names.end(),
-                                         [](const std::string& n) { return !n.empty(); });
+    for (const std::string& n : names) {
+      symbolic_ = symbolic_ || !n.empty();
+      // Names the tracing spells its unknowns with (import_symbols.cpp).
+      if (!n.empty() && (n[0] == '?' || n.find('\x1f') != std::string::npos)) {
+        fixed_symbols_.emplace(n, "its name begins with '?' or holds a control character");
+      }
+    }
     o.dim_syms = std::make_shared<const std::vector<std::string>>(names);
     b_.graph().set_dim_names(o.value, std::move(names));
   }
@@ -308,6 +313,15 @@ graph::Graph Importer::run() {
         it->second.dq_weight = nullptr;
       }
     }
+  }
+  // An output that is a literal from shapes is a constant of the model.
+  for (const auto& out : g.output()) {
+    const auto it = tensors_.find(out.name());
+    if (!symbolic_ || it == tensors_.end() || !it->second.literal || !it->second.from_shape) continue;
+    std::vector<std::string> syms = dim_syms(it->second);
+    const std::vector<std::string> values = value_syms(it->second);
+    syms.insert(syms.end(), values.begin(), values.end());
+    fix_symbols(syms, "graph output '" + out.name() + "' is computed from the input shapes at import");
   }
   for (const auto& [symbol, reason] : fixed_symbols_) {
     spdlog::info("import {}: dimension '{}' stays as given: {}", origin_, symbol, reason);
@@ -674,7 +688,9 @@ bool Importer::fold_concat(AttrReader& a) {
 
 bool Importer::fold_gather(AttrReader& a) {
   // Rows of a table by an arange of a symbolic length: a Slice that follows it.
-  if (!in(0).from_shape && symbolic_arange(in(1))) return false;
+  const Operand& table = in(0);
+  const bool rows = table.type == kFloat || table.type == kUint8 || table.type == kInt8;
+  if (rows && !table.from_shape && symbolic_arange(in(1))) return false;
   const Literal& x = *in(0).literal;
   const Literal& idx = *in(1).literal;
   const std::int64_t axis = normalize_axis(a.i("axis", 0), rank_of(x.shape), "axis");

@@ -157,6 +157,91 @@ def test_shapes_computed_from_the_input_follow_it():
         c.run({"x": np.ones((2, 6), np.float32)})
 
 
+def test_shape_computations_are_exact_or_refused_at_other_shapes():
+    # Shape arithmetic the tracing must not take for what it is not: at every
+    # size, a model compiled at the first one gives numpy's result or refuses.
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    def const(name, values, dtype=TensorProto.INT64, dims=None):
+        values = values if isinstance(values, list) else [values]
+        dims = dims if dims is not None else ([len(values)] if len(values) > 1 else [])
+        return helper.make_tensor(name, dtype, dims, values)
+
+    table = (np.arange(40 * 8, dtype=np.float32).reshape(40, 8) % 11) / 3
+    f_table = helper.make_tensor("table", TensorProto.FLOAT, [40, 8], table.ravel().tolist())
+    common = [const("zero", 0), const("one", 1), const("minus_one", -1), const("axes0", [0]), f_table]
+
+    def model(nodes, ins, outs, extra=()):
+        g = helper.make_graph(nodes, "g", ins, outs, common + list(extra))
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+    def check(bytes_, first, sizes, reference):
+        c = qfuse.compile(qfuse.load(bytes_, {"x": list(first)}))
+        rng = np.random.default_rng(7)
+        for shape in sizes:
+            x = rng.standard_normal(shape).astype(np.float32)
+            try:
+                y = c.run({"x": x})["y"]
+            except qfuse.Error:
+                continue  # refused: the model fixed the dimension
+            assert np.allclose(y, reference(x), rtol=1e-6, atol=1e-6), shape
+
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", 8])
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    seq = [helper.make_node("Shape", ["x"], ["shape"]),
+           helper.make_node("Gather", ["shape", "one"], ["s"])]
+    # Position rows and x / s in one model: the rows' Slice keeps its size.
+    check(model(seq + [helper.make_node("Range", ["zero", "s", "one"], ["pos"]),
+                       helper.make_node("Gather", ["table", "pos"], ["rows"]),
+                       helper.make_node("Add", ["x", "rows"], ["xp"]),
+                       helper.make_node("Cast", ["s"], ["sf"], to=TensorProto.FLOAT),
+                       helper.make_node("Div", ["xp", "sf"], ["y"])], [x_info], [y_info]),
+          (1, 4, 8), [(1, 4, 8), (2, 4, 8), (1, 9, 8)],
+          lambda x: (x + table[: x.shape[1]]) / x.shape[1])
+    # Zeros of the batch's length as indices are no arange at batch 1.
+    ids_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 8])
+    check(model([helper.make_node("Shape", ["x"], ["shape"]),
+                 helper.make_node("Slice", ["shape", "zero1", "one1"], ["n"]),
+                 helper.make_node("ConstantOfShape", ["n"], ["zeros"],
+                                  value=helper.make_tensor("v", TensorProto.INT64, [1], [0])),
+                 helper.make_node("Gather", ["table", "zeros"], ["rows"]),
+                 helper.make_node("Add", ["x", "rows"], ["y"])], [ids_info], [y_info],
+                [const("zero1", [0], dims=[1]), const("one1", [1], dims=[1])]),
+          (1, 8), [(1, 8), (2, 8), (5, 8)], lambda x: x + table[0])
+    # The last position, counted from the end of a symbolic length.
+    check(model(seq + [helper.make_node("Range", ["zero", "s", "one"], ["pos"]),
+                       helper.make_node("Gather", ["pos", "minus_one"], ["last"]),
+                       helper.make_node("Gather", ["x", "last"], ["y"], axis=1)], [x_info], [y_info]),
+          (1, 4, 8), [(1, 4, 8), (1, 7, 8), (2, 3, 8)], lambda x: x[:, -1])
+    # A fixed [1, 16, 8] operand holds the sequence at 16 even where x's is 1.
+    c16 = helper.make_tensor("c16", TensorProto.FLOAT, [1, 16, 8], (np.arange(128) / 64).tolist())
+    check(model([helper.make_node("Add", ["x", "c16"], ["a"]),
+                 helper.make_node("Shape", ["a"], ["shape"]),
+                 helper.make_node("Gather", ["shape", "one"], ["s"]),
+                 helper.make_node("Range", ["zero", "s", "one"], ["pos"]),
+                 helper.make_node("Gather", ["table", "pos"], ["rows"]),
+                 helper.make_node("Add", ["a", "rows"], ["y"])], [x_info], [y_info], [c16]),
+          (1, 16, 8), [(1, 16, 8), (1, 1, 8), (3, 16, 8)],
+          lambda x: x + (np.arange(128, dtype=np.float32) / 64).reshape(1, 16, 8) + table[:16])
+    # An integer table read by an arange imports (it folds as before).
+    int_table = helper.make_tensor("itab", TensorProto.INT64, [40], list(range(100, 140)))
+    check(model(seq + [helper.make_node("Range", ["zero", "s", "one"], ["pos"]),
+                       helper.make_node("Gather", ["itab", "pos"], ["ivals"]),
+                       helper.make_node("Cast", ["ivals"], ["fvals"], to=TensorProto.FLOAT),
+                       helper.make_node("Unsqueeze", ["fvals", "axes0"], ["f2"]),
+                       helper.make_node("Unsqueeze", ["f2", "two"], ["f3"]),
+                       helper.make_node("Add", ["x", "f3"], ["y"])], [x_info], [y_info],
+                [int_table, const("two", [2])]),
+          (1, 4, 8), [(1, 4, 8), (1, 6, 8)], lambda x: x + np.arange(100, 100 + x.shape[1])[None, :, None])
+    # A graph output computed from shapes alone stays as given.
+    out = model(seq + [helper.make_node("Cast", ["s"], ["sf"], to=TensorProto.FLOAT),
+                       helper.make_node("Relu", ["x"], ["r"]),
+                       helper.make_node("Identity", ["sf"], ["y"])], [x_info],
+                [y_info, helper.make_tensor_value_info("r", TensorProto.FLOAT, None)])
+    check(out, (1, 4, 8), [(1, 4, 8), (1, 9, 8)], lambda x: np.float32(x.shape[1]))
+
+
 def test_bad_inputs_raise_clear_exceptions(cnn_path):
     c = qfuse.compile(qfuse.load(cnn_path, shapes={"input": (2, 1, 28, 28)}))
     good = np.zeros((2, 1, 28, 28), np.float32)
