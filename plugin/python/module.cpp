@@ -353,6 +353,14 @@ LayerInfo layer_of(const py::dict& d) {
 
 // ---- compile options ------------------------------------------------------------
 
+// CompileOptions::max_shapes from Python's int.
+int checked_max_shapes(int max_shapes) {
+  if (max_shapes < 1) {
+    throw CompileError("compile: max_shapes must be >= 1, got " + std::to_string(max_shapes));
+  }
+  return max_shapes;
+}
+
 CompileOptions options_of(bool fuse, bool allow_residual_round_drop, int threads, bool integer_only,
                           double integer_eta, const std::string& log_level) {
   if (threads < 0) throw CompileError("compile: threads must be >= 0 (0: all), got " + std::to_string(threads));
@@ -400,12 +408,7 @@ class Request {
     }
     const std::map<std::string, py::array> in = input_arrays(inputs_, given);
     // The arrays' shapes first: the outputs follow them.
-    std::map<std::string, Shape> shapes;
-    for (const auto& [name, a] : in) shapes.emplace(name, shape_of(a));
-    {
-      py::gil_scoped_release release;  // a first use compiles the shape
-      request_.set_input_shapes(shapes);
-    }
+    switch_shapes(in);
     py::dict out;
     for (const TensorInfo& o : outputs_) {
       const Shape shape = request_.output(o.name).shape();
@@ -434,12 +437,7 @@ class Request {
       ~Off() { r.set_profiling(false); }
     } off{request_};
     const std::map<std::string, py::array> in = input_arrays(inputs_, given);
-    std::map<std::string, Shape> shapes;
-    for (const auto& [name, a] : in) shapes.emplace(name, shape_of(a));
-    {
-      py::gil_scoped_release release;
-      request_.set_input_shapes(shapes);
-    }
+    switch_shapes(in);
     for (int i = 0; i < std::max(1, runs); ++i) run_locked(in);
     return node_rows(layers, request_.node_times_us(), request_.staged_reorder_times_us());
   }
@@ -486,9 +484,23 @@ class Request {
     request_.infer();
   }
 
+  // The request at the arrays' shapes (the outputs follow them); nothing to
+  // do when they are the last run's.
+  void switch_shapes(const std::map<std::string, py::array>& in) {
+    std::map<std::string, Shape> shapes;
+    for (const auto& [name, a] : in) shapes.emplace(name, shape_of(a));
+    if (shapes == last_shapes_) return;
+    {
+      py::gil_scoped_release release;  // a first use compiles the shape
+      request_.set_input_shapes(shapes);
+    }
+    last_shapes_ = std::move(shapes);
+  }
+
   std::mutex mutex_;
   InferRequest request_;
   std::vector<TensorInfo> inputs_, outputs_;
+  std::map<std::string, Shape> last_shapes_;  // of the last switch_shapes
 };
 
 // A compiled model with a pool of requests for run() from any thread.
@@ -742,25 +754,28 @@ void bind_compile(py::module_& m) {
   m.def(
       "compile",
       [](const Model& model, bool fuse, bool allow_residual_round_drop, int threads, bool integer_only,
-         double integer_eta, const std::string& log_level) {
-        const CompileOptions o =
+         double integer_eta, const std::string& log_level, int max_shapes) {
+        CompileOptions o =
             options_of(fuse, allow_residual_round_drop, threads, integer_only, integer_eta, log_level);
+        o.max_shapes = checked_max_shapes(max_shapes);
         py::gil_scoped_release release;
         return std::make_unique<Compiled>(compile(model, o), o, model);
       },
       py::arg("model"), py::arg("fuse") = true, py::arg("allow_residual_round_drop") = false,
       py::arg("threads") = 0, py::arg("integer_only") = false,
-      py::arg("integer_eta") = 1.0 / 1048576.0, py::arg("log_level") = "");
+      py::arg("integer_eta") = 1.0 / 1048576.0, py::arg("log_level") = "",
+      py::arg("max_shapes") = CompileOptions{}.max_shapes);
   // A model file imported and compiled in one call, through the compiled-model
   // cache in `cache_dir` (or QFUSE_CACHE_DIR); the result has no source Model.
   m.def(
       "compile_file",
       [](const std::string& path, const std::map<std::string, Shape>& shapes, bool fuse,
          bool allow_residual_round_drop, int threads, bool integer_only, double integer_eta,
-         const std::string& log_level, const std::string& cache_dir) {
+         const std::string& log_level, const std::string& cache_dir, int max_shapes) {
         CompileOptions o =
             options_of(fuse, allow_residual_round_drop, threads, integer_only, integer_eta, log_level);
         o.cache_dir = cache_dir;
+        o.max_shapes = checked_max_shapes(max_shapes);
         py::gil_scoped_release release;
         CompiledModel c = path.ends_with(".xml")
                               ? compile_openvino(path, {.input_shapes = shapes}, o)
@@ -769,7 +784,7 @@ void bind_compile(py::module_& m) {
       },
       py::arg("path"), py::arg("shapes"), py::arg("fuse"), py::arg("allow_residual_round_drop"),
       py::arg("threads"), py::arg("integer_only"), py::arg("integer_eta"), py::arg("log_level"),
-      py::arg("cache_dir"));
+      py::arg("cache_dir"), py::arg("max_shapes"));
 }
 
 void bind_comparison(py::module_& m) {

@@ -79,7 +79,7 @@ def _as_model(model):
 
 
 def compile(model, *, fuse=True, threads=0, integer_only=False, allow_residual_round_drop=False,
-            integer_eta=2.0 ** -20, log_level="", cache_dir="", shapes=None):
+            integer_eta=2.0 ** -20, log_level="", cache_dir="", shapes=None, max_shapes=8):
     """Compiles a Model (or a path / ONNX bytes) with the C++ API's options.
 
     fuse=False runs every node alone in f32 by its definition (the reference);
@@ -94,6 +94,9 @@ def compile(model, *, fuse=True, threads=0, integer_only=False, allow_residual_r
     ones with the same file bytes and options map it without importing the
     file again (compile_times()["cache"] says "hit ..." or "miss, ...").
     A model compiled through the cache has no source Model (.model is None).
+
+    max_shapes: how many other input shapes (symbolic dimensions at other
+    sizes) the model keeps compiled; the one run longest ago goes first.
     """
     cache = cache_dir or os.environ.get("QFUSE_CACHE_DIR", "")
     is_path = isinstance(model, (str, os.PathLike))
@@ -101,14 +104,14 @@ def compile(model, *, fuse=True, threads=0, integer_only=False, allow_residual_r
         bound = {str(k): [int(d) for d in v] for k, v in (shapes or {}).items()}
         return _qfuse.compile_file(os.fspath(model), bound, fuse, allow_residual_round_drop,
                                    int(threads), integer_only, float(integer_eta), log_level,
-                                   os.fspath(cache_dir) if cache_dir else "")
+                                   os.fspath(cache_dir) if cache_dir else "", int(max_shapes))
     if cache_dir:
         import warnings
         warnings.warn("qfuse.compile: cache_dir is used for a model given as a file path; "
                       "this model is compiled without the cache", stacklevel=2)
     source = load(model, shapes) if is_path else _as_model(model)
     compiled = _qfuse.compile(source, fuse, allow_residual_round_drop, int(threads), integer_only,
-                              float(integer_eta), log_level)
+                              float(integer_eta), log_level, int(max_shapes))
     compiled._source = source  # the Python Model, with its ONNX bytes
     return compiled
 

@@ -89,6 +89,13 @@ def test_symbolic_dimensions_take_arrays_of_any_size():
         expected = np.repeat(0.5 * x.sum(axis=1, keepdims=True), 4, axis=1)
         assert np.allclose(y, expected, rtol=1e-5, atol=1e-6), shape
     assert [s["inputs"]["x"] for s in c.shapes()] == [(1, 3, 4, 4), (3, 3, 2, 2), (2, 3, 5, 7)]
+    # max_shapes bounds the others kept (the one run longest ago goes).
+    one = qfuse.compile(qfuse.load(m.SerializeToString(), {"x": [1, 3, 4, 4]}), max_shapes=1)
+    for shape in [(2, 3, 4, 4), (3, 3, 4, 4)]:
+        one.run({"x": np.zeros(shape, np.float32)})
+    assert [s["inputs"]["x"] for s in one.shapes()] == [(1, 3, 4, 4), (3, 3, 4, 4)]
+    with pytest.raises(qfuse.CompileError, match="max_shapes must be >= 1"):
+        qfuse.compile(qfuse.load(m.SerializeToString(), {"x": [1, 3, 4, 4]}), max_shapes=0)
     # A Reshape to [1, -1] is the identity at batch 1, not at others.
     shape = helper.make_tensor("to", TensorProto.INT64, [2], [1, -1])
     g = helper.make_graph([helper.make_node("Reshape", ["v", "to"], ["r"], name="r")], "g",
