@@ -7,7 +7,7 @@
 qfuse runs every set from one compiled model in one process (`qfuse bench
 --shapes`: compiled at the first set, each other compiled from it on first
 use); ONNX Runtime (npm onnxruntime-node, graph optimizations on) runs each set
-in a process of its own. INT64 inputs named like token ids get ids in [1, 511]
+in a process of its own (the model as peers.py gives it to ONNX Runtime). INT64 inputs named like token ids get ids in [1, 511]
 and an attention mask with a padded tail; FLOAT inputs uniform [-1, 1]. Prints a
 markdown row per set and thread count: ONNX Runtime's median, qfuse's median,
 their ratio, and qfuse's compile for that set (the first: import and compile).
@@ -83,16 +83,24 @@ def main():
           "ONNX Runtime a session per set")
     print("| shapes | threads | ORT ms | qfuse ms | ORT / qfuse | qfuse compile ms |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for t in args.threads:
-        swept = qfuse_sweep(args.qfuse, args.model, sets, t, args.seconds)
-        for k, s in enumerate(sets):
-            with tempfile.TemporaryDirectory() as tmp:
-                write_inputs(model, s, tmp, seed=k)
-                o_ms, _ = peers.ort(args.model, tmp, os.path.join(tmp, "out"), t, args.seconds)
-            c_ms, q_ms = swept[k]
-            label = ", ".join(f"{n}={'x'.join(map(str, v))}" for n, v in s.items())
-            print(f"| {label} | {t} | {o_ms:.3f} | {q_ms:.3f} | {o_ms / q_ms:.2f}x | {c_ms:.1f} |")
-            sys.stdout.flush()
+    with tempfile.TemporaryDirectory() as scratch:
+        # The model as ONNX Runtime reads it (peers.py: 1-element quantization
+        # parameters as scalars, NNCF's FakeQuantize as the QDQ twin).
+        ort_path = peers.scalar_qparams(args.model, scratch)
+        for t in args.threads:
+            rows(args, model, sets, t, ort_path)
+
+
+def rows(args, model, sets, t, ort_path):
+    swept = qfuse_sweep(args.qfuse, args.model, sets, t, args.seconds)
+    for k, s in enumerate(sets):
+        with tempfile.TemporaryDirectory() as tmp:
+            write_inputs(model, s, tmp, seed=k)
+            o_ms, _ = peers.ort(ort_path, tmp, os.path.join(tmp, "out"), t, args.seconds)
+        c_ms, q_ms = swept[k]
+        label = ", ".join(f"{n}={'x'.join(map(str, v))}" for n, v in s.items())
+        print(f"| {label} | {t} | {o_ms:.3f} | {q_ms:.3f} | {o_ms / q_ms:.2f}x | {c_ms:.1f} |")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":
