@@ -22,6 +22,17 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
   return b && *b == to;
 }
 
+bool is_per_channel(const Shape& s, const Shape& out, std::size_t axis) {
+  if (s.size() > out.size() || s.empty()) return false;
+  const std::size_t offset = out.size() - s.size();
+  if (axis < offset) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const std::size_t d = i + offset;
+    if (s[i] != (d == axis ? out[d] : 1)) return false;
+  }
+  return true;
+}
+
 std::vector<std::int64_t> broadcast_strides(const Shape& shape, std::size_t rank) {
   std::vector<std::int64_t> strides(rank, 0);
   std::int64_t s = 1;

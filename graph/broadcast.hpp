@@ -18,6 +18,9 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 // `from` broadcasts to exactly `to` (one direction).
 bool broadcasts_to(const Shape& from, const Shape& to);
 
+// `s` broadcast against `out` varies only along `axis`: [C], [1, C, 1, 1], ...
+bool is_per_channel(const Shape& s, const Shape& out, std::size_t axis);
+
 // Element strides of a dense tensor of `shape`, right-aligned to `rank`
 // dimensions, with 0 along the dimensions it repeats.
 std::vector<std::int64_t> broadcast_strides(const Shape& shape, std::size_t rank);

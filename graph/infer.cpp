@@ -479,16 +479,6 @@ std::size_t widest_vector(const composer::Step& step) {
       step);
 }
 
-// `ext` broadcasts to `out` as one value per channel on `axis` (or one value).
-bool broadcasts_per_channel(const Shape& ext, const Shape& out, std::size_t axis) {
-  if (ext.size() > out.size()) return false;
-  const std::size_t offset = out.size() - ext.size();
-  for (std::size_t i = 0; i < ext.size(); ++i) {
-    if (ext[i] != 1 && (i + offset != axis || ext[i] != out[axis])) return false;
-  }
-  return true;
-}
-
 OutputSpec check_quantized(NodeChecker& c, QuantizedLayerAttrs& a) {
   const std::size_t base = a.first_external_input();
   c.expect(c.node_.inputs.size() >= base, [&] {
@@ -564,7 +554,7 @@ OutputSpec check_quantized(NodeChecker& c, QuantizedLayerAttrs& a) {
     if (k >= c.node_.inputs.size()) continue;
     const Shape& ext = c.shape(k);
     const bool per_channel = bin != nullptr && bin->broadcast == composer::Broadcast::per_channel;
-    c.expect(per_channel ? broadcasts_per_channel(ext, spec.shape, *axis) : ext == spec.shape, [&] {
+    c.expect(per_channel ? is_per_channel(ext, spec.shape, *axis) : ext == spec.shape, [&] {
       return "post-op operand '" + c.in(k).name + "' has shape " + to_string(ext) +
              (per_channel ? ", which is not one value per channel of the output "
                           : ", not the output's ") +

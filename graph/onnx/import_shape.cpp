@@ -531,7 +531,7 @@ void Importer::gather_rows(AttrReader& a, Operand& data, Operand& idx) {
     // the indices' 1s.
     Shape logical(data.shape.begin(), data.shape.begin() + axis);
     Ints spec;
-    for (std::int64_t j = 0; j < axis; ++j) spec.push_back(-2 - j);
+    spec.assign(sz(axis), 0);  // the dimensions before the axis, in place
     for (std::size_t j = 0; j < idx.shape.size(); ++j) {
       logical.push_back(idx.shape[j]);
       spec.push_back(j == along ? -2 - axis : 1);

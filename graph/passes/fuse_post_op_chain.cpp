@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/broadcast.hpp"
 #include "graph/op_info.hpp"
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"
@@ -59,17 +60,6 @@ struct Absorbed {
 };
 
 
-// `s` broadcast against `out` varies only along `axis`: [C], [1, C, 1, 1], ...
-bool is_per_channel(const Shape& s, const Shape& out, std::size_t axis) {
-  if (s.size() > out.size() || s.empty()) return false;
-  const std::size_t offset = out.size() - s.size();
-  if (axis < offset) return false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const std::size_t d = i + offset;
-    if (s[i] != (d == axis ? out[d] : 1)) return false;
-  }
-  return true;
-}
 
 cp::DataType to_composer(ElementType t) {
   switch (t) {
