@@ -57,6 +57,16 @@ std::optional<composer::PostOpsPlan> composed_plan(const CompiledModel& model,
 std::vector<const graph::Node*> absorbed_post_ops(const CompiledModel& model,
                                                   const graph::Node& node);
 
+// A Transpose a MatMul of the compiled graph took in (it reads or writes the
+// layout by strides): `output`, no longer computed, is Transpose(`input`,
+// perm), a value the graph still holds. Compare measures and overrides
+// `output` through it.
+struct AbsorbedTranspose {
+  std::string input, output;
+  std::vector<std::int64_t> perm;
+};
+const std::vector<AbsorbedTranspose>& absorbed_transposes(const CompiledModel& model);
+
 // Called after each executed node, once per value it wrote, after the value
 // observer (which sees the value as the node computed it): `value` holds the
 // value's elements in plain C order (a copy when the request stores it

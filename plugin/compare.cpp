@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "graph/node_queries.hpp"
@@ -22,6 +23,9 @@ struct Match {
   float lo = 0.0f;
   std::vector<float> step, ol;
   std::vector<float> quantum;  // per channel (size 1 or C); empty: no grid
+  // The fused value is the model's transposed back (an operand a MatMul reads
+  // by strides, AbsorbedTranspose): the model's = Transpose(fused, perm).
+  std::vector<std::int64_t> perm;
   // Accumulated over runs: fused end to end (into `diff`), and each fused
   // layer fed the reference's values (into `isolated`).
   double sab = 0.0, saa = 0.0, sbb = 0.0, see = 0.0;
@@ -39,12 +43,47 @@ std::optional<std::vector<float>> fq_step(const graph::Graph& g, const graph::No
   return graph::output_quantum(g, fq, shape, 1, ol_out);
 }
 
+// Transpose(x, perm) of any element type, by loops: element k of the result
+// (its coordinates by division) comes from the input at those coordinates
+// placed by perm.
+Tensor permuted(const Tensor& x, const std::vector<std::int64_t>& perm) {
+  const Shape& in = x.shape();
+  const std::size_t rank = in.size();
+  Shape out(rank), in_strides(rank, 1);
+  for (std::size_t i = 0; i < rank; ++i) out[i] = in[static_cast<std::size_t>(perm[i])];
+  for (std::size_t i = rank; i > 1; --i) in_strides[i - 2] = in_strides[i - 1] * in[i - 1];
+  Tensor y(x.type(), out);
+  const std::size_t bytes = element_size(x.type());
+  const auto* src = static_cast<const std::uint8_t*>(x.raw_data());
+  auto* dst = static_cast<std::uint8_t*>(y.raw_data());
+  for (std::int64_t k = 0; k < y.size(); ++k) {
+    std::int64_t rest = k, from = 0;
+    for (std::size_t i = rank; i > 0; --i) {
+      from += rest % out[i - 1] * in_strides[static_cast<std::size_t>(perm[i - 1])];
+      rest /= out[i - 1];
+    }
+    std::memcpy(dst + static_cast<std::size_t>(k) * bytes,
+                src + static_cast<std::size_t>(from) * bytes, bytes);
+  }
+  return y;
+}
+
+std::vector<std::int64_t> inverse(const std::vector<std::int64_t>& perm) {
+  std::vector<std::int64_t> inv(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    inv[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+  }
+  return inv;
+}
+
 // Adds the difference of the fused value `t` (plain layout) from `ref` (the
 // reference's tensor, real values) to the accumulators given; returns how
 // many elements are equal (the same code on a grid, else exactly). With
 // `products`, also adds the sums of products cosine and SNR are made of.
-std::int64_t measure(const Match& m, const Tensor& t, const Tensor& ref, std::int64_t& elements,
+std::int64_t measure(const Match& m, const Tensor& fused, const Tensor& ref, std::int64_t& elements,
                      double& max_abs, std::int64_t (&lsb)[4], double& max_lsb, double* products) {
+  const Tensor moved = m.perm.empty() ? Tensor() : permuted(fused, m.perm);
+  const Tensor& t = m.perm.empty() ? fused : moved;
   const Shape& s = t.shape();
   const std::int64_t channels = s.size() > 1 ? s[1] : 1;
   const std::int64_t inner = s.size() > 2 ? element_count(Shape(s.begin() + 2, s.end())) : 1;
@@ -83,6 +122,19 @@ std::int64_t measure(const Match& m, const Tensor& t, const Tensor& ref, std::in
 // q = clamp(round((ref - ol[c]) / step[c]) + lo), or the elements as they
 // are. Returns false (and leaves `t` alone) when they cannot stand for it.
 bool write_reference(const Match& m, const Tensor& ref, Tensor& t) {
+  if (!m.perm.empty()) {
+    Match plain = m;
+    plain.perm.clear();
+    Shape model_shape(m.perm.size());
+    for (std::size_t i = 0; i < m.perm.size(); ++i) {
+      model_shape[i] = t.shape()[static_cast<std::size_t>(m.perm[i])];
+    }
+    Tensor moved(t.type(), model_shape);
+    if (!write_reference(plain, ref, moved)) return false;
+    const Tensor back = permuted(moved, inverse(m.perm));
+    std::memcpy(t.raw_data(), back.raw_data(), t.byte_size());
+    return true;
+  }
   if (ref.shape() != t.shape()) return false;
   if (!m.codes) {
     if (ref.type() != t.type()) return false;
@@ -169,82 +221,105 @@ Comparison::Comparison(CompiledModel fused, CompiledModel unfused) {
     const graph::Value& v = ug.value(graph::ValueId{i});
     if (v.producer.valid()) model_values.emplace(v.name, graph::ValueId{i});
   }
+  // Operands MatMuls read by strides through a Transpose they took in: the
+  // value the Transpose read stands for the model's value, transposed.
+  std::unordered_map<std::string, const AbsorbedTranspose*> through;
+  for (const AbsorbedTranspose& t : absorbed_transposes(impl_->fused)) through.emplace(t.input, &t);
+  // The model's value the fused value `fv` stands for, read as `name` of
+  // shape `shape`: its Match (model name in diff.name), or nullopt.
+  const auto match = [&](const graph::Value& fv, const std::string& name,
+                         const Shape& shape) -> std::optional<Match> {
+    Match m;
+    m.fused_name = fv.name;
+    std::string model_name = name;
+    auto it = model_values.find(model_name);
+    if (it == model_values.end() || ug.value(it->second).type != fv.type) {
+      // Codes a fused layer writes: "<FakeQuantize output>/to_u8" or "/to_s8";
+      // or codes data movement carries where the model quantizes only after
+      // it (the fused graph moved the quantize above the Transpose): those
+      // of the FakeQuantize that alone reads the model's value.
+      const auto same_name = it;
+      for (const char* suffix : {"/to_u8", "/to_s8"}) {
+        if (name.ends_with(suffix)) model_name = name.substr(0, name.size() - 6);
+      }
+      it = model_values.find(model_name);
+      if (model_name == name && same_name != model_values.end() &&
+          fv.type != ElementType::f32 && ug.value(same_name->second).type == ElementType::f32) {
+        // A chain of them (FQa -> FQb, as PyTorch FX writes around a
+        // Dropout) holds the last one's codes: the fused graph dropped or
+        // moved the others.
+        graph::ValueId v = same_name->second;
+        for (;;) {
+          const auto readers = ug.consumers(v);
+          if (readers.size() != 1 || ug.node(readers[0]).kind != graph::OpKind::FakeQuantize ||
+              ug.node(readers[0]).inputs[0] != v) {
+            break;
+          }
+          v = ug.node(readers[0]).outputs[0];
+        }
+        if (v != same_name->second) {
+          model_name = ug.value(v).name;
+          it = model_values.find(model_name);
+        }
+      }
+      if (it == model_values.end() || fv.type == ElementType::f32) return std::nullopt;
+      m.lo = fv.type == ElementType::s8 ? -128.0f : 0.0f;
+      if (const graph::Value& model_value = ug.value(it->second);
+          model_value.type == ElementType::u8 || model_value.type == ElementType::s8) {
+        // The model's own codes stored as the other int8 type (a Q/DQ pair's
+        // codes shifted by 128): code = q - lo + the model type's lowest.
+        m.step = {1.0f};
+        m.ol = {model_value.type == ElementType::s8 ? -128.0f : 0.0f};
+      } else {
+        const graph::Node* fq = graph::producer_of(ug, it->second, graph::OpKind::FakeQuantize);
+        if (fq == nullptr) return std::nullopt;
+        auto step = fq_step(ug, *fq, shape, &m.ol);
+        if (!step) return std::nullopt;
+        m.step = *step;
+      }
+      m.codes = true;
+    } else if (const graph::Node* fq =
+                   graph::producer_of(ug, it->second, graph::OpKind::FakeQuantize)) {
+      if (auto step = fq_step(ug, *fq, shape, nullptr)) m.quantum = *step;
+    } else if (const graph::Node* dq =
+                   graph::producer_of(ug, it->second, graph::OpKind::Dequantize)) {
+      // A dequantized grid: its quantum is the scale (per tensor, or per
+      // channel along axis 1).
+      const auto& a = dq->attr<graph::DequantizeAttrs>();
+      if (a.per_tensor() || (a.axis == 1 && shape.size() > 1)) m.quantum = a.scale;
+    } else if (fv.type == ElementType::u8 || fv.type == ElementType::s8) {
+      m.quantum = {1.0f};  // codes in both graphs
+    }
+    if (ug.value(it->second).shape != shape) return std::nullopt;
+    m.diff.name = model_name;
+    m.diff.graph_output = ug.is_graph_output(it->second);
+    return m;
+  };
   for (graph::NodeId id : fg.topological_order()) {
     const graph::Node& n = fg.node(id);
     for (graph::ValueId out : n.outputs) {
       const graph::Value& fv = fg.value(out);
-      Match m;
-      m.fused_name = fv.name;
-      std::string model_name = fv.name;
-      auto it = model_values.find(model_name);
-      if (it == model_values.end() || ug.value(it->second).type != fv.type) {
-        // Codes a fused layer writes: "<FakeQuantize output>/to_u8" or "/to_s8";
-        // or codes data movement carries where the model quantizes only after
-        // it (the fused graph moved the quantize above the Transpose): those
-        // of the FakeQuantize that alone reads the model's value.
-        const auto same_name = it;
-        for (const char* suffix : {"/to_u8", "/to_s8"}) {
-          if (fv.name.ends_with(suffix)) model_name = fv.name.substr(0, fv.name.size() - 6);
+      std::optional<Match> found = match(fv, fv.name, fv.shape);
+      if (const auto t = through.find(fv.name); !found && t != through.end()) {
+        Shape shape(t->second->perm.size());
+        for (std::size_t i = 0; i < shape.size() && shape.size() == fv.shape.size(); ++i) {
+          shape[i] = fv.shape[static_cast<std::size_t>(t->second->perm[i])];
         }
-        it = model_values.find(model_name);
-        if (model_name == fv.name && same_name != model_values.end() &&
-            fv.type != ElementType::f32 && ug.value(same_name->second).type == ElementType::f32) {
-          // A chain of them (FQa -> FQb, as PyTorch FX writes around a
-          // Dropout) holds the last one's codes: the fused graph dropped or
-          // moved the others.
-          graph::ValueId v = same_name->second;
-          for (;;) {
-            const auto readers = ug.consumers(v);
-            if (readers.size() != 1 || ug.node(readers[0]).kind != graph::OpKind::FakeQuantize ||
-                ug.node(readers[0]).inputs[0] != v) {
-              break;
-            }
-            v = ug.node(readers[0]).outputs[0];
-          }
-          if (v != same_name->second) {
-            model_name = ug.value(v).name;
-            it = model_values.find(model_name);
-          }
-        }
-        if (it == model_values.end() || fv.type == ElementType::f32) continue;
-        m.lo = fv.type == ElementType::s8 ? -128.0f : 0.0f;
-        if (const graph::Value& model_value = ug.value(it->second);
-            model_value.type == ElementType::u8 || model_value.type == ElementType::s8) {
-          // The model's own codes stored as the other int8 type (a Q/DQ pair's
-          // codes shifted by 128): code = q - lo + the model type's lowest.
-          m.step = {1.0f};
-          m.ol = {model_value.type == ElementType::s8 ? -128.0f : 0.0f};
-        } else {
-          const graph::Node* fq = graph::producer_of(ug, it->second, graph::OpKind::FakeQuantize);
-          if (fq == nullptr) continue;
-          auto step = fq_step(ug, *fq, fv.shape, &m.ol);
-          if (!step) continue;
-          m.step = *step;
-        }
-        m.codes = true;
-      } else if (const graph::Node* fq =
-                     graph::producer_of(ug, it->second, graph::OpKind::FakeQuantize)) {
-        if (auto step = fq_step(ug, *fq, fv.shape, nullptr)) m.quantum = *step;
-      } else if (const graph::Node* dq =
-                     graph::producer_of(ug, it->second, graph::OpKind::Dequantize)) {
-        // A dequantized grid: its quantum is the scale (per tensor, or per
-        // channel along axis 1).
-        const auto& a = dq->attr<graph::DequantizeAttrs>();
-        if (a.per_tensor() || (a.axis == 1 && fv.shape.size() > 1)) m.quantum = a.scale;
-      } else if (fv.type == ElementType::u8 || fv.type == ElementType::s8) {
-        m.quantum = {1.0f};  // codes in both graphs
+        found = match(fv, t->second->output, shape);
+        if (found) found->perm = t->second->perm;
       }
-      if (ug.value(it->second).shape != fv.shape || impl_->by_model.count(model_name)) continue;
+      if (!found || impl_->by_model.count(found->diff.name)) continue;
+      Match& m = *found;
+      const std::string model_name = m.diff.name;
+      const graph::ValueId model_value = model_values.at(model_name);
       if (m.codes) m.quantum = m.step;
       for (float& q : m.quantum) q = std::abs(q);
-      m.diff.name = model_name;
       m.diff.node = n.name;
-      m.diff.graph_output = ug.is_graph_output(it->second);
       m.diff.quantized = !m.quantum.empty();
       impl_->by_fused.emplace(fv.name, impl_->matches.size());
       impl_->by_model.emplace(model_name, impl_->matches.size());
-      impl_->model_shapes.push_back(ug.value(it->second).shape);
-      impl_->model_types.push_back(ug.value(it->second).type);
+      impl_->model_shapes.push_back(ug.value(model_value).shape);
+      impl_->model_types.push_back(ug.value(model_value).type);
       impl_->matches.push_back(std::move(m));
     }
   }

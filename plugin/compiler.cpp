@@ -180,6 +180,10 @@ std::vector<const graph::Node*> absorbed_post_ops(const CompiledModel& model,
   return nodes;
 }
 
+const std::vector<AbsorbedTranspose>& absorbed_transposes(const CompiledModel& model) {
+  return detail::ImplAccess::of(model).absorbed_transposes;
+}
+
 std::vector<std::string> CompiledModel::input_names() const {
   std::vector<std::string> names;
   for (const TensorInfo& t : inputs()) names.push_back(t.name);
@@ -519,7 +523,8 @@ std::vector<graph::NodeId> plan(CompiledModel::Impl& impl) {
   // unfused runs every node alone, the reference).
   if (impl.options.fuse) {
     impl.f32_chains = plugin::absorb_f32_post_ops(impl.graph, impl.fusion_log);
-    plugin::absorb_matmul_transposes(impl.graph, impl.f32_chains, impl.fusion_log);
+    impl.absorbed_transposes = plugin::absorb_matmul_transposes(
+        impl.graph, impl.f32_chains, impl.options.integer_only, impl.fusion_log);
     graph::verify(impl.graph);
   }
   impl.layouts = plugin::plan_layouts(impl.graph);

@@ -164,6 +164,8 @@ struct CompiledModel::Impl {
   std::vector<bool> output_owns_buffer;
   // By NodeId index: the elementwise ops an f32 layer absorbed as post-ops.
   std::unordered_map<std::uint32_t, plugin::F32Chain> f32_chains;
+  // The Transposes MatMuls read their operands through, by strides.
+  std::vector<AbsorbedTranspose> absorbed_transposes;
   int threads = 1;  // the team the primitives were made for
   // By op: too little work to share between threads (see compiler.cpp).
   std::vector<bool> single_threaded;

@@ -1,11 +1,14 @@
 #include "plugin/f32_post_ops.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
+#include <variant>
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "graph/op_info.hpp"
+#include "plugin/api_internal.hpp"
 #include "plugin/dnnl_utils.hpp"
 #include "plugin/post_ops_attr.hpp"
 
@@ -144,9 +147,22 @@ std::unordered_map<std::uint32_t, F32Chain> absorb_f32_post_ops(graph::Graph& g,
   return chains;
 }
 
-void absorb_matmul_transposes(graph::Graph& g,
-                              const std::unordered_map<std::uint32_t, F32Chain>& chains,
-                              std::vector<std::string>& log) {
+namespace {
+
+// An int8 matmul of two run-time tensors (attention's): its chain writes
+// nothing from another tensor, so the product may be written by strides.
+bool writes_by_strides_alone(const graph::QuantizedLayerAttrs& a) {
+  return std::none_of(a.chain.steps.begin(), a.chain.steps.end(), [](const composer::Step& s) {
+    return std::holds_alternative<composer::Binary>(s) || std::holds_alternative<composer::Sum>(s);
+  });
+}
+
+}  // namespace
+
+std::vector<AbsorbedTranspose> absorb_matmul_transposes(
+    graph::Graph& g, const std::unordered_map<std::uint32_t, F32Chain>& chains, bool integer_only,
+    std::vector<std::string>& log) {
+  std::vector<AbsorbedTranspose> absorbed;
   const graph::Ints swap_middle{0, 2, 1, 3}, keys_last{0, 2, 3, 1};
   // The Transpose producing `v` when nothing else reads v, else null.
   const auto sole_transpose = [&g](ValueId v) -> std::optional<NodeId> {
@@ -158,14 +174,24 @@ void absorb_matmul_transposes(graph::Graph& g,
     return val.producer;
   };
   for (NodeId id : g.topological_order()) {
-    if (g.node(id).kind != OpKind::MatMul || g.node(id).inputs.size() < 2) continue;
-    graph::MatMulAttrs attrs = g.node(id).attr<graph::MatMulAttrs>();
-    const ValueId out = g.node(id).outputs[0];
+    const graph::Node& node = g.node(id);
+    if (node.inputs.size() < 2) continue;
+    // f32: MatMul; int8: QuantizedMatMul of two run-time tensors.
+    const bool quantized = node.kind == OpKind::QuantizedMatMul;
+    if (node.kind != OpKind::MatMul && !quantized) continue;
+    if (quantized && g.value(node.inputs[1]).is_constant()) continue;
+    graph::MatMulAttrs attrs =
+        quantized ? std::get<graph::MatMulAttrs>(node.attr<graph::QuantizedLayerAttrs>().geometry)
+                  : node.attr<graph::MatMulAttrs>();
+    const ValueId out = node.outputs[0];
     if (attrs.transpose_a || attrs.transpose_b || !attrs.perm_a.empty() || !attrs.perm_b.empty() ||
-        !attrs.perm_y.empty() || g.value(out).type != ElementType::f32 ||
-        g.value(out).shape.size() != 4) {
+        !attrs.perm_y.empty() || g.value(out).shape.size() != 4 ||
+        (!quantized && g.value(out).type != ElementType::f32)) {
       continue;
     }
+    const auto operand_type = [quantized](ElementType t) {
+      return quantized ? t == ElementType::u8 || t == ElementType::s8 : t == ElementType::f32;
+    };
     std::string names;
     const auto note = [&names](const std::string& n, const char* role) {
       names += (names.empty() ? "" : ", ") + n + " (" + role + ")";
@@ -173,19 +199,26 @@ void absorb_matmul_transposes(graph::Graph& g,
     for (std::size_t side = 0; side < 2; ++side) {
       const ValueId v = g.node(id).inputs[side];
       const graph::Value& in = g.value(v);
-      if (in.is_constant() || in.type != ElementType::f32 || in.shape.size() != 4) continue;
+      if (in.is_constant() || !operand_type(in.type) || in.shape.size() != 4) continue;
       const std::optional<NodeId> t = sole_transpose(v);
       if (!t) continue;
       const graph::Ints perm = g.node(*t).attr<graph::TransposeAttrs>().perm;
       if (perm != swap_middle && !(side == 1 && perm == keys_last)) continue;
       (side == 0 ? attrs.perm_a : attrs.perm_b) = perm;
+      absorbed.push_back({g.value(g.node(*t).inputs[0]).name, g.value(v).name, perm});
       g.set_input(id, side, g.node(*t).inputs[0]);
       note(g.node(*t).name, side == 0 ? "a" : "b");
       g.erase_node(*t);
     }
-    // The Transpose after the product, unless post-ops already follow it.
+    // The Transpose after the product, unless post-ops from other tensors
+    // follow it (f32: a chain in `chains`; int8: a binary or sum step) or
+    // integer-only mode requantizes the accumulators after it.
+    const bool strided_output =
+        quantized ? !integer_only &&
+                        writes_by_strides_alone(g.node(id).attr<graph::QuantizedLayerAttrs>())
+                  : chains.count(id.index) == 0;
     const std::vector<NodeId> readers = g.consumers(out);
-    if (chains.count(id.index) == 0 && !g.is_graph_output(out) && readers.size() == 1 &&
+    if (strided_output && !g.is_graph_output(out) && readers.size() == 1 &&
         g.node(readers[0]).kind == OpKind::Transpose &&
         g.node(readers[0]).attr<graph::TransposeAttrs>().perm == swap_middle) {
       const NodeId t = readers[0];
@@ -197,10 +230,17 @@ void absorb_matmul_transposes(graph::Graph& g,
       g.value(y).producer = id;
     }
     if (names.empty()) continue;
-    g.node(id).attrs = attrs;
+    if (quantized) {
+      graph::QuantizedLayerAttrs qa = g.node(id).attr<graph::QuantizedLayerAttrs>();
+      qa.geometry = attrs;
+      g.node(id).attrs = std::move(qa);
+    } else {
+      g.node(id).attrs = attrs;
+    }
     log.push_back("absorb_matmul_transposes: " + g.node(id).name + " reads and writes by strides " +
                   names);
   }
+  return absorbed;
 }
 
 std::string describe(const F32Chain& chain) {

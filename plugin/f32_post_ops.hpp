@@ -20,6 +20,10 @@
 
 #include "graph/graph.hpp"
 
+namespace qfuse {
+struct AbsorbedTranspose;  // plugin/api_internal.hpp
+}
+
 namespace qfuse::plugin {
 
 struct F32PostOp {
@@ -58,17 +62,21 @@ struct RuntimeOperand {
 
 // (plugin/post_ops_attr.hpp's apply_chain makes the chain oneDNN post-ops.)
 
-// f32 MatMuls of two run-time rank-4 tensors take the Transposes around them
-// where oneDNN 2.6's brgemm matmul reads and writes those layouts by strides
-// (matmul_utils: a as acbd, b as acbd or adbc, the product as acbd):
-// attention's Transpose(q, 0 2 1 3), Transpose(k, 0 2 3 1), Transpose(v,
-// 0 2 1 3) and the Transpose(0 2 1 3) after P x V. Each Transpose taken must
-// have the MatMul as its only reader (the one after it: the MatMul's output,
-// without a chain in `chains`). Sets MatMulAttrs::perm_*; a line per MatMul
-// to `log`.
-void absorb_matmul_transposes(graph::Graph& g,
+// MatMuls of two run-time rank-4 tensors, f32 ones and int8 ones
+// (QuantizedMatMul), take the Transposes around them where oneDNN 2.6's
+// brgemm matmul reads and writes those layouts by strides (matmul_utils: a
+// as acbd, b as acbd or adbc, the product as acbd): attention's
+// Transpose(q, 0 2 1 3), Transpose(k, 0 2 3 1), Transpose(v, 0 2 1 3) and the
+// Transpose(0 2 1 3) after P x V. Each Transpose taken must have the MatMul
+// as its only reader. The one after it is taken only when no post-op reads
+// another tensor (f32: no chain in `chains`; int8: no binary or sum step)
+// and, for int8, outside integer-only mode. Sets MatMulAttrs::perm_* (int8:
+// in QuantizedLayerAttrs::geometry); a line per MatMul to `log`. Returns the
+// operands' Transposes taken (the one after a product leaves no value
+// behind: the MatMul writes its output).
+std::vector<AbsorbedTranspose> absorb_matmul_transposes(graph::Graph& g,
                               const std::unordered_map<std::uint32_t, F32Chain>& chains,
-                              std::vector<std::string>& log);
+                              bool integer_only, std::vector<std::string>& log);
 
 // "hardswish; binary_mul(per_channel); ..." for dumps.
 std::string describe(const F32Chain& chain);

@@ -90,6 +90,7 @@ class Exporter {
   void deconvolution(const Node& n, const std::string& y);
   void fully_connected(const Node& n, const std::string& y);
   void matmul(const Node& n, const std::string& y);
+  std::string transpose(const std::string& x, const graph::Ints& perm, const std::string& base);
   std::string transpose_last_two(const std::string& x, std::size_t rank, const std::string& base);
   static void conv_attrs(::onnx::NodeProto& node, const graph::Ints& strides,
                          const graph::Ints& dilations, const graph::Ints& pads_begin,

@@ -149,16 +149,32 @@ std::string Exporter::run_time_weights_accumulator(const Node& n, int channels,
   const graph::Value& x = g_.value(n.inputs[0]);
   const graph::Value& wv = g_.value(n.inputs[1]);
   std::string xa = in(n.inputs[0]), wb = in(n.inputs[1]);
+  // Operands the backend reads by strides (MatMulAttrs' perm_a / perm_b) as
+  // Transposes before the product, perm_y as one after it.
+  if (!m.perm_a.empty()) xa = transpose(xa, m.perm_a, n.name + "/a_perm");
+  if (!m.perm_b.empty()) wb = transpose(wb, m.perm_b, n.name + "/b_perm");
   if (m.transpose_a) xa = transpose_last_two(xa, x.shape.size(), n.name + "/a_t");
   if (m.transpose_b) wb = transpose_last_two(wb, wv.shape.size(), n.name + "/b_t");
   const std::string xzp = w_.constant(n.name + "/x_zero_point", onnx_type(x.type),
                                       std::vector<std::int32_t>{a.src_zero_point}, {});
   const std::string wzp = w_.constant(n.name + "/w_zero_point", onnx_type(wv.type),
                                       std::vector<std::int32_t>{a.weights_zero_point}, {});
-  const std::int64_t depth = wv.shape[wv.shape.size() - (m.transpose_b ? 1 : 2)];
+  Shape read = wv.shape;
+  for (std::size_t i = 0; i < m.perm_b.size(); ++i) {
+    read[i] = wv.shape[static_cast<std::size_t>(m.perm_b[i])];
+  }
+  const std::int64_t depth = read[read.size() - (m.transpose_b ? 1 : 2)];
   abs_sum.assign(static_cast<std::size_t>(channels), 255.0 * static_cast<double>(depth));
   const std::string acc = w_.fresh(n.name + "/acc");
-  w_.node("MatMulInteger", n.name, {xa, wb, xzp, wzp}, acc);
+  if (m.perm_y.empty()) {
+    w_.node("MatMulInteger", n.name, {xa, wb, xzp, wzp}, acc);
+    return acc;
+  }
+  // The chain after it is per tensor or per channel (the last dim, which
+  // the backend's perm_y keeps), so it may follow the Transpose.
+  w_.node("Transpose", n.name + "/y_perm", {w_.op("MatMulInteger", n.name, {xa, wb, xzp, wzp})},
+          acc);
+  Writer::ints(*w_.producer(acc), "perm", m.perm_y);
   return acc;
 }
 

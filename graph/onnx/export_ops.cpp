@@ -373,12 +373,6 @@ void Exporter::matmul(const Node& n, const std::string& y) {
   const std::string& b = n.name;
   const auto& m = n.attr<graph::MatMulAttrs>();
   std::string a0 = in(n.inputs[0]), a1 = in(n.inputs[1]);
-  const auto transpose = [&](const std::string& v, const graph::Ints& perm,
-                             const std::string& base) {
-    const std::string t = w_.op("Transpose", base, {v});
-    Writer::ints(*w_.producer(t), "perm", perm);
-    return t;
-  };
   if (!m.perm_a.empty()) a0 = transpose(a0, m.perm_a, b + "/a_perm");
   if (!m.perm_b.empty()) a1 = transpose(a1, m.perm_b, b + "/b_perm");
   if (m.transpose_a) {
@@ -431,14 +425,19 @@ std::string Exporter::transposed_weight_dequantize(const std::string& x, const s
   return y;
 }
 
+std::string Exporter::transpose(const std::string& x, const graph::Ints& perm,
+                                const std::string& base) {
+  const std::string t = w_.op("Transpose", base, {x});
+  Writer::ints(*w_.producer(t), "perm", perm);
+  return t;
+}
+
 std::string Exporter::transpose_last_two(const std::string& x, std::size_t rank,
                                          const std::string& base) {
   graph::Ints perm;
   for (std::size_t d = 0; d < rank; ++d) perm.push_back(static_cast<std::int64_t>(d));
   std::swap(perm[rank - 1], perm[rank - 2]);
-  const std::string t = w_.op("Transpose", base, {x});
-  Writer::ints(*w_.producer(t), "perm", perm);
-  return t;
+  return transpose(x, perm, base);
 }
 
 void Exporter::conv_attrs(::onnx::NodeProto& node, const graph::Ints& strides,

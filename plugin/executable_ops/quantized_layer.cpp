@@ -40,6 +40,11 @@ using graph::QuantizedLayerAttrs;
 using graph::ValueId;
 
 memory::dims to_dims(const graph::Ints& v) { return memory::dims(v.begin(), v.end()); }
+std::vector<int> to_int_perm(const graph::Ints& perm) {
+  std::vector<int> p;
+  for (const std::int64_t d : perm) p.push_back(static_cast<int>(d));
+  return p;
+}
 
 // u8 -> s8 by w - 128: flipping the top bit of each byte, eight at a time.
 void shift_u8_to_s8(const std::uint8_t* in, std::uint8_t* out, std::size_t n) {
@@ -396,16 +401,30 @@ void describe_buffers(Build& b, const graph::Graph& g, const Node& node, const S
     }
   } else if (b.runtime_weights) {
     // Both operands at run time: the whole batched product, batch dims
-    // broadcast (oneDNN wants one rank for all three).
+    // broadcast (oneDNN wants one rank for all three). Operands the plugin
+    // absorbed a Transpose into (MatMulAttrs' perm_a / perm_y, of the
+    // product's rank) are read and written by strides.
+    const auto& m = std::get<graph::MatMulAttrs>(a.geometry);
     const std::size_t rank = std::max(x.shape.size(), w.shape.size());
     const auto padded = [rank](Shape s) {
       s.insert(s.begin(), static_cast<std::ptrdiff_t>(rank - s.size()), 1);
       return s;
     };
-    b.src_md = plain_desc(padded(x.shape), x.type);
-    b.dst_md = plain_desc(out_shape, dst_type);
-    b.out_md = plain_desc(out_shape, a.dst_type());
-    b.dst_dims = out_shape;
+    b.src_md = m.perm_a.empty() ? plain_desc(padded(x.shape), x.type)
+                                : permuted_desc(x.shape, to_int_perm(m.perm_a), x.type);
+    if (m.perm_y.empty()) {
+      b.dst_md = plain_desc(out_shape, dst_type);
+      b.out_md = plain_desc(out_shape, a.dst_type());
+    } else {
+      // The product's dim j is the output's dim inverse[j].
+      std::vector<int> inverse(m.perm_y.size());
+      for (std::size_t i = 0; i < m.perm_y.size(); ++i) {
+        inverse[static_cast<std::size_t>(m.perm_y[i])] = static_cast<int>(i);
+      }
+      b.dst_md = permuted_desc(out_shape, inverse, dst_type);
+      b.out_md = permuted_desc(out_shape, inverse, a.dst_type());
+    }
+    b.dst_dims = b.dst_md.dims();
   } else {
     // Matrix products run on 2D views: rows = every leading dim.
     const std::int64_t k = x.shape.back();
@@ -537,14 +556,25 @@ std::optional<Refusal> matmul_pd(Build& b, const Descriptors& d) {
   if (m.transpose_a) return Refusal{"transposed int8 activations"};
   if (b.runtime_weights) {
     if (m.transpose_b) return Refusal{"transposed run-time weights"};
+    const std::size_t rank = d.out_shape.size();
+    const auto whole = [rank](const graph::Ints& p) { return p.empty() || p.size() == rank; };
+    if (!whole(m.perm_a) || !whole(m.perm_b) || !whole(m.perm_y) ||
+        (!m.perm_a.empty() && d.x().shape.size() != rank) ||
+        (!m.perm_b.empty() && ws.size() != rank)) {
+      return Refusal{"an operand read by strides is not of the product's rank"};
+    }
     Shape wd = ws;
     wd.insert(wd.begin(), static_cast<std::ptrdiff_t>(d.out_shape.size() - ws.size()), 1);
-    b.weights_md_plain = plain_desc(wd, ElementType::s8);
+    b.weights_md_plain = m.perm_b.empty() ? plain_desc(wd, ElementType::s8)
+                                          : permuted_desc(ws, to_int_perm(m.perm_b), ElementType::s8);
     dnnl::matmul::desc desc(b.src_md, b.weights_md_plain, memory::desc(), b.dst_md);
     b.pd = dnnl::matmul::primitive_desc(desc, d.attr, d.engine);
     return std::nullopt;
   }
   if (ws.size() != 2) return Refusal{"int8 matmul needs 2D weights"};
+  if (!m.perm_a.empty() || !m.perm_b.empty() || !m.perm_y.empty()) {
+    return Refusal{"operands read by strides beside constant weights"};
+  }
   b.weights_md_plain = m.transpose_b ? permuted_desc(ws, {1, 0}, ElementType::s8)
                                      : plain_desc(ws, ElementType::s8);
   memory::desc bias2d;

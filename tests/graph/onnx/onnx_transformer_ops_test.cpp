@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -1089,6 +1090,140 @@ TEST(OnnxAttentionMatMul, ZeroPointsAtTheTypeLimits) {
     expect_int8_attention_matmul(at, c.what);
   }
 }
+
+// A whole static-QDQ attention block in PyTorch's layout: q, k, v [1, S, H,
+// D] quantized, then transposed heads first (k to [1, H, D, S]); scores * c +
+// mask quantized, Softmax onto 1/255, P x V quantized, then transposed back
+// to [1, S, H, D]. `heads_first` writes the same block on inputs the test
+// transposed already, without a Transpose.
+struct AttentionBlock {
+  std::int64_t s = 24, h = 4, d = 16;
+  bool heads_first = false;
+  Grid q_grid{kUint8, {0.0085f}, {120}}, k_grid{kUint8, {0.009f}, {131}},
+      v_grid{kUint8, {0.008f}, {126}}, scores_grid{kUint8, {0.03f}, {200}},
+      p_grid{kUint8, {1.0f / 255.0f}, {0}}, y_grid{kUint8, {0.01f}, {128}};
+
+  Dims sequence_first() const { return {1, s, h, d}; }
+  Dims input_dims(const std::string& name) const {
+    if (!heads_first) return sequence_first();
+    return name == "k" ? Dims{1, h, d, s} : Dims{1, h, s, d};
+  }
+
+  std::string model() const {
+    Model m(13);
+    const auto transpose = [&m](const std::string& x, const std::string& y, Dims perm) {
+      attr(m.node("Transpose", {x}, {y}, y + "_Transpose"), "perm", std::move(perm));
+    };
+    for (const char* name : {"q", "k", "v"}) m.input(name, kFloat, input_dims(name));
+    m.input("mask", kFloat, {1, 1, 1, s});
+    q_grid.qdq(m, "q", "q_dq", "q");
+    k_grid.qdq(m, "k", "k_dq", "k");
+    v_grid.qdq(m, "v", "v_dq", "v");
+    std::string q = "q_dq", k = "k_dq", v = "v_dq";
+    if (!heads_first) {
+      transpose(q, "q_t", {0, 2, 1, 3});
+      transpose(k, "k_t", {0, 2, 3, 1});
+      transpose(v, "v_t", {0, 2, 1, 3});
+      q = "q_t", k = "k_t", v = "v_t";
+    }
+    m.node("MatMul", {q, k}, {"scores"}, "scores_MatMul");
+    m.initializer("c", kFloat, {}, std::vector<float>{0.25f});
+    m.node("Mul", {"scores", "c"}, {"scaled"}, "scores_Mul");
+    m.node("Add", {"scaled", "mask"}, {"masked"}, "scores_Add");
+    scores_grid.qdq(m, "masked", "masked_dq", "scores");
+    attr(m.node("Softmax", {"masked_dq"}, {"p"}, "p_Softmax"), "axis", std::int64_t{3});
+    p_grid.qdq(m, "p", "p_dq", "p");
+    m.node("MatMul", {"p_dq", v}, {"context"}, "context_MatMul");
+    y_grid.qdq(m, "context", heads_first ? "y" : "context_dq", "y");
+    if (!heads_first) transpose("context_dq", "y", {0, 2, 1, 3});
+    m.output("y", kFloat);
+    return m.bytes();
+  }
+
+  // Random q, k, v in PyTorch's layout and a mask with one masked key.
+  std::map<std::string, Tensor> inputs() const {
+    std::map<std::string, Tensor> in;
+    unsigned seed = 41;
+    for (const char* name : {"q", "k", "v"}) {
+      in.emplace(name, Tensor::from_vector<float>(sequence_first(),
+                                                  random_floats(sz(s * h * d), -1.0f, 1.1f, seed++)));
+    }
+    std::vector<float> mask = random_floats(sz(s), -1.0f, 0.0f, seed);
+    mask[sz(s - 1)] = -10000.0f;
+    in.emplace("mask", Tensor::from_vector<float>({1, 1, 1, s}, mask));
+    return in;
+  }
+};
+
+// `x` [d0, d1, d2, d3] as Transpose(x, perm) writes it, by loops.
+Tensor transposed(const Tensor& x, const Dims& perm) {
+  const Shape& in = x.shape();
+  Shape out(4);
+  for (std::size_t i = 0; i < 4; ++i) out[i] = in[sz(perm[i])];
+  std::vector<float> y(sz(x.size()));
+  std::array<std::int64_t, 4> at{};
+  for (at[0] = 0; at[0] < out[0]; ++at[0]) {
+    for (at[1] = 0; at[1] < out[1]; ++at[1]) {
+      for (at[2] = 0; at[2] < out[2]; ++at[2]) {
+        for (at[3] = 0; at[3] < out[3]; ++at[3]) {
+          std::array<std::int64_t, 4> src{};
+          for (std::size_t i = 0; i < 4; ++i) src[sz(perm[i])] = at[i];
+          const std::int64_t from = ((src[0] * in[1] + src[1]) * in[2] + src[2]) * in[3] + src[3];
+          const std::int64_t to = ((at[0] * out[1] + at[1]) * out[2] + at[2]) * out[3] + at[3];
+          y[sz(to)] = x.data<float>()[sz(from)];
+        }
+      }
+    }
+  }
+  return Tensor::from_vector<float>(out, y);
+}
+
+// The int8 attention MatMuls take the four Transposes around them (read and
+// written by strides): no Transpose runs, and the output is bit for bit the
+// one of the same block on inputs transposed beforehand, and within one code
+// of the unfused arithmetic.
+TEST(OnnxAttentionMatMul, PyTorchLayoutIsReadAndWrittenByStrides) {
+  AttentionBlock block;
+  const graph::Graph g = import_bytes(block.model());
+  const auto in = block.inputs();
+  const Result fused = run_model(g, true, in, {"y"});
+  const Result unfused = run_model(g, false, in, {"y"});
+  EXPECT_EQ(fused.layers_of("QuantizedMatMul").size(), 2u) << fused.describe();
+  EXPECT_TRUE(fused.layers_of("Transpose").empty()) << fused.describe();
+  std::size_t absorbed = 0;
+  for (const std::string& line : fused.log) absorbed += line.find("absorb_matmul_transposes") == 0;
+  EXPECT_EQ(absorbed, 2u) << fused.describe();
+
+  block.heads_first = true;
+  const graph::Graph g2 = import_bytes(block.model());
+  std::map<std::string, Tensor> in2{{"mask", in.at("mask")},
+                                    {"q", transposed(in.at("q"), {0, 2, 1, 3})},
+                                    {"k", transposed(in.at("k"), {0, 2, 3, 1})},
+                                    {"v", transposed(in.at("v"), {0, 2, 1, 3})}};
+  const Result plain = run_model(g2, true, in2, {"y"});
+  EXPECT_TRUE(plain.layers_of("Transpose").empty()) << plain.describe();
+  const Tensor expected = transposed(plain.out("y"), {0, 2, 1, 3});
+  ASSERT_EQ(fused.out("y").shape(), expected.shape());
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < expected.size(); ++i) {
+    differ += !same_bits(fused.out("y").data<float>()[sz(i)], expected.data<float>()[sz(i)]);
+  }
+  EXPECT_EQ(differ, 0) << fused.describe();
+
+  const auto codes = [&](const Tensor& y) {
+    std::vector<int> c(sz(y.size()));
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      c[i] = static_cast<int>(std::nearbyint(y.data<float>()[i] / block.y_grid.s(0))) +
+             block.y_grid.z(0);
+    }
+    return c;
+  };
+  const std::vector<int> f = codes(fused.out("y")), u = codes(unfused.out("y"));
+  const auto [lo, hi] = std::minmax_element(f.begin(), f.end());
+  EXPECT_GT(*hi - *lo, 20) << "the test's codes barely vary";
+  expect_codes_near(f, u, 0.99, "fused vs unfused");
+}
+
 
 // A negative: no QuantizedMatMul, the MatMul an f32 layer, both paths within
 // one code of the loop (the f32 sums round apart from the loop's doubles);
