@@ -125,11 +125,8 @@ bool write_reference(const Match& m, const Tensor& ref, Tensor& t) {
   if (!m.perm.empty()) {
     Match plain = m;
     plain.perm.clear();
-    Shape model_shape(m.perm.size());
-    for (std::size_t i = 0; i < m.perm.size(); ++i) {
-      model_shape[i] = t.shape()[static_cast<std::size_t>(m.perm[i])];
-    }
-    Tensor moved(t.type(), model_shape);
+    // The fused codes where the reference cannot stand for them stay.
+    Tensor moved = permuted(t, m.perm);
     if (!write_reference(plain, ref, moved)) return false;
     const Tensor back = permuted(moved, inverse(m.perm));
     std::memcpy(t.raw_data(), back.raw_data(), t.byte_size());

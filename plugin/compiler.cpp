@@ -518,13 +518,17 @@ std::vector<bool> outputs_owning_buffers(const CompiledModel::Impl& impl) {
 
 // The f32 layers' post-ops, each value's layout and its place in memory.
 // Returns the execution order.
-std::vector<graph::NodeId> plan(CompiledModel::Impl& impl) {
+std::vector<graph::NodeId> plan(CompiledModel::Impl& impl, plugin::LayerBuildCache& layer_builds) {
   // f32 layers take the elementwise ops after them as post-ops (fused mode only:
   // unfused runs every node alone, the reference).
   if (impl.options.fuse) {
     impl.f32_chains = plugin::absorb_f32_post_ops(impl.graph, impl.fusion_log);
-    impl.absorbed_transposes = plugin::absorb_matmul_transposes(
-        impl.graph, impl.f32_chains, impl.options.integer_only, impl.fusion_log);
+    const plugin::QuantizedCheck accepts = [&](const graph::Graph& g, const graph::Node& n) {
+      return plugin::check_quantized_layer(g, n, g.value(n.outputs[0]).shape, impl.engine,
+                                           impl.options, &layer_builds);
+    };
+    impl.absorbed_transposes = plugin::absorb_matmul_transposes(impl.graph, impl.f32_chains,
+                                                                accepts, impl.fusion_log);
     graph::verify(impl.graph);
   }
   impl.layouts = plugin::plan_layouts(impl.graph);
@@ -805,7 +809,7 @@ CompiledModel compile_graph(graph::Graph* graph, plugin::FusedGraph* fused,
     for_cache = plugin::FusedGraph{impl->graph, impl->fusion_log, impl->refusals, {}, {}, {}};
   }
   phase = Clock::now();
-  const std::vector<graph::NodeId> order = plan(*impl);
+  const std::vector<graph::NodeId> order = plan(*impl, layer_builds);
   impl->times.planning_ms = ms_since(phase);
   impl->times.planning_peak_rss_mib = peak_rss_mib();
   phase = Clock::now();

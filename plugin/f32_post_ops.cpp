@@ -160,8 +160,8 @@ bool writes_by_strides_alone(const graph::QuantizedLayerAttrs& a) {
 }  // namespace
 
 std::vector<AbsorbedTranspose> absorb_matmul_transposes(
-    graph::Graph& g, const std::unordered_map<std::uint32_t, F32Chain>& chains, bool integer_only,
-    std::vector<std::string>& log) {
+    graph::Graph& g, const std::unordered_map<std::uint32_t, F32Chain>& chains,
+    const QuantizedCheck& accepts, std::vector<std::string>& log) {
   std::vector<AbsorbedTranspose> absorbed;
   const graph::Ints swap_middle{0, 2, 1, 3}, keys_last{0, 2, 3, 1};
   // The Transpose producing `v` when nothing else reads v, else null.
@@ -175,7 +175,8 @@ std::vector<AbsorbedTranspose> absorb_matmul_transposes(
   };
   for (NodeId id : g.topological_order()) {
     const graph::Node& node = g.node(id);
-    if (node.inputs.size() < 2) continue;
+    // One value read as both operands has two readings, not one.
+    if (node.inputs.size() < 2 || node.inputs[0] == node.inputs[1]) continue;
     // f32: MatMul; int8: QuantizedMatMul of two run-time tensors.
     const bool quantized = node.kind == OpKind::QuantizedMatMul;
     if (node.kind != OpKind::MatMul && !quantized) continue;
@@ -192,51 +193,68 @@ std::vector<AbsorbedTranspose> absorb_matmul_transposes(
     const auto operand_type = [quantized](ElementType t) {
       return quantized ? t == ElementType::u8 || t == ElementType::s8 : t == ElementType::f32;
     };
-    std::string names;
-    const auto note = [&names](const std::string& n, const char* role) {
-      names += (names.empty() ? "" : ", ") + n + " (" + role + ")";
-    };
+    // What to take: the operands' Transposes, then the one after the product.
+    std::optional<NodeId> before[2];
     for (std::size_t side = 0; side < 2; ++side) {
-      const ValueId v = g.node(id).inputs[side];
+      const ValueId v = node.inputs[side];
       const graph::Value& in = g.value(v);
       if (in.is_constant() || !operand_type(in.type) || in.shape.size() != 4) continue;
       const std::optional<NodeId> t = sole_transpose(v);
       if (!t) continue;
-      const graph::Ints perm = g.node(*t).attr<graph::TransposeAttrs>().perm;
+      const graph::Ints& perm = g.node(*t).attr<graph::TransposeAttrs>().perm;
       if (perm != swap_middle && !(side == 1 && perm == keys_last)) continue;
+      before[side] = t;
       (side == 0 ? attrs.perm_a : attrs.perm_b) = perm;
-      absorbed.push_back({g.value(g.node(*t).inputs[0]).name, g.value(v).name, perm});
-      g.set_input(id, side, g.node(*t).inputs[0]);
-      note(g.node(*t).name, side == 0 ? "a" : "b");
-      g.erase_node(*t);
     }
-    // The Transpose after the product, unless post-ops from other tensors
-    // follow it (f32: a chain in `chains`; int8: a binary or sum step) or
-    // integer-only mode requantizes the accumulators after it.
-    const bool strided_output =
-        quantized ? !integer_only &&
-                        writes_by_strides_alone(g.node(id).attr<graph::QuantizedLayerAttrs>())
-                  : chains.count(id.index) == 0;
+    // The Transpose after it, unless post-ops from other tensors follow the
+    // product (f32: a chain in `chains`; int8: a binary or sum step).
+    const bool strided_output = quantized
+                                    ? writes_by_strides_alone(node.attr<graph::QuantizedLayerAttrs>())
+                                    : chains.count(id.index) == 0;
     const std::vector<NodeId> readers = g.consumers(out);
+    std::optional<NodeId> after;
     if (strided_output && !g.is_graph_output(out) && readers.size() == 1 &&
         g.node(readers[0]).kind == OpKind::Transpose &&
         g.node(readers[0]).attr<graph::TransposeAttrs>().perm == swap_middle) {
-      const NodeId t = readers[0];
+      after = readers[0];
       attrs.perm_y = swap_middle;
-      const ValueId y = g.node(t).outputs[0];
-      note(g.node(t).name, "y");
-      g.erase_node(t);
+    }
+    if (!before[0] && !before[1] && !after) continue;
+    graph::Node taken = node;
+    for (std::size_t side = 0; side < 2; ++side) {
+      if (before[side]) taken.inputs[side] = g.node(*before[side]).inputs[0];
+    }
+    if (after) taken.outputs[0] = g.node(*after).outputs[0];
+    if (quantized) {
+      graph::QuantizedLayerAttrs qa = node.attr<graph::QuantizedLayerAttrs>();
+      qa.geometry = attrs;
+      taken.attrs = std::move(qa);
+      // oneDNN must run the layer by strides with a kernel of its own.
+      if (const auto why = accepts(g, taken)) {
+        log.push_back("absorb_matmul_transposes: " + node.name + " keeps its Transposes: " + *why);
+        continue;
+      }
+    } else {
+      taken.attrs = attrs;
+    }
+    std::string names;
+    for (std::size_t side = 0; side < 2; ++side) {
+      if (!before[side]) continue;
+      const graph::Node& t = g.node(*before[side]);
+      names += std::string(names.empty() ? "" : ", ") + t.name + (side == 0 ? " (a)" : " (b)");
+      absorbed.push_back({g.value(t.inputs[0]).name, g.value(t.outputs[0]).name,
+                          t.attr<graph::TransposeAttrs>().perm});
+      g.set_input(id, side, t.inputs[0]);
+      g.erase_node(*before[side]);
+    }
+    if (after) {
+      names += std::string(names.empty() ? "" : ", ") + g.node(*after).name + " (y)";
+      const ValueId y = g.node(*after).outputs[0];
+      g.erase_node(*after);
       g.node(id).outputs[0] = y;
       g.value(y).producer = id;
     }
-    if (names.empty()) continue;
-    if (quantized) {
-      graph::QuantizedLayerAttrs qa = g.node(id).attr<graph::QuantizedLayerAttrs>();
-      qa.geometry = attrs;
-      g.node(id).attrs = std::move(qa);
-    } else {
-      g.node(id).attrs = attrs;
-    }
+    g.node(id).attrs = std::move(taken.attrs);
     log.push_back("absorb_matmul_transposes: " + g.node(id).name + " reads and writes by strides " +
                   names);
   }

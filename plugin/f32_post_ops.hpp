@@ -12,6 +12,8 @@
 // primitive. The post-ops run the same oneDNN algorithms the separate ops
 // would.
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -62,6 +64,10 @@ struct RuntimeOperand {
 
 // (plugin/post_ops_attr.hpp's apply_chain makes the chain oneDNN post-ops.)
 
+// Whether an int8 layer as given can run: nullopt, or why not.
+using QuantizedCheck =
+    std::function<std::optional<std::string>(const graph::Graph&, const graph::Node&)>;
+
 // MatMuls of two run-time rank-4 tensors, f32 ones and int8 ones
 // (QuantizedMatMul), take the Transposes around them where oneDNN 2.6's
 // brgemm matmul reads and writes those layouts by strides (matmul_utils: a
@@ -69,14 +75,15 @@ struct RuntimeOperand {
 // Transpose(q, 0 2 1 3), Transpose(k, 0 2 3 1), Transpose(v, 0 2 1 3) and the
 // Transpose(0 2 1 3) after P x V. Each Transpose taken must have the MatMul
 // as its only reader. The one after it is taken only when no post-op reads
-// another tensor (f32: no chain in `chains`; int8: no binary or sum step)
-// and, for int8, outside integer-only mode. Sets MatMulAttrs::perm_* (int8:
-// in QuantizedLayerAttrs::geometry); a line per MatMul to `log`. Returns the
-// operands' Transposes taken (the one after a product leaves no value
-// behind: the MatMul writes its output).
-std::vector<AbsorbedTranspose> absorb_matmul_transposes(graph::Graph& g,
-                              const std::unordered_map<std::uint32_t, F32Chain>& chains,
-                              bool integer_only, std::vector<std::string>& log);
+// another tensor (f32: no chain in `chains`; int8: no binary or sum step).
+// An int8 layer takes them only where `accepts` passes it as it would then
+// run (a kernel of oneDNN's own, not its reference). Sets MatMulAttrs::perm_*
+// (int8: in QuantizedLayerAttrs::geometry); a line per MatMul to `log`.
+// Returns the operands' Transposes taken (the one after a product leaves no
+// value behind: the MatMul writes its output).
+std::vector<AbsorbedTranspose> absorb_matmul_transposes(
+    graph::Graph& g, const std::unordered_map<std::uint32_t, F32Chain>& chains,
+    const QuantizedCheck& accepts, std::vector<std::string>& log);
 
 // "hardswish; binary_mul(per_channel); ..." for dumps.
 std::string describe(const F32Chain& chain);
