@@ -48,7 +48,7 @@ inline std::vector<TensorInfo> tensor_infos(const graph::Graph& g,
   std::vector<TensorInfo> out;
   for (graph::ValueId id : ids) {
     const graph::Value& v = g.value(id);
-    out.push_back({v.name, v.type, v.shape, g.dim_names(id)});
+    out.push_back({v.name, v.type, v.shape, g.dim_names(id), g.fixed_reasons(id)});
   }
   return out;
 }

@@ -93,7 +93,15 @@ void check_array(const std::string& what, const TensorInfo& info, const py::arra
       expected += (d ? ", " : "") + (named ? info.dim_names[d] : std::to_string(info.shape[d]));
     }
     expected += info.shape.size() == 1 ? ",)" : ")";
-    throw InferenceError(head + "expected shape " + expected + ", got " + shape_text(shape));
+    // Why a dimension that differs is fixed, where the import traced it.
+    std::string why;
+    for (std::size_t d = 0; d < shape.size() && shape.size() == info.shape.size(); ++d) {
+      if (shape[d] != info.shape[d] && d < info.fixed_reasons.size() &&
+          !info.fixed_reasons[d].empty()) {
+        why += "; dimension " + std::to_string(d) + ": " + info.fixed_reasons[d];
+      }
+    }
+    throw InferenceError(head + "expected shape " + expected + ", got " + shape_text(shape) + why);
   }
   if ((a.flags() & py::array::c_style) == 0) {
     throw InferenceError(head +

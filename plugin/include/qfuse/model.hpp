@@ -35,6 +35,9 @@ struct TensorInfo {
   // size they were compiled at; a request may set others (InferRequest), and
   // dimensions of one name, in any input, change together.
   std::vector<std::string> dim_names;
+  // Per dimension, why the model fixes it where the import traced a reason
+  // (a node reads the size as a constant), else ""; empty when none.
+  std::vector<std::string> fixed_reasons;
 };
 
 // A model: an immutable graph of operators, shared by the copies of a Model.
