@@ -470,21 +470,27 @@ dnnl::engine cpu_engine() {
 // Runs the fusion passes on impl.graph, the backend checking each candidate
 // layer; keeps their log and refusals. `layer_builds` keeps what the checks
 // built.
+// An int8 layer checked for the team it will run on, so that its build can
+// be reused.
+std::optional<std::string> check_on_its_team(const CompiledModel::Impl& impl,
+                                             plugin::LayerBuildCache& layer_builds,
+                                             const graph::Graph& g, const graph::Node& n,
+                                             const Shape& shape) {
+  const int team = omp_get_max_threads();
+  if (runs_single_threaded(g, n, shape)) omp_set_num_threads(1);
+  auto refusal = plugin::check_quantized_layer(g, n, shape, impl.engine, impl.options, &layer_builds);
+  omp_set_num_threads(team);
+  return refusal;
+}
+
 void fuse(CompiledModel::Impl& impl, plugin::LayerBuildCache& layer_builds) {
-  const dnnl::engine& engine = impl.engine;
-  const CompileOptions& options = impl.options;
   graph::PassContext ctx(
-      graph::PassOptions{options.allow_residual_round_drop, false},
-      [&engine, &options, &layer_builds](
-          const graph::Graph& g, const graph::Node& n, const Shape& shape) {
-        if (n.kind == graph::OpKind::Softmax) return plugin::check_quantizing_softmax(g, n, engine);
-        // Checked for the team it will run on, so that its build can be reused.
-        const int team = omp_get_max_threads();
-        if (runs_single_threaded(g, n, shape)) omp_set_num_threads(1);
-        auto refusal =
-            plugin::check_quantized_layer(g, n, shape, engine, options, &layer_builds);
-        omp_set_num_threads(team);
-        return refusal;
+      graph::PassOptions{impl.options.allow_residual_round_drop, false},
+      [&impl, &layer_builds](const graph::Graph& g, const graph::Node& n, const Shape& shape) {
+        if (n.kind == graph::OpKind::Softmax) {
+          return plugin::check_quantizing_softmax(g, n, impl.engine);
+        }
+        return check_on_its_team(impl, layer_builds, g, n, shape);
       });
   graph::run_fusion_passes(impl.graph, ctx);
   impl.fusion_log = ctx.lines();
@@ -524,8 +530,7 @@ std::vector<graph::NodeId> plan(CompiledModel::Impl& impl, plugin::LayerBuildCac
   if (impl.options.fuse) {
     impl.f32_chains = plugin::absorb_f32_post_ops(impl.graph, impl.fusion_log);
     const plugin::QuantizedCheck accepts = [&](const graph::Graph& g, const graph::Node& n) {
-      return plugin::check_quantized_layer(g, n, g.value(n.outputs[0]).shape, impl.engine,
-                                           impl.options, &layer_builds);
+      return check_on_its_team(impl, layer_builds, g, n, g.value(n.outputs[0]).shape);
     };
     impl.absorbed_transposes = plugin::absorb_matmul_transposes(impl.graph, impl.f32_chains,
                                                                 accepts, impl.fusion_log);

@@ -175,8 +175,7 @@ std::vector<AbsorbedTranspose> absorb_matmul_transposes(
   };
   for (NodeId id : g.topological_order()) {
     const graph::Node& node = g.node(id);
-    // One value read as both operands has two readings, not one.
-    if (node.inputs.size() < 2 || node.inputs[0] == node.inputs[1]) continue;
+    if (node.inputs.size() < 2) continue;
     // f32: MatMul; int8: QuantizedMatMul of two run-time tensors.
     const bool quantized = node.kind == OpKind::QuantizedMatMul;
     if (node.kind != OpKind::MatMul && !quantized) continue;
@@ -193,9 +192,10 @@ std::vector<AbsorbedTranspose> absorb_matmul_transposes(
     const auto operand_type = [quantized](ElementType t) {
       return quantized ? t == ElementType::u8 || t == ElementType::s8 : t == ElementType::f32;
     };
-    // What to take: the operands' Transposes, then the one after the product.
+    // What to take: the operands' Transposes (not where one value is read
+    // as both), then the one after the product.
     std::optional<NodeId> before[2];
-    for (std::size_t side = 0; side < 2; ++side) {
+    for (std::size_t side = 0; side < 2 && node.inputs[0] != node.inputs[1]; ++side) {
       const ValueId v = node.inputs[side];
       const graph::Value& in = g.value(v);
       if (in.is_constant() || !operand_type(in.type) || in.shape.size() != 4) continue;
