@@ -13,6 +13,15 @@ function(qfuse_target_options target)
   endif()
 endfunction()
 
+# In a unity build (the default, see CMakeLists.txt) files whose file-local
+# names would meet another file's are marked SKIP_UNITY_BUILD_INCLUSION where
+# their target lists them. GCC takes an included .cpp for a header and warns
+# of its classes' anonymous-namespace members; in the file's own build they
+# are not a header's.
+if(CMAKE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wno-subobject-linkage>)
+endif()
+
 if(QFUSE_SANITIZE)
   # ASan + UBSan for everything built here; UBSan findings abort the process.
   # GCC 12's -Wmaybe-uninitialized misfires inside libstdc++'s <regex>

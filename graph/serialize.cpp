@@ -196,11 +196,11 @@ class Reader {
       const std::size_t n = count(1);
       x.assign(reinterpret_cast<const char*>(in_.take(n)), n);
     } else if constexpr (is_vector<T>::value) {
-      using E = typename T::value_type;
-      if constexpr (std::is_arithmetic_v<E>) {
-        const std::size_t n = count(sizeof(E));
+      using Element = typename T::value_type;
+      if constexpr (std::is_arithmetic_v<Element>) {
+        const std::size_t n = count(sizeof(Element));
         x.resize(n);
-        if (n > 0) std::memcpy(x.data(), in_.take(n * sizeof(E)), n * sizeof(E));
+        if (n > 0) std::memcpy(x.data(), in_.take(n * sizeof(Element)), n * sizeof(Element));
       } else {
         const std::size_t n = count(1);
         x.clear();

@@ -8,7 +8,7 @@
 namespace qfuse::plugin {
 namespace {
 
-constexpr std::int64_t kBlock = 16;
+constexpr std::int64_t kTile = 16;
 
 // Transposes one full 16x16 block: 16 rows of 16 bytes at `src` (stride
 // `src_stride`) become 16 rows at `dst` (stride `dst_stride`). Four rounds of
@@ -60,7 +60,7 @@ void transpose_bytes(const std::uint8_t* src, std::uint8_t* dst, std::int64_t ba
   // Work items: a strip of up to 64 columns by 256 rows of one batch; threads
   // write disjoint parts of dst.
   constexpr std::int64_t kStrip = 64;
-  constexpr std::int64_t kRowChunk = 256;  // a multiple of kBlock
+  constexpr std::int64_t kRowChunk = 256;  // a multiple of kTile
   const std::int64_t strips = (cols + kStrip - 1) / kStrip;
   const std::int64_t chunks = (rows + kRowChunk - 1) / kRowChunk;
   const std::int64_t items = batches * strips * chunks;
@@ -72,10 +72,10 @@ void transpose_bytes(const std::uint8_t* src, std::uint8_t* dst, std::int64_t ba
     const std::int64_t r1 = std::min(rows, r0 + kRowChunk);
     const std::uint8_t* s = src + b * rows * cols;
     std::uint8_t* d = dst + b * rows * cols;
-    const std::int64_t full_c1 = c0 + (c1 - c0) / kBlock * kBlock;
-    const std::int64_t full_r1 = r0 + (r1 - r0) / kBlock * kBlock;
-    for (std::int64_t r = r0; r < full_r1; r += kBlock) {
-      for (std::int64_t c = c0; c < full_c1; c += kBlock) {
+    const std::int64_t full_c1 = c0 + (c1 - c0) / kTile * kTile;
+    const std::int64_t full_r1 = r0 + (r1 - r0) / kTile * kTile;
+    for (std::int64_t r = r0; r < full_r1; r += kTile) {
+      for (std::int64_t c = c0; c < full_c1; c += kTile) {
         transpose_16x16(s + r * cols + c, cols, d + c * rows + r, rows);
       }
     }

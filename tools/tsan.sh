@@ -13,7 +13,9 @@
 # Debian's uninstrumented build: TSan checks qfuse's own accesses (and the
 # memcpy/memset it intercepts), not oneDNN's kernels. tools/tsan.supp
 # suppresses reports from inside libomp itself (uninstrumented), with the
-# reason written there.
+# reason written there. This build compiles file by file (not in unity
+# batches, as the other builds do), so that CI also sees every library file
+# compile on its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash cmake/install_deps.sh clang libomp-dev
@@ -23,7 +25,7 @@ archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | sort -V | tail -1 || 
 build=build-tsan
 mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DQFUSE_TSAN=ON -DQFUSE_BUILD_BENCHMARKS=OFF > "$build/configure.log" 2>&1 \
+  -DQFUSE_TSAN=ON -DQFUSE_BUILD_BENCHMARKS=OFF -DCMAKE_UNITY_BUILD=OFF > "$build/configure.log" 2>&1 \
   || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j"$(nproc)" --target qfuse_fashion_mnist_tests qfuse_public_api_tests
 

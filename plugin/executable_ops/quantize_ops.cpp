@@ -229,22 +229,22 @@ class QuantizeOp final : public ExecutableOp {
     if (!in_cl_ && out_cl_) {
       // Plain to channels last (a graph input): each channel plane quantized
       // a block of pixels at a time with the vector loop, then interleaved.
-      constexpr std::int64_t kBlock = 512;
-      const std::int64_t blocks = (inner_ + kBlock - 1) / kBlock;
+      constexpr std::int64_t kPixelBlock = 512;
+      const std::int64_t blocks = (inner_ + kPixelBlock - 1) / kPixelBlock;
       parallel_for(parallel, outer_ * blocks, [&](std::int64_t k) {
-        const std::int64_t n = k / blocks, begin = (k % blocks) * kBlock;
-        const std::int64_t len = std::min(kBlock, inner_ - begin);
+        const std::int64_t n = k / blocks, begin = (k % blocks) * kPixelBlock;
+        const std::int64_t len = std::min(kPixelBlock, inner_ - begin);
         T* dst = y + (n * inner_ + begin) * channels_;
         if (channels_ <= kInterleaved) {
-          T level[kInterleaved * kBlock];
+          T level[kInterleaved * kPixelBlock];
           for (std::int64_t c = 0; c < channels_; ++c) {
-            span(x + (n * channels_ + c) * inner_ + begin, level + c * kBlock, len);
+            span(x + (n * channels_ + c) * inner_ + begin, level + c * kPixelBlock, len);
           }
-          interleave_planes(reinterpret_cast<const std::uint8_t*>(level), kBlock,
+          interleave_planes(reinterpret_cast<const std::uint8_t*>(level), kPixelBlock,
                             static_cast<int>(channels_), len, reinterpret_cast<std::uint8_t*>(dst));
           return;
         }
-        T level[kBlock];
+        T level[kPixelBlock];
         for (std::int64_t c = 0; c < channels_; ++c) {
           span(x + (n * channels_ + c) * inner_ + begin, level, len);
           for (std::int64_t i = 0; i < len; ++i) dst[i * channels_ + c] = level[i];
