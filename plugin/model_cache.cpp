@@ -14,9 +14,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
+#include <ctime>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <type_traits>
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -41,6 +45,8 @@ constexpr std::uint32_t kEntryFormat = 3;
 constexpr std::array<char, 8> kMagic{'Q', 'F', 'U', 'S', 'E', 'C', 'M', '\n'};
 constexpr const char* kEntrySuffix = ".qfc";
 constexpr const char* kTemporaryMarker = ".qfc.tmp.";
+constexpr const char* kDigestFolder = "digests";
+constexpr const char* kDigestSuffix = ".qfd";
 
 // The first 64 bytes of an entry; the contents follow.
 struct EntryHeader {
@@ -125,6 +131,102 @@ struct FileHash {
   bool operator==(const FileHash&) const = default;
 };
 
+// A file as its inode describes it. Writing the file changes its mtime and
+// ctime, replacing it changes the inode, and nothing sets a ctime back: while
+// the stamp holds, so do the bytes.
+struct FileStamp {
+  std::uint64_t device = 0, inode = 0, bytes = 0;
+  std::int64_t mtime_s = 0, mtime_ns = 0, ctime_s = 0, ctime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+FileStamp stamp_of(const struct stat& st) {
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+          static_cast<std::uint64_t>(st.st_size), st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+          st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
+}
+
+// Digests of files remembered across processes, in the cache's `digests`
+// folder: a record per file (named by the hash of its absolute path) with the
+// file's stamp and digest. A warm start then reads the stamps of the model's
+// files and of the entry, not their bytes. A record stands while its file
+// keeps the stamp. A file written less than kSettleSeconds before it was
+// hashed is not remembered: two writes within one tick of the file system's
+// clock could leave one stamp, and that file is hashed again next time.
+class Digests {
+ public:
+  static constexpr std::int64_t kSettleSeconds = 2;
+
+  explicit Digests(const fs::path& cache_dir)
+      : dir_(cache_dir.empty() ? fs::path() : cache_dir / kDigestFolder) {}
+
+  std::optional<FileHash> recall(const std::string& path, const FileStamp& stamp) const {
+    if (dir_.empty()) return std::nullopt;
+    const Fd fd(::open(record_of(path).c_str(), O_RDONLY | O_CLOEXEC));
+    Record r;
+    if (fd.get() < 0 || ::pread(fd.get(), &r, sizeof r, 0) != static_cast<ssize_t>(sizeof r) ||
+        r.magic != kRecordMagic || r.check != XXH3_64bits(&r, offsetof(Record, check)) ||
+        r.path_hash != XXH3_64bits(path.data(), path.size()) || !(r.stamp == stamp)) {
+      return std::nullopt;
+    }
+    return r.hash;
+  }
+
+  // Records `hash` for `path` if the file had `stamp` before and after it was
+  // hashed and had settled; a failure to write is not an error.
+  void remember(const std::string& path, const FileStamp& stamp, const FileHash& hash) const {
+    if (dir_.empty() || !settled(stamp)) return;
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    Record r;
+    r.path_hash = XXH3_64bits(path.data(), path.size());
+    r.stamp = stamp;
+    r.hash = hash;
+    r.check = XXH3_64bits(&r, offsetof(Record, check));
+    const fs::path file = record_of(path);
+    const fs::path temporary = file.string() + kTemporaryMarker + std::to_string(::getpid()) + "." +
+                               std::to_string(temporary_counter_++);
+    const Fd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    const bool written =
+        fd.get() >= 0 && ::write(fd.get(), &r, sizeof r) == static_cast<ssize_t>(sizeof r);
+    if (!written || std::rename(temporary.c_str(), file.c_str()) != 0) {
+      spdlog::debug("cache: cannot record the digest of {} in {} ({})", path, dir_.string(),
+                    errno_text());
+      fs::remove(temporary, ec);
+    }
+  }
+
+ private:
+  static constexpr std::array<char, 8> kRecordMagic{'Q', 'F', 'U', 'S', 'E', 'D', 'G', '1'};
+  struct Record {
+    std::array<char, 8> magic = kRecordMagic;
+    std::uint64_t path_hash = 0;
+    FileStamp stamp;
+    FileHash hash;
+    std::uint64_t check = 0;  // XXH3-64 of the bytes before it
+  };
+  static_assert(std::is_trivially_copyable_v<Record> && sizeof(Record) == 104);
+
+  fs::path record_of(const std::string& path) const {
+    const XXH128_hash_t h = XXH3_128bits(path.data(), path.size());
+    char name[40];
+    std::snprintf(name, sizeof name, "%016llx%016llx%s", static_cast<unsigned long long>(h.high64),
+                  static_cast<unsigned long long>(h.low64), kDigestSuffix);
+    return dir_ / name;
+  }
+
+  static bool settled(const FileStamp& s) {
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    const auto ns = [](std::int64_t sec, std::int64_t nsec) { return sec * 1'000'000'000 + nsec; };
+    const std::int64_t changed = std::max(ns(s.mtime_s, s.mtime_ns), ns(s.ctime_s, s.ctime_ns));
+    return ns(now.tv_sec, now.tv_nsec) - changed >= kSettleSeconds * 1'000'000'000;
+  }
+
+  fs::path dir_;
+  inline static std::atomic<unsigned> temporary_counter_{0};
+};
+
 // A whole file mapped read-only (constants are never written: the graph
 // holds them as const); unmapped when the last constant reading it goes.
 class Mapping {
@@ -136,12 +238,14 @@ class Mapping {
   // are touched.
   static std::shared_ptr<const Mapping> open(const fs::path& path) {
     const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) return nullptr;
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return nullptr;
-    const auto size = static_cast<std::size_t>(st.st_size);
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return nullptr;
+    return map(fd.get(), static_cast<std::size_t>(st.st_size));
+  }
+  // The first `size` bytes of the open file `fd`.
+  static std::shared_ptr<const Mapping> map(int fd, std::size_t size) {
     if (size == 0) return std::make_shared<const Mapping>(Private{}, nullptr, 0);
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) return nullptr;
     return std::make_shared<const Mapping>(Private{}, p, size);
   }
@@ -159,16 +263,35 @@ class Mapping {
   std::size_t size_;
 };
 
-// IoError when the file cannot be read.
-FileHash hash_file(const fs::path& path) {
+// How many files a cache lookup checked by their remembered digests, and
+// how many it read.
+struct Checked {
+  int remembered = 0, read = 0;
+};
+
+// The file's hash: remembered by `digests` while the file is unchanged, else
+// read (and remembered). IoError when the file cannot be read.
+FileHash hash_file(const fs::path& path, const Digests& digests, Checked& checked) {
+  std::error_code ec;
+  const std::string absolute = fs::absolute(path, ec).lexically_normal().string();
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  struct stat st {};
-  XXH128_hash_t h{};
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 ||
-      !hash_file_range(fd.get(), 0, static_cast<std::uint64_t>(st.st_size), h)) {
+  struct stat before {}, after {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &before) != 0) {
     throw IoError("cache: cannot read '" + path.string() + "': " + errno_text());
   }
-  return {static_cast<std::uint64_t>(st.st_size), h.low64, h.high64};
+  const FileStamp stamp = stamp_of(before);
+  if (const std::optional<FileHash> known = digests.recall(absolute, stamp)) {
+    ++checked.remembered;
+    return *known;
+  }
+  ++checked.read;
+  XXH128_hash_t h{};
+  if (!hash_file_range(fd.get(), 0, stamp.bytes, h) || ::fstat(fd.get(), &after) != 0) {
+    throw IoError("cache: cannot read '" + path.string() + "': " + errno_text());
+  }
+  const FileHash hash{stamp.bytes, h.low64, h.high64};
+  if (stamp_of(after) == stamp) digests.remember(absolute, stamp, hash);
+  return hash;
 }
 
 std::string onednn_version() {
@@ -357,9 +480,15 @@ struct CheckedEntry {
   std::string problem;
 };
 
-CheckedEntry check_entry(const fs::path& file, bool verify_hash) {
+// `digests`: null to read the header only, else the contents are checked
+// against the checksum, unless `digests` remembers it for the file as it is.
+CheckedEntry check_entry(const fs::path& file, const Digests* digests, Checked& checked) {
   CheckedEntry e;
-  e.mapping = Mapping::open(file);
+  const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (fd.get() >= 0 && ::fstat(fd.get(), &st) == 0) {
+    e.mapping = Mapping::map(fd.get(), static_cast<std::size_t>(st.st_size));
+  }
   if (e.mapping == nullptr) {
     e.problem = "cannot be mapped";
     return e;
@@ -381,16 +510,25 @@ CheckedEntry check_entry(const fs::path& file, bool verify_hash) {
                 std::to_string(e.header.contents_bytes) + " (truncated?)";
   } else {
     e.contents = bytes.subspan(sizeof(EntryHeader));
+    if (digests == nullptr) return e;
+    std::error_code ec;
+    const std::string absolute = fs::absolute(file, ec).lexically_normal().string();
+    const FileStamp stamp = stamp_of(st);
+    const std::optional<FileHash> known = digests->recall(absolute, stamp);
+    if (known && known->bytes == e.contents.size() && known->low == e.header.contents_hash) {
+      ++checked.remembered;
+      return e;
+    }
+    ++checked.read;
     XXH128_hash_t h{};
-    if (verify_hash) {
-      const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-      if (fd.get() < 0 || !hash_file_range(fd.get(), sizeof(EntryHeader), e.contents.size(), h)) {
-        e.problem = "cannot be read: " + errno_text();
-        e.contents = {};
-      } else if (h.low64 != e.header.contents_hash) {
-        e.problem = "fails its checksum (damaged)";
-        e.contents = {};
-      }
+    if (!hash_file_range(fd.get(), sizeof(EntryHeader), e.contents.size(), h)) {
+      e.problem = "cannot be read: " + errno_text();
+      e.contents = {};
+    } else if (h.low64 != e.header.contents_hash) {
+      e.problem = "fails its checksum (damaged)";
+      e.contents = {};
+    } else if (struct stat after {}; ::fstat(fd.get(), &after) == 0 && stamp_of(after) == stamp) {
+      digests->remember(absolute, stamp, {e.contents.size(), h.low64, h.high64});
     }
   }
   return e;
@@ -400,10 +538,11 @@ CheckedEntry check_entry(const fs::path& file, bool verify_hash) {
 // absent: `why` stays empty).
 // `hashed`: files hashed already (the key's).
 std::optional<FusedGraph> load_entry(const fs::path& file, const std::string& key,
-                                     const std::vector<Dependency>& hashed, std::string& why) {
+                                     const std::vector<Dependency>& hashed, const Digests& digests,
+                                     Checked& checked, std::string& why) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return std::nullopt;
-  CheckedEntry e = check_entry(file, true);
+  CheckedEntry e = check_entry(file, &digests, checked);
   if (!e.problem.empty()) {
     why = "entry " + file.string() + " " + e.problem;
     return std::nullopt;
@@ -420,7 +559,7 @@ std::optional<FusedGraph> load_entry(const fs::path& file, const std::string& ke
                                       [&d](const Dependency& h) { return h.path == d.path; });
       FileHash now;
       try {
-        now = known != hashed.end() ? known->hash : hash_file(d.path);
+        now = known != hashed.end() ? known->hash : hash_file(d.path, digests, checked);
       } catch (const IoError&) {
         why = "the model's file " + d.path + " is gone";
         return std::nullopt;
@@ -514,9 +653,11 @@ CompiledModel compile_files(const ModelFiles& model, const CompileOptions& optio
   preamble.model = fs::absolute(model.files.front(), absolute_error).lexically_normal().string();
   // The key: the text, then each file's hash (which the entry keeps too, by
   // absolute path, to check the file on every load from any directory).
+  const Digests digests(dir);
+  Checked checked;
   std::string keyed = key;
   for (const fs::path& file : model.files) {
-    const FileHash hash = hash_file(file);
+    const FileHash hash = hash_file(file, digests, checked);
     keyed.append(reinterpret_cast<const char*>(&hash), sizeof hash);
     preamble.dependencies.push_back(
         {fs::absolute(file, absolute_error).lexically_normal().string(), hash});
@@ -525,11 +666,16 @@ CompiledModel compile_files(const ModelFiles& model, const CompileOptions& optio
   const fs::path file = dir / (hex(h.high64, h.low64) + kEntrySuffix);
 
   std::string why;
-  std::optional<FusedGraph> fused = load_entry(file, key, preamble.dependencies, why);
+  std::optional<FusedGraph> fused =
+      load_entry(file, key, preamble.dependencies, digests, checked, why);
   if (fused) {
     const double ms = ms_since(start);
-    spdlog::info("cache: hit {} ({:.1f} ms to check and map)", file.string(), ms);
-    return compile_fused(std::move(*fused), options, "hit " + file.string(), ms);
+    const std::string digests_used = std::to_string(checked.remembered) + " of " +
+                                     std::to_string(checked.remembered + checked.read) +
+                                     " files checked by remembered digests";
+    spdlog::info("cache: hit {} ({:.1f} ms to check and map; {})", file.string(), ms, digests_used);
+    return compile_fused(std::move(*fused), options, "hit " + file.string() + "; " + digests_used,
+                         ms);
   }
   if (why.empty()) {
     spdlog::info("cache: miss {}", file.string());
@@ -538,13 +684,13 @@ CompiledModel compile_files(const ModelFiles& model, const CompileOptions& optio
   }
   const double lookup_ms = ms_since(start);
   // The files the import reads besides: the entry checks them on every load.
-  const auto read_file = [&preamble](const fs::path& path) {
+  const auto read_file = [&](const fs::path& path) {
     std::error_code error;
     const std::string absolute = fs::absolute(path, error).lexically_normal().string();
     for (const Dependency& d : preamble.dependencies) {
       if (d.path == absolute) return;
     }
-    preamble.dependencies.push_back({absolute, hash_file(path)});
+    preamble.dependencies.push_back({absolute, hash_file(path, digests, checked)});
   };
   const FusedObserver store = [&](const FusedGraph& built) {
     preamble.fusion_log = built.fusion_log;
@@ -562,7 +708,8 @@ std::vector<CacheEntryInfo> list_cache(const fs::path& dir) {
     CacheEntryInfo info;
     info.file = f.path();
     info.bytes = f.file_size(ec);
-    CheckedEntry e = check_entry(f.path(), false);
+    Checked unused;
+    CheckedEntry e = check_entry(f.path(), nullptr, unused);
     info.problem = e.problem;
     if (e.problem.empty()) {
       try {
@@ -591,6 +738,14 @@ std::size_t clear_cache(const fs::path& dir) {
     const bool temporary = name.find(kTemporaryMarker) != std::string::npos;
     if (f.is_regular_file(ec) && (entry || temporary) && fs::remove(f.path(), ec)) ++removed;
   }
+  // The remembered digests go too (not counted: they are not entries).
+  for (const fs::directory_entry& f : fs::directory_iterator(dir / kDigestFolder, ec)) {
+    const std::string name = f.path().filename().string();
+    if (f.path().extension() == kDigestSuffix || name.find(kTemporaryMarker) != std::string::npos) {
+      fs::remove(f.path(), ec);
+    }
+  }
+  fs::remove(dir / kDigestFolder, ec);  // when empty
   return removed;
 }
 

@@ -11,7 +11,11 @@
 // it reads, external data included), the import and compile options, qfuse's
 // version and entry format, oneDNN's version and the CPU's ISA. Each carries
 // an XXH3 checksum of its contents: a truncated or damaged entry is compiled
-// afresh and replaced, never used. Entries are written to a temporary file
+// afresh and replaced, never used. Hashing a BERT-base's model file and entry
+// takes most of a warm start, so digests are remembered in DIR/digests, each
+// with its file's stamp (inode, size, mtime, ctime): while a file keeps its
+// stamp it is not read again. A write changes the stamp, so a damaged or
+// changed file is read and checked as before. Entries are written to a temporary file
 // and renamed into place, so processes filling one entry at once each leave a
 // whole one. A cache directory that cannot be written is a warning.
 
@@ -81,7 +85,8 @@ struct CacheEntryInfo {
 };
 // The entries in `dir` (none when it does not exist), newest first.
 std::vector<CacheEntryInfo> list_cache(const std::filesystem::path& dir);
-// Removes the entries and left-over temporary files in `dir`; returns how many.
+// Removes the entries, left-over temporary files and remembered digests in
+// `dir`; returns how many entries and temporary files.
 std::size_t clear_cache(const std::filesystem::path& dir);
 
 }  // namespace qfuse::plugin

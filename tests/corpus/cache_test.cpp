@@ -2,7 +2,8 @@
 // compiled through it, stored on the first compile and loaded on the second,
 // must give bit for bit the outputs, implementations and fusion log of a
 // compile without it; damaged, truncated, foreign and stale entries are
-// compiled afresh and replaced; an unwritable directory only warns; threads
+// compiled afresh and replaced; remembered digests stand only while their
+// files keep their stamps; an unwritable directory only warns; threads
 // filling one entry at once each get a whole model.
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <chrono>
 #include <set>
 #include <thread>
 
@@ -58,8 +60,19 @@ std::size_t entries_in(const fs::path& dir) {
   return n;
 }
 
+// The files in `dir` and in its digests folder, whose records are files too.
 std::size_t files_in(const fs::path& dir) {
-  return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
+  std::size_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) n += e.is_regular_file();
+  return n;
+}
+
+// The records of remembered digests in `dir`.
+std::size_t records_in(const fs::path& dir) {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir / "digests", ec)) n += e.path().extension() == ".qfd";
+  return n;
 }
 
 // Every corpus model: the ONNX ones, the encoders (transformers/) and the
@@ -336,6 +349,71 @@ TEST(Cache, AChangedExternalDataFileMakesTheEntryStale) {
   fs::remove_all(dir);
 }
 
+// How a hit checked its files: "K of N files checked by remembered digests".
+std::string digests_used(const CompiledModel& m) {
+  const std::string& cache = m.compile_times().cache;
+  EXPECT_EQ(cache.rfind("hit ", 0), 0u) << cache;
+  const std::size_t at = cache.find("; ");
+  const std::size_t end = cache.find(" files checked by remembered digests");
+  return at == std::string::npos || end == std::string::npos ? cache
+                                                            : cache.substr(at + 2, end - at - 2);
+}
+
+void flip_byte(const fs::path& file, double where) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  const auto at = static_cast<std::streamoff>(static_cast<double>(fs::file_size(file)) * where);
+  f.seekg(at);
+  const char c = static_cast<char>(f.get());
+  f.seekp(at);
+  f.put(static_cast<char>(c ^ 0x10));
+}
+
+TEST(Cache, RememberedDigestsStandWhileTheirFilesKeepTheirStamps) {
+  const Reference ref;
+  const fs::path dir = fresh_dir("digests");
+  const fs::path model = dir / "model.onnx";
+  fs::copy_file(ref.file, model);
+  const CompileOptions cached{.threads = 2, .cache_dir = (dir / "cache").string()};
+  const auto compile_cached = [&] { return compile_onnx(model.string(), {}, cached); };
+  EXPECT_EQ(compile_cached().compile_times().cache.rfind("miss, stored ", 0), 0u);
+  // Files written within the last two seconds are read every time: a second
+  // write in the same tick of the file system's clock could keep the stamp.
+  EXPECT_EQ(digests_used(compile_cached()), "0 of 2");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_EQ(digests_used(compile_cached()), "0 of 2");  // read, then remembered
+  const CompiledModel warm = compile_cached();
+  EXPECT_EQ(digests_used(warm), "2 of 2");
+  expect_same(run(warm, ref.inputs), ref.alone);
+
+  // Damaged records are not used: the files are read again.
+  std::size_t records = 0;
+  for (const auto& e : fs::directory_iterator(dir / "cache" / "digests")) {
+    ASSERT_EQ(e.path().extension(), ".qfd");
+    flip_byte(e.path(), 0.5);
+    ++records;
+  }
+  EXPECT_EQ(records, 2u);
+  EXPECT_EQ(digests_used(compile_cached()), "0 of 2");
+  EXPECT_EQ(digests_used(compile_cached()), "2 of 2");  // remembered again
+
+  // A model file written again has a new stamp: it is read (the same bytes,
+  // the same entry), the entry's digest still stands.
+  fs::copy_file(ref.file, model, fs::copy_options::overwrite_existing);
+  EXPECT_EQ(digests_used(compile_cached()), "1 of 2");
+
+  // A damaged entry has a new stamp too: its checksum is read and fails.
+  flip_byte(only_entry(dir / "cache"), 0.5);
+  const CompiledModel afresh = compile_cached();
+  EXPECT_EQ(afresh.compile_times().cache.rfind("miss, stored ", 0), 0u)
+      << afresh.compile_times().cache;
+  expect_same(run(afresh, ref.inputs), ref.alone);
+
+  // Clearing the cache removes the records with the entries.
+  EXPECT_EQ(plugin::clear_cache(dir / "cache"), 1u);
+  EXPECT_FALSE(fs::exists(dir / "cache" / "digests"));
+  fs::remove_all(dir);
+}
+
 TEST(Cache, AnUnwritableDirectoryIsAWarningNotAFailure) {
   const Reference ref;
   const fs::path dir = fresh_dir("unwritable");
@@ -372,7 +450,9 @@ TEST(Cache, ThreadsFillingOneEntryAtOnceEachGetAWholeModel) {
     }
     for (std::thread& t : threads) t.join();
     EXPECT_EQ(entries_in(dir), 1u);
-    EXPECT_EQ(files_in(dir), 1u);  // no temporary file left behind
+    // No temporary file left behind (the corpus file's digest may be
+    // remembered; the entry's, just written, is not).
+    EXPECT_EQ(files_in(dir), 1u + records_in(dir));
     const CompiledModel hit = compile_onnx(ref.file.string(), {}, cached);
     EXPECT_EQ(hit.compile_times().cache.rfind("hit ", 0), 0u) << hit.compile_times().cache;
     EXPECT_EQ(run(hit, ref.inputs).outputs, alone.outputs);
