@@ -3,8 +3,10 @@
 #include "plugin/model_cache.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <optional>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -131,9 +134,10 @@ struct FileHash {
   bool operator==(const FileHash&) const = default;
 };
 
-// A file as its inode describes it. Writing the file changes its mtime and
-// ctime, replacing it changes the inode, and nothing sets a ctime back: while
-// the stamp holds, so do the bytes.
+// A file as its inode describes it. On the local file systems below, a
+// write() changes mtime and ctime, a replacement changes the inode, and no
+// call sets a ctime back: while the stamp holds, so do the bytes written
+// through the file system.
 struct FileStamp {
   std::uint64_t device = 0, inode = 0, bytes = 0;
   std::int64_t mtime_s = 0, mtime_ns = 0, ctime_s = 0, ctime_ns = 0;
@@ -146,17 +150,68 @@ FileStamp stamp_of(const struct stat& st) {
           st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
 }
 
+// A file's stamp taken before its bytes are read, and whether its digest may
+// be remembered: the file is on a local file system that keeps ctime (FUSE
+// and network mounts may make one up) and was last changed more than
+// kSettleSeconds before the stamp was taken (two writes within one tick of
+// the file system's clock could leave one stamp; the clock is read before
+// the stamp, so a write during the hashing counts as recent).
+struct Stamped {
+  static constexpr std::int64_t kSettleSeconds = 2;
+  FileStamp stamp;
+  bool rememberable = false;
+};
+
+bool keeps_ctime(int fd) {
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) return false;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case EXT4_SUPER_MAGIC:  // ext2, ext3 and ext4 share it
+    case XFS_SUPER_MAGIC:
+    case BTRFS_SUPER_MAGIC:
+    case TMPFS_MAGIC:
+    case OVERLAYFS_SUPER_MAGIC:
+    case F2FS_SUPER_MAGIC:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// False when the file cannot be stat'ed.
+bool take_stamp(int fd, Stamped& out) {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return false;
+  out.stamp = stamp_of(st);
+  // The later of mtime and ctime; nanoseconds subtracted only once the
+  // seconds are close (no overflow for any time a file system stores).
+  const FileStamp& f = out.stamp;
+  const auto [changed_s, changed_ns] =
+      std::max(std::pair{f.mtime_s, f.mtime_ns}, std::pair{f.ctime_s, f.ctime_ns});
+  constexpr std::int64_t kSettle = Stamped::kSettleSeconds;
+  const bool settled =
+      changed_s < now.tv_sec - kSettle - 1 ||
+      (changed_s <= now.tv_sec &&
+       (now.tv_sec - changed_s) * 1'000'000'000 + (now.tv_nsec - changed_ns) >= kSettle * 1'000'000'000);
+  out.rememberable = settled && keeps_ctime(fd);
+  return true;
+}
+
+// True when the open file still has the stamp `s` took.
+bool unchanged(int fd, const Stamped& s) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && stamp_of(st) == s.stamp;
+}
+
 // Digests of files remembered across processes, in the cache's `digests`
 // folder: a record per file (named by the hash of its absolute path) with the
 // file's stamp and digest. A warm start then reads the stamps of the model's
 // files and of the entry, not their bytes. A record stands while its file
-// keeps the stamp. A file written less than kSettleSeconds before it was
-// hashed is not remembered: two writes within one tick of the file system's
-// clock could leave one stamp, and that file is hashed again next time.
+// keeps the stamp. Records are removed by clear_cache(), not pruned.
 class Digests {
  public:
-  static constexpr std::int64_t kSettleSeconds = 2;
-
   explicit Digests(const fs::path& cache_dir)
       : dir_(cache_dir.empty() ? fs::path() : cache_dir / kDigestFolder) {}
 
@@ -165,24 +220,24 @@ class Digests {
     const Fd fd(::open(record_of(path).c_str(), O_RDONLY | O_CLOEXEC));
     Record r;
     if (fd.get() < 0 || ::pread(fd.get(), &r, sizeof r, 0) != static_cast<ssize_t>(sizeof r) ||
-        r.magic != kRecordMagic || r.check != XXH3_64bits(&r, offsetof(Record, check)) ||
+        r.magic != kRecordMagic || r.check != checksum(r) ||
         r.path_hash != XXH3_64bits(path.data(), path.size()) || !(r.stamp == stamp)) {
       return std::nullopt;
     }
     return r.hash;
   }
 
-  // Records `hash` for `path` if the file had `stamp` before and after it was
-  // hashed and had settled; a failure to write is not an error.
+  // Records `hash` for `path`, whose file had `stamp` (rememberable) before
+  // and after it was hashed; a failure to write is not an error.
   void remember(const std::string& path, const FileStamp& stamp, const FileHash& hash) const {
-    if (dir_.empty() || !settled(stamp)) return;
+    if (dir_.empty()) return;
     std::error_code ec;
     fs::create_directories(dir_, ec);
     Record r;
     r.path_hash = XXH3_64bits(path.data(), path.size());
     r.stamp = stamp;
     r.hash = hash;
-    r.check = XXH3_64bits(&r, offsetof(Record, check));
+    r.check = checksum(r);
     const fs::path file = record_of(path);
     const fs::path temporary = file.string() + kTemporaryMarker + std::to_string(::getpid()) + "." +
                                std::to_string(temporary_counter_++);
@@ -207,20 +262,18 @@ class Digests {
   };
   static_assert(std::is_trivially_copyable_v<Record> && sizeof(Record) == 104);
 
+  // Of the bytes before `check`, seeded with the hash's chunk size: a record
+  // of a build that hashes files otherwise fails it.
+  static std::uint64_t checksum(const Record& r) {
+    return XXH3_64bits_withSeed(&r, offsetof(Record, check), kHashChunk);
+  }
+
   fs::path record_of(const std::string& path) const {
     const XXH128_hash_t h = XXH3_128bits(path.data(), path.size());
     char name[40];
     std::snprintf(name, sizeof name, "%016llx%016llx%s", static_cast<unsigned long long>(h.high64),
                   static_cast<unsigned long long>(h.low64), kDigestSuffix);
     return dir_ / name;
-  }
-
-  static bool settled(const FileStamp& s) {
-    timespec now{};
-    ::clock_gettime(CLOCK_REALTIME, &now);
-    const auto ns = [](std::int64_t sec, std::int64_t nsec) { return sec * 1'000'000'000 + nsec; };
-    const std::int64_t changed = std::max(ns(s.mtime_s, s.mtime_ns), ns(s.ctime_s, s.ctime_ns));
-    return ns(now.tv_sec, now.tv_nsec) - changed >= kSettleSeconds * 1'000'000'000;
   }
 
   fs::path dir_;
@@ -275,22 +328,21 @@ FileHash hash_file(const fs::path& path, const Digests& digests, Checked& checke
   std::error_code ec;
   const std::string absolute = fs::absolute(path, ec).lexically_normal().string();
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  struct stat before {}, after {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &before) != 0) {
+  Stamped before;
+  if (fd.get() < 0 || !take_stamp(fd.get(), before)) {
     throw IoError("cache: cannot read '" + path.string() + "': " + errno_text());
   }
-  const FileStamp stamp = stamp_of(before);
-  if (const std::optional<FileHash> known = digests.recall(absolute, stamp)) {
+  if (const std::optional<FileHash> known = digests.recall(absolute, before.stamp)) {
     ++checked.remembered;
     return *known;
   }
   ++checked.read;
   XXH128_hash_t h{};
-  if (!hash_file_range(fd.get(), 0, stamp.bytes, h) || ::fstat(fd.get(), &after) != 0) {
+  if (!hash_file_range(fd.get(), 0, before.stamp.bytes, h)) {
     throw IoError("cache: cannot read '" + path.string() + "': " + errno_text());
   }
-  const FileHash hash{stamp.bytes, h.low64, h.high64};
-  if (stamp_of(after) == stamp) digests.remember(absolute, stamp, hash);
+  const FileHash hash{before.stamp.bytes, h.low64, h.high64};
+  if (before.rememberable && unchanged(fd.get(), before)) digests.remember(absolute, before.stamp, hash);
   return hash;
 }
 
@@ -485,9 +537,9 @@ struct CheckedEntry {
 CheckedEntry check_entry(const fs::path& file, const Digests* digests, Checked& checked) {
   CheckedEntry e;
   const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-  struct stat st {};
-  if (fd.get() >= 0 && ::fstat(fd.get(), &st) == 0) {
-    e.mapping = Mapping::map(fd.get(), static_cast<std::size_t>(st.st_size));
+  Stamped before;
+  if (fd.get() >= 0 && take_stamp(fd.get(), before)) {
+    e.mapping = Mapping::map(fd.get(), static_cast<std::size_t>(before.stamp.bytes));
   }
   if (e.mapping == nullptr) {
     e.problem = "cannot be mapped";
@@ -513,8 +565,7 @@ CheckedEntry check_entry(const fs::path& file, const Digests* digests, Checked& 
     if (digests == nullptr) return e;
     std::error_code ec;
     const std::string absolute = fs::absolute(file, ec).lexically_normal().string();
-    const FileStamp stamp = stamp_of(st);
-    const std::optional<FileHash> known = digests->recall(absolute, stamp);
+    const std::optional<FileHash> known = digests->recall(absolute, before.stamp);
     if (known && known->bytes == e.contents.size() && known->low == e.header.contents_hash) {
       ++checked.remembered;
       return e;
@@ -527,8 +578,8 @@ CheckedEntry check_entry(const fs::path& file, const Digests* digests, Checked& 
     } else if (h.low64 != e.header.contents_hash) {
       e.problem = "fails its checksum (damaged)";
       e.contents = {};
-    } else if (struct stat after {}; ::fstat(fd.get(), &after) == 0 && stamp_of(after) == stamp) {
-      digests->remember(absolute, stamp, {e.contents.size(), h.low64, h.high64});
+    } else if (before.rememberable && unchanged(fd.get(), before)) {
+      digests->remember(absolute, before.stamp, {e.contents.size(), h.low64, h.high64});
     }
   }
   return e;
@@ -631,6 +682,11 @@ std::string store_entry(const fs::path& file, const std::uint64_t key_low,
 }
 
 }  // namespace
+
+bool remembers_digests_on(const fs::path& path) {
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  return fd.get() >= 0 && keeps_ctime(fd.get());
+}
 
 fs::path cache_dir_of(const CompileOptions& options) {
   if (!options.cache_dir.empty()) return options.cache_dir;

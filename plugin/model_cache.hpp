@@ -11,11 +11,14 @@
 // it reads, external data included), the import and compile options, qfuse's
 // version and entry format, oneDNN's version and the CPU's ISA. Each carries
 // an XXH3 checksum of its contents: a truncated or damaged entry is compiled
-// afresh and replaced, never used. Hashing a BERT-base's model file and entry
-// takes most of a warm start, so digests are remembered in DIR/digests, each
-// with its file's stamp (inode, size, mtime, ctime): while a file keeps its
-// stamp it is not read again. A write changes the stamp, so a damaged or
-// changed file is read and checked as before. Entries are written to a temporary file
+// afresh and replaced. Hashing a BERT-base's model file and entry takes most
+// of a warm start, so digests are remembered in DIR/digests, each with its
+// file's stamp (device, inode, size, mtime, ctime), on local file systems
+// that keep ctime: while a file keeps its stamp it is not read again. A
+// write() changes the stamp, so a file changed or damaged through the file
+// system is read and checked as before. Not caught: bytes that change below
+// the file system (the disk), or through a shared mapping's page that is
+// already dirty (its mtime moves at the first write fault only). Entries are written to a temporary file
 // and renamed into place, so processes filling one entry at once each leave a
 // whole one. A cache directory that cannot be written is a warning.
 
@@ -58,6 +61,11 @@ CompiledModel compile_fused(FusedGraph fused, const CompileOptions& options,
                             const std::string& cache, double cache_ms);
 CompiledModel compile_observed(graph::Graph graph, const CompileOptions& options,
                                const FusedObserver& observer, double cache_ms);
+
+// Whether the cache remembers the digests of files on the file system that
+// holds `path` (a local one that keeps ctime: ext4, XFS, btrfs, tmpfs,
+// overlayfs, F2FS).
+bool remembers_digests_on(const std::filesystem::path& path);
 
 // The cache directory: options.cache_dir, else QFUSE_CACHE_DIR, else none.
 std::filesystem::path cache_dir_of(const CompileOptions& options);

@@ -371,13 +371,18 @@ void flip_byte(const fs::path& file, double where) {
 TEST(Cache, RememberedDigestsStandWhileTheirFilesKeepTheirStamps) {
   const Reference ref;
   const fs::path dir = fresh_dir("digests");
+  if (!plugin::remembers_digests_on(dir)) {
+    GTEST_SKIP() << dir << " is on a file system whose stamps the cache does not trust";
+  }
   const fs::path model = dir / "model.onnx";
-  fs::copy_file(ref.file, model);
   const CompileOptions cached{.threads = 2, .cache_dir = (dir / "cache").string()};
   const auto compile_cached = [&] { return compile_onnx(model.string(), {}, cached); };
+  fs::copy_file(ref.file, model);
   EXPECT_EQ(compile_cached().compile_times().cache.rfind("miss, stored ", 0), 0u);
   // Files written within the last two seconds are read every time: a second
   // write in the same tick of the file system's clock could keep the stamp.
+  // (The model written again: the compile before may have taken that long.)
+  fs::copy_file(ref.file, model, fs::copy_options::overwrite_existing);
   EXPECT_EQ(digests_used(compile_cached()), "0 of 2");
   std::this_thread::sleep_for(std::chrono::milliseconds(2100));
   EXPECT_EQ(digests_used(compile_cached()), "0 of 2");  // read, then remembered
@@ -385,11 +390,12 @@ TEST(Cache, RememberedDigestsStandWhileTheirFilesKeepTheirStamps) {
   EXPECT_EQ(digests_used(warm), "2 of 2");
   expect_same(run(warm, ref.inputs), ref.alone);
 
-  // Damaged records are not used: the files are read again.
+  // Damaged records are not used: the files are read again. (The byte is
+  // in the digest: the record's checksum, not its stamp, catches it.)
   std::size_t records = 0;
   for (const auto& e : fs::directory_iterator(dir / "cache" / "digests")) {
     ASSERT_EQ(e.path().extension(), ".qfd");
-    flip_byte(e.path(), 0.5);
+    flip_byte(e.path(), 0.8);
     ++records;
   }
   EXPECT_EQ(records, 2u);
