@@ -269,6 +269,16 @@ fs::path only_entry(const fs::path& dir) {
   return {};
 }
 
+// One bit of the byte at `where` (a fraction of the file's size) flipped.
+void flip_byte(const fs::path& file, double where) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  const auto at = static_cast<std::streamoff>(static_cast<double>(fs::file_size(file)) * where);
+  f.seekg(at);
+  const char c = static_cast<char>(f.get());
+  f.seekp(at);
+  f.put(static_cast<char>(c ^ 0x10));
+}
+
 // Each damage: the next compile says why it compiled afresh, runs right, and
 // leaves a whole entry that the compile after it hits.
 void expect_damage_recovered(const std::string& name,
@@ -294,14 +304,7 @@ TEST(Cache, ADamagedEntryIsCompiledAfresh) {
   // take long; a byte in the middle (the weights) and one in the graph's
   // last bytes are each caught by the checksum.
   for (const double where : {0.5, 0.999}) {
-    expect_damage_recovered("damaged", [where](const fs::path& entry) {
-      std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
-      const auto at = static_cast<std::streamoff>(static_cast<double>(fs::file_size(entry)) * where);
-      f.seekg(at);
-      const char c = static_cast<char>(f.get());
-      f.seekp(at);
-      f.put(static_cast<char>(c ^ 0x10));
-    });
+    expect_damage_recovered("damaged", [where](const fs::path& entry) { flip_byte(entry, where); });
   }
 }
 
@@ -357,15 +360,6 @@ std::string digests_used(const CompiledModel& m) {
   const std::size_t end = cache.find(" files checked by remembered digests");
   return at == std::string::npos || end == std::string::npos ? cache
                                                             : cache.substr(at + 2, end - at - 2);
-}
-
-void flip_byte(const fs::path& file, double where) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  const auto at = static_cast<std::streamoff>(static_cast<double>(fs::file_size(file)) * where);
-  f.seekg(at);
-  const char c = static_cast<char>(f.get());
-  f.seekp(at);
-  f.put(static_cast<char>(c ^ 0x10));
 }
 
 TEST(Cache, RememberedDigestsStandWhileTheirFilesKeepTheirStamps) {
