@@ -15,8 +15,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -64,6 +64,21 @@ struct EntryHeader {
 static_assert(sizeof(EntryHeader) == 64);
 
 std::string errno_text() { return std::strerror(errno); }
+
+// How the cache names a file: absolute and normalized (a relative path or
+// one through ".." names the same file from any working directory).
+std::string absolute_of(const fs::path& path) {
+  std::error_code ec;
+  return fs::absolute(path, ec).lexically_normal().string();
+}
+
+// A name beside `file` for writing it before it is renamed into place,
+// unique to this process and call (clear_cache() knows them by the marker).
+fs::path temporary_beside(const fs::path& file) {
+  static std::atomic<unsigned> counter{0};
+  return file.parent_path() / (file.stem().string() + kTemporaryMarker + std::to_string(::getpid()) +
+                               "." + std::to_string(counter++));
+}
 
 class Fd {
  public:
@@ -239,8 +254,7 @@ class Digests {
     r.hash = hash;
     r.check = checksum(r);
     const fs::path file = record_of(path);
-    const fs::path temporary = file.string() + kTemporaryMarker + std::to_string(::getpid()) + "." +
-                               std::to_string(temporary_counter_++);
+    const fs::path temporary = temporary_beside(file);
     const Fd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     const bool written =
         fd.get() >= 0 && ::write(fd.get(), &r, sizeof r) == static_cast<ssize_t>(sizeof r);
@@ -277,7 +291,6 @@ class Digests {
   }
 
   fs::path dir_;
-  inline static std::atomic<unsigned> temporary_counter_{0};
 };
 
 // A whole file mapped read-only (constants are never written: the graph
@@ -325,8 +338,7 @@ struct Checked {
 // The file's hash: remembered by `digests` while the file is unchanged, else
 // read (and remembered). IoError when the file cannot be read.
 FileHash hash_file(const fs::path& path, const Digests& digests, Checked& checked) {
-  std::error_code ec;
-  const std::string absolute = fs::absolute(path, ec).lexically_normal().string();
+  const std::string absolute = absolute_of(path);
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   Stamped before;
   if (fd.get() < 0 || !take_stamp(fd.get(), before)) {
@@ -563,8 +575,7 @@ CheckedEntry check_entry(const fs::path& file, const Digests* digests, Checked& 
   } else {
     e.contents = bytes.subspan(sizeof(EntryHeader));
     if (digests == nullptr) return e;
-    std::error_code ec;
-    const std::string absolute = fs::absolute(file, ec).lexically_normal().string();
+    const std::string absolute = absolute_of(file);
     const std::optional<FileHash> known = digests->recall(absolute, before.stamp);
     if (known && known->bytes == e.contents.size() && known->low == e.header.contents_hash) {
       ++checked.remembered;
@@ -631,8 +642,6 @@ std::optional<FusedGraph> load_entry(const fs::path& file, const std::string& ke
   }
 }
 
-std::atomic<unsigned> temporary_counter{0};
-
 // Writes the entry next to `file` and renames it into place. Returns what
 // happened, for CompileTimes::cache; a failure is a warning.
 std::string store_entry(const fs::path& file, const std::uint64_t key_low,
@@ -640,9 +649,7 @@ std::string store_entry(const fs::path& file, const std::uint64_t key_low,
                         const FusedGraph& fused) {
   std::error_code ec;
   fs::create_directories(file.parent_path(), ec);
-  const fs::path temporary =
-      file.parent_path() / (file.stem().string() + kTemporaryMarker + std::to_string(::getpid()) +
-                            "." + std::to_string(temporary_counter++));
+  const fs::path temporary = temporary_beside(file);
   std::FILE* f = std::fopen(temporary.c_str(), "wbx");
   if (f == nullptr) {
     const std::string reason = errno_text();
@@ -705,8 +712,7 @@ CompiledModel compile_files(const ModelFiles& model, const CompileOptions& optio
   const std::string key = key_text(model, options);
   EntryPreamble preamble;
   preamble.key = key;
-  std::error_code absolute_error;
-  preamble.model = fs::absolute(model.files.front(), absolute_error).lexically_normal().string();
+  preamble.model = absolute_of(model.files.front());
   // The key: the text, then each file's hash (which the entry keeps too, by
   // absolute path, to check the file on every load from any directory).
   const Digests digests(dir);
@@ -715,8 +721,7 @@ CompiledModel compile_files(const ModelFiles& model, const CompileOptions& optio
   for (const fs::path& file : model.files) {
     const FileHash hash = hash_file(file, digests, checked);
     keyed.append(reinterpret_cast<const char*>(&hash), sizeof hash);
-    preamble.dependencies.push_back(
-        {fs::absolute(file, absolute_error).lexically_normal().string(), hash});
+    preamble.dependencies.push_back({absolute_of(file), hash});
   }
   const XXH128_hash_t h = XXH3_128bits(keyed.data(), keyed.size());
   const fs::path file = dir / (hex(h.high64, h.low64) + kEntrySuffix);
@@ -741,8 +746,7 @@ CompiledModel compile_files(const ModelFiles& model, const CompileOptions& optio
   const double lookup_ms = ms_since(start);
   // The files the import reads besides: the entry checks them on every load.
   const auto read_file = [&](const fs::path& path) {
-    std::error_code error;
-    const std::string absolute = fs::absolute(path, error).lexically_normal().string();
+    const std::string absolute = absolute_of(path);
     for (const Dependency& d : preamble.dependencies) {
       if (d.path == absolute) return;
     }

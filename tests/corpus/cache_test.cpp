@@ -10,11 +10,11 @@
 #include <onnx/onnx_pb.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <chrono>
 #include <set>
 #include <thread>
 
