@@ -870,6 +870,22 @@ OutputSpec check_mean_inner_product(NodeChecker& c) {
   return {out, ElementType::f32};
 }
 
+// The type of a per-tensor quantization's codes (ConvertAttrs by ranges or
+// QuantizeAttrs), checked: u8 or s8, one scale and zero point.
+ElementType check_codes_quantization(NodeChecker& c,
+                                     const std::variant<ConvertAttrs, QuantizeAttrs>& quantize,
+                                     std::string_view op) {
+  const ElementType to = std::visit([](const auto& q) { return q.to; }, quantize);
+  const auto* by_ranges = std::get_if<ConvertAttrs>(&quantize);
+  c.expect((by_ranges == nullptr || by_ranges->quantizes()) &&
+               (to == ElementType::u8 || to == ElementType::s8),
+           [&] { return "a " + std::string(op) + " quantizes to u8 or s8"; });
+  const auto* linear = std::get_if<QuantizeAttrs>(&quantize);
+  c.expect(linear == nullptr || linear->per_tensor(),
+           [&] { return "a " + std::string(op) + " quantizes per tensor"; });
+  return to;
+}
+
 OutputSpec check_code_add(NodeChecker& c) {
   const auto& a = std::get<CodeAddAttrs>(c.node_.attrs);
   for (std::size_t i = 0; i < 2; ++i) {
@@ -880,13 +896,7 @@ OutputSpec check_code_add(NodeChecker& c) {
     return "a CodeAdd adds codes of one shape (got " + to_string(c.shape(0)) + " and " +
            to_string(c.shape(1)) + ")";
   });
-  const ElementType to = std::visit([](const auto& q) { return q.to; }, a.quantize);
-  const auto* by_ranges = std::get_if<ConvertAttrs>(&a.quantize);
-  c.expect((by_ranges == nullptr || by_ranges->quantizes()) &&
-               (to == ElementType::u8 || to == ElementType::s8),
-           "a CodeAdd quantizes to u8 or s8");
-  const auto* linear = std::get_if<QuantizeAttrs>(&a.quantize);
-  c.expect(linear == nullptr || linear->per_tensor(), "a CodeAdd quantizes per tensor");
+  const ElementType to = check_codes_quantization(c, a.quantize, "CodeAdd");
   return {c.shape(0), to};
 }
 
@@ -896,13 +906,7 @@ OutputSpec check_gate_multiply(NodeChecker& c) {
   const ElementType in = c.in(0).type;
   c.expect(in == ElementType::u8 || in == ElementType::s8, "a GateMultiply reads u8 or s8 codes");
   c.expect_type(1, ElementType::f32);
-  const ElementType to = std::visit([](const auto& q) { return q.to; }, a.quantize);
-  const auto* by_ranges = std::get_if<ConvertAttrs>(&a.quantize);
-  c.expect((by_ranges == nullptr || by_ranges->quantizes()) &&
-               (to == ElementType::u8 || to == ElementType::s8),
-           "a GateMultiply quantizes to u8 or s8");
-  const auto* linear = std::get_if<QuantizeAttrs>(&a.quantize);
-  c.expect(linear == nullptr || linear->per_tensor(), "a GateMultiply quantizes per tensor");
+  const ElementType to = check_codes_quantization(c, a.quantize, "GateMultiply");
   const Shape& x = c.shape(0);
   const Shape& g = c.shape(1);
   bool per_channel = x.size() >= 2 && g.size() == x.size() && (g[0] == x[0] || g[0] == 1) &&
@@ -915,8 +919,9 @@ OutputSpec check_gate_multiply(NodeChecker& c) {
   return {x, to};
 }
 
-OutputSpec check_layer_norm(NodeChecker& c) {
-  Node& n = c.node_;
+// LayerNorm's inputs and attributes; LayerNormQuantize and
+// LayerNormDynamicQuantize read the same and write its output first.
+OutputSpec check_layer_norm(NodeChecker& c, float eps) {
   for (std::size_t i = 0; i < 3; ++i) c.expect_type(i, ElementType::f32);
   c.expect(c.rank(0) >= 2, "the input must have rank >= 2");
   const Shape channel{c.shape(0).back()};
@@ -924,7 +929,6 @@ OutputSpec check_layer_norm(NodeChecker& c) {
     return "scale and bias must be " + to_string(channel) + " (the last dimension; got " +
            to_string(c.shape(1)) + " and " + to_string(c.shape(2)) + ")";
   });
-  const float eps = std::get<LayerNormAttrs>(n.attrs).epsilon;
   c.expect(std::isfinite(eps) && eps >= 0.0f, "epsilon must be finite and >= 0");
   return {c.shape(0), ElementType::f32};
 }
@@ -1005,7 +1009,11 @@ OutputSpec check_node(NodeChecker& c) {
     case OpKind::GateMultiply: return check_gate_multiply(c);
     case OpKind::CodeAdd: return check_code_add(c);
     case OpKind::MeanInnerProduct: return check_mean_inner_product(c);
-    case OpKind::LayerNorm: return check_layer_norm(c);
+    case OpKind::LayerNorm: return check_layer_norm(c, std::get<LayerNormAttrs>(n.attrs).epsilon);
+    case OpKind::LayerNormQuantize:
+      return check_layer_norm(c, std::get<LayerNormQuantizeAttrs>(n.attrs).epsilon);
+    case OpKind::LayerNormDynamicQuantize:
+      return check_layer_norm(c, std::get<LayerNormAttrs>(n.attrs).epsilon);
     case OpKind::Gather: return check_gather(c);
     case OpKind::DynamicQuantize: {
       // The codes; infer_node adds the scale and zero point outputs.
@@ -1040,11 +1048,21 @@ void infer_node(Graph& graph, NodeId id) {
   Value& out = graph.value(node.outputs[0]);
   out.shape = std::move(spec.shape);
   out.type = spec.type;
+  // The further outputs.
+  const auto set = [&](std::size_t i, Shape shape, ElementType type) {
+    graph.value(node.outputs[i]).shape = std::move(shape);
+    graph.value(node.outputs[i]).type = type;
+  };
   if (node.kind == OpKind::DynamicQuantize) {
-    graph.value(node.outputs[1]).shape = Shape{1};
-    graph.value(node.outputs[1]).type = ElementType::f32;
-    graph.value(node.outputs[2]).shape = Shape{1};
-    graph.value(node.outputs[2]).type = ElementType::u8;
+    set(1, Shape{1}, ElementType::f32);
+    set(2, Shape{1}, ElementType::u8);
+  } else if (node.kind == OpKind::LayerNormQuantize) {
+    const auto& q = node.attr<LayerNormQuantizeAttrs>().quantize;
+    set(1, out.shape, check_codes_quantization(checker, q, "LayerNormQuantize"));
+  } else if (node.kind == OpKind::LayerNormDynamicQuantize) {
+    set(1, out.shape, ElementType::u8);
+    set(2, Shape{1}, ElementType::f32);
+    set(3, Shape{1}, ElementType::u8);
   }
 }
 

@@ -69,6 +69,8 @@ constexpr std::array kOps{
   OpInfo{OpKind::QuantizedMatMul,          "QuantizedMatMul",         C::quantized_layer, 2, kVariadic,  false, no_eltwise,        A::none,  Ch::last,    false, "",          1},
   OpInfo{OpKind::Gather,                   "Gather",                  C::data_movement,  2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::LayerNorm,                "LayerNorm",               C::normalization,  3, 3,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::LayerNormQuantize,        "LayerNormQuantize",       C::normalization,  3, 3,           false, no_eltwise,        A::none,  Ch::none,    false, "",          2},
+  OpInfo{OpKind::LayerNormDynamicQuantize, "LayerNormDynamicQuantize", C::normalization,  3, 3,           false, no_eltwise,        A::none,  Ch::none,    false, "",          4},
   OpInfo{OpKind::DynamicQuantize,          "DynamicQuantize",         C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          3},
   OpInfo{OpKind::ShuffleChannels,          "ShuffleChannels",         C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, "",          1},
   OpInfo{OpKind::MeanInnerProduct,         "MeanInnerProduct",        C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},

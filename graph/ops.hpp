@@ -79,6 +79,15 @@ enum class OpKind : std::uint8_t {
   Gather,
   // Layer normalization over the last dimension (LayerNormAttrs).
   LayerNorm,
+  // A LayerNorm whose output is also quantized per tensor in the same pass
+  // (LayerNormQuantizeAttrs), made by the passes. Two outputs: the f32
+  // normalized tensor and its u8 / s8 codes.
+  LayerNormQuantize,
+  // A LayerNorm whose output DynamicQuantize reads, as one node
+  // (LayerNormAttrs), made by the passes: the range is gathered while the
+  // rows are normalized. Four outputs: the f32 normalized tensor, then
+  // DynamicQuantize's three (u8 codes, scale, zero point).
+  LayerNormDynamicQuantize,
   // ONNX's DynamicQuantizeLinear: f32 -> u8 codes on a grid chosen from the
   // tensor's own range at run time. Three outputs: codes (u8, x's shape),
   // scale (f32 [1]) and zero point (u8 [1]); see composer::dynamic_grid.
@@ -471,6 +480,15 @@ struct LayerNormAttrs {
   bool operator==(const LayerNormAttrs&) const = default;
 };
 
+// LayerNormQuantize: LayerNorm's inputs and f32 output y, and as its second
+// output quantize(y): the per-tensor Quantize or quantizing Convert that read
+// y, computed on the same f32 y, so the codes are the unfused graph's bits.
+struct LayerNormQuantizeAttrs {
+  float epsilon = 1e-5f;
+  std::variant<ConvertAttrs, QuantizeAttrs> quantize;
+  bool operator==(const LayerNormQuantizeAttrs&) const = default;
+};
+
 // An attribute set held on the heap, so that the variant every node carries
 // is the size of the common small sets, not of the largest: a graph of many
 // small nodes pays for a fused layer's attributes only where one is. Copies
@@ -517,7 +535,7 @@ using Attributes =
                  ReduceAttrs, PowerAttrs, SoftmaxAttrs, LookupAttrs, Boxed<QuantizedLayerAttrs>,
                  GatherAttrs,
                  LayerNormAttrs, GateMultiplyAttrs, CodeAddAttrs, ShuffleChannelsAttrs,
-                 MeanInnerProductAttrs, DequantizeAttrs, QuantizeAttrs>;
+                 MeanInnerProductAttrs, DequantizeAttrs, QuantizeAttrs, LayerNormQuantizeAttrs>;
 
 template <class A, class Variant>
 struct IsAlternative;

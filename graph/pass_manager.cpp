@@ -73,15 +73,16 @@ constexpr std::array<PassEntry, 9> kFuse{{
     {"eliminate_dead_nodes", eliminate_dead_nodes},
 }};
 // What no layer took: quantizations as one pass each (inside the Softmax
-// before them where oneDNN can), constant expressions
+// or LayerNorm before them where the backend can), constant expressions
 // evaluated once, and scales and shifts after the f32 layers (whose weights
 // are constant by now) folded into their weights and biases.
-constexpr std::array<PassEntry, 10> kFold{{
+constexpr std::array<PassEntry, 11> kFold{{
     {"quantize_by_convert", quantize_by_convert},
     {"quantize_channel_gate", quantize_channel_gate},
     {"add_codes", add_codes},
     {"recognize_channel_shuffle", recognize_channel_shuffle},
     {"fold_quantize_into_softmax", fold_quantize_into_softmax},
+    {"fold_quantize_into_layer_norm", fold_quantize_into_layer_norm},
     {"eliminate_dead_nodes", eliminate_dead_nodes},  // before folding what nobody reads
     {"fold_constants", fold_constants},
     {"fold_scale_into_layer", fold_scale_into_layer},

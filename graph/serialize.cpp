@@ -138,6 +138,7 @@ template <class Ar> void fields(Ar& ar, MeanInnerProductAttrs& x) {
 template <class Ar> void fields(Ar& ar, DequantizeAttrs& x) { ar(x.scale, x.zero_point, x.axis); }
 template <class Ar> void fields(Ar& ar, GatherAttrs& x) { ar(x.axis); }
 template <class Ar> void fields(Ar& ar, LayerNormAttrs& x) { ar(x.epsilon); }
+template <class Ar> void fields(Ar& ar, LayerNormQuantizeAttrs& x) { ar(x.epsilon, x.quantize); }
 
 class Writer {
  public:

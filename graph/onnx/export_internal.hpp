@@ -78,6 +78,9 @@ class Exporter {
                   const std::string& y);
   void softmax(const Node& n, const std::string& y);
   void layer_norm(const Node& n, const std::string& y);
+  void spell_layer_norm(const Node& n, float epsilon, const std::string& y);
+  void layer_norm_quantize(const Node& n, const std::string& y);
+  void layer_norm_dynamic_quantize(const Node& n, const std::string& y);
   void reduce_mean(const Node& n, const std::string& y);
   void batch_norm(const Node& n, const std::string& y);
   void gather(const Node& n, const std::string& y);
@@ -99,6 +102,8 @@ class Exporter {
   // ---- quantization and the ops on codes (export_quantization.cpp) ----------
   void fake_quantize(const Node& n, const std::string& y);
   void dynamic_quantize(const Node& n, const std::string& y);
+  void spell_dynamic_quantize(const Node& n, const std::string& x, std::size_t codes,
+                              const std::string& y);
   std::string zero_point_scalar(graph::ValueId v, const std::string& base);
   void lookup(const Node& n, const std::string& y);
   void convert(const Node& n);

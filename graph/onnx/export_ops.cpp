@@ -39,6 +39,8 @@ const std::map<OpKind, Exporter::OrdinaryForm>& Exporter::ordinary_forms() {
       {OpKind::Power, {&Exporter::power, true}},
       {OpKind::Softmax, {&Exporter::softmax, true}},
       {OpKind::LayerNorm, {&Exporter::layer_norm, true}},
+      {OpKind::LayerNormQuantize, {&Exporter::layer_norm_quantize, true}},
+      {OpKind::LayerNormDynamicQuantize, {&Exporter::layer_norm_dynamic_quantize, true}},
       {OpKind::Gather, {&Exporter::gather, false}},
       {OpKind::ReduceMean, {&Exporter::reduce_mean, true}},
       {OpKind::BatchNormalization, {&Exporter::batch_norm, true}},
@@ -196,10 +198,14 @@ void Exporter::softmax(const Node& n, const std::string& y) {
   }
 }
 
+void Exporter::layer_norm(const Node& n, const std::string& y) {
+  spell_layer_norm(n, n.attr<graph::LayerNormAttrs>().epsilon, y);
+}
+
 // Opset 14 has no LayerNormalization (17): written as PyTorch spells
 // nn.LayerNorm at opset 13, d = x - mean(x); d / sqrt(mean(d^2) + eps)
 // * scale + bias over the last axis, which qfuse reads back as one LayerNorm.
-void Exporter::layer_norm(const Node& n, const std::string& y) {
+void Exporter::spell_layer_norm(const Node& n, float epsilon, const std::string& y) {
   const std::string& b = n.name;
   const auto mean_of_last_axis = [&](const std::string& base, const std::string& t) {
     const std::string m = w_.op("ReduceMean", base, {t});
@@ -212,11 +218,31 @@ void Exporter::layer_norm(const Node& n, const std::string& y) {
   const std::string square = w_.op("Pow", b + "/square", {d, w_.scalar(b + "/two", 2.0)});
   std::string t = w_.op("Add", b + "/plus_epsilon",
                         {mean_of_last_axis(b + "/variance", square),
-                         w_.scalar(b + "/epsilon", n.attr<graph::LayerNormAttrs>().epsilon)});
+                         w_.scalar(b + "/epsilon", epsilon)});
   t = w_.op("Sqrt", b + "/deviation", {t});
   t = w_.op("Div", b + "/normalized", {d, t});
   t = w_.op("Mul", b + "/scaled", {t, in(n.inputs[1])});
   w_.node("Add", b, {t, in(n.inputs[2])}, y);
+}
+
+// y, then its codes as the quantizer the node took (QuantizeLinear, or a
+// quantizing Convert's form).
+void Exporter::layer_norm_quantize(const Node& n, const std::string& y) {
+  const auto& a = n.attr<graph::LayerNormQuantizeAttrs>();
+  spell_layer_norm(n, a.epsilon, y);
+  const std::string base = n.name + "/quantize";
+  if (const auto* q = std::get_if<graph::QuantizeAttrs>(&a.quantize)) {
+    quantize_linear(*q, y, base, name(n.outputs[1]));
+  } else {
+    const auto& r = std::get<graph::ConvertAttrs>(a.quantize);
+    quantize_as(r, r.to, y, base, name(n.outputs[1]));
+  }
+}
+
+// y, then DynamicQuantizeLinear of it for the other three outputs.
+void Exporter::layer_norm_dynamic_quantize(const Node& n, const std::string& y) {
+  spell_layer_norm(n, n.attr<graph::LayerNormAttrs>().epsilon, y);
+  spell_dynamic_quantize(n, y, 1, name(n.outputs[1]));
 }
 
 void Exporter::reduce_mean(const Node& n, const std::string& y) {

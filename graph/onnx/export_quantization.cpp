@@ -450,14 +450,22 @@ void Exporter::fake_quantize(const Node& n, const std::string& y) {
 // scalar a_zero_point, or one per row of A), and a dynamic layer reads the
 // scalar (zero_point_scalar).
 void Exporter::dynamic_quantize(const Node& n, const std::string& y) {
+  spell_dynamic_quantize(n, in(n.inputs[0]), 0, y);
+}
+
+// DynamicQuantizeLinear of x writing n's outputs from `codes` on (codes,
+// scale, zero point); the codes named y.
+void Exporter::spell_dynamic_quantize(const Node& n, const std::string& x, std::size_t codes,
+                                      const std::string& y) {
   const std::string& b = n.name;
-  auto& node = w_.node("DynamicQuantizeLinear", b, {in(n.inputs[0])}, y);
-  for (const std::size_t i : {std::size_t{1}, std::size_t{2}}) {
-    const std::string scalar = w_.fresh(b + (i == 1 ? "/scale" : "/zero_point"));
+  auto& node = w_.node("DynamicQuantizeLinear", codes == 0 ? b : b + "/dynamic_quantize", {x}, y);
+  const std::size_t scale = codes + 1, zero_point = codes + 2;
+  for (const std::size_t i : {scale, zero_point}) {
+    const std::string scalar = w_.fresh(b + (i == scale ? "/scale" : "/zero_point"));
     node.add_output(scalar);
     scalars_[n.outputs[i].index] = scalar;
   }
-  for (const std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+  for (const std::size_t i : {scale, zero_point}) {
     const graph::ValueId v = n.outputs[i];
     const std::vector<graph::NodeId> consumers = g_.consumers(v);
     const bool only_dynamic_zero_points =
@@ -468,7 +476,7 @@ void Exporter::dynamic_quantize(const Node& n, const std::string& y) {
                  std::count(cn.inputs.begin(), cn.inputs.end(), v) == 1 && cn.inputs[2] == v;
         });
     if (!only_dynamic_zero_points || g_.is_graph_output(v)) {
-      w_.node("Reshape", b + (i == 1 ? "/scale_shape" : "/zero_point_shape"),
+      w_.node("Reshape", b + (i == scale ? "/scale_shape" : "/zero_point_shape"),
               {scalars_.at(v.index), w_.ints64(b + "/one_element", {1})}, name(v));
     }
   }

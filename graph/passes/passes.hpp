@@ -87,6 +87,9 @@ bool is_channel_gate(const Graph& g, ValueId gate, ValueId x);
 // A quantizing Convert (zero point 0) that alone reads a Softmax -> the
 // Softmax writes the u8/s8 codes itself (oneDNN's output scale).
 bool fold_quantize_into_softmax(Graph& g, PassContext& ctx);
+// A per-tensor quantizer or DynamicQuantize reading a LayerNorm, run in the
+// LayerNorm's pass over the rows (LayerNormQuantize, LayerNormDynamicQuantize).
+bool fold_quantize_into_layer_norm(Graph& g, PassContext& ctx);
 
 // An f32 layer with constant weights followed by a Multiply by a per-tensor
 // or per-channel constant takes it into its weights and bias.

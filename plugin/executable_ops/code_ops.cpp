@@ -101,44 +101,6 @@ __attribute__((target("avx512f"))) std::int64_t code_add_avx512(const A* a, cons
 #endif
 #endif
 
-// The quantization that ends GateMultiply and CodeAdd: ONNX's QuantizeLinear
-// (per tensor) or a quantizing Convert's range formula, over a span of f32
-// values, as the unfused Quantize / Convert computes it.
-struct CodesQuantizer {
-  explicit CodesQuantizer(const std::variant<graph::ConvertAttrs, graph::QuantizeAttrs>& q) {
-    if (const auto* linear = std::get_if<graph::QuantizeAttrs>(&q)) {
-      linear_ = true;
-      scale_ = linear->scale[0];
-      zero_point_ = linear->zero_point[0];
-      code_min_ = linear->code_min();
-      code_max_ = linear->code_max();
-    } else {
-      const auto& r = std::get<graph::ConvertAttrs>(q);
-      il_ = r.input_low;
-      range_ = static_cast<double>(r.input_high) - static_cast<double>(r.input_low);
-      code_min_ = r.code_min();
-      code_max_ = code_min_ + 255;
-    }
-  }
-
-  template <typename T>
-  void operator()(const float* p, T* y, std::int64_t n) const {
-    if (linear_) {
-      quantize_linear_span(p, y, n, scale_, zero_point_, code_max_);
-    } else {
-      quantize_span(p, y, n, il_, range_, code_min_);
-    }
-  }
-
-  bool out_signed() const { return code_min_ < 0; }
-
-  bool linear_ = false;
-  float scale_ = 1.0f;
-  std::int32_t zero_point_ = 0;
-  double il_ = 0.0, range_ = 0.0;
-  std::int32_t code_min_ = 0, code_max_ = 255;
-};
-
 // GateMultiply: codes x times a per-channel gate g, quantized. Per row of
 // contiguous codes (one pixel's channels when channels last, one channel's
 // plane when plain) the f32 products ((x - z) * s) * g[n, c] go to a small
@@ -188,7 +150,9 @@ class GateMultiplyOp final : public ExecutableOp {
   template <typename In, typename Out>
   bool run_pixels(const In* x, const float* gate, Out* y) const {
 #if defined(QFUSE_AVX512_KERNELS)
-    if (!channels_last_ || !quantize_.linear_ || !has_avx512()) return false;
+    if (!channels_last_ || !quantize_.linear_ || quantize_.raise_to_min_ || !has_avx512()) {
+      return false;
+    }
     const float z = zero_point_, s = scale_;
     constexpr std::int64_t kPixels = 1024;  // per task
     const std::int64_t tasks = (inner_ + kPixels - 1) / kPixels;

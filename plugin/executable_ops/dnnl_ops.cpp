@@ -636,20 +636,6 @@ std::unique_ptr<ExecutableOp> make_prelu(const Operands& o, const dnnl::engine& 
                   {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
 }
 
-// oneDNN's layer normalization normalizes over the last dimension, with
-// separate scale and shift.
-std::unique_ptr<ExecutableOp> make_layer_norm(const Operands& o, const dnnl::engine& engine) {
-  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-  dnnl::layer_normalization_forward::desc desc(prop_kind::forward_inference, o.in_md(0),
-                                               o.node.attr<graph::LayerNormAttrs>().epsilon, flags);
-  dnnl::layer_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(), engine);
-  return make_op(o.node, engine, pd,
-                 {{DNNL_ARG_SRC, o.node.inputs[0], o.in_md(0)},
-                  {DNNL_ARG_SCALE, o.node.inputs[1], o.in_md(1)},
-                  {DNNL_ARG_SHIFT, o.node.inputs[2], o.in_md(2)},
-                  {DNNL_ARG_DST, o.node.outputs[0], o.out_md()}});
-}
-
 std::unique_ptr<ExecutableOp> make_batch_norm(const Operands& o, const dnnl::engine& engine) {
   const auto& a = o.node.attr<graph::BatchNormAttrs>();
   const auto flags = dnnl::normalization_flags::use_global_stats |
@@ -1070,10 +1056,6 @@ std::unique_ptr<ExecutableOp> make_dnnl_prelu(const OpBuild& b) { return make_pr
 
 std::unique_ptr<ExecutableOp> make_dnnl_batch_norm(const OpBuild& b) {
   return make_batch_norm(b, b.engine);
-}
-
-std::unique_ptr<ExecutableOp> make_dnnl_layer_norm(const OpBuild& b) {
-  return make_layer_norm(b, b.engine);
 }
 
 std::unique_ptr<ExecutableOp> make_dnnl_pool(const OpBuild& b) { return make_pool(b, b.engine); }

@@ -96,6 +96,8 @@ std::unique_ptr<ExecutableOp> make_quantize(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_quantizing_convert(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dequantize(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dynamic_quantize(const OpBuild& b);
+// layer_norm_op.cpp: LayerNorm, LayerNormQuantize and LayerNormDynamicQuantize.
+std::unique_ptr<ExecutableOp> make_layer_norm(const OpBuild& b);
 // code_ops.cpp: ops on int8 codes between layers.
 std::unique_ptr<ExecutableOp> make_gate_multiply(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_code_add(const OpBuild& b);
@@ -122,7 +124,6 @@ std::unique_ptr<ExecutableOp> make_dnnl_eltwise(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_binary(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_prelu(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_batch_norm(const OpBuild& b);
-std::unique_ptr<ExecutableOp> make_dnnl_layer_norm(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_pool(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_transpose(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_reorder(const OpBuild& b);

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <limits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "composer/fake_quantize_formula.hpp"
+#include "graph/ops.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define QFUSE_AVX512_KERNELS 1
@@ -62,5 +64,52 @@ void raise_codes(T* y, std::int64_t n, std::int32_t lo) {
 // min / max do; a NaN then quantizes to the lowest code, as in
 // composer::quantize_linear).
 std::pair<float, float> min_max_span(const float* x, std::int64_t n);
+
+// A per-tensor quantization of f32 values to codes, as the unfused Quantize
+// (ONNX's QuantizeLinear, onto [code_min, code_max]) or quantizing Convert
+// (the range formula) computes it: what ends GateMultiply, CodeAdd and
+// LayerNormQuantize.
+struct CodesQuantizer {
+  explicit CodesQuantizer(const std::variant<graph::ConvertAttrs, graph::QuantizeAttrs>& q) {
+    if (const auto* linear = std::get_if<graph::QuantizeAttrs>(&q)) {
+      linear_ = true;
+      scale_ = linear->scale[0];
+      zero_point_ = linear->zero_point[0];
+      code_min_ = linear->code_min();
+      code_max_ = linear->code_max();
+      raise_to_min_ = code_min_ != linear->type_min();
+      signed_ = linear->to == ElementType::s8;
+    } else {
+      const auto& r = std::get<graph::ConvertAttrs>(q);
+      il_ = r.input_low;
+      range_ = static_cast<double>(r.input_high) - static_cast<double>(r.input_low);
+      code_min_ = r.code_min();
+      code_max_ = code_min_ + 255;
+      signed_ = r.to == ElementType::s8;
+    }
+  }
+
+  template <typename T>
+  void operator()(const float* p, T* y, std::int64_t n) const {
+    if (linear_) {
+      quantize_linear_span(p, y, n, scale_, zero_point_, code_max_);
+      if (raise_to_min_) raise_codes(y, n, code_min_);
+    } else {
+      quantize_span(p, y, n, il_, range_, code_min_);
+    }
+  }
+
+  // s8 codes (else u8), as the quantizer's type says: a grid of s8 codes may
+  // start at 0 or above (an int8 QuantizeLinear clipped to [0, 127]).
+  bool out_signed() const { return signed_; }
+
+  bool linear_ = false;
+  float scale_ = 1.0f;
+  std::int32_t zero_point_ = 0;
+  double il_ = 0.0, range_ = 0.0;
+  std::int32_t code_min_ = 0, code_max_ = 255;
+  bool raise_to_min_ = false;  // code_min_ is above the type's lowest code
+  bool signed_ = false;
+};
 
 }  // namespace qfuse::plugin

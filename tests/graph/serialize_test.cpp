@@ -80,7 +80,8 @@ std::vector<Attributes> every_attribute() {
           ShuffleChannelsAttrs{4},
           MeanInnerProductAttrs{{0.5f, 1.5f}, {0.0f, -1.0f}, 3, -6.0f, 6.0f, 4},
           DequantizeAttrs{{0.5f, 0.25f}, {1.0f, 3.0f}, 0},
-          QuantizeAttrs{ElementType::s8, {0.5f, 2.0f}, {1, -1}, 0, 128, 64}};
+          QuantizeAttrs{ElementType::s8, {0.5f, 2.0f}, {1, -1}, 0, 128, 64},
+          LayerNormQuantizeAttrs{1e-6f, QuantizeAttrs{ElementType::s8, {0.25f}, {0}, 1, 255, 1}}};
 }
 
 bool equal_chains(const composer::PostOpChain& a, const composer::PostOpChain& b) {
