@@ -4,19 +4,19 @@
 //     ==>  x -> Softmax(t, quantize_scale s)
 //
 // A Quantize (what quantize_by_convert makes of a Q/DQ pair that no layer
-// took) that alone reads a Softmax runs inside it: oneDNN 2.6's
-// softmax_v2 writes u8 / s8 with a per-tensor output scale, one pass over the
-// data instead of two. The arithmetic: the Quantize computes ONNX's
-// saturate(round_half_even(y / s)), the Softmax saturate(round_half_even(y *
-// fl(1 / s))) on the same f32 y (oneDNN's kernel computes y alike for both
-// destinations), so a code moves by at most one where y / s sits within an
-// ulp of a tie, and never where 1 / s is exact.
+// took) that alone reads a Softmax runs inside it, one pass over the data
+// instead of two. The arithmetic: the Quantize computes ONNX's
+// saturate(round_half_even(y / s)). With AVX-512, qfuse's softmax kernel
+// quantizes each row of the same f32 y with the Quantize's own loop: the
+// same codes. Without, oneDNN 2.6's softmax_v2 writes them with an output
+// scale, saturate(round_half_even(y * fl(1 / s))) on the same f32 y (its
+// kernel computes y alike for both destinations), so a code moves by at
+// most one where y / s sits within an ulp of a tie, and never where 1 / s is
+// exact.
 // Preconditions: a per-tensor Quantize with zero point 0 (softmax_v2 has no
 // destination zero point in 2.6) onto the whole u8 / s8;
 // the Softmax's f32 output has no other reader and is no graph output; the
 // backend runs the result with a kernel of its own (not oneDNN's reference).
-// LayerNorm has no such form: oneDNN 2.6's layer normalization has one data
-// descriptor for source and destination, f32 or bf16, and no output scales.
 
 #include "graph/passes/passes.hpp"
 #include "graph/passes/pattern.hpp"

@@ -88,7 +88,7 @@ constexpr std::array kExecutables{
   Executables{OpKind::Slice,                   {make_slice_of_rows, make_dnnl_slice}},
   Executables{OpKind::ReduceMean,              {make_dnnl_reduce_mean}},
   Executables{OpKind::Power,                   {make_dnnl_power}},
-  Executables{OpKind::Softmax,                 {make_strided_softmax, make_dnnl_softmax}},
+  Executables{OpKind::Softmax,                 {make_row_softmax, make_strided_softmax, make_dnnl_softmax}},
   Executables{OpKind::Lookup,                  {make_lookup}},
   Executables{OpKind::GateMultiply,            {make_gate_multiply}},
   Executables{OpKind::CodeAdd,                 {make_code_add}},

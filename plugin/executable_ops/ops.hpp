@@ -131,8 +131,9 @@ std::unique_ptr<ExecutableOp> make_dnnl_slice(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_reduce_mean(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_power(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_softmax(const OpBuild& b);
-// An f32 Softmax along an axis with positions after it, in plain layouts, on
-// AVX-512 (softmax_op.cpp).
+// softmax_op.cpp, on AVX-512 in plain layouts: a Softmax along the last axis
+// (f32, or writing codes), and an f32 one along an axis with positions after it.
+std::unique_ptr<ExecutableOp> make_row_softmax(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_strided_softmax(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_mean_inner_product(const OpBuild& b);
 

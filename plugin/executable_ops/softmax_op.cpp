@@ -1,16 +1,26 @@
-// Softmax along an axis that is not innermost in memory: YOLOv8's box
-// distribution, [N, 16, 4, anchors] along the 16 bins. oneDNN 2.6 has only
-// its reference kernel there (some 40x slower than the whole detector's
-// convolutions), and its jit kernel on a copy with the axis innermost still
-// pays one short row per position. This op runs sixteen positions at once
-// along the contiguous inner dimension: the maximum over the axis, exp(x -
-// max) and its sum, then the quotient, as ONNX's Softmax (opset 13) defines
-// it.
-//
+// qfuse's own softmax kernels, each the maximum over the axis, exp(x - max)
+// and its sum, then the quotient, as ONNX's Softmax (opset 13) defines it
+// (along the last axis as the product with 1 / sum, within an ulp of it);
 // exp is exp_avx512 (Cephes' expf polynomial, exp_avx512.hpp).
+//
+// Along the last axis (attention's probabilities: BERT-base's 12 x 128 rows
+// of 128 per layer): one row at a time on the request's threads, the
+// exponentials kept in L1; a quantizing Softmax
+// (graph/passes/fold_quantize_into_softmax.cpp) then quantizes each row with
+// the unfused Quantize's own loop (quantize_linear_span, y / s), so its codes
+// are the unfused graph's bits. oneDNN 2.6's jit softmax took about twice as
+// long on those rows and writes codes as y * (1 / s), within one code.
+//
+// Along an axis that is not innermost in memory: YOLOv8's box distribution,
+// [N, 16, 4, anchors] along the 16 bins. oneDNN 2.6 has only its reference
+// kernel there (some 40x slower than the whole detector's convolutions), and
+// its jit kernel on a copy with the axis innermost still pays one short row
+// per position. This op runs sixteen positions at once along the contiguous
+// inner dimension.
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "plugin/executable_ops/exp_avx512.hpp"
 #include "plugin/executable_ops/ops.hpp"
@@ -30,6 +40,7 @@ using graph::Node;
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 // Softmax over `len` rows `stride` apart, for the positions `mask` selects of
 // sixteen consecutive ones.
@@ -49,6 +60,46 @@ __attribute__((target("avx512f"))) void softmax_sixteen(const float* x, float* y
   for (std::int64_t k = 0; k < len; ++k) {
     const __m512 e = _mm512_maskz_loadu_ps(mask, y + k * stride);
     _mm512_mask_storeu_ps(y + k * stride, mask, _mm512_div_ps(e, sum));
+  }
+}
+
+// The mask of the first `left` of sixteen lanes (all when left >= 16).
+__attribute__((target("avx512f"))) inline __mmask16 first_lanes(std::int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xffff)
+                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
+}
+
+// Softmax of one contiguous row of n values into y (which may be x).
+__attribute__((target("avx512f"))) void softmax_row(const float* x, float* y, std::int64_t n) {
+  const __m512 lowest = _mm512_set1_ps(-INFINITY);
+  __m512 m0 = lowest, m1 = lowest;
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
+  }
+  for (; i < n; i += 16) m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(lowest, first_lanes(n - i), x + i));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(m0, m1)));
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+  for (i = 0; i + 32 <= n; i += 32) {
+    const __m512 e0 = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+    const __m512 e1 = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), m));
+    s0 = _mm512_add_ps(s0, e0);
+    s1 = _mm512_add_ps(s1, e1);
+    _mm512_storeu_ps(y + i, e0);
+    _mm512_storeu_ps(y + i + 16, e1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 k = first_lanes(n - i);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m)));
+    s0 = _mm512_add_ps(s0, e);
+    _mm512_mask_storeu_ps(y + i, k, e);
+  }
+  // Times 1 / sum: within an ulp of the quotient, a sixteenth of the divides.
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
+  for (i = 0; i < n; i += 16) {
+    const __mmask16 k = first_lanes(n - i);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), inv));
   }
 }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -86,7 +137,70 @@ class StridedSoftmaxOp final : public ExecutableOp {
   std::int64_t outer_, len_, inner_;
 };
 
+// Softmax along the last axis, f32 -> f32, or -> u8 / s8 codes when the
+// Softmax quantizes (SoftmaxAttrs::quantize_scale, zero point 0).
+class RowSoftmaxOp final : public ExecutableOp {
+ public:
+  RowSoftmaxOp(const Node& node, const Shape& shape)
+      : ExecutableOp(node), len_(shape.back()), rows_(element_count(shape) / shape.back()) {
+    const auto& a = node.attr<graph::SoftmaxAttrs>();
+    quantize_scale_ = a.quantize_scale;
+    to_ = a.to;
+  }
+
+  void execute(ExecContext& ctx) const override {
+#if defined(QFUSE_AVX512_KERNELS)
+    const float* x = ctx.in(node().inputs[0]).data<float>().data();
+    Tensor& out = ctx.out(node().outputs[0]);
+    const bool parallel = rows_ * len_ >= kParallelFrom;
+    if (to_ == ElementType::f32) {
+      float* y = out.data<float>().data();
+      parallel_for(parallel, rows_, [&](std::int64_t r) { softmax_row(x + r * len_, y + r * len_, len_); });
+      return;
+    }
+    const auto codes = [&](auto* y) {
+      parallel_for(parallel, rows_, [&](std::int64_t r) {
+        float p[kLongestRow];
+        softmax_row(x + r * len_, p, len_);
+        quantize_linear_span(p, y + r * len_, len_, quantize_scale_, 0);
+      });
+    };
+    if (to_ == ElementType::s8) {
+      codes(out.data<std::int8_t>().data());
+    } else {
+      codes(out.data<std::uint8_t>().data());
+    }
+#else
+    (void)ctx;
+#endif
+  }
+  std::string implementation() const override { return "qfuse:softmax"; }
+
+  // The longest row a quantizing softmax keeps on the stack.
+  static constexpr std::int64_t kLongestRow = 4096;
+
+ private:
+  static constexpr std::int64_t kParallelFrom = 16384;
+  std::int64_t len_, rows_;
+  float quantize_scale_ = 0.0f;
+  ElementType to_ = ElementType::f32;
+};
+
 }  // namespace
+
+std::unique_ptr<ExecutableOp> make_row_softmax(const OpBuild& b) {
+  const auto& a = b.node.attr<graph::SoftmaxAttrs>();
+  const Shape& shape = b.in(0).shape;
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  const bool last = a.axis == -1 || a.axis == rank - 1;
+  if (!last || shape.empty() || b.in(0).type != ElementType::f32 ||
+      (a.quantizes() && shape.back() > RowSoftmaxOp::kLongestRow) ||
+      b.layout(b.node.inputs[0]) != Layout::plain || b.layout(b.node.outputs[0]) != Layout::plain ||
+      !has_avx512()) {
+    return nullptr;
+  }
+  return std::make_unique<RowSoftmaxOp>(b.node, shape);
+}
 
 std::unique_ptr<ExecutableOp> make_strided_softmax(const OpBuild& b) {
   const auto& a = b.node.attr<graph::SoftmaxAttrs>();
