@@ -23,6 +23,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "composer/fake_quantize_formula.hpp"
 #include "plugin/executable_ops/ops.hpp"
@@ -153,51 +154,61 @@ class LayerNormOp final : public ExecutableOp {
     const float* bias = ctx.in(node().inputs[2]).data<float>().data();
     float* y = ctx.out(node().outputs[0]).data<float>().data();
     const bool parallel = rows_ * cols_ >= kParallelFrom;
-    const auto row = [&](std::int64_t r) {
-      normalize_row(x + r * cols_, y + r * cols_, cols_, scale, bias, eps_);
+    // Blocks of whole rows, about kBlock values each (the rows of a small
+    // encoder together, so that a block's range and codes are one call).
+    const std::int64_t per_block = std::max<std::int64_t>(1, kBlock / cols_);
+    const std::int64_t blocks = (rows_ + per_block - 1) / per_block;
+    // Normalizes block b's rows; returns its first value and value count.
+    const auto normalize = [&](std::int64_t b) {
+      const std::int64_t first = b * per_block, count = std::min(per_block, rows_ - first);
+      for (std::int64_t r = first; r < first + count; ++r) {
+        normalize_row(x + r * cols_, y + r * cols_, cols_, scale, bias, eps_);
+      }
+      return std::pair{first * cols_, count * cols_};
     };
     switch (node().kind) {
       case OpKind::LayerNormQuantize: {
         Tensor& codes = ctx.out(node().outputs[1]);
-        const auto each_row = [&](auto* c) {
-          parallel_for(parallel, rows_, [&](std::int64_t r) {
-            row(r);
-            (*quantize_)(y + r * cols_, c + r * cols_, cols_);
+        const auto each_block = [&](auto* c) {
+          parallel_for(parallel, blocks, [&](std::int64_t b) {
+            const auto [at, n] = normalize(b);
+            (*quantize_)(y + at, c + at, n);
           });
         };
         if (quantize_->out_signed()) {
-          each_row(codes.data<std::int8_t>().data());
+          each_block(codes.data<std::int8_t>().data());
         } else {
-          each_row(codes.data<std::uint8_t>().data());
+          each_block(codes.data<std::uint8_t>().data());
         }
         return;
       }
       case OpKind::LayerNormDynamicQuantize: {
         float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-        const auto row_range = [&](std::int64_t r, float& a, float& b) {
-          row(r);
-          const auto [ra, rb] = min_max_span(y + r * cols_, cols_);
-          a = std::min(a, ra);
-          b = std::max(b, rb);
+        const auto block_range = [&](std::int64_t b, float& a, float& c) {
+          const auto [at, n] = normalize(b);
+          const auto [ba, bc] = min_max_span(y + at, n);
+          a = std::min(a, ba);
+          c = std::max(c, bc);
         };
         if (parallel) {
 #pragma omp parallel for schedule(static) reduction(min : lo) reduction(max : hi)
-          for (std::int64_t r = 0; r < rows_; ++r) row_range(r, lo, hi);
+          for (std::int64_t b = 0; b < blocks; ++b) block_range(b, lo, hi);
         } else {
-          for (std::int64_t r = 0; r < rows_; ++r) row_range(r, lo, hi);
+          for (std::int64_t b = 0; b < blocks; ++b) block_range(b, lo, hi);
         }
         const composer::DynamicGrid grid = composer::dynamic_grid(lo, hi);
         auto* codes = ctx.out(node().outputs[1]).data<std::uint8_t>().data();
-        parallel_for(parallel, rows_, [&](std::int64_t r) {
-          quantize_linear_span(y + r * cols_, codes + r * cols_, cols_, grid.scale,
-                               grid.zero_point);
+        parallel_for(parallel, blocks, [&](std::int64_t b) {
+          const std::int64_t at = b * per_block * cols_;
+          const std::int64_t n = std::min(per_block, rows_ - b * per_block) * cols_;
+          quantize_linear_span(y + at, codes + at, n, grid.scale, grid.zero_point);
         });
         ctx.out(node().outputs[2]).data<float>()[0] = grid.scale;
         ctx.out(node().outputs[3]).data<std::uint8_t>()[0] =
             static_cast<std::uint8_t>(grid.zero_point);
         return;
       }
-      default: parallel_for(parallel, rows_, row); return;
+      default: parallel_for(parallel, blocks, normalize); return;
     }
   }
 
@@ -210,8 +221,10 @@ class LayerNormOp final : public ExecutableOp {
   }
 
  private:
-  // Elements from which the rows are shared among the request's threads.
+  // Elements from which the blocks are shared among the request's threads.
   static constexpr std::int64_t kParallelFrom = 16384;
+  // Values per block of rows (16 KB of f32: in L1 while quantized).
+  static constexpr std::int64_t kBlock = 4096;
 
   std::int64_t rows_ = 1, cols_ = 1;
   float eps_ = 1e-5f;
