@@ -158,11 +158,17 @@ class RowSoftmaxOp final : public ExecutableOp {
       parallel_for(parallel, rows_, [&](std::int64_t r) { softmax_row(x + r * len_, y + r * len_, len_); });
       return;
     }
+    // Blocks of whole rows, up to kLongestRow values, quantized in one call.
+    const std::int64_t per_block = std::max<std::int64_t>(1, kLongestRow / len_);
+    const std::int64_t blocks = (rows_ + per_block - 1) / per_block;
     const auto codes = [&](auto* y) {
-      parallel_for(parallel, rows_, [&](std::int64_t r) {
+      parallel_for(parallel, blocks, [&](std::int64_t b) {
         float p[kLongestRow];
-        softmax_row(x + r * len_, p, len_);
-        quantize_linear_span(p, y + r * len_, len_, quantize_scale_, 0);
+        const std::int64_t first = b * per_block, count = std::min(per_block, rows_ - first);
+        for (std::int64_t r = 0; r < count; ++r) {
+          softmax_row(x + (first + r) * len_, p + r * len_, len_);
+        }
+        quantize_linear_span(p, y + first * len_, count * len_, quantize_scale_, 0);
       });
     };
     if (to_ == ElementType::s8) {
@@ -176,7 +182,8 @@ class RowSoftmaxOp final : public ExecutableOp {
   }
   std::string implementation() const override { return "qfuse:softmax"; }
 
-  // The longest row a quantizing softmax keeps on the stack.
+  // The values a quantizing softmax keeps on the stack: a block of rows,
+  // and its longest row.
   static constexpr std::int64_t kLongestRow = 4096;
 
  private:
