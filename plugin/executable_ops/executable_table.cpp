@@ -86,7 +86,7 @@ constexpr std::array kExecutables{
   Executables{OpKind::Concat,                  {make_concat}},
   Executables{OpKind::Resize,                  {make_resize}},
   Executables{OpKind::Slice,                   {make_slice_of_rows, make_dnnl_slice}},
-  Executables{OpKind::ReduceMean,              {make_dnnl_reduce_mean}},
+  Executables{OpKind::ReduceMean,              {make_consecutive_reduce_mean, make_dnnl_reduce_mean}},
   Executables{OpKind::Power,                   {make_dnnl_power}},
   Executables{OpKind::Softmax,                 {make_row_softmax, make_strided_softmax, make_dnnl_softmax}},
   Executables{OpKind::Lookup,                  {make_lookup}},

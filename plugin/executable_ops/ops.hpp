@@ -96,6 +96,8 @@ std::unique_ptr<ExecutableOp> make_quantize(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_quantizing_convert(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dequantize(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dynamic_quantize(const OpBuild& b);
+// reduce_mean_op.cpp: a plain f32 ReduceMean over consecutive axes.
+std::unique_ptr<ExecutableOp> make_consecutive_reduce_mean(const OpBuild& b);
 // layer_norm_op.cpp: LayerNorm, LayerNormQuantize and LayerNormDynamicQuantize.
 std::unique_ptr<ExecutableOp> make_layer_norm(const OpBuild& b);
 // code_ops.cpp: ops on int8 codes between layers.

@@ -1,6 +1,7 @@
-// MaxPool, AvgPool and BatchNormalization against loops in double.
-// MaxPool is exact; AvgPool 1e-5 * mean|x| + 1e-7; BatchNorm 1e-5 * (|scaled| +
-// |beta|) + 1e-6.
+// MaxPool, AvgPool, BatchNormalization and ReduceMean against loops in
+// double. MaxPool is exact; AvgPool 1e-5 * mean|x| + 1e-7; BatchNorm 1e-5 *
+// (|scaled| + |beta|) + 1e-6; ReduceMean 4e-6 * mean|x| + 1e-7 (an f32 sum of
+// at most 64 values: 64 roundings of 2^-24 each).
 
 #include <array>
 
@@ -190,6 +191,61 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormTest,
                                            BnCase{"ncw", {2, 5, 7}, 1e-3f},
                                            BnCase{"ncdhw", {1, 2, 3, 4, 5}, 1e-5f}),
                          CaseName{});
+
+struct ReduceCase {
+  std::string name;
+  Shape x;
+  graph::Ints axes;
+  std::string implementation;  // qfuse's loop over consecutive axes, else oneDNN's
+};
+
+class ReduceMeanTest : public ::testing::TestWithParam<ReduceCase> {};
+
+TEST_P(ReduceMeanTest, MeanOverTheAxes) {
+  const ReduceCase& c = GetParam();
+  std::mt19937 rng(41);
+  const Tensor x = random_tensor(c.x, rng, -2.0f, 3.0f);
+  graph::Graph g;
+  graph::Builder b(g);
+  b.output(b.op(OpKind::ReduceMean, {b.input("x", c.x)}, graph::ReduceAttrs{c.axes}, "mean"));
+  const CompiledModel model = compile(g, {.fuse = false});
+  ASSERT_EQ(model.layers()[0].implementation.rfind(c.implementation, 0), 0u)
+      << model.layers()[0].implementation;
+  InferRequest request = model.create_infer_request();
+  request.set_input("x", x);
+  request.infer();
+  const Tensor& y = request.output("mean");
+  Shape out = c.x;
+  for (const auto a : c.axes) out[idx(a)] = 1;
+  ASSERT_EQ(y.shape(), out);
+  std::vector<double> sum(idx(y.size()), 0.0), mag(idx(y.size()), 0.0);
+  const std::vector<std::int64_t> out_strides = strides_of(out);
+  const std::int64_t count = x.size() / y.size();
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    std::vector<std::int64_t> pos = unravel(c.x, i);
+    for (const auto a : c.axes) pos[idx(a)] = 0;
+    std::int64_t o = 0;
+    for (std::size_t d = 0; d < pos.size(); ++d) o += pos[d] * out_strides[d];
+    sum[idx(o)] += x.data<float>()[idx(i)];
+    mag[idx(o)] += std::fabs(x.data<float>()[idx(i)]);
+  }
+  std::vector<double> expected, tol;
+  for (std::size_t o = 0; o < sum.size(); ++o) {
+    expected.push_back(sum[o] / static_cast<double>(count));
+    tol.push_back(4e-6 * mag[o] / static_cast<double>(count) + 1e-7);
+  }
+  EXPECT_TRUE(all_close(y, expected, tol));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Axes, ReduceMeanTest,
+    ::testing::Values(ReduceCase{"tokens", {5, 16, 64}, {1}, "qfuse:reduce_mean"},
+                      ReduceCase{"last", {3, 7, 37}, {2}, "qfuse:reduce_mean"},
+                      ReduceCase{"spatial", {2, 6, 4, 5}, {2, 3}, "qfuse:reduce_mean"},
+                      ReduceCase{"first", {9, 2, 3}, {0}, "qfuse:reduce_mean"},
+                      ReduceCase{"all", {4, 3, 5}, {0, 1, 2}, "qfuse:reduce_mean"},
+                      ReduceCase{"apart", {2, 3, 4, 5}, {1, 3}, ""}),
+    CaseName{});
 
 }  // namespace
 }  // namespace qfuse::test
