@@ -2,8 +2,7 @@
 // x viewed as [outer, K, inner] (K the reduced dims' product), y[o, i] =
 // (sum over k of x[o, k, i]) / K, the sum in f32 in k's order. oneDNN 2.6
 // has only its reference reduction for an axis with data after it (a ViT's
-// mean over its tokens, [100, 16, 64] over the 16: 1.3 ms of a 2.4 ms
-// model), where this loop adds whole rows of `inner` values.
+// mean over its tokens), where this loop adds whole rows of `inner` values.
 
 #include <algorithm>
 
@@ -41,8 +40,11 @@ class ReduceMeanOp final : public ExecutableOp {
       std::copy_n(in, inner_, out);
       for (std::int64_t j = 1; j < count_; ++j) {
         const float* row = in + j * inner_;
+        // Distinct buffers: the vector loop needs no overlap check.
+#pragma omp simd
         for (std::int64_t i = 0; i < inner_; ++i) out[i] += row[i];
       }
+#pragma omp simd
       for (std::int64_t i = 0; i < inner_; ++i) out[i] /= k;
     });
   }
