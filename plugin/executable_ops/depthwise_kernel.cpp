@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "plugin/executable_ops/exp_avx512.hpp"
+#include "plugin/executable_ops/avx512_math.hpp"
 #include "plugin/parallel.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "composer/fake_quantize_formula.hpp"
+#include "plugin/executable_ops/avx512_math.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantize_spans.hpp"
 #include "plugin/parallel.hpp"
@@ -62,12 +63,6 @@ void normalize_row_scalar(const float* x, float* y, std::int64_t n, const float*
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-// The mask of the first `left` of sixteen lanes (all when left >= 16).
-__attribute__((target("avx512f"))) inline __mmask16 lanes(std::int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xffff)
-                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
-}
-
 // The sum of 16 lanes each of four accumulators.
 __attribute__((target("avx512f"))) inline float lanes_sum(__m512 a, __m512 b, __m512 c, __m512 d) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a, b), _mm512_add_ps(c, d)));
@@ -88,7 +83,7 @@ __attribute__((target("avx512f"))) void normalize_row_avx512(const float* x, flo
     s2 = _mm512_add_ps(s2, _mm512_loadu_ps(x + i + 32));
     s3 = _mm512_add_ps(s3, _mm512_loadu_ps(x + i + 48));
   }
-  for (; i < n; i += 16) s0 = _mm512_add_ps(s0, _mm512_maskz_loadu_ps(lanes(n - i), x + i));
+  for (; i < n; i += 16) s0 = _mm512_add_ps(s0, _mm512_maskz_loadu_ps(first_lanes(n - i), x + i));
   const float mean = lanes_sum(s0, s1, s2, s3) / count;
   const __m512 vmean = _mm512_set1_ps(mean);
   s0 = s1 = s2 = s3 = _mm512_setzero_ps();
@@ -103,14 +98,14 @@ __attribute__((target("avx512f"))) void normalize_row_avx512(const float* x, flo
     s3 = _mm512_fmadd_ps(d3, d3, s3);
   }
   for (; i < n; i += 16) {
-    const __mmask16 m = lanes(n - i);
+    const __mmask16 m = first_lanes(n - i);
     const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + i), vmean);
     s0 = _mm512_fmadd_ps(d, d, s0);
   }
   const float var = lanes_sum(s0, s1, s2, s3) / count;
   const __m512 vinv = _mm512_set1_ps(1.0f / std::sqrt(var + eps));
   for (i = 0; i < n; i += 16) {
-    const __mmask16 m = lanes(n - i);
+    const __mmask16 m = first_lanes(n - i);
     const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmean), vinv);
     const __m512 v = _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(m, scale + i),
                                      _mm512_maskz_loadu_ps(m, bias + i));

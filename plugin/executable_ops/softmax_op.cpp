@@ -1,7 +1,7 @@
 // qfuse's own softmax kernels, each the maximum over the axis, exp(x - max)
 // and its sum, then the quotient, as ONNX's Softmax (opset 13) defines it
 // (along the last axis as the product with 1 / sum, within an ulp of it);
-// exp is exp_avx512 (Cephes' expf polynomial, exp_avx512.hpp).
+// exp is exp_avx512 (Cephes' expf polynomial, avx512_math.hpp).
 //
 // Along the last axis (attention's probabilities: BERT-base's 12 x 128 rows
 // of 128 per layer): one row at a time on the request's threads, the
@@ -22,7 +22,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "plugin/executable_ops/exp_avx512.hpp"
+#include "plugin/executable_ops/avx512_math.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantize_spans.hpp"
 #include "plugin/parallel.hpp"
@@ -61,12 +61,6 @@ __attribute__((target("avx512f"))) void softmax_sixteen(const float* x, float* y
     const __m512 e = _mm512_maskz_loadu_ps(mask, y + k * stride);
     _mm512_mask_storeu_ps(y + k * stride, mask, _mm512_div_ps(e, sum));
   }
-}
-
-// The mask of the first `left` of sixteen lanes (all when left >= 16).
-__attribute__((target("avx512f"))) inline __mmask16 first_lanes(std::int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xffff)
-                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
 }
 
 // Softmax of one contiguous row of n values into y (which may be x).

@@ -1,8 +1,11 @@
 #pragma once
-// Internal: e^x on sixteen floats with AVX-512F, shared by the depthwise
-// kernel's post-ops and the strided softmax. Callers check the CPU.
+// Internal: AVX-512F helpers the native kernels share: e^x on sixteen floats
+// (the depthwise kernel's post-ops, the softmax kernels) and the mask of a
+// row's first lanes (the row kernels' tails). Callers check the CPU.
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+#include <cstdint>
 
 namespace qfuse::plugin {
 
@@ -31,6 +34,12 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 exp_avx512(__m51
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+// The mask of the first `left` of sixteen lanes (all when left >= 16).
+__attribute__((target("avx512f"), always_inline)) inline __mmask16 first_lanes(std::int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xffff)
+                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
+}
 
 }  // namespace qfuse::plugin
 #endif
