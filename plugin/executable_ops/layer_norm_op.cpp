@@ -27,6 +27,7 @@
 
 #include "composer/fake_quantize_formula.hpp"
 #include "plugin/executable_ops/avx512_math.hpp"
+#include "plugin/executable_ops/layer_norm_kernel.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantize_spans.hpp"
 #include "plugin/parallel.hpp"
@@ -36,12 +37,7 @@
 #endif
 
 namespace qfuse::plugin {
-namespace {
 
-using graph::Node;
-using graph::OpKind;
-
-// One row without AVX-512: sums in double.
 void normalize_row_scalar(const float* x, float* y, std::int64_t n, const float* scale,
                           const float* bias, float eps) {
   double sum = 0.0;
@@ -56,6 +52,8 @@ void normalize_row_scalar(const float* x, float* y, std::int64_t n, const float*
   const float inv = 1.0f / std::sqrt(var + eps);
   for (std::int64_t i = 0; i < n; ++i) y[i] = std::fma((x[i] - mean) * inv, scale[i], bias[i]);
 }
+
+namespace {
 
 #if defined(QFUSE_AVX512_KERNELS)
 #if defined(__GNUC__) && !defined(__clang__)
@@ -117,6 +115,8 @@ __attribute__((target("avx512f"))) void normalize_row_avx512(const float* x, flo
 #endif
 #endif
 
+}  // namespace
+
 void normalize_row(const float* x, float* y, std::int64_t n, const float* scale,
                    const float* bias, float eps) {
 #if defined(QFUSE_AVX512_KERNELS)
@@ -127,6 +127,11 @@ void normalize_row(const float* x, float* y, std::int64_t n, const float* scale,
 #endif
   normalize_row_scalar(x, y, n, scale, bias, eps);
 }
+
+namespace {
+
+using graph::Node;
+using graph::OpKind;
 
 class LayerNormOp final : public ExecutableOp {
  public:
