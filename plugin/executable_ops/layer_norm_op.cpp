@@ -1,11 +1,12 @@
 // LayerNorm over the last axis, with qfuse's own row kernel, and the two
 // nodes that quantize its output in the same pass over the rows
-// (graph/passes/fold_quantize_into_layer_norm.cpp):
+// (graph/passes/fold_quantize_into_layer_norm.cpp), each a block of whole
+// rows (about 4096 values, in L1) at a time:
 //
 //   LayerNorm                 y
-//   LayerNormQuantize         y, then each row's codes while the row is in L1
-//                             (CodesQuantizer: the unfused Quantize's loop)
-//   LayerNormDynamicQuantize  y with each row's minimum and maximum, then
+//   LayerNormQuantize         y, then the block's codes (CodesQuantizer: the
+//                             unfused Quantize's loop)
+//   LayerNormDynamicQuantize  y and the block's minimum and maximum, then
 //                             composer::dynamic_grid and the codes of y (read
 //                             back from cache; DynamicQuantize reads its
 //                             input twice)
@@ -13,11 +14,11 @@
 // Per row: mean = sum(x) / C; var = sum((x - mean)^2) / C (two passes, so
 // no cancellation; sums in f32 with AVX-512, in double without); y = (x -
 // mean) * (1 / sqrt(var + eps)) * scale + bias (one rounding in the fused
-// multiply-add). All three nodes
-// normalize with this one kernel, so the codes a fused node writes are the
-// quantizer's own function of the very y the unfused LayerNorm writes.
-// oneDNN 2.6's layer normalization has no int8 destination or output scale,
-// so it could write neither the codes nor the range.
+// multiply-add). All three nodes normalize with this one kernel, so the
+// codes a fused node writes are the quantizer's own function of the very y
+// the unfused LayerNorm writes. oneDNN 2.6's layer normalization has no int8
+// destination or output scale, so it could write neither the codes nor the
+// range.
 
 #include <algorithm>
 #include <cmath>
