@@ -4,7 +4,7 @@
 // exp is exp_avx512 (Cephes' expf polynomial, avx512_math.hpp).
 //
 // Along the last axis (attention's probabilities: BERT-base's 12 x 128 rows
-// of 128 per layer): one row at a time on the request's threads, the
+// of 128 per layer): four rows at a time on the request's threads, the
 // exponentials kept in L1; a quantizing Softmax
 // (graph/passes/fold_quantize_into_softmax.cpp) then quantizes each row with
 // the unfused Quantize's own loop (quantize_linear_span, y / s), so its codes
@@ -63,38 +63,74 @@ __attribute__((target("avx512f"))) void softmax_sixteen(const float* x, float* y
   }
 }
 
-// Softmax of one contiguous row of n values into y (which may be x).
-__attribute__((target("avx512f"))) void softmax_row(const float* x, float* y, std::int64_t n) {
+// Softmax of R consecutive rows of n values each into y (which may be x).
+// Each row's arithmetic is the same whatever R is; R > 1 interleaves the
+// rows' steps. A row of attention's scores is short (16 to 128 keys), and
+// one row alone is a chain of dependent steps (the maximum's reduction
+// across lanes, e^x, the sum's reduction, 1 / sum) that keeps the core
+// waiting; four rows side by side fill those waits.
+template <int R>
+__attribute__((target("avx512f"), always_inline)) inline void softmax_rows(const float* x,
+                                                                           float* y,
+                                                                           std::int64_t n) {
   const __m512 lowest = _mm512_set1_ps(-INFINITY);
-  __m512 m0 = lowest, m1 = lowest;
+  __m512 m0[R], m1[R], m[R], s0[R], s1[R], inv[R];
+  for (int r = 0; r < R; ++r) m0[r] = m1[r] = lowest;
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
-    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
-  }
-  for (; i < n; i += 16) m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(lowest, first_lanes(n - i), x + i));
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(m0, m1)));
-  __m512 s0 = _mm512_setzero_ps(), s1 = s0;
-  for (i = 0; i + 32 <= n; i += 32) {
-    const __m512 e0 = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
-    const __m512 e1 = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), m));
-    s0 = _mm512_add_ps(s0, e0);
-    s1 = _mm512_add_ps(s1, e1);
-    _mm512_storeu_ps(y + i, e0);
-    _mm512_storeu_ps(y + i + 16, e1);
+    for (int r = 0; r < R; ++r) {
+      m0[r] = _mm512_max_ps(m0[r], _mm512_loadu_ps(x + r * n + i));
+      m1[r] = _mm512_max_ps(m1[r], _mm512_loadu_ps(x + r * n + i + 16));
+    }
   }
   for (; i < n; i += 16) {
     const __mmask16 k = first_lanes(n - i);
-    const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m)));
-    s0 = _mm512_add_ps(s0, e);
-    _mm512_mask_storeu_ps(y + i, k, e);
+    for (int r = 0; r < R; ++r) {
+      m0[r] = _mm512_max_ps(m0[r], _mm512_mask_loadu_ps(lowest, k, x + r * n + i));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    m[r] = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(m0[r], m1[r])));
+    s0[r] = s1[r] = _mm512_setzero_ps();
+  }
+  for (i = 0; i + 32 <= n; i += 32) {
+    for (int r = 0; r < R; ++r) {
+      const __m512 e0 = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + r * n + i), m[r]));
+      const __m512 e1 = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + r * n + i + 16), m[r]));
+      s0[r] = _mm512_add_ps(s0[r], e0);
+      s1[r] = _mm512_add_ps(s1[r], e1);
+      _mm512_storeu_ps(y + r * n + i, e0);
+      _mm512_storeu_ps(y + r * n + i + 16, e1);
+    }
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 k = first_lanes(n - i);
+    for (int r = 0; r < R; ++r) {
+      const __m512 e = _mm512_maskz_mov_ps(
+          k, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + r * n + i), m[r])));
+      s0[r] = _mm512_add_ps(s0[r], e);
+      _mm512_mask_storeu_ps(y + r * n + i, k, e);
+    }
   }
   // Times 1 / sum: within an ulp of the quotient, a sixteenth of the divides.
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
+  for (int r = 0; r < R; ++r) {
+    inv[r] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(_mm512_add_ps(s0[r], s1[r])));
+  }
   for (i = 0; i < n; i += 16) {
     const __mmask16 k = first_lanes(n - i);
-    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), inv));
+    for (int r = 0; r < R; ++r) {
+      _mm512_mask_storeu_ps(y + r * n + i, k,
+                            _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + r * n + i), inv[r]));
+    }
   }
+}
+
+// Softmax of `rows` consecutive rows of n values, four at a time.
+__attribute__((target("avx512f"))) void softmax_row_block(const float* x, float* y,
+                                                          std::int64_t rows, std::int64_t n) {
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) softmax_rows<4>(x + r * n, y + r * n, n);
+  for (; r < rows; ++r) softmax_rows<1>(x + r * n, y + r * n, n);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -149,7 +185,10 @@ class RowSoftmaxOp final : public ExecutableOp {
     const bool parallel = rows_ * len_ >= kParallelFrom;
     if (to_ == ElementType::f32) {
       float* y = out.data<float>().data();
-      parallel_for(parallel, rows_, [&](std::int64_t r) { softmax_row(x + r * len_, y + r * len_, len_); });
+      parallel_for(parallel, (rows_ + 3) / 4, [&](std::int64_t g) {
+        const std::int64_t first = 4 * g;
+        softmax_row_block(x + first * len_, y + first * len_, std::min<std::int64_t>(4, rows_ - first), len_);
+      });
       return;
     }
     // Blocks of whole rows, up to kLongestRow values, quantized in one call.
@@ -159,9 +198,7 @@ class RowSoftmaxOp final : public ExecutableOp {
       parallel_for(parallel, blocks, [&](std::int64_t b) {
         float p[kLongestRow];
         const std::int64_t first = b * per_block, count = std::min(per_block, rows_ - first);
-        for (std::int64_t r = 0; r < count; ++r) {
-          softmax_row(x + (first + r) * len_, p + r * len_, len_);
-        }
+        softmax_row_block(x + first * len_, p, count, len_);
         quantize_linear_span(p, y + first * len_, count * len_, quantize_scale_, 0);
       });
     };
