@@ -955,6 +955,19 @@ OutputSpec check_softmax(NodeChecker& c) {
   c.expect_type(0, ElementType::f32);
   auto& a = std::get<SoftmaxAttrs>(n.attrs);
   a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(c.rank(0)), false);
+  if (n.inputs.size() == 2) {
+    // An additive mask (fold_mask_into_softmax): softmax(x + m), m broadcast
+    // to x with one value per position of the last axis.
+    c.expect_type(1, ElementType::f32);
+    const Shape& x = c.shape(0);
+    const Shape& m = c.shape(1);
+    c.expect(a.axis + 1 == static_cast<std::int64_t>(x.size()),
+             "a Softmax with a mask runs along the last axis");
+    c.expect(broadcasts_to(m, x) && !m.empty() && m.back() == x.back(), [&] {
+      return "the mask " + to_string(m) + " must broadcast to " + to_string(x) +
+             " with one value per key";
+    });
+  }
   if (!a.quantizes()) return {c.shape(0), ElementType::f32};
   c.expect(a.to == ElementType::u8 || a.to == ElementType::s8, [&] {
     return "a quantizing Softmax writes u8 or s8 (got " + std::string(to_string(a.to)) + ")";

@@ -59,7 +59,7 @@ constexpr std::array kOps{
   OpInfo{OpKind::Slice,                    "Slice",                   C::data_movement,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    true, "",          1},
   OpInfo{OpKind::ReduceMean,               "ReduceMean",              C::other,          1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::Power,                    "Power",                   C::other,          1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
-  OpInfo{OpKind::Softmax,                  "Softmax",                 C::normalization,  1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::Softmax,                  "Softmax",                 C::normalization,  1, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::Lookup,                   "Lookup",                  C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::GateMultiply,             "GateMultiply",            C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::CodeAdd,                  "CodeAdd",                 C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},

@@ -61,7 +61,8 @@ constexpr std::array<PassEntry, 2> kLower{{
     {"quantize_weights", quantize_weights},
     {"lower_bias", lower_bias},
 }};
-constexpr std::array<PassEntry, 9> kFuse{{
+constexpr std::array<PassEntry, 10> kFuse{{
+    {"fold_mask_into_softmax", fold_mask_into_softmax},  // before a layer takes the Add
     {"split_fake_quantize", split_fake_quantize},
     {"lookup_elementwise", lookup_elementwise},
     {"hoist_data_movement_above_dequantize", hoist_data_movement_above_dequantize},

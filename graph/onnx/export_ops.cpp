@@ -183,12 +183,16 @@ void Exporter::spell_gelu(const std::string& b, const std::string& x, bool tanh_
 // ---- normalization -----------------------------------------------------------
 
 // A Softmax that writes codes: Softmax, then QuantizeLinear(s, 0) (y / s where
-// the Softmax multiplied by 1 / s: within one code).
+// the Softmax multiplied by 1 / s: within one code). One with a mask: Add,
+// then Softmax.
 void Exporter::softmax(const Node& n, const std::string& y) {
   const std::string& b = n.name;
   const auto& a = n.attr<graph::SoftmaxAttrs>();
   const std::string out = a.quantizes() ? w_.fresh(b + "/probabilities") : y;
-  auto& node = w_.node("Softmax", b, {in(n.inputs[0])}, out);
+  const std::string x =
+      n.inputs.size() == 2 ? w_.op("Add", b + "/masked", {in(n.inputs[0]), in(n.inputs[1])})
+                           : in(n.inputs[0]);
+  auto& node = w_.node("Softmax", b, {x}, out);
   Writer::int_attr(node, "axis", a.axis);
   if (a.quantizes()) {
     w_.node("QuantizeLinear", b + "/quantize",

@@ -69,7 +69,7 @@ bool fold_quantize_into_softmax(Graph& g, PassContext& ctx) {
     }
     const std::string name = softmax.name, cv_name = cv.name;
     const ValueId old = cv.outputs[0];
-    const ValueId y = emit(g, OpKind::Softmax, name, {softmax.inputs[0]}, attrs);
+    const ValueId y = emit(g, OpKind::Softmax, name, softmax.inputs, attrs);
     replace_value(g, old, y);
     g.erase_node(*cv_id);
     g.erase_node(id);

@@ -84,6 +84,9 @@ bool add_codes(Graph& g, PassContext& ctx);
 bool recognize_channel_shuffle(Graph& g, PassContext& ctx);
 bool is_channel_gate(const Graph& g, ValueId gate, ValueId x);
 
+// Add(x, mask) -> Softmax along the last axis -> Softmax(x, mask), the mask
+// one value per key (attention's padding), added in the softmax's pass.
+bool fold_mask_into_softmax(Graph& g, PassContext& ctx);
 // A quantizing Convert (zero point 0) that alone reads a Softmax -> the
 // Softmax writes the u8/s8 codes itself (oneDNN's output scale).
 bool fold_quantize_into_softmax(Graph& g, PassContext& ctx);

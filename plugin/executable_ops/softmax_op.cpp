@@ -19,13 +19,19 @@
 // inner dimension.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "graph/broadcast.hpp"
 #include "plugin/executable_ops/avx512_math.hpp"
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantize_spans.hpp"
 #include "plugin/parallel.hpp"
+#include "qfuse/error.hpp"
 
 #if defined(QFUSE_AVX512_KERNELS)
 #include <immintrin.h>
@@ -63,40 +69,75 @@ __attribute__((target("avx512f"))) void softmax_sixteen(const float* x, float* y
   }
 }
 
-// Softmax of R consecutive rows of n values each into y (which may be x).
-// Each row's arithmetic is the same whatever R is; R > 1 interleaves the
-// rows' steps. A row of attention's scores is short (16 to 128 keys), and
-// one row alone is a chain of dependent steps (the maximum's reduction
+// Sixteen values of a row, plus the mask's there when Masked; row_part: the
+// first lanes `k` of them, the others `fill`.
+template <bool Masked>
+__attribute__((target("avx512f"), always_inline)) inline __m512 row_values(const float* x,
+                                                                           const float* m) {
+  const __m512 v = _mm512_loadu_ps(x);
+  if constexpr (Masked) return _mm512_add_ps(v, _mm512_loadu_ps(m));
+  return v;
+}
+template <bool Masked>
+__attribute__((target("avx512f"), always_inline)) inline __m512 row_part(const float* x,
+                                                                         const float* m,
+                                                                         __mmask16 k, __m512 fill) {
+  const __m512 v = _mm512_mask_loadu_ps(fill, k, x);
+  if constexpr (Masked) return _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, m));
+  return v;
+}
+
+// Softmax of R consecutive rows of n values each into y (which may be x);
+// with Masked, of x + m, m[r] the n values row r adds (a row of attention's
+// mask). Each row's arithmetic is the same whatever R is; R > 1 interleaves
+// the rows' steps. A row of attention's scores is short (16 to 128 keys),
+// and one row alone is a chain of dependent steps (the maximum's reduction
 // across lanes, e^x, the sum's reduction, 1 / sum) that keeps the core
 // waiting; four rows side by side fill those waits.
-template <int R>
-__attribute__((target("avx512f"), always_inline)) inline void softmax_rows(const float* x,
-                                                                           float* y,
-                                                                           std::int64_t n) {
+template <int R, bool Masked>
+__attribute__((target("avx512f"), always_inline)) inline void softmax_rows(
+    const float* x, const float* const* m, float* y, std::int64_t n) {
   const __m512 lowest = _mm512_set1_ps(-INFINITY);
-  __m512 m0[R], m1[R], m[R], s0[R], s1[R], inv[R];
-  for (int r = 0; r < R; ++r) m0[r] = m1[r] = lowest;
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 m0[R], m1[R], top[R], s0[R], s1[R], inv[R];
+  const float* mk[R];  // the mask's rows (unread unless Masked)
+  for (int r = 0; r < R; ++r) {
+    m0[r] = m1[r] = lowest;
+    mk[r] = Masked ? m[r] : x;
+  }
   std::int64_t i = 0;
+  // The maximum; Masked: of x + m, which y keeps for the exponentials.
   for (; i + 32 <= n; i += 32) {
     for (int r = 0; r < R; ++r) {
-      m0[r] = _mm512_max_ps(m0[r], _mm512_loadu_ps(x + r * n + i));
-      m1[r] = _mm512_max_ps(m1[r], _mm512_loadu_ps(x + r * n + i + 16));
+      const __m512 v0 = row_values<Masked>(x + r * n + i, mk[r] + i);
+      const __m512 v1 = row_values<Masked>(x + r * n + i + 16, mk[r] + i + 16);
+      if constexpr (Masked) {
+        _mm512_storeu_ps(y + r * n + i, v0);
+        _mm512_storeu_ps(y + r * n + i + 16, v1);
+      }
+      m0[r] = _mm512_max_ps(m0[r], v0);
+      m1[r] = _mm512_max_ps(m1[r], v1);
     }
   }
   for (; i < n; i += 16) {
     const __mmask16 k = first_lanes(n - i);
     for (int r = 0; r < R; ++r) {
-      m0[r] = _mm512_max_ps(m0[r], _mm512_mask_loadu_ps(lowest, k, x + r * n + i));
+      const __m512 v = row_part<Masked>(x + r * n + i, mk[r] + i, k, lowest);
+      if constexpr (Masked) _mm512_mask_storeu_ps(y + r * n + i, k, v);
+      m0[r] = _mm512_max_ps(m0[r], v);
     }
   }
+  const float* from = Masked ? y : x;
   for (int r = 0; r < R; ++r) {
-    m[r] = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(m0[r], m1[r])));
-    s0[r] = s1[r] = _mm512_setzero_ps();
+    top[r] = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(m0[r], m1[r])));
+    s0[r] = s1[r] = zero;
   }
   for (i = 0; i + 32 <= n; i += 32) {
     for (int r = 0; r < R; ++r) {
-      const __m512 e0 = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + r * n + i), m[r]));
-      const __m512 e1 = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + r * n + i + 16), m[r]));
+      const __m512 v0 = _mm512_loadu_ps(from + r * n + i);
+      const __m512 v1 = _mm512_loadu_ps(from + r * n + i + 16);
+      const __m512 e0 = exp_avx512(_mm512_sub_ps(v0, top[r]));
+      const __m512 e1 = exp_avx512(_mm512_sub_ps(v1, top[r]));
       s0[r] = _mm512_add_ps(s0[r], e0);
       s1[r] = _mm512_add_ps(s1[r], e1);
       _mm512_storeu_ps(y + r * n + i, e0);
@@ -106,8 +147,8 @@ __attribute__((target("avx512f"), always_inline)) inline void softmax_rows(const
   for (; i < n; i += 16) {
     const __mmask16 k = first_lanes(n - i);
     for (int r = 0; r < R; ++r) {
-      const __m512 e = _mm512_maskz_mov_ps(
-          k, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + r * n + i), m[r])));
+      const __m512 v = _mm512_maskz_loadu_ps(k, from + r * n + i);
+      const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(_mm512_sub_ps(v, top[r])));
       s0[r] = _mm512_add_ps(s0[r], e);
       _mm512_mask_storeu_ps(y + r * n + i, k, e);
     }
@@ -125,12 +166,15 @@ __attribute__((target("avx512f"), always_inline)) inline void softmax_rows(const
   }
 }
 
-// Softmax of `rows` consecutive rows of n values, four at a time.
-__attribute__((target("avx512f"))) void softmax_row_block(const float* x, float* y,
-                                                          std::int64_t rows, std::int64_t n) {
+// Softmax of `rows` consecutive rows of n values, four at a time; `m`, when
+// not null, the mask row each adds.
+template <bool Masked>
+__attribute__((target("avx512f"))) void softmax_row_block(const float* x, const float* const* m,
+                                                          float* y, std::int64_t rows,
+                                                          std::int64_t n) {
   std::int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) softmax_rows<4>(x + r * n, y + r * n, n);
-  for (; r < rows; ++r) softmax_rows<1>(x + r * n, y + r * n, n);
+  for (; r + 4 <= rows; r += 4) softmax_rows<4, Masked>(x + r * n, m + (Masked ? r : 0), y + r * n, n);
+  for (; r < rows; ++r) softmax_rows<1, Masked>(x + r * n, m + (Masked ? r : 0), y + r * n, n);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -168,26 +212,48 @@ class StridedSoftmaxOp final : public ExecutableOp {
 };
 
 // Softmax along the last axis, f32 -> f32, or -> u8 / s8 codes when the
-// Softmax quantizes (SoftmaxAttrs::quantize_scale, zero point 0).
+// Softmax quantizes (SoftmaxAttrs::quantize_scale, zero point 0); of x + m
+// when it has a mask m (fold_mask_into_softmax).
 class RowSoftmaxOp final : public ExecutableOp {
  public:
-  RowSoftmaxOp(const Node& node, const Shape& shape)
-      : ExecutableOp(node), len_(shape.back()), rows_(element_count(shape) / shape.back()) {
+  RowSoftmaxOp(const graph::Graph& g, const Node& node)
+      : ExecutableOp(node),
+        leading_(g.value(node.inputs[0]).shape.begin(), g.value(node.inputs[0]).shape.end() - 1),
+        len_(g.value(node.inputs[0]).shape.back()),
+        rows_(element_count(leading_)) {
     const auto& a = node.attr<graph::SoftmaxAttrs>();
     quantize_scale_ = a.quantize_scale;
     to_ = a.to;
+    if (node.inputs.size() == 2) {
+      mask_strides_ = graph::broadcast_strides(g.value(node.inputs[1]).shape, leading_.size() + 1);
+    }
   }
 
   void execute(ExecContext& ctx) const override {
 #if defined(QFUSE_AVX512_KERNELS)
     const float* x = ctx.in(node().inputs[0]).data<float>().data();
+    const float* m = mask_strides_.empty() ? nullptr : ctx.in(node().inputs[1]).data<float>().data();
     Tensor& out = ctx.out(node().outputs[0]);
     const bool parallel = rows_ * len_ >= kParallelFrom;
+    // Softmax of rows [first, first + count) into y, four at a time.
+    const auto rows = [&](std::int64_t first, std::int64_t count, float* y) {
+      if (m == nullptr) {
+        softmax_row_block<false>(x + first * len_, nullptr, y, count, len_);
+        return;
+      }
+      MaskRows mask(*this, first);
+      for (std::int64_t r = 0; r < count; r += 4) {
+        const std::int64_t four = std::min<std::int64_t>(4, count - r);
+        const float* mask_rows[4];
+        for (std::int64_t k = 0; k < four; ++k) mask_rows[k] = m + mask.next();
+        softmax_row_block<true>(x + (first + r) * len_, mask_rows, y + r * len_, four, len_);
+      }
+    };
     if (to_ == ElementType::f32) {
       float* y = out.data<float>().data();
       parallel_for(parallel, (rows_ + 3) / 4, [&](std::int64_t g) {
         const std::int64_t first = 4 * g;
-        softmax_row_block(x + first * len_, y + first * len_, std::min<std::int64_t>(4, rows_ - first), len_);
+        rows(first, std::min<std::int64_t>(4, rows_ - first), y + first * len_);
       });
       return;
     }
@@ -198,7 +264,7 @@ class RowSoftmaxOp final : public ExecutableOp {
       parallel_for(parallel, blocks, [&](std::int64_t b) {
         float p[kLongestRow];
         const std::int64_t first = b * per_block, count = std::min(per_block, rows_ - first);
-        softmax_row_block(x + first * len_, p, count, len_);
+        rows(first, count, p);
         quantize_linear_span(p, y + first * len_, count * len_, quantize_scale_, 0);
       });
     };
@@ -211,33 +277,101 @@ class RowSoftmaxOp final : public ExecutableOp {
     (void)ctx;
 #endif
   }
-  std::string implementation() const override { return "qfuse:softmax"; }
+  std::string implementation() const override {
+    return mask_strides_.empty() ? "qfuse:softmax" : "qfuse:softmax_masked";
+  }
 
   // The values a quantizing softmax keeps on the stack: a block of rows,
   // and its longest row.
   static constexpr std::int64_t kLongestRow = 4096;
+  // The most dims a Softmax with a mask has.
+  static constexpr std::size_t kMaxMaskRank = 8;
 
  private:
+  // The elements of the mask that rows first, first + 1, ... of x start at:
+  // the row's index in x's leading dims, stepped as a counter (a division
+  // per dim and row took longer than the row's softmax).
+  class MaskRows {
+   public:
+    MaskRows(const RowSoftmaxOp& op, std::int64_t first) : op_(op) {
+      for (std::size_t d = op.leading_.size(); d-- > 0;) {
+        index_[d] = first % op.leading_[d];
+        offset_ += index_[d] * op.mask_strides_[d];
+        first /= op.leading_[d];
+      }
+    }
+    std::int64_t next() {
+      const std::int64_t at = offset_;
+      for (std::size_t d = op_.leading_.size(); d-- > 0;) {
+        offset_ += op_.mask_strides_[d];
+        if (++index_[d] < op_.leading_[d]) break;
+        offset_ -= op_.mask_strides_[d] * op_.leading_[d];
+        index_[d] = 0;
+      }
+      return at;
+    }
+
+   private:
+    const RowSoftmaxOp& op_;
+    std::array<std::int64_t, kMaxMaskRank> index_{};
+    std::int64_t offset_ = 0;
+  };
+
   static constexpr std::int64_t kParallelFrom = 16384;
+  Shape leading_;  // x's dims before the last
   std::int64_t len_, rows_;
   float quantize_scale_ = 0.0f;
   ElementType to_ = ElementType::f32;
+  std::vector<std::int64_t> mask_strides_;  // by x's dim; empty: no mask
 };
 
 }  // namespace
 
+namespace {
+
+// Why the row kernel cannot run `node` (nullopt: it can), its buffers aside.
+std::optional<std::string> row_softmax_refusal(const graph::Graph& g, const Node& node) {
+  const auto& a = node.attr<graph::SoftmaxAttrs>();
+  const graph::Value& x = g.value(node.inputs[0]);
+  const auto rank = static_cast<std::int64_t>(x.shape.size());
+  if (!has_avx512()) return "qfuse's softmax kernel needs AVX-512";
+  if (rank == 0 || (a.axis != -1 && a.axis != rank - 1)) return "not along the last axis";
+  if (node.inputs.size() == 2 && x.shape.size() > RowSoftmaxOp::kMaxMaskRank) {
+    return "more than " + std::to_string(RowSoftmaxOp::kMaxMaskRank) + " dims";
+  }
+  if (x.type != ElementType::f32) return "its input is not f32";
+  if (a.quantizes() && x.shape.back() > RowSoftmaxOp::kLongestRow) {
+    return "a row of " + std::to_string(x.shape.back()) + " is longer than the " +
+           std::to_string(RowSoftmaxOp::kLongestRow) + " a quantizing softmax holds";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> check_masked_softmax(const graph::Graph& graph, const graph::Node& node) {
+  return row_softmax_refusal(graph, node);
+}
+
+// Plain buffers, or channels-last ones whose spatial dims are all 1 (the
+// same bytes: the layout plan stores such a value either way).
 std::unique_ptr<ExecutableOp> make_row_softmax(const OpBuild& b) {
-  const auto& a = b.node.attr<graph::SoftmaxAttrs>();
-  const Shape& shape = b.in(0).shape;
-  const auto rank = static_cast<std::int64_t>(shape.size());
-  const bool last = a.axis == -1 || a.axis == rank - 1;
-  if (!last || shape.empty() || b.in(0).type != ElementType::f32 ||
-      (a.quantizes() && shape.back() > RowSoftmaxOp::kLongestRow) ||
-      b.layout(b.node.inputs[0]) != Layout::plain || b.layout(b.node.outputs[0]) != Layout::plain ||
-      !has_avx512()) {
+  const auto in_order = [&](graph::ValueId v) {
+    const Shape& s = b.graph.value(v).shape;
+    return b.layout(v) == Layout::plain ||
+           (s.size() >= 2 && std::all_of(s.begin() + 2, s.end(), [](std::int64_t d) { return d == 1; }));
+  };
+  const bool masked = b.node.inputs.size() == 2;
+  if (row_softmax_refusal(b.graph, b.node) || !in_order(b.node.inputs[0]) ||
+      !in_order(b.node.outputs[0]) || (masked && !in_order(b.node.inputs[1]))) {
+    if (masked) {
+      throw CompileError("compile Softmax node '" + b.node.name +
+                         "': only qfuse's row kernel adds a mask, and it cannot run here (" +
+                         row_softmax_refusal(b.graph, b.node).value_or("its buffers' layout") + ")");
+    }
     return nullptr;
   }
-  return std::make_unique<RowSoftmaxOp>(b.node, shape);
+  return std::make_unique<RowSoftmaxOp>(b.graph, b.node);
 }
 
 std::unique_ptr<ExecutableOp> make_strided_softmax(const OpBuild& b) {
