@@ -973,6 +973,11 @@ OutputSpec check_softmax(NodeChecker& c) {
     return "a quantizing Softmax writes u8 or s8 (got " + std::string(to_string(a.to)) + ")";
   });
   c.expect(std::isfinite(a.quantize_scale), "the quantization scale must be finite");
+  if (a.by_ranges()) {
+    c.expect(a.quantize_scale == 0.0f, "a Softmax quantizes by a scale or by ranges, not both");
+    c.expect(std::isfinite(a.input_low) && std::isfinite(a.input_high) && a.input_high > a.input_low,
+             "the quantization ranges must be finite, low below high");
+  }
   return {c.shape(0), a.to};
 }
 

@@ -385,15 +385,21 @@ struct PowerAttrs {
   bool operator==(const PowerAttrs&) const = default;
 };
 
-// Softmax along one axis. With quantize_scale > 0 it writes `to` (u8 / s8)
-// codes with zero point 0: saturate(round_half_even(y * (1 / quantize_scale)))
-// in f32, oneDNN's output scale, within one code of ONNX's
-// QuantizeLinear(y, quantize_scale, 0) (y / scale; equal where 1 / scale is exact).
+// Softmax along one axis; with a second input m (f32, broadcast to x's
+// shape, one value per position of the last axis), softmax(x + m) along the
+// last axis. With quantize_scale > 0 it writes `to` (u8 / s8) codes with zero
+// point 0: ONNX's QuantizeLinear(y, quantize_scale, 0) (y / scale) in
+// qfuse's row kernel, oneDNN's output scale y * (1 / scale) without AVX-512
+// (within one code; equal where 1 / scale is exact). With input_low /
+// input_high set instead, the codes of a quantizing Convert of y by those
+// ranges (ConvertAttrs' formula: a FakeQuantize's), in the row kernel only.
 struct SoftmaxAttrs {
   std::int64_t axis = -1;
   ElementType to = ElementType::f32;
   float quantize_scale = 0.0f;
-  bool quantizes() const { return quantize_scale > 0.0f; }
+  float input_low = 0.0f, input_high = 0.0f;
+  bool by_ranges() const { return input_low != 0.0f || input_high != 0.0f; }
+  bool quantizes() const { return quantize_scale > 0.0f || by_ranges(); }
   bool operator==(const SoftmaxAttrs&) const = default;
 };
 

@@ -124,7 +124,9 @@ template <class Ar> void fields(Ar& ar, composer::ComposeResult& x) {
 template <class Ar> void fields(Ar& ar, SliceAttrs& x) { ar(x.begin, x.size, x.size_dims); }
 template <class Ar> void fields(Ar& ar, ReduceAttrs& x) { ar(x.axes); }
 template <class Ar> void fields(Ar& ar, PowerAttrs& x) { ar(x.exponent); }
-template <class Ar> void fields(Ar& ar, SoftmaxAttrs& x) { ar(x.axis, x.to, x.quantize_scale); }
+template <class Ar> void fields(Ar& ar, SoftmaxAttrs& x) {
+  ar(x.axis, x.to, x.quantize_scale, x.input_low, x.input_high);
+}
 template <class Ar> void fields(Ar& ar, LookupAttrs& x) { ar(x.table, x.to); }
 template <class Ar> void fields(Ar& ar, GateMultiplyAttrs& x) {
   ar(x.zero_point, x.scale, x.quantize);

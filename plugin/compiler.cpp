@@ -488,7 +488,9 @@ void fuse(CompiledModel::Impl& impl, plugin::LayerBuildCache& layer_builds) {
       graph::PassOptions{impl.options.allow_residual_round_drop, false},
       [&impl, &layer_builds](const graph::Graph& g, const graph::Node& n, const Shape& shape) {
         if (n.kind == graph::OpKind::Softmax) {
-          if (n.inputs.size() == 2) return plugin::check_masked_softmax(g, n);
+          if (n.inputs.size() == 2 || n.attr<graph::SoftmaxAttrs>().by_ranges()) {
+            return plugin::check_row_softmax(g, n);
+          }
           return plugin::check_quantizing_softmax(g, n, impl.engine);
         }
         return check_on_its_team(impl, layer_builds, g, n, shape);

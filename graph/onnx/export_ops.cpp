@@ -183,8 +183,9 @@ void Exporter::spell_gelu(const std::string& b, const std::string& x, bool tanh_
 // ---- normalization -----------------------------------------------------------
 
 // A Softmax that writes codes: Softmax, then QuantizeLinear(s, 0) (y / s where
-// the Softmax multiplied by 1 / s: within one code). One with a mask: Add,
-// then Softmax.
+// the Softmax multiplied by 1 / s: within one code), or a quantizing
+// Convert's form when it quantizes by ranges. One with a mask: Add, then
+// Softmax.
 void Exporter::softmax(const Node& n, const std::string& y) {
   const std::string& b = n.name;
   const auto& a = n.attr<graph::SoftmaxAttrs>();
@@ -194,7 +195,9 @@ void Exporter::softmax(const Node& n, const std::string& y) {
                            : in(n.inputs[0]);
   auto& node = w_.node("Softmax", b, {x}, out);
   Writer::int_attr(node, "axis", a.axis);
-  if (a.quantizes()) {
+  if (a.by_ranges()) {
+    quantize_as(graph::ConvertAttrs{a.to, a.input_low, a.input_high}, a.to, out, b + "/quantize", y);
+  } else if (a.quantizes()) {
     w_.node("QuantizeLinear", b + "/quantize",
             {out, w_.constant(b + "/scale", kFloat, std::vector<float>{a.quantize_scale}, {}),
              w_.constant(b + "/zero_point", onnx_type(a.to), std::vector<double>{0.0}, {})},

@@ -147,9 +147,9 @@ std::unique_ptr<ExecutableOp> make_dnnl_mean_inner_product(const OpBuild& b);
 // inference). It reads and writes channels last.
 bool is_shuffled_1x1_deconvolution(const graph::Graph& graph, const graph::Node& node);
 
-// Whether qfuse's row kernel runs a Softmax with a mask (the only kernel
-// that adds one): nullopt, else why not.
-std::optional<std::string> check_masked_softmax(const graph::Graph& graph, const graph::Node& node);
+// Whether qfuse's row kernel runs a Softmax with a mask or quantizing by
+// ranges (the only kernel that does either): nullopt, else why not.
+std::optional<std::string> check_row_softmax(const graph::Graph& graph, const graph::Node& node);
 
 // Whether oneDNN runs a quantizing Softmax (u8 / s8 destination, output
 // scale) with an implementation of its own: nullopt, else why not.

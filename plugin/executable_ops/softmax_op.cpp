@@ -212,8 +212,8 @@ class StridedSoftmaxOp final : public ExecutableOp {
 };
 
 // Softmax along the last axis, f32 -> f32, or -> u8 / s8 codes when the
-// Softmax quantizes (SoftmaxAttrs::quantize_scale, zero point 0); of x + m
-// when it has a mask m (fold_mask_into_softmax).
+// Softmax quantizes (by SoftmaxAttrs::quantize_scale with zero point 0, or
+// by its ranges); of x + m when it has a mask m (fold_mask_into_softmax).
 class RowSoftmaxOp final : public ExecutableOp {
  public:
   RowSoftmaxOp(const graph::Graph& g, const Node& node)
@@ -222,8 +222,15 @@ class RowSoftmaxOp final : public ExecutableOp {
         len_(g.value(node.inputs[0]).shape.back()),
         rows_(element_count(leading_)) {
     const auto& a = node.attr<graph::SoftmaxAttrs>();
-    quantize_scale_ = a.quantize_scale;
-    to_ = a.to;
+    if (a.by_ranges()) {
+      quantize_.emplace(graph::ConvertAttrs{a.to, a.input_low, a.input_high});
+    } else if (a.quantizes()) {
+      graph::QuantizeAttrs q;
+      q.to = a.to;
+      q.scale = {a.quantize_scale};
+      q.zero_point = {0};
+      quantize_.emplace(q);
+    }
     if (node.inputs.size() == 2) {
       mask_strides_ = graph::broadcast_strides(g.value(node.inputs[1]).shape, leading_.size() + 1);
     }
@@ -249,7 +256,7 @@ class RowSoftmaxOp final : public ExecutableOp {
         softmax_row_block<true>(x + (first + r) * len_, mask_rows, y + r * len_, four, len_);
       }
     };
-    if (to_ == ElementType::f32) {
+    if (!quantize_) {
       float* y = out.data<float>().data();
       parallel_for(parallel, (rows_ + 3) / 4, [&](std::int64_t g) {
         const std::int64_t first = 4 * g;
@@ -265,10 +272,10 @@ class RowSoftmaxOp final : public ExecutableOp {
         float p[kLongestRow];
         const std::int64_t first = b * per_block, count = std::min(per_block, rows_ - first);
         rows(first, count, p);
-        quantize_linear_span(p, y + first * len_, count * len_, quantize_scale_, 0);
+        (*quantize_)(p, y + first * len_, count * len_);
       });
     };
-    if (to_ == ElementType::s8) {
+    if (quantize_->out_signed()) {
       codes(out.data<std::int8_t>().data());
     } else {
       codes(out.data<std::uint8_t>().data());
@@ -320,14 +327,19 @@ class RowSoftmaxOp final : public ExecutableOp {
   static constexpr std::int64_t kParallelFrom = 16384;
   Shape leading_;  // x's dims before the last
   std::int64_t len_, rows_;
-  float quantize_scale_ = 0.0f;
-  ElementType to_ = ElementType::f32;
+  // A quantizing softmax's: the Quantize's or quantizing Convert's own loop.
+  std::optional<CodesQuantizer> quantize_;
   std::vector<std::int64_t> mask_strides_;  // by x's dim; empty: no mask
 };
 
 }  // namespace
 
 namespace {
+
+// A Softmax with a mask or quantizing by ranges: no other kernel runs it.
+bool row_kernel_only(const Node& node) {
+  return node.inputs.size() == 2 || node.attr<graph::SoftmaxAttrs>().by_ranges();
+}
 
 // Why the row kernel cannot run `node` (nullopt: it can), its buffers aside.
 std::optional<std::string> row_softmax_refusal(const graph::Graph& g, const Node& node) {
@@ -349,7 +361,7 @@ std::optional<std::string> row_softmax_refusal(const graph::Graph& g, const Node
 
 }  // namespace
 
-std::optional<std::string> check_masked_softmax(const graph::Graph& graph, const graph::Node& node) {
+std::optional<std::string> check_row_softmax(const graph::Graph& graph, const graph::Node& node) {
   return row_softmax_refusal(graph, node);
 }
 
@@ -364,9 +376,10 @@ std::unique_ptr<ExecutableOp> make_row_softmax(const OpBuild& b) {
   const bool masked = b.node.inputs.size() == 2;
   if (row_softmax_refusal(b.graph, b.node) || !in_order(b.node.inputs[0]) ||
       !in_order(b.node.outputs[0]) || (masked && !in_order(b.node.inputs[1]))) {
-    if (masked) {
+    if (row_kernel_only(b.node)) {
       throw CompileError("compile Softmax node '" + b.node.name +
-                         "': only qfuse's row kernel adds a mask, and it cannot run here (" +
+                         "': only qfuse's row kernel adds a mask or quantizes by ranges, and it "
+                         "cannot run here (" +
                          row_softmax_refusal(b.graph, b.node).value_or("its buffers' layout") + ")");
     }
     return nullptr;

@@ -170,6 +170,50 @@ TEST(RowSoftmax, MatchesSoftmaxInDouble) {
   }
 }
 
+// OpenVINO IR's and NNCF's form: the FakeQuantize after the softmax, split
+// into a quantizing Convert by ranges [lo, hi]. qfuse's kernel writes its
+// codes with the Convert's own loop: the unfused codes bit for bit, and
+// within one code of the formula in double on the softmax in double.
+TEST(FoldQuantizeIntoSoftmax, SoftmaxWritesTheCodesOfAFakeQuantizesRanges) {
+  for (const ElementType to : {ElementType::u8, ElementType::s8}) {
+    const float lo = 0.0f, hi = 0.168872f;  // ov_bert_layer's calibrated range
+    Graph g;
+    Builder b(g);
+    const ValueId p = b.op(OpKind::Softmax, {b.input("x", kShape)}, SoftmaxAttrs{3}, "softmax");
+    b.output(b.op(OpKind::Convert, {p}, ConvertAttrs{to, lo, hi}, "quantize"));
+    const Codes fused = run(g, true);
+    const Codes unfused = run(g, false);
+    ASSERT_EQ(unfused.layers.size(), 2u);
+    EXPECT_EQ(fused.values, unfused.values);
+    if (fused.layers.size() != 1u) {  // no AVX-512: only the row kernel quantizes by ranges
+      EXPECT_TRUE(std::any_of(fused.log.begin(), fused.log.end(), [](const std::string& l) {
+        return l.rfind("fold_quantize_into_softmax: refused", 0) == 0;
+      }));
+      continue;
+    }
+    EXPECT_EQ(fused.layers[0].implementation, "qfuse:softmax");
+    EXPECT_TRUE(std::any_of(fused.log.begin(), fused.log.end(), [](const std::string& l) {
+      return l.rfind("fold_quantize_into_softmax: softmax + quantize", 0) == 0 &&
+             l.find("ranges") != std::string::npos;
+    }));
+    const std::vector<float> x = logits();
+    const int type_min = to == ElementType::u8 ? 0 : -128;
+    for (std::int64_t r = 0; r < kRows; ++r) {
+      const float* row = &x[static_cast<std::size_t>(r * kCols)];
+      const double m = *std::max_element(row, row + kCols);
+      double sum = 0.0;
+      for (std::int64_t c = 0; c < kCols; ++c) sum += std::exp(row[c] - m);
+      for (std::int64_t c = 0; c < kCols; ++c) {
+        const double y = std::exp(row[c] - m) / sum;
+        const double code =
+            std::clamp(std::nearbyint((y - lo) * 255.0 / (hi - lo)), 0.0, 255.0) + type_min;
+        const int got = fused.values[static_cast<std::size_t>(r * kCols + c)];
+        EXPECT_LE(std::abs(got - code), 1.0) << r << " " << c;
+      }
+    }
+  }
+}
+
 bool refused(const Codes& c, const std::string& what) {
   return std::any_of(c.log.begin(), c.log.end(), [&](const std::string& l) {
     return l.rfind("fold_quantize_into_softmax: refused", 0) == 0 && l.find(what) != std::string::npos;
