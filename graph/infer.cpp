@@ -954,21 +954,29 @@ OutputSpec check_softmax(NodeChecker& c) {
   Node& n = c.node_;
   c.expect_type(0, ElementType::f32);
   auto& a = std::get<SoftmaxAttrs>(n.attrs);
-  a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(c.rank(0)), false);
+  Shape out = c.shape(0);
   if (n.inputs.size() == 2) {
-    // An additive mask (fold_mask_into_softmax): softmax(x + m), m broadcast
-    // to x with one value per position of the last axis.
+    // An additive mask (fold_mask_into_softmax): softmax(x + m) along the
+    // last axis, x and m broadcast to one shape (the scores' at the binding
+    // the pass saw; symbolic dims may make either repeat at another), both
+    // whole along the last axis.
     c.expect_type(1, ElementType::f32);
     const Shape& x = c.shape(0);
     const Shape& m = c.shape(1);
-    c.expect(a.axis + 1 == static_cast<std::int64_t>(x.size()),
-             "a Softmax with a mask runs along the last axis");
-    c.expect(broadcasts_to(m, x) && !m.empty() && m.back() == x.back(), [&] {
-      return "the mask " + to_string(m) + " must broadcast to " + to_string(x) +
-             " with one value per key";
-    });
+    const std::optional<Shape> both = broadcast_shapes(x, m);
+    c.expect(both && !x.empty() && !m.empty() && x.back() == both->back() && m.back() == both->back(),
+             [&] {
+               return "the scores " + to_string(x) + " and the mask " + to_string(m) +
+                      " must broadcast to one shape, both whole along the last axis";
+             });
+    if (both) out = *both;
   }
-  if (!a.quantizes()) return {c.shape(0), ElementType::f32};
+  a.axis = normalize_axis(c, a.axis, static_cast<std::int64_t>(out.size()), false);
+  if (n.inputs.size() == 2) {
+    c.expect(a.axis + 1 == static_cast<std::int64_t>(out.size()),
+             "a Softmax with a mask runs along the last axis");
+  }
+  if (!a.quantizes()) return {out, ElementType::f32};
   c.expect(a.to == ElementType::u8 || a.to == ElementType::s8, [&] {
     return "a quantizing Softmax writes u8 or s8 (got " + std::string(to_string(a.to)) + ")";
   });
@@ -978,7 +986,7 @@ OutputSpec check_softmax(NodeChecker& c) {
     c.expect(std::isfinite(a.input_low) && std::isfinite(a.input_high) && a.input_high > a.input_low,
              "the quantization ranges must be finite, low below high");
   }
-  return {c.shape(0), a.to};
+  return {out, a.to};
 }
 
 OutputSpec check_node(NodeChecker& c) {

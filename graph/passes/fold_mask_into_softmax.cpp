@@ -14,8 +14,11 @@
 // the Add alone reads into it and is no graph output; one operand has the
 // Softmax's shape and the other (the mask, f32) broadcasts to it with its
 // last dimension whole (a mask per row, [..., 1], is left: adding a
-// constant per row changes no probability, but not bit for bit); the backend
-// runs a Softmax with a mask (its own row kernel).
+// constant per row changes no probability, but not bit for bit; so is a
+// last dimension of 1 in a graph with symbolic dims); the backend runs a
+// Softmax with a mask (its own row kernel). The Softmax adds x + m as the
+// Add did, broadcasting both ways: at another binding of symbolic dims the
+// operand taken for the scores may be the one that repeats.
 
 #include "graph/broadcast.hpp"
 #include "graph/passes/passes.hpp"
@@ -52,7 +55,10 @@ bool fold_mask_into_softmax(Graph& g, PassContext& ctx) {
         !broadcasts_to(mask.shape, shape)) {
       continue;
     }
-    if (mask.shape.empty() || mask.shape.back() != shape.back()) {
+    // A symbolic dim at 1 now may be the keys (or a row of the mask) at
+    // another binding: one key is left to the Add.
+    if (mask.shape.empty() || mask.shape.back() != shape.back() ||
+        (shape.back() == 1 && g.has_symbolic_dims())) {
       ctx.reject(kPass, add.name, "its mask " + to_string(mask.shape) +
                                       " is not one value per key (the last axis, " +
                                       std::to_string(shape.back()) + ")");

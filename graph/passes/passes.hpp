@@ -87,8 +87,10 @@ bool is_channel_gate(const Graph& g, ValueId gate, ValueId x);
 // Add(x, mask) -> Softmax along the last axis -> Softmax(x, mask), the mask
 // one value per key (attention's padding), added in the softmax's pass.
 bool fold_mask_into_softmax(Graph& g, PassContext& ctx);
-// A quantizing Convert (zero point 0) that alone reads a Softmax -> the
-// Softmax writes the u8/s8 codes itself (oneDNN's output scale).
+// A per-tensor Quantize (zero point 0) or a quantizing Convert by ranges
+// that alone reads a Softmax -> the Softmax writes the u8/s8 codes itself
+// (qfuse's kernel with the quantizer's own loop; a Quantize without AVX-512:
+// oneDNN's output scale).
 bool fold_quantize_into_softmax(Graph& g, PassContext& ctx);
 // A per-tensor quantizer or DynamicQuantize reading a LayerNorm, run in the
 // LayerNorm's pass over the rows (LayerNormQuantize, LayerNormDynamicQuantize).

@@ -2,7 +2,9 @@
 // graph/op_info.cpp's table), listing the makers to try in order. A maker
 // returns null when its form does not take the node (qfuse's kernel for
 // codes in channels last, say), and the next one is tried; the last is
-// usually oneDNN's primitive. Adding an op means one row here.
+// usually oneDNN's primitive. One that alone runs the node's form throws
+// CompileError instead (a Softmax with a mask). Adding an op means one row
+// here.
 
 #include <array>
 #include <cstddef>

@@ -133,8 +133,11 @@ std::unique_ptr<ExecutableOp> make_dnnl_slice(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_reduce_mean(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_power(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_softmax(const OpBuild& b);
-// softmax_op.cpp, on AVX-512 in plain layouts: a Softmax along the last axis
-// (f32, or writing codes), and an f32 one along an axis with positions after it.
+// softmax_op.cpp, on AVX-512 in plain layouts (or channels last with spatial
+// dims of 1): a Softmax along the last axis (f32, or writing codes; with a
+// mask), and an f32 one along an axis with positions after it. A Softmax
+// with a mask or quantizing by ranges has no other kernel: make_row_softmax
+// throws CompileError where it cannot run one.
 std::unique_ptr<ExecutableOp> make_row_softmax(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_strided_softmax(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_dnnl_mean_inner_product(const OpBuild& b);

@@ -5,11 +5,13 @@
 //
 // Along the last axis (attention's probabilities: BERT-base's 12 x 128 rows
 // of 128 per layer): four rows at a time on the request's threads, the
-// exponentials kept in L1; a quantizing Softmax
-// (graph/passes/fold_quantize_into_softmax.cpp) then quantizes each row with
-// the unfused Quantize's own loop (quantize_linear_span, y / s), so its codes
-// are the unfused graph's bits. oneDNN 2.6's jit softmax took about twice as
-// long on those rows and writes codes as y * (1 / s), within one code.
+// exponentials kept in L1; with attention's mask (fold_mask_into_softmax.cpp)
+// each row adds its row of the mask first, the Add's own f32 sums. A
+// quantizing Softmax (fold_quantize_into_softmax.cpp) then quantizes blocks
+// of rows with the unfused quantizer's own loop (a Quantize's y / s, or a
+// quantizing Convert's ranges formula: CodesQuantizer), so its codes are the
+// unfused graph's bits. oneDNN 2.6's jit softmax took about twice as long on
+// those rows and writes codes as y * (1 / s), within one code.
 //
 // Along an axis that is not innermost in memory: YOLOv8's box distribution,
 // [N, 16, 4, anchors] along the 16 bins. oneDNN 2.6 has only its reference
@@ -218,8 +220,8 @@ class RowSoftmaxOp final : public ExecutableOp {
  public:
   RowSoftmaxOp(const graph::Graph& g, const Node& node)
       : ExecutableOp(node),
-        leading_(g.value(node.inputs[0]).shape.begin(), g.value(node.inputs[0]).shape.end() - 1),
-        len_(g.value(node.inputs[0]).shape.back()),
+        leading_(g.value(node.outputs[0]).shape.begin(), g.value(node.outputs[0]).shape.end() - 1),
+        len_(g.value(node.outputs[0]).shape.back()),
         rows_(element_count(leading_)) {
     const auto& a = node.attr<graph::SoftmaxAttrs>();
     if (a.by_ranges()) {
@@ -232,7 +234,13 @@ class RowSoftmaxOp final : public ExecutableOp {
       quantize_.emplace(q);
     }
     if (node.inputs.size() == 2) {
-      mask_strides_ = graph::broadcast_strides(g.value(node.inputs[1]).shape, leading_.size() + 1);
+      const std::size_t rank = leading_.size() + 1;
+      mask_strides_ = graph::broadcast_strides(g.value(node.inputs[1]).shape, rank);
+      // x + m broadcasts both ways: the scores are x, except at a binding of
+      // symbolic dims where x repeats along a dimension the mask has whole.
+      if (g.value(node.inputs[0]).shape != g.value(node.outputs[0]).shape) {
+        x_strides_ = graph::broadcast_strides(g.value(node.inputs[0]).shape, rank);
+      }
     }
   }
 
@@ -248,7 +256,15 @@ class RowSoftmaxOp final : public ExecutableOp {
         softmax_row_block<false>(x + first * len_, nullptr, y, count, len_);
         return;
       }
-      MaskRows mask(*this, first);
+      RowCursor mask(*this, mask_strides_, first);
+      if (!x_strides_.empty()) {
+        RowCursor scores(*this, x_strides_, first);
+        for (std::int64_t r = 0; r < count; ++r) {
+          const float* mask_row = m + mask.next();
+          softmax_row_block<true>(x + scores.next(), &mask_row, y + r * len_, 1, len_);
+        }
+        return;
+      }
       for (std::int64_t r = 0; r < count; r += 4) {
         const std::int64_t four = std::min<std::int64_t>(4, count - r);
         const float* mask_rows[4];
@@ -269,7 +285,13 @@ class RowSoftmaxOp final : public ExecutableOp {
     const std::int64_t blocks = (rows_ + per_block - 1) / per_block;
     const auto codes = [&](auto* y) {
       parallel_for(parallel, blocks, [&](std::int64_t b) {
-        float p[kLongestRow];
+        float block[kLongestRow];
+        std::vector<float> longer;  // a row longer than the block, alone
+        float* p = block;
+        if (len_ > kLongestRow) {
+          longer.resize(static_cast<std::size_t>(len_));
+          p = longer.data();
+        }
         const std::int64_t first = b * per_block, count = std::min(per_block, rows_ - first);
         rows(first, count, p);
         (*quantize_)(p, y + first * len_, count * len_);
@@ -288,31 +310,33 @@ class RowSoftmaxOp final : public ExecutableOp {
     return mask_strides_.empty() ? "qfuse:softmax" : "qfuse:softmax_masked";
   }
 
-  // The values a quantizing softmax keeps on the stack: a block of rows,
-  // and its longest row.
+  // The values a quantizing softmax keeps on the stack: a block of rows (a
+  // longer row goes alone through a buffer of its own).
   static constexpr std::int64_t kLongestRow = 4096;
   // The most dims a Softmax with a mask has.
   static constexpr std::size_t kMaxMaskRank = 8;
 
  private:
-  // The elements of the mask that rows first, first + 1, ... of x start at:
-  // the row's index in x's leading dims, stepped as a counter (a division
-  // per dim and row took longer than the row's softmax).
-  class MaskRows {
+  // The elements of an operand (its broadcast `strides`) that rows first,
+  // first + 1, ... of the output start at: the row's index in the leading
+  // dims, stepped as a counter (a division per dim and row took longer than
+  // the row's softmax).
+  class RowCursor {
    public:
-    MaskRows(const RowSoftmaxOp& op, std::int64_t first) : op_(op) {
+    RowCursor(const RowSoftmaxOp& op, const std::vector<std::int64_t>& strides, std::int64_t first)
+        : op_(op), strides_(strides) {
       for (std::size_t d = op.leading_.size(); d-- > 0;) {
         index_[d] = first % op.leading_[d];
-        offset_ += index_[d] * op.mask_strides_[d];
+        offset_ += index_[d] * strides_[d];
         first /= op.leading_[d];
       }
     }
     std::int64_t next() {
       const std::int64_t at = offset_;
       for (std::size_t d = op_.leading_.size(); d-- > 0;) {
-        offset_ += op_.mask_strides_[d];
+        offset_ += strides_[d];
         if (++index_[d] < op_.leading_[d]) break;
-        offset_ -= op_.mask_strides_[d] * op_.leading_[d];
+        offset_ -= strides_[d] * op_.leading_[d];
         index_[d] = 0;
       }
       return at;
@@ -320,6 +344,7 @@ class RowSoftmaxOp final : public ExecutableOp {
 
    private:
     const RowSoftmaxOp& op_;
+    const std::vector<std::int64_t>& strides_;
     std::array<std::int64_t, kMaxMaskRank> index_{};
     std::int64_t offset_ = 0;
   };
@@ -329,7 +354,9 @@ class RowSoftmaxOp final : public ExecutableOp {
   std::int64_t len_, rows_;
   // A quantizing softmax's: the Quantize's or quantizing Convert's own loop.
   std::optional<CodesQuantizer> quantize_;
-  std::vector<std::int64_t> mask_strides_;  // by x's dim; empty: no mask
+  // By the output's dim: the mask's (empty: no mask); x's where x + m
+  // repeats x (empty: x has the output's shape).
+  std::vector<std::int64_t> mask_strides_, x_strides_;  // by x's dim; empty: no mask
 };
 
 }  // namespace
@@ -345,17 +372,14 @@ bool row_kernel_only(const Node& node) {
 std::optional<std::string> row_softmax_refusal(const graph::Graph& g, const Node& node) {
   const auto& a = node.attr<graph::SoftmaxAttrs>();
   const graph::Value& x = g.value(node.inputs[0]);
-  const auto rank = static_cast<std::int64_t>(x.shape.size());
+  const Shape& out = g.value(node.outputs[0]).shape;
+  const auto rank = static_cast<std::int64_t>(out.size());
   if (!has_avx512()) return "qfuse's softmax kernel needs AVX-512";
   if (rank == 0 || (a.axis != -1 && a.axis != rank - 1)) return "not along the last axis";
-  if (node.inputs.size() == 2 && x.shape.size() > RowSoftmaxOp::kMaxMaskRank) {
+  if (node.inputs.size() == 2 && out.size() > RowSoftmaxOp::kMaxMaskRank) {
     return "more than " + std::to_string(RowSoftmaxOp::kMaxMaskRank) + " dims";
   }
   if (x.type != ElementType::f32) return "its input is not f32";
-  if (a.quantizes() && x.shape.back() > RowSoftmaxOp::kLongestRow) {
-    return "a row of " + std::to_string(x.shape.back()) + " is longer than the " +
-           std::to_string(RowSoftmaxOp::kLongestRow) + " a quantizing softmax holds";
-  }
   return std::nullopt;
 }
 

@@ -17,6 +17,7 @@
 #include "graph/broadcast.hpp"
 #include "graph/builder.hpp"
 #include "plugin/api_internal.hpp"
+#include "qfuse/error.hpp"
 
 namespace qfuse::graph {
 namespace masked_softmax_test {
@@ -92,6 +93,20 @@ bool has_line(const std::vector<std::string>& log, const std::string& start, con
   });
 }
 
+// Whether this machine runs qfuse's row softmax (the one kernel that adds a
+// mask): a masked Softmax compiles.
+bool has_avx512_softmax() {
+  Graph g;
+  Builder b(g);
+  b.output(b.op(OpKind::Softmax, {b.input("x", {1, 4}), b.input("m", {1, 4})}, SoftmaxAttrs{-1}, "s"));
+  try {
+    (void)compile(g, {.fuse = false});
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 bool masked_kernel(const Probabilities& r) {
   return std::any_of(r.layers.begin(), r.layers.end(), [](const LayerInfo& l) {
     return l.implementation == "qfuse:softmax_masked";
@@ -148,8 +163,42 @@ INSTANTIATE_TEST_SUITE_P(
         // One mask for every batch; one per query (a causal mask's form).
         Case{"Shared", {2, 3, 6, 16}, {1, 1, 1, 16}},
         Case{"PerQuery", {1, 2, 7, 16}, {7, 16}},
-        Case{"PerQueryQuantized", {1, 2, 7, 64}, {1, 1, 7, 64}, true}),
+        Case{"PerQueryQuantized", {1, 2, 7, 64}, {1, 1, 7, 64}, true},
+        // Rows longer than a quantizing softmax's block: one at a time.
+        Case{"LongRowsQuantized", {1, 1, 3, 5000}, {1, 1, 1, 5000}, true}),
     [](const auto& p) { return std::string(p.param.name); });
+
+// The Softmax adds x + m broadcasting both ways: at another binding of a
+// graph's symbolic dims, the operand the pass took for the scores may be
+// the one that repeats (x [1, 2, 4, 16] and a mask [2, 1, 1, 16]). Against
+// the Add then the Softmax, bit for bit.
+TEST(MaskedSoftmax, ScoresThatRepeatAlongTheMasksBatch) {
+  const Shape xs{1, 2, 4, 16}, ms{2, 1, 1, 16};
+  const auto feed = [&](InferRequest& r) {
+    r.set_input("x", Tensor::from_vector<float>(xs, normal_values(xs, 7, 4.0f)));
+    r.set_input("mask", Tensor::from_vector<float>(ms, padding_mask(ms)));
+    r.infer();
+  };
+  Graph two_inputs;
+  Builder b(two_inputs);
+  b.output(b.op(OpKind::Softmax, {b.input("x", xs), b.input("mask", ms)}, SoftmaxAttrs{-1}, "softmax"));
+  Graph add_then_softmax;
+  Builder c(add_then_softmax);
+  c.output(c.op(OpKind::Softmax, {c.add(c.input("x", xs), c.input("mask", ms))}, SoftmaxAttrs{-1},
+                "softmax"));
+  if (!has_avx512_softmax()) GTEST_SKIP() << "no AVX-512: no kernel adds a mask";
+  const CompiledModel m = compile(two_inputs, {.fuse = false});
+  InferRequest r = m.create_infer_request();
+  feed(r);
+  const CompiledModel e = compile(add_then_softmax, {.fuse = false});
+  InferRequest q = e.create_infer_request();
+  feed(q);
+  const Tensor& got = r.output("softmax");
+  const Tensor& want = q.output("softmax");
+  ASSERT_EQ(got.shape(), (Shape{2, 2, 4, 16}));
+  ASSERT_EQ(want.shape(), got.shape());
+  for (std::int64_t i = 0; i < got.size(); ++i) EXPECT_EQ(got.as_float(i), want.as_float(i)) << i;
+}
 
 TEST(FoldMaskIntoSoftmaxNegative, NotFoldedForAMaskPerRow) {
   // [.., 1]: one value per row, which changes no probability but rounds
