@@ -66,18 +66,25 @@ Codes run(const Graph& g, bool fuse) {
   return c;
 }
 
+// The softmax of the n values at `row`, in double.
+std::vector<double> softmax_in_double(const float* row, std::int64_t n) {
+  const double m = *std::max_element(row, row + n);
+  std::vector<double> p(static_cast<std::size_t>(n));
+  double sum = 0.0;
+  for (std::int64_t c = 0; c < n; ++c) sum += p[static_cast<std::size_t>(c)] = std::exp(row[c] - m);
+  for (double& v : p) v /= sum;
+  return p;
+}
+
 // softmax in double, then saturate(round_half_even(y / s) + zp).
 std::vector<int> naive_codes(ElementType to, double scale, int zero_point) {
   const std::vector<float> x = logits();
   const int lo = to == ElementType::u8 ? 0 : -128, hi = to == ElementType::u8 ? 255 : 127;
   std::vector<int> out(x.size());
   for (std::int64_t r = 0; r < kRows; ++r) {
-    const float* row = &x[static_cast<std::size_t>(r * kCols)];
-    const double m = *std::max_element(row, row + kCols);
-    double sum = 0.0;
-    for (std::int64_t c = 0; c < kCols; ++c) sum += std::exp(row[c] - m);
+    const std::vector<double> p = softmax_in_double(&x[static_cast<std::size_t>(r * kCols)], kCols);
     for (std::int64_t c = 0; c < kCols; ++c) {
-      const double q = std::nearbyint(std::exp(row[c] - m) / sum / scale) + zero_point;
+      const double q = std::nearbyint(p[static_cast<std::size_t>(c)] / scale) + zero_point;
       out[static_cast<std::size_t>(r * kCols + c)] = static_cast<int>(std::clamp(q, double(lo), double(hi)));
     }
   }
@@ -158,10 +165,9 @@ TEST(RowSoftmax, MatchesSoftmaxInDouble) {
     for (std::int64_t row = 0; row < rows; ++row) {
       const float* xr = &x[static_cast<std::size_t>(row * len)];
       const double mx = *std::max_element(xr, xr + len);
-      double sum = 0.0;
-      for (std::int64_t i = 0; i < len; ++i) sum += std::exp(xr[i] - mx);
+      const std::vector<double> ps = softmax_in_double(xr, len);
       for (std::int64_t i = 0; i < len; ++i) {
-        const double p = std::exp(xr[i] - mx) / sum;
+        const double p = ps[static_cast<std::size_t>(i)];
         const double bound = (std::abs(xr[i] - mx) + 4.0) * std::ldexp(1.0, -23);
         worst = std::max(worst, std::abs(y.as_float(row * len + i) - p) / p / bound);
       }
@@ -199,12 +205,9 @@ TEST(FoldQuantizeIntoSoftmax, SoftmaxWritesTheCodesOfAFakeQuantizesRanges) {
     const std::vector<float> x = logits();
     const int type_min = to == ElementType::u8 ? 0 : -128;
     for (std::int64_t r = 0; r < kRows; ++r) {
-      const float* row = &x[static_cast<std::size_t>(r * kCols)];
-      const double m = *std::max_element(row, row + kCols);
-      double sum = 0.0;
-      for (std::int64_t c = 0; c < kCols; ++c) sum += std::exp(row[c] - m);
+      const std::vector<double> probs = softmax_in_double(&x[static_cast<std::size_t>(r * kCols)], kCols);
       for (std::int64_t c = 0; c < kCols; ++c) {
-        const double y = std::exp(row[c] - m) / sum;
+        const double y = probs[static_cast<std::size_t>(c)];
         const double code =
             std::clamp(std::nearbyint((y - lo) * 255.0 / (hi - lo)), 0.0, 255.0) + type_min;
         const int got = fused.values[static_cast<std::size_t>(r * kCols + c)];
