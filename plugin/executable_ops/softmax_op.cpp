@@ -283,15 +283,11 @@ class RowSoftmaxOp final : public ExecutableOp {
     // Blocks of whole rows, up to kLongestRow values, quantized in one call.
     const std::int64_t per_block = std::max<std::int64_t>(1, kLongestRow / len_);
     const std::int64_t blocks = (rows_ + per_block - 1) / per_block;
+    auto* longer = static_cast<float*>(ctx.scratchpad());  // rows longer than a block
     const auto codes = [&](auto* y) {
       parallel_for(parallel, blocks, [&](std::int64_t b) {
         float block[kLongestRow];
-        std::vector<float> longer;  // a row longer than the block, alone
-        float* p = block;
-        if (len_ > kLongestRow) {
-          longer.resize(static_cast<std::size_t>(len_));
-          p = longer.data();
-        }
+        float* p = len_ > kLongestRow ? longer + b * len_ : block;
         const std::int64_t first = b * per_block, count = std::min(per_block, rows_ - first);
         rows(first, count, p);
         (*quantize_)(p, y + first * len_, count * len_);
@@ -309,9 +305,14 @@ class RowSoftmaxOp final : public ExecutableOp {
   std::string implementation() const override {
     return mask_strides_.empty() ? "qfuse:softmax" : "qfuse:softmax_masked";
   }
+  // A quantizing softmax's rows longer than its stack block, each in its own
+  // part of the request's scratchpad.
+  std::size_t scratchpad_size() const override {
+    return quantize_ && len_ > kLongestRow ? static_cast<std::size_t>(rows_ * len_) * sizeof(float) : 0;
+  }
 
   // The values a quantizing softmax keeps on the stack: a block of rows (a
-  // longer row goes alone through a buffer of its own).
+  // longer row goes alone through the scratchpad).
   static constexpr std::int64_t kLongestRow = 4096;
   // The most dims a Softmax with a mask has.
   static constexpr std::size_t kMaxMaskRank = 8;
