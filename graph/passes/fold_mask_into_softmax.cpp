@@ -55,13 +55,16 @@ bool fold_mask_into_softmax(Graph& g, PassContext& ctx) {
         !broadcasts_to(mask.shape, shape)) {
       continue;
     }
-    // A symbolic dim at 1 now may be the keys (or a row of the mask) at
-    // another binding: one key is left to the Add.
-    if (mask.shape.empty() || mask.shape.back() != shape.back() ||
-        (shape.back() == 1 && g.has_symbolic_dims())) {
+    if (mask.shape.empty() || mask.shape.back() != shape.back()) {
       ctx.reject(kPass, add.name, "its mask " + to_string(mask.shape) +
                                       " is not one value per key (the last axis, " +
                                       std::to_string(shape.back()) + ")");
+      continue;
+    }
+    // A symbolic dim at 1 now may be the keys (or a row of the mask) at
+    // another binding: one key is left to the Add.
+    if (shape.back() == 1 && g.has_symbolic_dims()) {
+      ctx.reject(kPass, add.name, "one key, which a symbolic dimension may make more at another binding");
       continue;
     }
     Node candidate = softmax;
