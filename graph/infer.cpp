@@ -1046,6 +1046,18 @@ OutputSpec check_node(NodeChecker& c) {
       c.expect_type(0, ElementType::f32);
       return {c.shape(0), ElementType::u8};
     }
+    case OpKind::GeluDynamicQuantize: {
+      // y; infer_node adds the codes, scale and zero point outputs.
+      if (std::get<GeluAttrs>(n.attrs).approximation != GeluApproximation::erf) {
+        c.fail("GeluDynamicQuantize computes the erf form only");
+      }
+      c.expect_type(0, ElementType::f32);
+      return {c.shape(0), ElementType::f32};
+    }
+    case OpKind::GeluQuantize:
+      // y; infer_node adds the codes.
+      c.expect_type(0, ElementType::f32);
+      return {c.shape(0), ElementType::f32};
     case OpKind::Softmax: return check_softmax(c);
     default: break;  // a category above
   }
@@ -1085,7 +1097,11 @@ void infer_node(Graph& graph, NodeId id) {
   } else if (node.kind == OpKind::LayerNormQuantize) {
     const auto& q = node.attr<LayerNormQuantizeAttrs>().quantize;
     set(1, out.shape, check_codes_quantization(checker, q, "LayerNormQuantize"));
-  } else if (node.kind == OpKind::LayerNormDynamicQuantize) {
+  } else if (node.kind == OpKind::GeluQuantize) {
+    const std::variant<ConvertAttrs, QuantizeAttrs> q = node.attr<QuantizeAttrs>();
+    set(1, out.shape, check_codes_quantization(checker, q, "GeluQuantize"));
+  } else if (node.kind == OpKind::LayerNormDynamicQuantize ||
+             node.kind == OpKind::GeluDynamicQuantize) {
     set(1, out.shape, ElementType::u8);
     set(2, Shape{1}, ElementType::f32);
     set(3, Shape{1}, ElementType::u8);

@@ -76,6 +76,8 @@ constexpr std::array kOps{
   OpInfo{OpKind::MeanInnerProduct,         "MeanInnerProduct",        C::quantization,   2, 2,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::Dequantize,               "Dequantize",              C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::Quantize,                 "Quantize",                C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
+  OpInfo{OpKind::GeluDynamicQuantize,      "GeluDynamicQuantize",     C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          4},
+  OpInfo{OpKind::GeluQuantize,             "GeluQuantize",            C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          2},
 };
 // clang-format on
 
@@ -83,7 +85,7 @@ constexpr bool in_kind_order() {
   for (std::size_t i = 0; i < kOps.size(); ++i) {
     if (static_cast<std::size_t>(kOps[i].kind) != i) return false;
   }
-  return static_cast<std::size_t>(OpKind::Quantize) + 1 == kOps.size();
+  return static_cast<std::size_t>(OpKind::GeluQuantize) + 1 == kOps.size();
 }
 static_assert(in_kind_order(), "kOps must hold one row per OpKind, in OpKind's order");
 

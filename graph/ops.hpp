@@ -106,6 +106,15 @@ enum class OpKind : std::uint8_t {
   // f32 to u8 / s8 codes by a scale and zero point (QuantizeAttrs): ONNX's
   // QuantizeLinear.
   Quantize,
+  // An erf Gelu whose output DynamicQuantize reads, as one node (GeluAttrs),
+  // made by the passes: the range is gathered while GELU is computed. Four
+  // outputs: the f32 y, then DynamicQuantize's three (u8 codes, scale, zero
+  // point).
+  GeluDynamicQuantize,
+  // An erf Gelu whose output a per-tensor Quantize reads, as one node
+  // (QuantizeAttrs: the Quantize's), made by the passes. Two outputs: the f32
+  // y and its u8 / s8 codes, written in the same pass.
+  GeluQuantize,
 };
 
 // Each from the op table (graph/op_info.hpp).

@@ -61,10 +61,11 @@ constexpr std::array<PassEntry, 2> kLower{{
     {"quantize_weights", quantize_weights},
     {"lower_bias", lower_bias},
 }};
-constexpr std::array<PassEntry, 10> kFuse{{
+constexpr std::array<PassEntry, 11> kFuse{{
     {"fold_mask_into_softmax", fold_mask_into_softmax},  // before a layer takes the Add
     {"split_fake_quantize", split_fake_quantize},
     {"lookup_elementwise", lookup_elementwise},
+    {"fold_quantize_into_gelu", fold_quantize_into_gelu},  // before a layer takes the Gelu
     {"hoist_data_movement_above_dequantize", hoist_data_movement_above_dequantize},
     {"requantize_avg_pool", requantize_avg_pool},
     {"eliminate_dead_nodes", eliminate_dead_nodes},

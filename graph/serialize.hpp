@@ -24,7 +24,7 @@
 
 namespace qfuse::graph {
 
-inline constexpr std::uint32_t kSerializedGraphVersion = 6;
+inline constexpr std::uint32_t kSerializedGraphVersion = 7;  // 7: GeluDynamicQuantize nodes
 
 // Where the writer puts bytes; `offset` counts those written so far (the
 // alignment of constants is relative to the start of the stream).

@@ -73,6 +73,8 @@ class Exporter {
   void power(const Node& n, const std::string& y);
   void swish(const Node& n, const std::string& y);
   void gelu(const Node& n, const std::string& y);
+  void gelu_dynamic_quantize(const Node& n, const std::string& y);
+  void gelu_quantize(const Node& n, const std::string& y);
   void spell_swish(const std::string& b, const std::string& x, float alpha, const std::string& y);
   void spell_gelu(const std::string& b, const std::string& x, bool tanh_form,
                   const std::string& y);

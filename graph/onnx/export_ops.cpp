@@ -36,6 +36,8 @@ const std::map<OpKind, Exporter::OrdinaryForm>& Exporter::ordinary_forms() {
       {OpKind::HSigmoid, {&Exporter::hsigmoid, true}},
       {OpKind::Swish, {&Exporter::swish, true}},
       {OpKind::Gelu, {&Exporter::gelu, true}},
+      {OpKind::GeluDynamicQuantize, {&Exporter::gelu_dynamic_quantize, true}},
+      {OpKind::GeluQuantize, {&Exporter::gelu_quantize, true}},
       {OpKind::Power, {&Exporter::power, true}},
       {OpKind::Softmax, {&Exporter::softmax, true}},
       {OpKind::LayerNorm, {&Exporter::layer_norm, true}},
@@ -148,6 +150,17 @@ void Exporter::gelu(const Node& n, const std::string& y) {
   const bool tanh_form =
       n.attr<graph::GeluAttrs>().approximation == graph::GeluApproximation::tanh;
   spell_gelu(n.name, in(n.inputs[0]), tanh_form, y);
+}
+
+// The erf GELU, then its quantizer.
+void Exporter::gelu_dynamic_quantize(const Node& n, const std::string& y) {
+  spell_gelu(n.name, in(n.inputs[0]), false, y);
+  spell_dynamic_quantize(n, y, 1, name(n.outputs[1]));
+}
+
+void Exporter::gelu_quantize(const Node& n, const std::string& y) {
+  spell_gelu(n.name, in(n.inputs[0]), false, y);
+  quantize_linear(n.attr<graph::QuantizeAttrs>(), y, n.name + "/quantize", name(n.outputs[1]));
 }
 
 // x * sigmoid(alpha * x)

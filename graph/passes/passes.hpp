@@ -87,6 +87,11 @@ bool is_channel_gate(const Graph& g, ValueId gate, ValueId x);
 // Add(x, mask) -> Softmax along the last axis -> Softmax(x, mask), the mask
 // one value per key (attention's padding), added in the softmax's pass.
 bool fold_mask_into_softmax(Graph& g, PassContext& ctx);
+// An erf Gelu whose output a DynamicQuantize or per-tensor Quantize reads
+// -> GeluDynamicQuantize / GeluQuantize: qfuse's GELU kernel quantizes y as
+// it writes it (before fuse_post_op_chain, which would take the Gelu as
+// oneDNN's post-op).
+bool fold_quantize_into_gelu(Graph& g, PassContext& ctx);
 // A per-tensor Quantize (zero point 0) or a quantizing Convert by ranges
 // that alone reads a Softmax -> the Softmax writes the u8/s8 codes itself
 // (qfuse's kernel with the quantizer's own loop; a Quantize without AVX-512:

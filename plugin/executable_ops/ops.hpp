@@ -100,6 +100,9 @@ std::unique_ptr<ExecutableOp> make_dynamic_quantize(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_consecutive_reduce_mean(const OpBuild& b);
 // layer_norm_op.cpp: LayerNorm, LayerNormQuantize and LayerNormDynamicQuantize.
 std::unique_ptr<ExecutableOp> make_layer_norm(const OpBuild& b);
+// gelu_op.cpp: GeluQuantize and GeluDynamicQuantize on qfuse's erf GELU
+// (gelu_kernel.hpp).
+std::unique_ptr<ExecutableOp> make_gelu_quantize(const OpBuild& b);
 // code_ops.cpp: ops on int8 codes between layers.
 std::unique_ptr<ExecutableOp> make_gate_multiply(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_code_add(const OpBuild& b);

@@ -1,0 +1,88 @@
+// fold_quantize_into_gelu
+//
+//   x -> Gelu(erf) -> y -> DynamicQuantize -> codes, scale, zero point
+//     ==>  x -> GeluDynamicQuantize -> y, codes, scale, zero point
+//   x -> Gelu(erf) -> y -> Quantize(per tensor) -> codes
+//     ==>  x -> GeluQuantize(the Quantize's attributes) -> y, codes
+//
+// A transformer quantizes the GELU of each feed-forward block's first matmul
+// for the second: ONNX Runtime's dynamic format with DynamicQuantizeLinear,
+// its static QDQ format with QuantizeLinear. The layer before would take
+// GELU as oneDNN's gelu_erf post-op, which costs as much as the matmul itself
+// at small hidden sizes (0.75 ns a value on an AVX-512 EPYC). One node
+// computes GELU with qfuse's kernel (0.3 ns a value) and quantizes y while
+// it is in cache: the static codes block by block, the dynamic range as y is
+// written (the codes then from cache: one read where DynamicQuantize made
+// two). It runs in the fuse phase before the layers take their chains, after
+// lookup_elementwise (a Gelu between codes is a table, exact). The layer
+// before keeps its own chain (scale, bias) and writes f32; y stays an output
+// for any other reader.
+// The arithmetic: y is qfuse's GELU (plugin/executable_ops/gelu_kernel.hpp:
+// within 3e-7 * max(1, |x|) of GELU in double; oneDNN's GELU, which the
+// unfused Gelu runs, is within about 4e-7 * max(1, |x|)); the codes are the
+// quantizer's own function of that y (DynamicQuantize's grid of its range).
+// Against the unfused graph a code can move by one where y sits that close
+// to a rounding boundary. Preconditions: the erf form (the tanh form stays a
+// post-op); a per-tensor Quantize; the first quantizer among y's readers is
+// taken, the others keep reading y.
+
+#include "graph/passes/passes.hpp"
+#include "graph/passes/pattern.hpp"
+
+namespace qfuse::graph {
+namespace {
+
+constexpr std::string_view kPass = "fold_quantize_into_gelu";
+using namespace pattern;
+
+// The first quantizer of `v` this pass takes, or nullopt; refusals logged.
+std::optional<NodeId> quantizer_of(const Graph& g, ValueId v, PassContext& ctx) {
+  for (NodeId id : g.consumers(v)) {
+    const Node& q = g.node(id);
+    if (q.kind == OpKind::DynamicQuantize) return id;
+    if (q.kind != OpKind::Quantize) continue;
+    if (!q.attr<QuantizeAttrs>().per_tensor()) {
+      ctx.reject(kPass, q.name, "it quantizes per channel");
+      continue;
+    }
+    return id;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool fold_quantize_into_gelu(Graph& g, PassContext& ctx) {
+  for (NodeId id : g.topological_order()) {
+    const Node& gelu = g.node(id);
+    if (gelu.kind != OpKind::Gelu) continue;
+    const auto q_id = quantizer_of(g, gelu.outputs[0], ctx);
+    if (!q_id) continue;
+    if (gelu.attr<GeluAttrs>().approximation != GeluApproximation::erf) {
+      ctx.reject(kPass, gelu.name, "the tanh form (qfuse's kernel computes the erf form)");
+      continue;
+    }
+    const Node& q = g.node(*q_id);
+    const bool dynamic = q.kind == OpKind::DynamicQuantize;
+    // Copied before add_node(): adding a node may move the nodes `gelu` and `q` refer to.
+    const std::string name = gelu.name, q_name = q.name;
+    const std::vector<ValueId> inputs = gelu.inputs;
+    Attributes attrs = dynamic ? gelu.attrs : q.attrs;
+    std::vector<ValueId> old = {gelu.outputs[0]};
+    old.insert(old.end(), q.outputs.begin(), q.outputs.end());
+    const OpKind kind = dynamic ? OpKind::GeluDynamicQuantize : OpKind::GeluQuantize;
+    const NodeId fused = g.add_node(kind, name, inputs, std::move(attrs), old.size());
+    infer_node(g, fused);
+    const std::vector<ValueId> outputs = g.node(fused).outputs;
+    for (std::size_t i = 0; i < old.size(); ++i) replace_value(g, old[i], outputs[i]);
+    g.erase_node(*q_id);
+    g.erase_node(id);
+    ctx.log(kPass, name + " + " + q_name + " -> one " + std::string(to_string(kind)) +
+                       (dynamic ? " (the range gathered as GELU is computed)"
+                                : " (each block's codes written as GELU is computed)"));
+    return true;
+  }
+  return false;
+}
+
+}  // namespace qfuse::graph
