@@ -172,7 +172,9 @@ using graph::OpKind;
 
 class GeluQuantizeOp final : public ExecutableOp {
  public:
-  explicit GeluQuantizeOp(const graph::Node& node) : ExecutableOp(node) {
+  GeluQuantizeOp(const graph::Graph& g, const graph::Node& node)
+      : ExecutableOp(node),
+        y_read_(!g.consumers(node.outputs[0]).empty() || g.is_graph_output(node.outputs[0])) {
     if (node.kind == OpKind::GeluQuantize) quantize_.emplace(node.attr<graph::QuantizeAttrs>());
   }
 
@@ -187,8 +189,12 @@ class GeluQuantizeOp final : public ExecutableOp {
     if (quantize_) {
       const auto each_block = [&](auto* codes) {
         parallel_for(parallel, chunks, [&](std::int64_t k) {
-          gelu_erf_span(x + k * kChunk, y + k * kChunk, count(k));
-          (*quantize_)(y + k * kChunk, codes + k * kChunk, count(k));
+          // y in a block on the stack when nothing reads it: one pass less
+          // through memory for a tensor larger than the cache.
+          alignas(64) float block[kChunk];
+          float* out = y_read_ ? y + k * kChunk : block;
+          gelu_erf_span(x + k * kChunk, out, count(k));
+          (*quantize_)(out, codes + k * kChunk, count(k));
         });
       };
       Tensor& codes = ctx.out(node().outputs[1]);
@@ -230,6 +236,7 @@ class GeluQuantizeOp final : public ExecutableOp {
   // Values from which the blocks are shared among the request's threads.
   static constexpr std::int64_t kParallelFrom = 32768;
 
+  bool y_read_ = true;  // y has a reader or is a graph output
   std::optional<CodesQuantizer> quantize_;  // GeluQuantize's
 };
 
@@ -241,7 +248,7 @@ std::unique_ptr<ExecutableOp> make_gelu_quantize(const OpBuild& b) {
   if (b.layout(b.node.outputs[0]) != layout || b.layout(b.node.outputs[1]) != layout) {
     return nullptr;
   }
-  return std::make_unique<GeluQuantizeOp>(b.node);
+  return std::make_unique<GeluQuantizeOp>(b.graph, b.node);
 }
 
 }  // namespace qfuse::plugin

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,7 +42,8 @@ struct Built {
 // x [rows, k] -> FullyConnected (w [n, k], bias) -> Gelu -> `quantizer`
 // (DynamicQuantize, or Quantize with attributes `q`).
 Built fc_gelu_then(std::int64_t rows, std::int64_t k, std::int64_t n, GeluApproximation form,
-                   OpKind quantizer = OpKind::DynamicQuantize, Attributes q = NoAttrs{}) {
+                   OpKind quantizer = OpKind::DynamicQuantize, Attributes q = NoAttrs{},
+                   bool y_is_output = true) {
   Built b;
   Builder builder(b.g);
   std::mt19937 rng(23);
@@ -54,8 +56,10 @@ Built fc_gelu_then(std::int64_t rows, std::int64_t k, std::int64_t n, GeluApprox
   const ValueId bv = b.g.add_constant("b", Tensor::from_vector<float>({n}, bias));
   const ValueId h = builder.fully_connected(x, wv, bv, "ff1");
   const ValueId y = builder.op(OpKind::Gelu, {h}, GeluAttrs{form}, "gelu");
-  builder.output(y);
-  b.outputs.push_back("gelu");
+  if (y_is_output) {
+    builder.output(y);
+    b.outputs.push_back("gelu");
+  }
   const NodeId qn = b.g.add_node(quantizer, "q", {y}, std::move(q),
                                  quantizer == OpKind::DynamicQuantize ? 3 : 1);
   infer_node(b.g, qn);
@@ -187,9 +191,13 @@ std::vector<Case> cases() {
   std::vector<Case> all;
   for (const Size s : {Size{64, 64, 256}, Size{3, 20, 37}, Size{128, 96, 3072}}) {
     all.push_back({s, OpKind::DynamicQuantize, NoAttrs{}, "qfuse:gelu_dynamic_quantize"});
+    if (s.rows * s.n > 131072) continue;  // a static one stays the layer's post-ops (below)
     all.push_back({s, OpKind::Quantize, linear(ElementType::u8, 0.017f, 10), "qfuse:gelu_quantize"});
     all.push_back({s, OpKind::Quantize, linear(ElementType::s8, 0.031f, 0), "qfuse:gelu_quantize"});
   }
+  // 128 x 1024 = 131072 values, the largest a static one takes: two blocks per thread.
+  all.push_back({Size{128, 96, 1024}, OpKind::Quantize, linear(ElementType::u8, 0.017f, 10),
+                 "qfuse:gelu_quantize"});
   return all;
 }
 
@@ -206,6 +214,37 @@ TEST(FoldQuantizeIntoGeluRefusals, TheTanhFormStaysThePostOp) {
   EXPECT_TRUE(std::any_of(fused.refusals.begin(), fused.refusals.end(), [](const FusionRefusal& r) {
     return r.pass == "fold_quantize_into_gelu" && r.node == "gelu" &&
            r.reason.find("tanh form") != std::string::npos;
+  }));
+}
+
+// With nothing else reading y, GeluQuantize computes it into a block on the
+// stack: the same codes as when y is written out.
+TEST(FoldQuantizeIntoGelu, CodesAreTheSameWhenNothingReadsY) {
+  const QuantizeAttrs q = linear(ElementType::u8, 0.017f, 10);
+  const Built with_y = fc_gelu_then(128, 96, 1000, GeluApproximation::erf, OpKind::Quantize, q);
+  const Built without_y =
+      fc_gelu_then(128, 96, 1000, GeluApproximation::erf, OpKind::Quantize, q, false);
+  const std::vector<float> x = inputs(128 * 96);
+  const Outcome a = run(with_y, {128, 96}, x, true);
+  const Outcome b = run(without_y, {128, 96}, x, true);
+  ASSERT_NE(layer(b, "gelu"), nullptr);
+  EXPECT_EQ(layer(b, "gelu")->implementation, "qfuse:gelu_quantize");
+  ASSERT_EQ(b.outputs.size(), 1u);
+  const Tensor& codes = b.outputs[0];
+  EXPECT_EQ(codes.byte_size(), a.outputs[1].byte_size());
+  EXPECT_EQ(std::memcmp(codes.raw_data(), a.outputs[1].raw_data(), codes.byte_size()), 0);
+}
+
+// BERT-base's feed-forward (128 x 3072): the f32 output would leave the
+// cache, so the layer keeps GELU and the quantizer as post-ops.
+TEST(FoldQuantizeIntoGeluRefusals, ALargeStaticOneStaysThePostOps) {
+  const Built b = fc_gelu_then(128, 32, 3072, GeluApproximation::erf, OpKind::Quantize,
+                               linear(ElementType::u8, 0.017f, 10));
+  const Outcome fused = run(b, {128, 32}, inputs(128 * 32), true);
+  EXPECT_EQ(layer(fused, "gelu"), nullptr);
+  EXPECT_TRUE(std::any_of(fused.refusals.begin(), fused.refusals.end(), [](const FusionRefusal& r) {
+    return r.pass == "fold_quantize_into_gelu" && r.node == "gelu" &&
+           r.reason.starts_with("393216 values: the layer's f32 output would leave the cache");
   }));
 }
 
