@@ -44,28 +44,13 @@ using namespace pattern;
 // the post-op, 1.72 + 0.26 ms without). A dynamic grid needs y in f32 anyway.
 constexpr std::int64_t kStaticInCache = 131072;
 
-// The first quantizer of `v` this pass takes, or nullopt; refusals logged.
-std::optional<NodeId> quantizer_of(const Graph& g, ValueId v, PassContext& ctx) {
-  for (NodeId id : g.consumers(v)) {
-    const Node& q = g.node(id);
-    if (q.kind == OpKind::DynamicQuantize) return id;
-    if (q.kind != OpKind::Quantize) continue;
-    if (!q.attr<QuantizeAttrs>().per_tensor()) {
-      ctx.reject(kPass, q.name, "it quantizes per channel");
-      continue;
-    }
-    return id;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 bool fold_quantize_into_gelu(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
     const Node& gelu = g.node(id);
     if (gelu.kind != OpKind::Gelu) continue;
-    const auto q_id = quantizer_of(g, gelu.outputs[0], ctx);
+    const auto q_id = per_tensor_quantizer_of(g, gelu.outputs[0], ctx, kPass, false);
     if (!q_id) continue;
     if (gelu.attr<GeluAttrs>().approximation != GeluApproximation::erf) {
       ctx.reject(kPass, gelu.name, "the tanh form (qfuse's kernel computes the erf form)");

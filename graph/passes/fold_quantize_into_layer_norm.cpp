@@ -32,29 +32,13 @@ namespace {
 constexpr std::string_view kPass = "fold_quantize_into_layer_norm";
 using namespace pattern;
 
-// The first quantizer of `v` this pass takes, or nullopt; refusals logged.
-std::optional<NodeId> quantizer_of(const Graph& g, ValueId v, PassContext& ctx) {
-  for (NodeId id : g.consumers(v)) {
-    const Node& q = g.node(id);
-    if (q.kind == OpKind::DynamicQuantize) return id;
-    if (q.kind == OpKind::Convert && q.attr<ConvertAttrs>().quantizes()) return id;
-    if (q.kind != OpKind::Quantize) continue;
-    if (!q.attr<QuantizeAttrs>().per_tensor()) {
-      ctx.reject(kPass, q.name, "it quantizes per channel");
-      continue;
-    }
-    return id;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 bool fold_quantize_into_layer_norm(Graph& g, PassContext& ctx) {
   for (NodeId id : g.topological_order()) {
     const Node& norm = g.node(id);
     if (norm.kind != OpKind::LayerNorm) continue;
-    const auto q_id = quantizer_of(g, norm.outputs[0], ctx);
+    const auto q_id = per_tensor_quantizer_of(g, norm.outputs[0], ctx, kPass, true);
     if (!q_id) continue;
     const Node& q = g.node(*q_id);
     const bool dynamic = q.kind == OpKind::DynamicQuantize;

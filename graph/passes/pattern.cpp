@@ -38,6 +38,22 @@ ValueId add_channel_constant(Graph& g, const std::string& name, const std::vecto
   return g.add_constant(name, Tensor::from_vector<float>(shape, values));
 }
 
+std::optional<NodeId> per_tensor_quantizer_of(const Graph& g, ValueId v, PassContext& ctx,
+                                              std::string_view pass, bool by_ranges) {
+  for (NodeId id : g.consumers(v)) {
+    const Node& q = g.node(id);
+    if (q.kind == OpKind::DynamicQuantize) return id;
+    if (by_ranges && q.kind == OpKind::Convert && q.attr<ConvertAttrs>().quantizes()) return id;
+    if (q.kind != OpKind::Quantize) continue;
+    if (!q.attr<QuantizeAttrs>().per_tensor()) {
+      ctx.reject(pass, q.name, "it quantizes per channel");
+      continue;
+    }
+    return id;
+  }
+  return std::nullopt;
+}
+
 ValueId emit(Graph& g, OpKind kind, const std::string& name, std::vector<ValueId> inputs,
              Attributes attrs) {
   const NodeId id = g.add_node(kind, name, std::move(inputs), std::move(attrs));

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "graph/pass_manager.hpp"
 #include "graph/node_queries.hpp"
 
 namespace qfuse::graph::pattern {
@@ -35,6 +37,13 @@ bool all_equal(const std::vector<float>& values);
 // tensor ([1] when `values` has one element).
 ValueId add_channel_constant(Graph& g, const std::string& name, const std::vector<float>& values,
                              std::size_t rank, std::size_t axis);
+
+// The first reader of `v` that quantizes it per tensor, the one a pass folds
+// into the node writing `v`: a DynamicQuantize, a per-tensor Quantize, or
+// (with `by_ranges`) a quantizing Convert. A per-channel Quantize is passed
+// over, refused in `pass`'s name. nullopt when there is none.
+std::optional<NodeId> per_tensor_quantizer_of(const Graph& g, ValueId v, PassContext& ctx,
+                                              std::string_view pass, bool by_ranges);
 
 // Adds a node, infers its output and returns it.
 ValueId emit(Graph& g, OpKind kind, const std::string& name, std::vector<ValueId> inputs,
