@@ -173,11 +173,15 @@ Shape Importer::input_shape(const ::onnx::ValueInfoProto& vi,
                      "' has no declared shape; bind it (e.g. --shape " + vi.name() +
                      "=1x3x224x224, or give the input tensor)");
   }
-  std::string declared;
+  // The declared dims, and a binding of the input's own rank to suggest (its
+  // fixed dims as declared, 1 for each other).
+  std::string declared, example;
   for (const auto& dim : tt.shape().dim()) {
     declared += (declared.empty() ? "" : ",") +
                 (dim.has_dim_value() ? std::to_string(dim.dim_value())
                                      : dim.has_dim_param() ? dim.dim_param() : "?");
+    example += (example.empty() ? "" : "x") +
+               (dim.has_dim_value() ? std::to_string(dim.dim_value()) : std::string("1"));
   }
   Shape shape;
   for (int d = 0; d < tt.shape().dim_size(); ++d) {
@@ -190,8 +194,8 @@ Shape Importer::input_shape(const ::onnx::ValueInfoProto& vi,
       throw GraphError(
           "import " + origin_ + ": input '" + vi.name() + "' has unresolved dimension " +
           std::to_string(d) + (dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "") +
-          " in [" + declared + "]; bind it (e.g. --shape " + vi.name() +
-          "=1x3x224x224, or give the input tensor)");
+          " in [" + declared + "]; bind it (e.g. --shape " + vi.name() + "=" + example +
+          " with the sizes you run at, or give the input tensor)");
     }
   }
   return shape;
