@@ -65,19 +65,9 @@ bool fold_quantize_into_gelu(Graph& g, PassContext& ctx) {
                  "cache (the layer's post-ops write the codes)");
       continue;
     }
-    // Copied before add_node(): adding a node may move the nodes `gelu` and `q` refer to.
     const std::string name = gelu.name, q_name = q.name;
-    const std::vector<ValueId> inputs = gelu.inputs;
-    Attributes attrs = dynamic ? gelu.attrs : q.attrs;
-    std::vector<ValueId> old = {gelu.outputs[0]};
-    old.insert(old.end(), q.outputs.begin(), q.outputs.end());
     const OpKind kind = dynamic ? OpKind::GeluDynamicQuantize : OpKind::GeluQuantize;
-    const NodeId fused = g.add_node(kind, name, inputs, std::move(attrs), old.size());
-    infer_node(g, fused);
-    const std::vector<ValueId> outputs = g.node(fused).outputs;
-    for (std::size_t i = 0; i < old.size(); ++i) replace_value(g, old[i], outputs[i]);
-    g.erase_node(*q_id);
-    g.erase_node(id);
+    merge_with_quantizer(g, id, *q_id, kind, dynamic ? gelu.attrs : q.attrs);
     ctx.log(kPass, name + " + " + q_name + " -> one " + std::string(to_string(kind)) +
                        (dynamic ? " (the range gathered as GELU is computed)"
                                 : " (each block's codes written as GELU is computed)"));

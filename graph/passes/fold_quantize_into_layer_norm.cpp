@@ -53,18 +53,9 @@ bool fold_quantize_into_layer_norm(Graph& g, PassContext& ctx) {
       }
       attrs = a;
     }
-    // Copied before add_node(): adding a node may move the nodes `norm` and `q` refer to.
     const std::string name = norm.name, q_name = q.name;
-    const std::vector<ValueId> inputs = norm.inputs;
-    std::vector<ValueId> old = {norm.outputs[0]};
-    old.insert(old.end(), q.outputs.begin(), q.outputs.end());
     const OpKind kind = dynamic ? OpKind::LayerNormDynamicQuantize : OpKind::LayerNormQuantize;
-    const NodeId fused = g.add_node(kind, name, inputs, std::move(attrs), old.size());
-    infer_node(g, fused);
-    const std::vector<ValueId> outputs = g.node(fused).outputs;
-    for (std::size_t i = 0; i < old.size(); ++i) replace_value(g, old[i], outputs[i]);
-    g.erase_node(*q_id);
-    g.erase_node(id);
+    merge_with_quantizer(g, id, *q_id, kind, std::move(attrs));
     ctx.log(kPass, name + " + " + q_name + " -> one " + std::string(to_string(kind)) +
                        (dynamic ? " (the range gathered as the rows are normalized)"
                                 : " (each row's codes written as it is normalized)"));

@@ -54,6 +54,21 @@ std::optional<NodeId> per_tensor_quantizer_of(const Graph& g, ValueId v, PassCon
   return std::nullopt;
 }
 
+void merge_with_quantizer(Graph& g, NodeId producer, NodeId q, OpKind kind, Attributes attrs) {
+  // Copied before add_node(): adding a node may move the nodes read here.
+  const std::string name = g.node(producer).name;
+  const std::vector<ValueId> inputs = g.node(producer).inputs;
+  std::vector<ValueId> old = {g.node(producer).outputs[0]};
+  const std::vector<ValueId>& q_outputs = g.node(q).outputs;
+  old.insert(old.end(), q_outputs.begin(), q_outputs.end());
+  const NodeId fused = g.add_node(kind, name, inputs, std::move(attrs), old.size());
+  infer_node(g, fused);
+  const std::vector<ValueId> outputs = g.node(fused).outputs;
+  for (std::size_t i = 0; i < old.size(); ++i) replace_value(g, old[i], outputs[i]);
+  g.erase_node(q);
+  g.erase_node(producer);
+}
+
 ValueId emit(Graph& g, OpKind kind, const std::string& name, std::vector<ValueId> inputs,
              Attributes attrs) {
   const NodeId id = g.add_node(kind, name, std::move(inputs), std::move(attrs));

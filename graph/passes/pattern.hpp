@@ -45,6 +45,12 @@ ValueId add_channel_constant(Graph& g, const std::string& name, const std::vecto
 std::optional<NodeId> per_tensor_quantizer_of(const Graph& g, ValueId v, PassContext& ctx,
                                               std::string_view pass, bool by_ranges);
 
+// Replaces the one-output node `producer` and the quantizer `q` reading it
+// by one node of `kind` (with `attrs` and the producer's name and inputs)
+// whose outputs are the producer's, then q's, each keeping its readers and
+// name.
+void merge_with_quantizer(Graph& g, NodeId producer, NodeId q, OpKind kind, Attributes attrs);
+
 // Adds a node, infers its output and returns it.
 ValueId emit(Graph& g, OpKind kind, const std::string& name, std::vector<ValueId> inputs,
              Attributes attrs = NoAttrs{});
