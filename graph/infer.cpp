@@ -950,6 +950,59 @@ OutputSpec check_gather(NodeChecker& c) {
   return {out, c.in(0).type};
 }
 
+// Attention (AttentionAttrs): q, k and v read through the matmuls' perms as
+// [B, H, M, D], [B, H, D, N] and [B, H, N, Dv]; the product [B, H, M, Dv]
+// written through mix's perm_y.
+OutputSpec check_attention(NodeChecker& c) {
+  const auto& a = c.node().attr<AttentionAttrs>();
+  const auto& sg = std::get<MatMulAttrs>(a.scores.geometry);
+  const auto& mg = std::get<MatMulAttrs>(a.mix.geometry);
+  const auto read = [&](std::size_t i, const Ints& perm) {
+    const Shape& s = c.shape(i);
+    c.expect(s.size() == 4, "q, k and v must have rank 4");
+    if (perm.empty()) return s;
+    c.expect(perm.size() == 4, "a perm of rank 4");
+    Shape r(4);
+    for (std::size_t d = 0; d < 4; ++d) r[d] = s[static_cast<std::size_t>(perm[d])];
+    return r;
+  };
+  c.expect(!sg.transpose_a && !sg.transpose_b && !mg.transpose_a && !mg.transpose_b &&
+               sg.perm_y.empty() && mg.perm_a.empty(),
+           "the matmuls read their operands by perm_a / perm_b and write by mix's perm_y only");
+  const Shape q = read(0, sg.perm_a), k = read(1, sg.perm_b), v = read(2, mg.perm_b);
+  c.expect(q[0] == k[0] && q[0] == v[0] && q[1] == k[1] && q[1] == v[1], [&] {
+    return "q " + to_string(q) + ", k " + to_string(k) + " and v " + to_string(v) +
+           " must have the same batch and heads";
+  });
+  c.expect(q[3] == k[2] && k[3] == v[2], [&] {
+    return "q " + to_string(q) + " x k " + to_string(k) + " x v " + to_string(v) +
+           " do not chain";
+  });
+  for (std::size_t i = 0; i < 3; ++i) {
+    const ElementType t = c.in(i).type;
+    c.expect(a.quantized ? t == ElementType::u8 || t == ElementType::s8 : t == ElementType::f32,
+             a.quantized ? "an int8 attention reads u8 / s8 codes" : "an f32 attention reads f32");
+  }
+  if (c.node().inputs.size() == 4) {
+    c.expect_type(3, ElementType::f32);
+    const Shape scores{q[0], q[1], q[2], k[3]};
+    const std::optional<Shape> both = broadcast_shapes(scores, c.shape(3));
+    c.expect(both && *both == scores && c.shape(3).back() == k[3], [&] {
+      return "the mask " + to_string(c.shape(3)) + " must broadcast to the scores " +
+             to_string(scores) + ", whole along the keys";
+    });
+  }
+  c.expect(a.softmax.quantizes() == a.quantized,
+           "the Softmax quantizes exactly when the attention is int8");
+  const Shape product{q[0], q[1], q[2], v[3]};
+  Shape out = product;
+  if (!mg.perm_y.empty()) {
+    c.expect(mg.perm_y.size() == 4, "perm_y of rank 4");
+    for (std::size_t d = 0; d < 4; ++d) out[d] = product[static_cast<std::size_t>(mg.perm_y[d])];
+  }
+  return {out, a.quantized ? a.mix.dst_type() : ElementType::f32};
+}
+
 OutputSpec check_softmax(NodeChecker& c) {
   Node& n = c.node_;
   c.expect_type(0, ElementType::f32);
@@ -1059,6 +1112,7 @@ OutputSpec check_node(NodeChecker& c) {
       c.expect_type(0, ElementType::f32);
       return {c.shape(0), ElementType::f32};
     case OpKind::Softmax: return check_softmax(c);
+    case OpKind::Attention: return check_attention(c);
     default: break;  // a category above
   }
   c.fail("no shape check for this operator");

@@ -78,6 +78,7 @@ constexpr std::array kOps{
   OpInfo{OpKind::Quantize,                 "Quantize",                C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
   OpInfo{OpKind::GeluDynamicQuantize,      "GeluDynamicQuantize",     C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          4},
   OpInfo{OpKind::GeluQuantize,             "GeluQuantize",            C::quantization,   1, 1,           false, no_eltwise,        A::none,  Ch::none,    false, "",          2},
+  OpInfo{OpKind::Attention,                "Attention",               C::other,          3, 4,           false, no_eltwise,        A::none,  Ch::none,    false, "",          1},
 };
 // clang-format on
 
@@ -85,7 +86,7 @@ constexpr bool in_kind_order() {
   for (std::size_t i = 0; i < kOps.size(); ++i) {
     if (static_cast<std::size_t>(kOps[i].kind) != i) return false;
   }
-  return static_cast<std::size_t>(OpKind::GeluQuantize) + 1 == kOps.size();
+  return static_cast<std::size_t>(OpKind::Attention) + 1 == kOps.size();
 }
 static_assert(in_kind_order(), "kOps must hold one row per OpKind, in OpKind's order");
 

@@ -115,6 +115,10 @@ enum class OpKind : std::uint8_t {
   // (QuantizeAttrs: the Quantize's), made by the passes. Two outputs: the f32
   // y and its u8 / s8 codes, written in the same pass.
   GeluQuantize,
+  // softmax(Q K^T * scale + mask) V per batch and head in one pass per block
+  // of query rows (AttentionAttrs), made by the plugin's planning from
+  // attention's two matmuls and the Softmax between them.
+  Attention,
 };
 
 // Each from the op table (graph/op_info.hpp).
@@ -504,6 +508,26 @@ struct LayerNormQuantizeAttrs {
   bool operator==(const LayerNormQuantizeAttrs&) const = default;
 };
 
+// Attention: inputs q, k, v[, mask]; the scores matmul, the Softmax and the
+// probabilities-times-values matmul it stands for, as one node:
+//   y = mix(softmax(scores(q, k) [+ mask]), v)
+// int8 (`quantized`): `scores` and `mix` are the two QuantizedMatMuls'
+// attributes (geometry MatMulAttrs: the operands read through perm_a /
+// perm_b, the product written through mix's perm_y), the scores f32 by
+// scores' chain (a per-tensor scale), the Softmax quantizing (`softmax`) into
+// the probabilities' codes that mix reads with its src zero point. f32: the
+// two MatMuls' geometry in scores.geometry / mix.geometry (chains empty), the
+// scores divided by `divisor` or times `factor` (the scores MatMul's scalar
+// binary_div / binary_mul post-op; both 0: none).
+// The mask is the Softmax's (SoftmaxAttrs: one row of keys per row, numpy
+// broadcast over the leading dims).
+struct AttentionAttrs {
+  bool quantized = false;
+  QuantizedLayerAttrs scores, mix;
+  SoftmaxAttrs softmax;
+  float divisor = 0.0f, factor = 0.0f;
+};
+
 // An attribute set held on the heap, so that the variant every node carries
 // is the size of the common small sets, not of the largest: a graph of many
 // small nodes pays for a fused layer's attributes only where one is. Copies
@@ -550,7 +574,8 @@ using Attributes =
                  ReduceAttrs, PowerAttrs, SoftmaxAttrs, LookupAttrs, Boxed<QuantizedLayerAttrs>,
                  GatherAttrs,
                  LayerNormAttrs, GateMultiplyAttrs, CodeAddAttrs, ShuffleChannelsAttrs,
-                 MeanInnerProductAttrs, DequantizeAttrs, QuantizeAttrs, LayerNormQuantizeAttrs>;
+                 MeanInnerProductAttrs, DequantizeAttrs, QuantizeAttrs, LayerNormQuantizeAttrs,
+                 Boxed<AttentionAttrs>>;
 
 template <class A, class Variant>
 struct IsAlternative;

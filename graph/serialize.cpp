@@ -128,6 +128,9 @@ template <class Ar> void fields(Ar& ar, SoftmaxAttrs& x) {
   ar(x.axis, x.to, x.quantize_scale, x.input_low, x.input_high);
 }
 template <class Ar> void fields(Ar& ar, LookupAttrs& x) { ar(x.table, x.to); }
+template <class Ar> void fields(Ar& ar, AttentionAttrs& x) {
+  ar(x.quantized, x.scores, x.mix, x.softmax, x.divisor, x.factor);
+}
 template <class Ar> void fields(Ar& ar, GateMultiplyAttrs& x) {
   ar(x.zero_point, x.scale, x.quantize);
 }

@@ -24,6 +24,7 @@
 #include "plugin/executable_ops/ops.hpp"
 #include "plugin/executable_ops/quantized_layer.hpp"
 #include "plugin/execution.hpp"
+#include "plugin/attention_fusion.hpp"
 #include "plugin/f32_post_ops.hpp"
 #include "plugin/layout_plan.hpp"
 #include "plugin/memory_plan.hpp"
@@ -60,6 +61,14 @@ std::int64_t layer_macs(const graph::Graph& g, const graph::Node& n, const Shape
   // The layer over the mean, as the model counts it: [N, K] x [K, O].
   if (n.kind == graph::OpKind::MeanInnerProduct) {
     return element_count(out) * g.value(n.inputs[1]).shape[1];
+  }
+  // Attention: its two products per batch and head, [M, D] x [D, N] and
+  // [M, N] x [N, Dv]: N * (q's elements + the output's).
+  if (n.kind == graph::OpKind::Attention) {
+    const auto& perm = std::get<graph::MatMulAttrs>(n.attr<graph::AttentionAttrs>().scores.geometry).perm_b;
+    const Shape& k = g.value(n.inputs[1]).shape;
+    const std::int64_t keys = perm.empty() ? k.back() : k[static_cast<std::size_t>(perm.back())];
+    return keys * (element_count(g.value(n.inputs[0]).shape) + element_count(out));
   }
   const graph::LayerInfo* layer = graph::layer_info(n.kind);
   if (layer == nullptr) return 0;
@@ -210,6 +219,7 @@ using graph::is_int8;
 
 std::string precision_of(const graph::Graph& g, const graph::Node& n) {
   if (graph::is_quantized_layer(n.kind) || n.kind == graph::OpKind::MeanInnerProduct) return "int8";
+  if (n.kind == graph::OpKind::Attention) return n.attr<graph::AttentionAttrs>().quantized ? "int8" : "f32";
   const bool in8 = !n.inputs.empty() && is_int8(g.value(n.inputs[0]).type);
   const bool out8 = is_int8(g.value(n.outputs[0]).type);
   if (in8 && out8) return "int8";
@@ -537,6 +547,9 @@ std::vector<graph::NodeId> plan(CompiledModel::Impl& impl, plugin::LayerBuildCac
     };
     impl.absorbed_transposes = plugin::absorb_matmul_transposes(impl.graph, impl.f32_chains,
                                                                 accepts, impl.fusion_log);
+    if (impl.options.fuse_attention && !impl.options.integer_only) {
+      plugin::fuse_attention(impl.graph, impl.f32_chains, impl.fusion_log);
+    }
     graph::verify(impl.graph);
   }
   impl.layouts = plugin::plan_layouts(impl.graph);

@@ -109,6 +109,7 @@ constexpr std::array kExecutables{
   Executables{OpKind::Quantize,                {make_quantize}},
   Executables{OpKind::GeluDynamicQuantize,     {make_gelu_quantize}},
   Executables{OpKind::GeluQuantize,            {make_gelu_quantize}},
+  Executables{OpKind::Attention,               {make_attention}},
 };
 // clang-format on
 
@@ -116,7 +117,7 @@ constexpr bool in_kind_order() {
   for (std::size_t i = 0; i < kExecutables.size(); ++i) {
     if (static_cast<std::size_t>(kExecutables[i].kind) != i) return false;
   }
-  return static_cast<std::size_t>(OpKind::GeluQuantize) + 1 == kExecutables.size();
+  return static_cast<std::size_t>(OpKind::Attention) + 1 == kExecutables.size();
 }
 static_assert(in_kind_order(), "kExecutables must hold one row per OpKind, in OpKind's order");
 

@@ -100,6 +100,10 @@ std::unique_ptr<ExecutableOp> make_dynamic_quantize(const OpBuild& b);
 std::unique_ptr<ExecutableOp> make_consecutive_reduce_mean(const OpBuild& b);
 // layer_norm_op.cpp: LayerNorm, LayerNormQuantize and LayerNormDynamicQuantize.
 std::unique_ptr<ExecutableOp> make_layer_norm(const OpBuild& b);
+// attention_op.cpp: Attention on qfuse's kernel (int8 by VNNI, or f32);
+// check_attention says why it cannot run a node (nullopt: it can).
+std::unique_ptr<ExecutableOp> make_attention(const OpBuild& b);
+std::optional<std::string> check_attention(const graph::Graph& graph, const graph::Node& node);
 // gelu_op.cpp: GeluQuantize and GeluDynamicQuantize on qfuse's erf GELU
 // (gelu_kernel.hpp).
 std::unique_ptr<ExecutableOp> make_gelu_quantize(const OpBuild& b);

@@ -39,6 +39,21 @@ composer::PostOpChain a_chain() {
   return c;
 }
 
+AttentionAttrs an_attention() {
+  AttentionAttrs a;
+  a.quantized = true;
+  a.scores.geometry = MatMulAttrs{false, false, {0, 2, 1, 3}, {0, 2, 3, 1}, {}};
+  a.scores.src_zero_point = 120;
+  a.scores.weights_zero_point = 131;
+  a.mix.geometry = MatMulAttrs{false, false, {}, {0, 2, 1, 3}, {0, 2, 1, 3}};
+  a.mix.weights_zero_point = 126;
+  a.mix.chain = a_chain();
+  a.softmax = SoftmaxAttrs{-1, ElementType::u8, 1.0f / 255};
+  a.divisor = 8.0f;
+  a.factor = 0.125f;
+  return a;
+}
+
 // One value of every attribute struct, none at its defaults.
 std::vector<Attributes> every_attribute() {
   QuantizedLayerAttrs q;
@@ -81,7 +96,8 @@ std::vector<Attributes> every_attribute() {
           MeanInnerProductAttrs{{0.5f, 1.5f}, {0.0f, -1.0f}, 3, -6.0f, 6.0f, 4},
           DequantizeAttrs{{0.5f, 0.25f}, {1.0f, 3.0f}, 0},
           QuantizeAttrs{ElementType::s8, {0.5f, 2.0f}, {1, -1}, 0, 128, 64},
-          LayerNormQuantizeAttrs{1e-6f, QuantizeAttrs{ElementType::s8, {0.25f}, {0}, 1, 255, 1}}};
+          LayerNormQuantizeAttrs{1e-6f, QuantizeAttrs{ElementType::s8, {0.25f}, {0}, 1, 255, 1}},
+          an_attention()};
 }
 
 bool equal_chains(const composer::PostOpChain& a, const composer::PostOpChain& b) {
@@ -158,7 +174,19 @@ TEST(SerializeGraph, EveryAttributeSurvivesTheRoundTrip) {
       std::visit(
           [&](const auto& a) {
             using A = std::decay_t<decltype(a)>;
-            if constexpr (!std::is_same_v<A, Boxed<QuantizedLayerAttrs>>) {
+            if constexpr (std::is_same_v<A, Boxed<AttentionAttrs>>) {
+              const AttentionAttrs& want = *std::get<A>(attrs[i]);
+              EXPECT_EQ(a->quantized, want.quantized);
+              EXPECT_TRUE(a->scores.geometry == want.scores.geometry);
+              EXPECT_EQ(a->scores.src_zero_point, want.scores.src_zero_point);
+              EXPECT_EQ(a->scores.weights_zero_point, want.scores.weights_zero_point);
+              EXPECT_TRUE(a->mix.geometry == want.mix.geometry);
+              EXPECT_EQ(a->mix.weights_zero_point, want.mix.weights_zero_point);
+              EXPECT_TRUE(equal_chains(a->mix.chain, want.mix.chain));
+              EXPECT_TRUE(a->softmax == want.softmax);
+              EXPECT_EQ(a->divisor, want.divisor);
+              EXPECT_EQ(a->factor, want.factor);
+            } else if constexpr (!std::is_same_v<A, Boxed<QuantizedLayerAttrs>>) {
               EXPECT_TRUE(a == std::get<A>(attrs[i])) << n.name;
             }
           },

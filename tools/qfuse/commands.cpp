@@ -89,6 +89,7 @@ CompileOptions compile_options(const Args& args) {
   CompileOptions options;
   options.fuse = !args.flag("--unfused");
   options.integer_only = args.flag("--integer-only");
+  options.fuse_attention = !args.flag("--attention-as-three-ops");
   options.cache_dir = args.value("--cache-dir").value_or("");
   return options;
 }

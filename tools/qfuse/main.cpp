@@ -19,13 +19,16 @@ constexpr const char* kShapeHelp =
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"run",
-       "qfuse run [MODEL] [--inputs DIR] [--outputs DIR] [--unfused | --integer-only] [--threads N] [--repeat N] "
+       "qfuse run [MODEL] [--inputs DIR] [--outputs DIR] [--unfused | --integer-only] [--attention-as-three-ops] [--threads N] [--repeat N] "
        "[--shape NAME=DIMS] [--cache-dir DIR]",
        "run a model once (plus --repeat timed runs) and print its outputs and timing",
        {{"--inputs", true, "directory of <input>.npy files (default: deterministic random)"},
         {"--outputs", true, "directory to write <output>.npy files to (names percent-encoded, "
                             "/ as %2F)"},
         {"--unfused", false, "run every node alone in f32 (the reference)"},
+        {"--attention-as-three-ops", false,
+         "run attention's scores matmul, Softmax and second matmul as three ops (fused mode; "
+         "default: one Attention op)"},
         {"--threads", true, "OpenMP threads (default: all cores)"},
         {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
         {"--repeat", true, "timed runs after the first (default 10)"},
@@ -37,11 +40,14 @@ const std::vector<Command>& commands() {
        1,
        run_command},
       {"bench",
-       "qfuse bench [MODEL] [--unfused | --integer-only] [--threads N] [--requests R] [--time S] [--json F] "
+       "qfuse bench [MODEL] [--unfused | --integer-only] [--attention-as-three-ops] [--threads N] [--requests R] [--time S] [--json F] "
        "[--per-layer] [--isa ISA] [--shape NAME=DIMS] [--cache-dir DIR] "
        "[--shapes NAME=DIMS,NAME=DIMS... [--against-fixed]]",
        "measure latency (median) and throughput with R parallel requests",
        {{"--unfused", false, "benchmark the unfused reference path"},
+        {"--attention-as-three-ops", false,
+         "run attention's scores matmul, Softmax and second matmul as three ops (fused mode; "
+         "default: one Attention op)"},
         {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
         {"--threads", true, "threads in total (default: all cores), split across requests"},
         {"--requests", true, "parallel inference requests (default 1)"},
@@ -89,11 +95,14 @@ const std::vector<Command>& commands() {
        1,
        compare_command},
       {"dump",
-       "qfuse dump [MODEL] [--summary] [--unfused | --integer-only] [--dot F] [--shape NAME=DIMS]",
+       "qfuse dump [MODEL] [--summary] [--unfused | --integer-only] [--attention-as-three-ops] [--dot F] [--shape NAME=DIMS]",
        "print the compiled graph, each layer with its implementation and post-ops, and "
        "every fusion refusal with its reason",
        {{"--summary", false, "print only the coverage per op type and the refusals"},
         {"--unfused", false, "show the unfused graph"},
+        {"--attention-as-three-ops", false,
+         "run attention's scores matmul, Softmax and second matmul as three ops (fused mode; "
+         "default: one Attention op)"},
         {"--integer-only", false, "requantize fused layers and int8 average pools in integer arithmetic"},
         {"--dot", true, "also write the graph as Graphviz DOT to this file"},
         {"--shape", true, kShapeHelp}},

@@ -31,6 +31,11 @@ struct CompileOptions {
   // Fuse quantized layers into int8 primitives (see graph/passes/passes.hpp).
   // Off: every node runs alone in f32 by its definition (the reference).
   bool fuse = true;
+  // Fused mode: attention's scores matmul, Softmax and probabilities-times-
+  // values matmul run as one op (qfuse's kernel, a few query rows at a time;
+  // int8 with the three ops' bits, f32 within float rounding of them). Off:
+  // three ops, for comparison.
+  bool fuse_attention = true;
   // Numerics-changing rewrite: drop the round inside FQ -> Sum -> FQ blocks.
   bool allow_residual_round_drop = false;
   // OpenMP threads an inference may use at most: oneDNN sizes each

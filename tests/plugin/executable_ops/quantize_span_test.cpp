@@ -54,7 +54,8 @@ void expect_same_codes_as_the_formula(float scale, std::int32_t zero_point) {
   constexpr std::int32_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
   const std::vector<float> x = values_near_ties(scale, lo - zero_point, hi - zero_point);
   std::vector<T> y(x.size());
-  quantize_linear_span(x.data(), y.data(), static_cast<std::int64_t>(x.size()), scale, zero_point, hi);
+  quantize_linear_span(x.data(), y.data(), static_cast<std::int64_t>(x.size()), scale, zero_point,
+                       hi);
   std::size_t differ = 0, first = x.size();
   for (std::size_t i = 0; i < x.size(); ++i) {
     const std::int32_t want = composer::quantize_linear(x[i], scale, zero_point, lo, hi);
@@ -63,8 +64,8 @@ void expect_same_codes_as_the_formula(float scale, std::int32_t zero_point) {
       if (first == x.size()) first = i;
     }
   }
-  EXPECT_EQ(differ, 0u) << "scale " << scale << ", zero point " << zero_point << "; first at x = "
-                        << (first < x.size() ? x[first] : 0.0f);
+  EXPECT_EQ(differ, 0u) << "scale " << scale << ", zero point " << zero_point
+                        << "; first at x = " << (first < x.size() ? x[first] : 0.0f);
 }
 
 TEST(QuantizeLinearSpan, SameCodesAsTheFormulaNextToEveryTie) {
