@@ -263,12 +263,13 @@ QFUSE_ATTENTION_INT8 void pack_values(const std::uint8_t* v, std::int64_t stride
 }
 
 // acc[r][c] += the products of R rows of u8 bytes (a[r] + 4 * step, one
-// dword per step, `flip` applied) with C packed 16-lane blocks (b + c *
-// block + 64 * step), over `steps` steps.
-template <int R, int C>
+// dword per step; s8 ones shifted to u8 when Flip) with C packed 16-lane
+// blocks (b + c * block + 64 * step), over `steps` steps.
+template <int R, int C, bool Flip>
 QFUSE_ATTENTION_INT8 inline void dot_tile(__m512i (&out)[kRows][kChunks],
                                           const std::uint8_t* const* a, const std::int8_t* b,
-                                          std::int64_t block, std::int64_t steps, __m512i flip) {
+                                          std::int64_t block, std::int64_t steps) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   // The accumulators as locals of fixed count: registers, not the caller's memory.
   __m512i acc[R][C];
 #pragma GCC unroll 4
@@ -284,7 +285,8 @@ QFUSE_ATTENTION_INT8 inline void dot_tile(__m512i (&out)[kRows][kChunks],
     for (int r = 0; r < R; ++r) {
       std::int32_t four;
       std::memcpy(&four, a[r] + 4 * s, 4);
-      const __m512i x = _mm512_xor_si512(_mm512_set1_epi32(four), flip);
+      __m512i x = _mm512_set1_epi32(four);
+      if constexpr (Flip) x = _mm512_xor_si512(x, flip);
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], x, w[c]);
     }
@@ -297,23 +299,30 @@ QFUSE_ATTENTION_INT8 inline void dot_tile(__m512i (&out)[kRows][kChunks],
 }
 
 // dot_tile for kRows rows and 1 to kChunks blocks.
+template <bool Flip>
+QFUSE_ATTENTION_INT8 inline void dot_tile_of(int chunks, __m512i (&acc)[kRows][kChunks],
+                                             const std::uint8_t* const* a, const std::int8_t* b,
+                                             std::int64_t block, std::int64_t steps) {
+  switch (chunks) {
+    case 4: dot_tile<kRows, 4, Flip>(acc, a, b, block, steps); break;
+    case 3: dot_tile<kRows, 3, Flip>(acc, a, b, block, steps); break;
+    case 2: dot_tile<kRows, 2, Flip>(acc, a, b, block, steps); break;
+    default: dot_tile<kRows, 1, Flip>(acc, a, b, block, steps); break;
+  }
+}
 QFUSE_ATTENTION_INT8 inline void dot_tile_any(int chunks, __m512i (&acc)[kRows][kChunks],
                                               const std::uint8_t* const* a, const std::int8_t* b,
-                                              std::int64_t block, std::int64_t steps,
-                                              __m512i flip) {
-  switch (chunks) {
-    case 4:
-      dot_tile<kRows, 4>(acc, a, b, block, steps, flip);
-      break;
-    case 3:
-      dot_tile<kRows, 3>(acc, a, b, block, steps, flip);
-      break;
-    case 2:
-      dot_tile<kRows, 2>(acc, a, b, block, steps, flip);
-      break;
-    default:
-      dot_tile<kRows, 1>(acc, a, b, block, steps, flip);
-      break;
+                                              std::int64_t block, std::int64_t steps, bool flip) {
+  flip ? dot_tile_of<true>(chunks, acc, a, b, block, steps)
+       : dot_tile_of<false>(chunks, acc, a, b, block, steps);
+}
+
+// Bytes [0, n) XOR 0x80: s8 codes as u8 ones (c + 128).
+QFUSE_ATTENTION_INT8 inline void flip_bytes(std::uint8_t* p, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; i += 64) {
+    const __mmask64 k = n - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - i)) - 1;
+    _mm512_mask_storeu_epi8(p + i, k, _mm512_xor_si512(_mm512_maskz_loadu_epi8(k, p + i),
+                                                       _mm512_set1_epi8(static_cast<char>(0x80))));
   }
 }
 
@@ -364,22 +373,29 @@ class Int8Head {
               : softmax_rows<1, true>(scores_ + r * t_.n, mr + r, scores_ + r * t_.n, t_.n);
         }
       }
+      // The probabilities' codes, as u8 (s8 ones shifted by 128, which
+      // st_.zp counts), rows n4 apart with zeros past n.
       const std::uint8_t* pr[kRows];
       std::int32_t p_sums[kRows];
-      for (std::int64_t r = 0; r < kRows; ++r) {
-        std::uint8_t* codes = codes_ + std::min(r, rows - 1) * n4_;
-        if (r < rows) {
-          if (quantize_.out_signed()) {
-            quantize_(scores_ + r * t_.n, reinterpret_cast<std::int8_t*>(codes), t_.n);
-          } else {
-            quantize_(scores_ + r * t_.n, codes, t_.n);
-          }
-          std::memset(codes + t_.n, st_.p_signed ? 0x80 : 0, static_cast<std::size_t>(n4_ - t_.n));
-          p_sums[r] = byte_sum(codes, t_.n, st_.p_signed);
+      const auto quantize = [&](const float* from, std::uint8_t* to, std::int64_t count) {
+        if (quantize_.out_signed()) {
+          quantize_(from, reinterpret_cast<std::int8_t*>(to), count);
+          flip_bytes(to, count);
         } else {
-          p_sums[r] = p_sums[rows - 1];
+          quantize_(from, to, count);
         }
-        pr[r] = codes;
+      };
+      if (n4_ == t_.n) {
+        quantize(scores_, codes_, rows * t_.n);
+      } else {
+        for (std::int64_t r = 0; r < rows; ++r) {
+          quantize(scores_ + r * t_.n, codes_ + r * n4_, t_.n);
+          std::memset(codes_ + r * n4_ + t_.n, 0, static_cast<std::size_t>(n4_ - t_.n));
+        }
+      }
+      for (std::int64_t r = 0; r < kRows; ++r) {
+        pr[r] = codes_ + std::min(r, rows - 1) * n4_;
+        p_sums[r] = r < rows ? byte_sum(pr[r], t_.n, false) : p_sums[rows - 1];
       }
       mix(pr, p_sums, y, i, rows);
     }
@@ -388,7 +404,6 @@ class Int8Head {
  private:
   // The f32 scores of the kRows rows qr into scores_ (rows of n).
   QFUSE_ATTENTION_INT8 void scores(const std::uint8_t* const* qr) {
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(st_.q_signed ? 0x80 : 0));
     const __m512 scale = _mm512_set1_ps(st_.scores_scale);
     // acc - zk * rowsum(q) - zq * colsum(k) + d * zq * zk, by row and lane.
     std::int32_t row_term[kRows];
@@ -402,7 +417,7 @@ class Int8Head {
       const auto chunks = static_cast<int>(std::min<std::int64_t>(kChunks, (t_.n - j0 + 15) / 16));
       __m512i acc[kRows][kChunks];
       const std::int8_t* b = keys_ + (j0 / 16) * block;
-      dot_tile_any(chunks, acc, qr, b, block, steps, flip);
+      dot_tile_any(chunks, acc, qr, b, block, steps, st_.q_signed);
       for (int c = 0; c < chunks; ++c) {
         const std::int64_t j = j0 + 16 * c;
         const __mmask16 live = first_lanes(t_.n - j);
@@ -422,7 +437,6 @@ class Int8Head {
   // i .. i + rows.
   QFUSE_ATTENTION_INT8 void mix(const std::uint8_t* const* pr, const std::int32_t* p_sums, void* y,
                                 std::int64_t i, std::int64_t rows) {
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(st_.p_signed ? 0x80 : 0));
     const MixOutput& o = st_.out;
     const __m512i both = _mm512_set1_epi32(static_cast<int>(t_.n) * st_.zp * st_.zv);
     const __m512i zp = _mm512_set1_epi32(st_.zp);
@@ -434,7 +448,7 @@ class Int8Head {
       const auto chunks = static_cast<int>(std::min<std::int64_t>(kChunks, (t_.dv - c0 + 15) / 16));
       __m512i acc[kRows][kChunks];
       const std::int8_t* b = values_ + (c0 / 16) * block;
-      dot_tile_any(chunks, acc, pr, b, block, steps, flip);
+      dot_tile_any(chunks, acc, pr, b, block, steps, false);  // codes_ holds u8
       for (int c = 0; c < chunks; ++c) {
         const std::int64_t f = c0 + 16 * c;
         const __mmask16 live = first_lanes(t_.dv - f);
