@@ -2,7 +2,6 @@
 
 #include "plugin/executable_ops/quantize_spans.hpp"
 
-#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -46,18 +45,8 @@ __m128d fake_quantize_two(__m128d v, __m128d il, __m128d ih, __m128d ol, __m128d
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 // AVX-512 forms of quantize_linear_span and min_max_span, sixteen lanes, the
-// same f32 results (divide, clamp with the NaN going to the low bound,
-// convert rounding half to even, add the zero point); the caller checks the
-// CPU.
-//
-// The quotient x / s as x * (1 / s) where that rounds to the same code: the
-// product t is within 3 ulps of |x / s| of the rounded quotient (1 / s and
-// the product each round once), so both round to one integer unless a
-// half-integer lies between them. After the clamp (whose bounds are
-// integers, so clamping and rounding commute) |t| <= 255, 3 ulps are below
-// 2^-21 * |t|, and a lane whose t lies that close to a half-integer takes
-// the division instead: about 1 in 4000 values. A divps of sixteen lanes
-// costs some 10 cycles on the machines measured, the test and the multiply 4.
+// same f32 operations (divide, clamp with the NaN going to the low bound,
+// convert rounding half to even, add the zero point); the caller checks the CPU.
 template <typename T>
 __attribute__((target("avx512f"))) std::int64_t quantize_linear_avx512(
     const float* x, T* y, std::int64_t n, float scale, std::int32_t zero_point, std::int32_t hi) {
@@ -66,26 +55,10 @@ __attribute__((target("avx512f"))) std::int64_t quantize_linear_avx512(
   const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo - zero_point));
   const __m512 vhi = _mm512_set1_ps(static_cast<float>(hi - zero_point));
   const __m512i vzp = _mm512_set1_epi32(zero_point);
-  const float inverse = 1.0f / scale;
-  const bool by_product = std::isnormal(scale) && std::isnormal(inverse) && scale > 0.0f;
-  const __m512 vinv = _mm512_set1_ps(inverse);
-  const __m512 half = _mm512_set1_ps(0.5f), near = _mm512_set1_ps(0x1p-21f);
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    __m512 q;
-    if (by_product) {
-      q = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, vinv), vlo), vhi);
-      const __m512 off = _mm512_abs_ps(_mm512_sub_ps(
-          q, _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
-      const __mmask16 close =
-          _mm512_cmp_ps_mask(off, _mm512_fnmadd_ps(_mm512_abs_ps(q), near, half), _CMP_GE_OQ);
-      if (close != 0) {
-        q = _mm512_mask_mov_ps(q, close, _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(v, vs), vlo), vhi));
-      }
-    } else {
-      q = _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(v, vs), vlo), vhi);
-    }
+    __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), vs);
+    q = _mm512_min_ps(_mm512_max_ps(q, vlo), vhi);
     const __m512i c = _mm512_add_epi32(_mm512_cvtps_epi32(q), vzp);  // in [lo, hi]
     const __m128i b = std::is_same_v<T, std::uint8_t> ? _mm512_cvtusepi32_epi8(c)
                                                       : _mm512_cvtsepi32_epi8(c);
