@@ -330,13 +330,24 @@ TEST(OnnxAttentionNegative, Int8HeadSizeNotAMultipleOf4KeepsThreeOps) {
   expect_three_ops(b, "head size of 6");
 }
 
-TEST(OnnxAttentionNegative, F32HeadsOverL1KeepThreeOps) {
+TEST(OnnxAttentionNegative, F32HeadsOverL1WhoseScoresStayInCacheKeepThreeOps) {
   Block b;
   b.quantized = false;
   b.s = 128;
   b.d = 64;
   b.h = 2;
-  expect_three_ops(b, "64 KiB, over the 16 KiB");
+  expect_three_ops(b, "64 KiB, over the 16 KiB kept in L1, and the scores' 128 KiB");
+}
+
+// Heads over L1 whose scores would go through memory between the three ops:
+// one op.
+TEST(OnnxAttention, DynamicFormatLongSequenceIsOneOp) {
+  Block b;
+  b.quantized = false;
+  b.s = 384;
+  b.d = 64;
+  b.h = 2;
+  expect_attention_matches(b, "f32, s 384, d 64");
 }
 
 }  // namespace
