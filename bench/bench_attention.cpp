@@ -9,8 +9,9 @@
 //   f32:  the dynamic format's float attention.
 // Before timing, the two outputs are compared (int8: the same codes; f32:
 // within 1e-5); a mismatch fails the benchmark and the exit code. Shapes: the
-// corpus encoders' (S 64, H 4, D 16) and BERT-base's (S 128 and 384, H 12,
-// D 64). Counter GOPS: both products' multiply-adds x 2 per second.
+// corpus encoders' (S 16 and 64, H 4, D 16), the Fashion-MNIST ViT's at batch
+// 100 (B 100, S 16) and BERT-base's (S 128 and 384, H 12, D 64). Counter GOPS: both products'
+// multiply-adds x 2 per second.
 
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -36,13 +37,13 @@ using graph::ValueId;
 bool g_mismatch = false;  // a case's outputs differed: the exit code says so
 
 struct Shape4 {
-  std::int64_t s, h, d;
+  std::int64_t s, h, d, batch = 1;
 };
 
 graph::Graph attention_graph(const Shape4& a, bool quantized) {
   graph::Graph g;
   graph::Builder b(g);
-  const Shape in{1, a.s, a.h, a.d};
+  const Shape in{a.batch, a.s, a.h, a.d};
   const auto transpose = [&b](ValueId x, graph::Ints perm) {
     return b.op(OpKind::Transpose, {x}, graph::TransposeAttrs{std::move(perm)});
   };
@@ -82,7 +83,7 @@ Instance make(const Shape4& a, bool quantized, bool fused) {
   Instance in(compile(g, o), g.value(g.outputs()[0]).name);
   std::mt19937 rng(3);
   for (const char* name : {"q", "k", "v"}) {
-    Tensor t(quantized ? ElementType::u8 : ElementType::f32, {1, a.s, a.h, a.d});
+    Tensor t(quantized ? ElementType::u8 : ElementType::f32, {a.batch, a.s, a.h, a.d});
     if (quantized) {
       std::uniform_int_distribution<int> d(0, 255);
       for (auto& x : t.data<std::uint8_t>()) x = static_cast<std::uint8_t>(d(rng));
@@ -129,18 +130,20 @@ void run(benchmark::State& state, Shape4 a, bool quantized, bool fused) {
   }
   state.SetLabel(impl);
   for (auto _ : state) in.request.infer();
-  const double macs = 2.0 * static_cast<double>(a.h * a.s * a.s * a.d);
+  const double macs = 2.0 * static_cast<double>(a.batch * a.h * a.s * a.s * a.d);
   state.counters["GOPS"] =
       benchmark::Counter(2.0 * macs / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void register_all() {
   for (const bool quantized : {true, false}) {
-    for (const Shape4 a : {Shape4{64, 4, 16}, Shape4{128, 12, 64}, Shape4{384, 12, 64}}) {
+    for (const Shape4 a : {Shape4{16, 4, 16}, Shape4{16, 4, 16, 100}, Shape4{64, 4, 16},
+                           Shape4{128, 12, 64}, Shape4{384, 12, 64}}) {
       for (const bool fused : {true, false}) {
-        const std::string name = std::string(quantized ? "int8" : "f32") + "/s" +
-                                 std::to_string(a.s) + "_h" + std::to_string(a.h) + "_d" +
-                                 std::to_string(a.d) + (fused ? "/one_op" : "/three_ops");
+        const std::string name = std::string(quantized ? "int8" : "f32") + "/b" +
+                                 std::to_string(a.batch) + "_s" + std::to_string(a.s) + "_h" +
+                                 std::to_string(a.h) + "_d" + std::to_string(a.d) +
+                                 (fused ? "/one_op" : "/three_ops");
         benchmark::RegisterBenchmark(name.c_str(), run, a, quantized, fused)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
