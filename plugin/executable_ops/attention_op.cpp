@@ -133,8 +133,42 @@ Geometry geometry_of(const graph::Graph& g, const Node& node) {
 }
 
 // Why the kernel cannot run the node as given (nullopt: it can).
+// Why the operands do not make one attention of rank 4 without broadcasting
+// (nullopt: they do): what geometry_of() and the node's shape check assume.
+std::optional<std::string> shape_refusal(const graph::Graph& g, const Node& node) {
+  const auto& a = node.attr<AttentionAttrs>();
+  const auto& sg = std::get<graph::MatMulAttrs>(a.scores.geometry);
+  const auto& mg = std::get<graph::MatMulAttrs>(a.mix.geometry);
+  const auto logical = [&](std::size_t i, const graph::Ints& perm) -> std::optional<Shape> {
+    const Shape& s = g.value(node.inputs[i]).shape;
+    if (s.size() != 4 || (!perm.empty() && perm.size() != 4)) return std::nullopt;
+    Shape r = s;
+    if (!perm.empty()) {
+      for (std::size_t d = 0; d < 4; ++d) r[d] = s[static_cast<std::size_t>(perm[d])];
+    }
+    return r;
+  };
+  const auto q = logical(0, sg.perm_a), k = logical(1, sg.perm_b), v = logical(2, mg.perm_b);
+  if (!q || !k || !v || g.value(node.outputs[0]).shape.size() != 4) return "operands not of rank 4";
+  if ((*q)[0] != (*k)[0] || (*q)[0] != (*v)[0] || (*q)[1] != (*k)[1] || (*q)[1] != (*v)[1] ||
+      (*q)[3] != (*k)[2] || (*k)[3] != (*v)[2]) {
+    return "q, k and v broadcast over batch or heads";
+  }
+  if (node.inputs.size() == 4) {
+    const Shape scores{(*q)[0], (*q)[1], (*q)[2], (*k)[3]};
+    const Shape& m = g.value(node.inputs[3]).shape;
+    const std::optional<Shape> both = graph::broadcast_shapes(scores, m);
+    if (m.size() > 4 || !both || *both != scores || m.empty() || m.back() != (*k)[3]) {
+      return "the mask " + to_string(m) + " does not broadcast to the scores " +
+             to_string(scores) + " whole along the keys";
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> refusal(const graph::Graph& g, const Node& node) {
   const auto& a = node.attr<AttentionAttrs>();
+  if (auto why = shape_refusal(g, node)) return why;
   const Geometry t = geometry_of(g, node);
   if (a.quantized) {
     static const bool vnni =

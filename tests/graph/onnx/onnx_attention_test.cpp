@@ -58,12 +58,15 @@ struct Block {
   bool quantized = true;
   bool masked = true;
   bool mask_per_batch = false;  // mask [batch, 1, 1, S], else [1, 1, 1, S]
+  bool mask_per_query = false;  // mask [1, 1, S, S] (a causal mask), else one row
   bool y_quantized = true;      // int8: y's QDQ (else the block ends in f32)
   QGrid q{kUint8, 0.0085f, 120}, k{kUint8, 0.009f, 131}, v{kUint8, 0.008f, 126},
       p{kUint8, 1.0f / 255.0f, 0}, y{kUint8, 0.004f, 128};
 
   Dims dims() const { return {batch, s, h, d}; }
-  Dims mask_dims() const { return {mask_per_batch ? batch : 1, 1, 1, s}; }
+  Dims mask_dims() const {
+    return {mask_per_batch ? batch : 1, 1, mask_per_query ? s : 1, s};
+  }
 
   std::string model() const {
     Model m(13);
@@ -118,10 +121,13 @@ struct Block {
     }
     if (masked) {
       const Dims md = mask_dims();
-      std::vector<float> mask(sz(md[0] * s), 0.0f);
+      std::vector<float> mask(sz(md[0] * md[2] * s), 0.0f);
       for (std::int64_t b = 0; b < md[0]; ++b) {
-        const std::int64_t kept = std::max<std::int64_t>(1, s - 1 - 3 * b);
-        for (std::int64_t j = kept; j < s; ++j) mask[sz(b * s + j)] = -10000.0f;
+        for (std::int64_t i = 0; i < md[2]; ++i) {
+          // Per query: causal (key j > i masked); else the padding of row b.
+          const std::int64_t kept = mask_per_query ? i + 1 : std::max<std::int64_t>(1, s - 1 - 3 * b);
+          for (std::int64_t j = kept; j < s; ++j) mask[sz((b * md[2] + i) * s + j)] = -10000.0f;
+        }
       }
       in.emplace("mask", Tensor::from_vector<float>(md, mask));
     }
@@ -257,6 +263,15 @@ TEST(OnnxAttention, StaticQdqMaskPerBatchRow) {
   b.s = 20;
   b.mask_per_batch = true;
   expect_attention_matches(b, "batch 3, padding per row");
+}
+
+TEST(OnnxAttention, StaticQdqCausalMaskPerQuery) {
+  Block b;
+  b.s = 40;
+  b.mask_per_query = true;
+  expect_attention_matches(b, "causal mask [1, 1, S, S]");
+  b.quantized = false;
+  expect_attention_matches(b, "f32, causal mask [1, 1, S, S]");
 }
 
 TEST(OnnxAttention, StaticQdqWithoutMaskOneHead) {
