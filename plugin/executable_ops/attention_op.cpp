@@ -47,8 +47,11 @@ namespace {
 using graph::AttentionAttrs;
 using graph::Node;
 
-// Query rows per step: the scores' tile and the products' accumulators.
+// Query rows per step: the scores' tile and the products' accumulators; the
+// softmax takes two steps' rows at once (softmax_op.cpp: eight rows side by
+// side run faster than four).
 constexpr std::int64_t kRows = 4;
+constexpr std::int64_t kBlockRows = 2 * kRows;
 // Key (scores) and value (products) lanes per step: 4 x 16.
 constexpr int kChunks = 4;
 
@@ -159,8 +162,8 @@ std::optional<std::string> shape_refusal(const graph::Graph& g, const Node& node
     const Shape& m = g.value(node.inputs[3]).shape;
     const std::optional<Shape> both = graph::broadcast_shapes(scores, m);
     if (m.size() > 4 || !both || *both != scores || m.empty() || m.back() != (*k)[3]) {
-      return "the mask " + to_string(m) + " does not broadcast to the scores " +
-             to_string(scores) + " whole along the keys";
+      return "the mask " + to_string(m) + " does not broadcast to the scores " + to_string(scores) +
+             " whole along the keys";
     }
   }
   return std::nullopt;
@@ -178,7 +181,8 @@ std::optional<std::string> refusal(const graph::Graph& g, const Node& node) {
     if (t.d % 4 != 0) return "a head size of " + std::to_string(t.d) + " (not a multiple of 4)";
   } else if (!has_avx512()) {
     return "qfuse's attention kernel needs AVX-512";
-  } else if (const std::int64_t bytes = 4 * t.n * (t.d + t.dv), scores = 4 * t.batch * t.heads * t.m * t.n;
+  } else if (const std::int64_t bytes = 4 * t.n * (t.d + t.dv),
+             scores = 4 * t.batch * t.heads * t.m * t.n;
              bytes > kF32HeadBytes && scores <= kF32ScoresInCache) {
     // Its products run at the FMA units' rate while a head's keys and values
     // stay in L1; past that it pays only where the three ops' scores leave
@@ -344,10 +348,18 @@ QFUSE_ATTENTION_INT8 inline void dot_tile_of(int chunks, __m512i (&acc)[kRows][k
                                              const std::uint8_t* const* a, const std::int8_t* b,
                                              std::int64_t block, std::int64_t steps) {
   switch (chunks) {
-    case 4: dot_tile<kRows, 4, Flip>(acc, a, b, block, steps); break;
-    case 3: dot_tile<kRows, 3, Flip>(acc, a, b, block, steps); break;
-    case 2: dot_tile<kRows, 2, Flip>(acc, a, b, block, steps); break;
-    default: dot_tile<kRows, 1, Flip>(acc, a, b, block, steps); break;
+    case 4:
+      dot_tile<kRows, 4, Flip>(acc, a, b, block, steps);
+      break;
+    case 3:
+      dot_tile<kRows, 3, Flip>(acc, a, b, block, steps);
+      break;
+    case 2:
+      dot_tile<kRows, 2, Flip>(acc, a, b, block, steps);
+      break;
+    default:
+      dot_tile<kRows, 1, Flip>(acc, a, b, block, steps);
+      break;
   }
 }
 QFUSE_ATTENTION_INT8 inline void dot_tile_any(int chunks, __m512i (&acc)[kRows][kChunks],
@@ -361,8 +373,29 @@ QFUSE_ATTENTION_INT8 inline void dot_tile_any(int chunks, __m512i (&acc)[kRows][
 QFUSE_ATTENTION_INT8 inline void flip_bytes(std::uint8_t* p, std::int64_t n) {
   for (std::int64_t i = 0; i < n; i += 64) {
     const __mmask64 k = n - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - i)) - 1;
-    _mm512_mask_storeu_epi8(p + i, k, _mm512_xor_si512(_mm512_maskz_loadu_epi8(k, p + i),
-                                                       _mm512_set1_epi8(static_cast<char>(0x80))));
+    _mm512_mask_storeu_epi8(p + i, k,
+                            _mm512_xor_si512(_mm512_maskz_loadu_epi8(k, p + i),
+                                             _mm512_set1_epi8(static_cast<char>(0x80))));
+  }
+}
+
+// The softmax of `rows` (1 to kBlockRows) rows of n scores in place, with
+// their mask rows when `masked`.
+QFUSE_ATTENTION_F32 inline void softmax_block(float* scores, const float* const* mask,
+                                              std::int64_t rows, std::int64_t n) {
+  std::int64_t r = 0;
+  if (rows == kBlockRows) {
+    mask == nullptr ? softmax_rows<8, false>(scores, nullptr, scores, n)
+                    : softmax_rows<8, true>(scores, mask, scores, n);
+    return;
+  }
+  for (; r + 4 <= rows; r += 4) {
+    mask == nullptr ? softmax_rows<4, false>(scores + r * n, nullptr, scores + r * n, n)
+                    : softmax_rows<4, true>(scores + r * n, mask + r, scores + r * n, n);
+  }
+  for (; r < rows; ++r) {
+    mask == nullptr ? softmax_rows<1, false>(scores + r * n, nullptr, scores + r * n, n)
+                    : softmax_rows<1, true>(scores + r * n, mask + r, scores + r * n, n);
   }
 }
 
@@ -381,42 +414,36 @@ class Int8Head {
     key_sums_ = reinterpret_cast<std::int32_t*>(values_ + dv16_ * n4_);
     value_sums_ = key_sums_ + n16_;
     scores_ = reinterpret_cast<float*>(value_sums_ + dv16_);
-    codes_ = reinterpret_cast<std::uint8_t*>(scores_ + kRows * t.n);
+    codes_ = reinterpret_cast<std::uint8_t*>(scores_ + kBlockRows * t.n);
   }
   static std::size_t scratch_size(const Geometry& t) {
     const std::int64_t n16 = round_up(t.n, 16), n4 = round_up(t.n, 4), dv16 = round_up(t.dv, 16);
-    return static_cast<std::size_t>(n16 * t.d + dv16 * n4 + 4 * (n16 + dv16) + 4 * kRows * t.n +
-                                    kRows * n4 + 64);
+    return static_cast<std::size_t>(n16 * t.d + dv16 * n4 + 4 * (n16 + dv16) +
+                                    4 * kBlockRows * t.n + kBlockRows * n4 + 64);
   }
 
   QFUSE_ATTENTION_INT8 void run(const std::uint8_t* q, const std::uint8_t* k, const std::uint8_t* v,
                                 const float* mask, void* y) {
     pack_keys(k, t_.k[3], t_.n, t_.d, st_.k_unsigned, keys_, key_sums_);
     pack_values(v, t_.v[2], t_.n, t_.dv, st_.v_unsigned, values_, value_sums_);
-    for (std::int64_t i = 0; i < t_.m; i += kRows) {
-      const std::int64_t rows = std::min(kRows, t_.m - i);
-      const std::uint8_t* qr[kRows];
-      const float* mr[kRows];
-      for (std::int64_t r = 0; r < kRows; ++r) {
+    for (std::int64_t i = 0; i < t_.m; i += kBlockRows) {
+      const std::int64_t rows = std::min(kBlockRows, t_.m - i);
+      const float* mr[kBlockRows];
+      for (std::int64_t r = 0; r < kBlockRows; ++r) {
         const std::int64_t row = i + std::min(r, rows - 1);  // extra rows repeat the last
-        qr[r] = q + row * t_.q[2];
         mr[r] = mask == nullptr ? nullptr : mask + row * t_.mask[2];
       }
-      scores(qr);
-      if (rows == kRows) {
-        mask == nullptr ? softmax_rows<4, false>(scores_, nullptr, scores_, t_.n)
-                        : softmax_rows<4, true>(scores_, mr, scores_, t_.n);
-      } else {
-        for (std::int64_t r = 0; r < rows; ++r) {
-          mask == nullptr
-              ? softmax_rows<1, false>(scores_ + r * t_.n, nullptr, scores_ + r * t_.n, t_.n)
-              : softmax_rows<1, true>(scores_ + r * t_.n, mr + r, scores_ + r * t_.n, t_.n);
-        }
+      for (std::int64_t h = 0; h < rows; h += kRows) {
+        const std::uint8_t* qr[kRows];
+        for (std::int64_t r = 0; r < kRows; ++r)
+          qr[r] = q + (i + std::min(h + r, rows - 1)) * t_.q[2];
+        scores(qr, scores_ + h * t_.n);
       }
+      softmax_block(scores_, mask == nullptr ? nullptr : mr, rows, t_.n);
       // The probabilities' codes, as u8 (s8 ones shifted by 128, which
       // st_.zp counts), rows n4 apart with zeros past n.
-      const std::uint8_t* pr[kRows];
-      std::int32_t p_sums[kRows];
+      const std::uint8_t* pr[kBlockRows];
+      std::int32_t p_sums[kBlockRows];
       const auto quantize = [&](const float* from, std::uint8_t* to, std::int64_t count) {
         if (quantize_.out_signed()) {
           quantize_(from, reinterpret_cast<std::int8_t*>(to), count);
@@ -433,17 +460,19 @@ class Int8Head {
           std::memset(codes_ + r * n4_ + t_.n, 0, static_cast<std::size_t>(n4_ - t_.n));
         }
       }
-      for (std::int64_t r = 0; r < kRows; ++r) {
+      for (std::int64_t r = 0; r < kBlockRows; ++r) {
         pr[r] = codes_ + std::min(r, rows - 1) * n4_;
         p_sums[r] = r < rows ? byte_sum(pr[r], t_.n, false) : p_sums[rows - 1];
       }
-      mix(pr, p_sums, y, i, rows);
+      for (std::int64_t h = 0; h < rows; h += kRows) {
+        mix(pr + h, p_sums + h, y, i + h, std::min(kRows, rows - h));
+      }
     }
   }
 
  private:
-  // The f32 scores of the kRows rows qr into scores_ (rows of n).
-  QFUSE_ATTENTION_INT8 void scores(const std::uint8_t* const* qr) {
+  // The f32 scores of the kRows rows qr into out (rows of n).
+  QFUSE_ATTENTION_INT8 void scores(const std::uint8_t* const* qr, float* out) {
     const __m512 scale = _mm512_set1_ps(st_.scores_scale);
     // acc - zk * rowsum(q) - zq * colsum(k) + d * zq * zk, by row and lane.
     std::int32_t row_term[kRows];
@@ -466,7 +495,7 @@ class Int8Head {
         for (std::int64_t r = 0; r < kRows; ++r) {
           const __m512i exact =
               _mm512_add_epi32(_mm512_add_epi32(acc[r][c], col), _mm512_set1_epi32(row_term[r]));
-          _mm512_mask_storeu_ps(scores_ + r * t_.n + j, live,
+          _mm512_mask_storeu_ps(out + r * t_.n + j, live,
                                 _mm512_mul_ps(_mm512_cvtepi32_ps(exact), scale));
         }
       }
@@ -604,7 +633,7 @@ class F32Head {
     scores_ = keys_ + t.d * n16_;
   }
   static std::size_t scratch_size(const Geometry& t) {
-    return static_cast<std::size_t>(4 * (t.d * round_up(t.n, 16) + kRows * t.n) + 64);
+    return static_cast<std::size_t>(4 * (t.d * round_up(t.n, 16) + kBlockRows * t.n) + 64);
   }
 
   QFUSE_ATTENTION_F32 void run(const float* q, const float* k, const float* v, const float* mask,
@@ -621,47 +650,50 @@ class F32Head {
             _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, lane, k + j0 * t_.k[3] + f, 4));
       }
     }
-    for (std::int64_t i = 0; i < t_.m; i += kRows) {
-      const std::int64_t rows = std::min(kRows, t_.m - i);
-      const float* qr[kRows];
-      const float* mr[kRows];
-      const float* sr[kRows];
-      for (std::int64_t r = 0; r < kRows; ++r) {
-        const std::int64_t row = i + std::min(r, rows - 1);
-        qr[r] = q + row * t_.q[2];
+    for (std::int64_t i = 0; i < t_.m; i += kBlockRows) {
+      const std::int64_t rows = std::min(kBlockRows, t_.m - i);
+      const float* mr[kBlockRows];
+      for (std::int64_t r = 0; r < kBlockRows; ++r) {
+        const std::int64_t row = i + std::min(r, rows - 1);  // extra rows repeat the last
         mr[r] = mask == nullptr ? nullptr : mask + row * t_.mask[2];
-        sr[r] = scores_ + std::min(r, rows - 1) * t_.n;
       }
-      scores(qr);
-      if (rows == kRows) {
-        mask == nullptr ? softmax_rows<4, false>(scores_, nullptr, scores_, t_.n)
-                        : softmax_rows<4, true>(scores_, mr, scores_, t_.n);
-      } else {
-        for (std::int64_t r = 0; r < rows; ++r) {
-          mask == nullptr
-              ? softmax_rows<1, false>(scores_ + r * t_.n, nullptr, scores_ + r * t_.n, t_.n)
-              : softmax_rows<1, true>(scores_ + r * t_.n, mr + r, scores_ + r * t_.n, t_.n);
-        }
+      for (std::int64_t h = 0; h < rows; h += kRows) {
+        const float* qr[kRows];
+        for (std::int64_t r = 0; r < kRows; ++r)
+          qr[r] = q + (i + std::min(h + r, rows - 1)) * t_.q[2];
+        scores(qr, scores_ + h * t_.n);
       }
-      // y's rows: the probabilities times the values (rows of v: dv apart).
-      for (std::int64_t c0 = 0; c0 < t_.dv; c0 += 16 * kChunks) {
-        const auto chunks =
-            static_cast<int>(std::min<std::int64_t>(kChunks, (t_.dv - c0 + 15) / 16));
-        const __mmask16 live = first_lanes(t_.dv - c0 - 16 * (chunks - 1));
-        __m512 acc[kRows][kChunks];
-        fma_tile_any<kRows>(chunks, acc, sr, 1, v + c0, t_.v[2], t_.n, live);
-        for (std::int64_t r = 0; r < rows; ++r) {
-          for (int c = 0; c < chunks; ++c) {
-            _mm512_mask_storeu_ps(y + (i + r) * t_.y[2] + c0 + 16 * c,
-                                  c + 1 < chunks ? __mmask16(0xffff) : live, acc[r][c]);
-          }
-        }
+      softmax_block(scores_, mask == nullptr ? nullptr : mr, rows, t_.n);
+      for (std::int64_t h = 0; h < rows; h += kRows) {
+        const std::int64_t part = std::min(kRows, rows - h);
+        const float* sr[kRows];
+        for (std::int64_t r = 0; r < kRows; ++r)
+          sr[r] = scores_ + (h + std::min(r, part - 1)) * t_.n;
+        mix(sr, y, i + h, part, v);
       }
     }
   }
 
  private:
-  QFUSE_ATTENTION_F32 void scores(const float* const* qr) {
+  // y's rows i .. i + rows: the probabilities sr times the values (rows of v
+  // dv apart).
+  QFUSE_ATTENTION_F32 void mix(const float* const* sr, float* y, std::int64_t i, std::int64_t rows,
+                               const float* v) {
+    for (std::int64_t c0 = 0; c0 < t_.dv; c0 += 16 * kChunks) {
+      const auto chunks = static_cast<int>(std::min<std::int64_t>(kChunks, (t_.dv - c0 + 15) / 16));
+      const __mmask16 live = first_lanes(t_.dv - c0 - 16 * (chunks - 1));
+      __m512 acc[kRows][kChunks];
+      fma_tile_any<kRows>(chunks, acc, sr, 1, v + c0, t_.v[2], t_.n, live);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (int c = 0; c < chunks; ++c) {
+          _mm512_mask_storeu_ps(y + (i + r) * t_.y[2] + c0 + 16 * c,
+                                c + 1 < chunks ? __mmask16(0xffff) : live, acc[r][c]);
+        }
+      }
+    }
+  }
+
+  QFUSE_ATTENTION_F32 void scores(const float* const* qr, float* out) {
     const __m512 by = _mm512_set1_ps(scale_.by);
     for (std::int64_t j0 = 0; j0 < t_.n; j0 += 16 * kChunks) {
       const auto chunks = static_cast<int>(std::min<std::int64_t>(kChunks, (t_.n - j0 + 15) / 16));
@@ -674,7 +706,7 @@ class F32Head {
           __m512 x = acc[r][c];
           if (scale_.divide) x = _mm512_div_ps(x, by);
           if (scale_.multiply) x = _mm512_mul_ps(x, by);
-          _mm512_mask_storeu_ps(scores_ + r * t_.n + j, live, x);
+          _mm512_mask_storeu_ps(out + r * t_.n + j, live, x);
         }
       }
     }
