@@ -380,24 +380,52 @@ QFUSE_ATTENTION_INT8 inline void flip_bytes(std::uint8_t* p, std::int64_t n) {
 }
 
 // The softmax of `rows` (1 to kBlockRows) rows of n scores in place, with
-// their mask rows when `masked`.
+// their mask rows when `mask` is not null. finish_for(first) gives the
+// softmax_rows Finish of the rows from `first` on (StoreRows: in place).
+template <class FinishFor>
 QFUSE_ATTENTION_F32 inline void softmax_block(float* scores, const float* const* mask,
-                                              std::int64_t rows, std::int64_t n) {
+                                              std::int64_t rows, std::int64_t n,
+                                              FinishFor finish_for) {
   std::int64_t r = 0;
   if (rows == kBlockRows) {
-    mask == nullptr ? softmax_rows<8, false>(scores, nullptr, scores, n)
-                    : softmax_rows<8, true>(scores, mask, scores, n);
+    mask == nullptr ? softmax_rows<8, false>(scores, nullptr, scores, n, finish_for(0))
+                    : softmax_rows<8, true>(scores, mask, scores, n, finish_for(0));
     return;
   }
   for (; r + 4 <= rows; r += 4) {
-    mask == nullptr ? softmax_rows<4, false>(scores + r * n, nullptr, scores + r * n, n)
-                    : softmax_rows<4, true>(scores + r * n, mask + r, scores + r * n, n);
+    mask == nullptr
+        ? softmax_rows<4, false>(scores + r * n, nullptr, scores + r * n, n, finish_for(r))
+        : softmax_rows<4, true>(scores + r * n, mask + r, scores + r * n, n, finish_for(r));
   }
   for (; r < rows; ++r) {
-    mask == nullptr ? softmax_rows<1, false>(scores + r * n, nullptr, scores + r * n, n)
-                    : softmax_rows<1, true>(scores + r * n, mask + r, scores + r * n, n);
+    mask == nullptr
+        ? softmax_rows<1, false>(scores + r * n, nullptr, scores + r * n, n, finish_for(r))
+        : softmax_rows<1, true>(scores + r * n, mask + r, scores + r * n, n, finish_for(r));
   }
 }
+QFUSE_ATTENTION_F32 inline void softmax_block(float* scores, const float* const* mask,
+                                              std::int64_t rows, std::int64_t n) {
+  softmax_block(scores, mask, rows, n, [](std::int64_t) { return StoreRows{}; });
+}
+
+// A softmax_rows Finish writing each probability's code instead of the
+// probability: the arithmetic of quantize_linear_span (x / s clamped to the
+// codes, rounded half to even, plus the zero point; quantize_spans.cpp) on
+// the same f32 value, so the same code; as u8 (s8 codes + 128) into
+// codes + row * stride.
+struct ProbabilityCodes {
+  std::uint8_t* codes;
+  std::int64_t stride;
+  float scale, lo, hi;      // the quotient's bounds: the codes minus the zero point
+  std::int32_t zero_point;  // plus 128 for s8 codes
+  __attribute__((target("avx512f"), always_inline)) void operator()(float*, int r, std::int64_t i,
+                                                                    __mmask16 k, __m512 v) const {
+    __m512 q = _mm512_div_ps(v, _mm512_set1_ps(scale));
+    q = _mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
+    const __m512i c = _mm512_add_epi32(_mm512_cvtps_epi32(q), _mm512_set1_epi32(zero_point));
+    _mm512_mask_cvtusepi32_storeu_epi8(codes + r * stride + i, k, c);
+  }
+};
 
 // One (batch, head) of the int8 form. scratch: the packed keys and values,
 // their sums, the rows' scores and codes.
@@ -415,6 +443,16 @@ class Int8Head {
     value_sums_ = key_sums_ + n16_;
     scores_ = reinterpret_cast<float*>(value_sums_ + dv16_);
     codes_ = reinterpret_cast<std::uint8_t*>(scores_ + kBlockRows * t.n);
+    // A plain QuantizeLinear onto its type's codes from the lowest: its loop
+    // in the softmax's last step.
+    codes_in_softmax_ = quantize.linear_ && !quantize.raise_to_min_;
+    const std::int32_t type_lo = quantize.signed_ ? -128 : 0;
+    probability_codes_ = {nullptr,
+                          n4_,
+                          quantize.scale_,
+                          static_cast<float>(type_lo - quantize.zero_point_),
+                          static_cast<float>(quantize.code_max_ - quantize.zero_point_),
+                          quantize.zero_point_ + (quantize.signed_ ? 128 : 0)};
   }
   static std::size_t scratch_size(const Geometry& t) {
     const std::int64_t n16 = round_up(t.n, 16), n4 = round_up(t.n, 4), dv16 = round_up(t.dv, 16);
@@ -439,26 +477,23 @@ class Int8Head {
           qr[r] = q + (i + std::min(h + r, rows - 1)) * t_.q[2];
         scores(qr, scores_ + h * t_.n);
       }
-      softmax_block(scores_, mask == nullptr ? nullptr : mr, rows, t_.n);
       // The probabilities' codes, as u8 (s8 ones shifted by 128, which
-      // st_.zp counts), rows n4 apart with zeros past n.
+      // st_.zp counts), rows n4 apart with zeros past n: written by the
+      // softmax's last step where the quantizer is a plain QuantizeLinear.
       const std::uint8_t* pr[kBlockRows];
       std::int32_t p_sums[kBlockRows];
-      const auto quantize = [&](const float* from, std::uint8_t* to, std::int64_t count) {
-        if (quantize_.out_signed()) {
-          quantize_(from, reinterpret_cast<std::int8_t*>(to), count);
-          flip_bytes(to, count);
-        } else {
-          quantize_(from, to, count);
-        }
-      };
-      if (n4_ == t_.n) {
-        quantize(scores_, codes_, rows * t_.n);
-      } else {
-        for (std::int64_t r = 0; r < rows; ++r) {
-          quantize(scores_ + r * t_.n, codes_ + r * n4_, t_.n);
+      if (codes_in_softmax_) {
+        softmax_block(scores_, mask == nullptr ? nullptr : mr, rows, t_.n, [&](std::int64_t first) {
+          ProbabilityCodes f = probability_codes_;
+          f.codes = codes_ + first * n4_;
+          return f;
+        });
+        for (std::int64_t r = 0; r < rows && n4_ != t_.n; ++r) {
           std::memset(codes_ + r * n4_ + t_.n, 0, static_cast<std::size_t>(n4_ - t_.n));
         }
+      } else {
+        softmax_block(scores_, mask == nullptr ? nullptr : mr, rows, t_.n);
+        quantize_rows(rows);
       }
       for (std::int64_t r = 0; r < kBlockRows; ++r) {
         pr[r] = codes_ + std::min(r, rows - 1) * n4_;
@@ -471,6 +506,27 @@ class Int8Head {
   }
 
  private:
+  // The codes of the block's rows of probabilities in scores_ by the
+  // quantizer's own loop, into codes_.
+  QFUSE_ATTENTION_INT8 void quantize_rows(std::int64_t rows) {
+    const auto quantize = [&](const float* from, std::uint8_t* to, std::int64_t count) {
+      if (quantize_.out_signed()) {
+        quantize_(from, reinterpret_cast<std::int8_t*>(to), count);
+        flip_bytes(to, count);
+      } else {
+        quantize_(from, to, count);
+      }
+    };
+    if (n4_ == t_.n) {
+      quantize(scores_, codes_, rows * t_.n);
+      return;
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      quantize(scores_ + r * t_.n, codes_ + r * n4_, t_.n);
+      std::memset(codes_ + r * n4_ + t_.n, 0, static_cast<std::size_t>(n4_ - t_.n));
+    }
+  }
+
   // The f32 scores of the kRows rows qr into out (rows of n).
   QFUSE_ATTENTION_INT8 void scores(const std::uint8_t* const* qr, float* out) {
     const __m512 scale = _mm512_set1_ps(st_.scores_scale);
@@ -556,6 +612,8 @@ class Int8Head {
   std::int32_t* value_sums_ = nullptr;
   float* scores_ = nullptr;
   std::uint8_t* codes_ = nullptr;
+  bool codes_in_softmax_ = false;
+  ProbabilityCodes probability_codes_{};
 };
 
 // The f32 form's scaling of the scores: x / divisor (the matmul's binary_div

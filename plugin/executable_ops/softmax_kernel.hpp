@@ -43,9 +43,19 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 row_part(const f
 // and one row alone is a chain of dependent steps (the maximum's reduction
 // across lanes, e^x, the sum's reduction, 1 / sum) that keeps the core
 // waiting; four rows side by side fill those waits.
-template <int R, bool Masked>
+// The last step's default: y = e * (1 / sum) stored in place.
+struct StoreRows {
+  __attribute__((target("avx512f"), always_inline)) void operator()(float* at, int, std::int64_t,
+                                                                   __mmask16 k, __m512 v) const {
+    _mm512_mask_storeu_ps(at, k, v);
+  }
+};
+
+// Finish(at, r, i, k, v) takes each row's last values instead of a store: v
+// holds row r's values [i, i + 16) (lanes k) that would go to `at`.
+template <int R, bool Masked, class Finish = StoreRows>
 __attribute__((target("avx512f"), always_inline)) inline void softmax_rows(
-    const float* x, const float* const* m, float* y, std::int64_t n) {
+    const float* x, const float* const* m, float* y, std::int64_t n, Finish finish = {}) {
   const __m512 lowest = _mm512_set1_ps(-INFINITY);
   const __m512 zero = _mm512_setzero_ps();
   __m512 m0[R], m1[R], top[R], s0[R], s1[R], inv[R];
@@ -109,8 +119,7 @@ __attribute__((target("avx512f"), always_inline)) inline void softmax_rows(
   for (i = 0; i < n; i += 16) {
     const __mmask16 k = first_lanes(n - i);
     for (int r = 0; r < R; ++r) {
-      _mm512_mask_storeu_ps(y + r * n + i, k,
-                            _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + r * n + i), inv[r]));
+      finish(y + r * n + i, r, i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + r * n + i), inv[r]));
     }
   }
 }
