@@ -1,5 +1,5 @@
 // qfuse's attention kernel: y = softmax(Q K^T * scale + mask) V for each
-// batch and head, four query rows at a time, the rows' scores, probabilities
+// batch and head, eight query rows at a time, the rows' scores, probabilities
 // and products kept in L1 (the Attention node, graph/ops.hpp's
 // AttentionAttrs, made by plugin/attention_fusion.cpp). Each (batch, head)
 // packs its keys (and, int8, its values) once for all its rows.
@@ -78,6 +78,17 @@ std::array<std::int64_t, 4> logical_strides(const Shape& stored, const graph::In
   return out;
 }
 
+// A rank-4 operand's dims as its matmul reads it through `perm` (logical dim
+// i is stored dim perm[i]); nullopt for another rank.
+std::optional<Shape> logical_shape(const Shape& stored, const graph::Ints& perm) {
+  if (stored.size() != 4 || (!perm.empty() && perm.size() != 4)) return std::nullopt;
+  Shape r = stored;
+  if (!perm.empty()) {
+    for (std::size_t d = 0; d < 4; ++d) r[d] = stored[static_cast<std::size_t>(perm[d])];
+  }
+  return r;
+}
+
 // What the kernel reads of the node: sizes, strides, and the arithmetic of
 // each step.
 struct Geometry {
@@ -97,13 +108,9 @@ Geometry geometry_of(const graph::Graph& g, const Node& node) {
   t.q = logical_strides(g.value(node.inputs[0]).shape, sg.perm_a);
   t.k = logical_strides(g.value(node.inputs[1]).shape, sg.perm_b);
   t.v = logical_strides(g.value(node.inputs[2]).shape, mg.perm_b);
+  // shape_refusal() checked the ranks.
   const auto logical = [&](std::size_t i, const graph::Ints& perm) {
-    const Shape& s = g.value(node.inputs[i]).shape;
-    Shape r = s;
-    if (!perm.empty()) {
-      for (std::size_t d = 0; d < 4; ++d) r[d] = s[static_cast<std::size_t>(perm[d])];
-    }
-    return r;
+    return *logical_shape(g.value(node.inputs[i]).shape, perm);
   };
   const Shape q = logical(0, sg.perm_a), k = logical(1, sg.perm_b), v = logical(2, mg.perm_b);
   t.batch = q[0];
@@ -142,14 +149,8 @@ std::optional<std::string> shape_refusal(const graph::Graph& g, const Node& node
   const auto& a = node.attr<AttentionAttrs>();
   const auto& sg = std::get<graph::MatMulAttrs>(a.scores.geometry);
   const auto& mg = std::get<graph::MatMulAttrs>(a.mix.geometry);
-  const auto logical = [&](std::size_t i, const graph::Ints& perm) -> std::optional<Shape> {
-    const Shape& s = g.value(node.inputs[i]).shape;
-    if (s.size() != 4 || (!perm.empty() && perm.size() != 4)) return std::nullopt;
-    Shape r = s;
-    if (!perm.empty()) {
-      for (std::size_t d = 0; d < 4; ++d) r[d] = s[static_cast<std::size_t>(perm[d])];
-    }
-    return r;
+  const auto logical = [&](std::size_t i, const graph::Ints& perm) {
+    return logical_shape(g.value(node.inputs[i]).shape, perm);
   };
   const auto q = logical(0, sg.perm_a), k = logical(1, sg.perm_b), v = logical(2, mg.perm_b);
   if (!q || !k || !v || g.value(node.outputs[0]).shape.size() != 4) return "operands not of rank 4";
