@@ -59,8 +59,8 @@ std::optional<std::string> int8_matmul_refusal(const graph::Graph& g, const grap
   return std::nullopt;
 }
 
-// The f32 scores' scalar step: x / c or x * c (`divides`), or none; nullopt
-// for any other chain.
+// The f32 scores' scalar step: x / divisor or x * factor (both 0: none);
+// nullopt for any other chain.
 struct ScoreStep {
   float divisor = 0.0f, factor = 0.0f;
 };
