@@ -17,8 +17,13 @@
 //
 // f32 (ONNX Runtime's dynamic format leaves attention float): the products by
 // FMA, the scores divided by the divisor (or times the factor) as the
-// matmul's post-op did, the same softmax. Within float rounding of the
-// three ops (the sums' order differs from oneDNN's).
+// matmul's post-op did, the same softmax but for its last product: the
+// exponentials times the values, then each row times 1 / its sum (one pass
+// over the probabilities fewer). Within float rounding of the three ops
+// (the sums' order differs from oneDNN's, and that one product's place).
+//
+// Both forms take each row's maximum as they write its scores (the mask
+// added: the Softmax's own sum), so the softmax starts at e^(x - max).
 
 #include <omp.h>
 
@@ -380,33 +385,43 @@ QFUSE_ATTENTION_INT8 inline void flip_bytes(std::uint8_t* p, std::int64_t n) {
   }
 }
 
-// The softmax of `rows` (1 to kBlockRows) rows of n scores in place, with
-// their mask rows when `mask` is not null. finish_for(first) gives the
-// softmax_rows Finish of the rows from `first` on (StoreRows: in place).
+// The softmax of `rows` (1 to kBlockRows) rows of n scores in place (the
+// mask added), their maxima top[r] taken as the scores were written.
+// finish_for(first) gives the scale_rows Finish of the rows from `first` on.
 template <class FinishFor>
-QFUSE_ATTENTION_F32 inline void softmax_block(float* scores, const float* const* mask,
-                                              std::int64_t rows, std::int64_t n,
-                                              FinishFor finish_for) {
+QFUSE_ATTENTION_F32 inline void softmax_block(float* scores, const float* top, std::int64_t rows,
+                                              std::int64_t n, FinishFor finish_for) {
   std::int64_t r = 0;
   if (rows == kBlockRows) {
-    mask == nullptr ? softmax_rows<8, false>(scores, nullptr, scores, n, finish_for(0))
-                    : softmax_rows<8, true>(scores, mask, scores, n, finish_for(0));
+    softmax_rows_from_max<8>(scores, top, n, finish_for(0));
     return;
   }
-  for (; r + 4 <= rows; r += 4) {
-    mask == nullptr
-        ? softmax_rows<4, false>(scores + r * n, nullptr, scores + r * n, n, finish_for(r))
-        : softmax_rows<4, true>(scores + r * n, mask + r, scores + r * n, n, finish_for(r));
-  }
-  for (; r < rows; ++r) {
-    mask == nullptr
-        ? softmax_rows<1, false>(scores + r * n, nullptr, scores + r * n, n, finish_for(r))
-        : softmax_rows<1, true>(scores + r * n, mask + r, scores + r * n, n, finish_for(r));
-  }
+  for (; r + 4 <= rows; r += 4) softmax_rows_from_max<4>(scores + r * n, top + r, n, finish_for(r));
+  for (; r < rows; ++r) softmax_rows_from_max<1>(scores + r * n, top + r, n, finish_for(r));
 }
-QFUSE_ATTENTION_F32 inline void softmax_block(float* scores, const float* const* mask,
-                                              std::int64_t rows, std::int64_t n) {
-  softmax_block(scores, mask, rows, n, [](std::int64_t) { return StoreRows{}; });
+
+// The exponentials of the block's rows in place and 1 / each row's sum:
+// the softmax but its last product (the f32 form takes it after the
+// product with the values).
+QFUSE_ATTENTION_F32 inline void exp_block(float* scores, const float* top, std::int64_t rows,
+                                          std::int64_t n, float* inv) {
+  std::int64_t r = 0;
+  if (rows == kBlockRows) {
+    exp_rows<8>(scores, scores, top, n, inv);
+    return;
+  }
+  for (; r + 4 <= rows; r += 4) exp_rows<4>(scores + r * n, scores + r * n, top + r, n, inv + r);
+  for (; r < rows; ++r) exp_rows<1>(scores + r * n, scores + r * n, top + r, n, inv + r);
+}
+
+// A tile's scores x of row r (lanes `live` of 16 at column j): the mask's
+// row added (the Softmax's own sum) when there is one, stored at `at`, and
+// taken into the row's running maximum.
+QFUSE_ATTENTION_F32 inline void put_score(__m512 x, const float* mask_row, std::int64_t j,
+                                          __mmask16 live, float* at, __m512& top) {
+  if (mask_row != nullptr) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(live, mask_row + j));
+  _mm512_mask_storeu_ps(at, live, x);
+  top = _mm512_mask_max_ps(top, live, top, x);
 }
 
 // A softmax_rows Finish writing each probability's code instead of the
@@ -472,11 +487,12 @@ class Int8Head {
         const std::int64_t row = i + std::min(r, rows - 1);  // extra rows repeat the last
         mr[r] = mask == nullptr ? nullptr : mask + row * t_.mask[2];
       }
+      float top[kBlockRows];
       for (std::int64_t h = 0; h < rows; h += kRows) {
         const std::uint8_t* qr[kRows];
         for (std::int64_t r = 0; r < kRows; ++r)
           qr[r] = q + (i + std::min(h + r, rows - 1)) * t_.q[2];
-        scores(qr, scores_ + h * t_.n);
+        scores(qr, mask == nullptr ? nullptr : mr + h, scores_ + h * t_.n, top + h);
       }
       // The probabilities' codes, as u8 (s8 ones shifted by 128, which
       // st_.zp counts), rows n4 apart with zeros past n: written by the
@@ -484,7 +500,7 @@ class Int8Head {
       const std::uint8_t* pr[kBlockRows];
       std::int32_t p_sums[kBlockRows];
       if (codes_in_softmax_) {
-        softmax_block(scores_, mask == nullptr ? nullptr : mr, rows, t_.n, [&](std::int64_t first) {
+        softmax_block(scores_, top, rows, t_.n, [&](std::int64_t first) {
           ProbabilityCodes f = probability_codes_;
           f.codes = codes_ + first * n4_;
           return f;
@@ -493,7 +509,7 @@ class Int8Head {
           std::memset(codes_ + r * n4_ + t_.n, 0, static_cast<std::size_t>(n4_ - t_.n));
         }
       } else {
-        softmax_block(scores_, mask == nullptr ? nullptr : mr, rows, t_.n);
+        softmax_block(scores_, top, rows, t_.n, [](std::int64_t) { return StoreRows{}; });
         quantize_rows(rows);
       }
       for (std::int64_t r = 0; r < kBlockRows; ++r) {
@@ -528,8 +544,12 @@ class Int8Head {
     }
   }
 
-  // The f32 scores of the kRows rows qr into out (rows of n).
-  QFUSE_ATTENTION_INT8 void scores(const std::uint8_t* const* qr, float* out) {
+  // The f32 scores of the kRows rows qr into out (rows of n), plus their
+  // mask rows mr (null: none); top[r]: row r's maximum.
+  QFUSE_ATTENTION_INT8 void scores(const std::uint8_t* const* qr, const float* const* mr,
+                                   float* out, float* top) {
+    __m512 row_top[kRows];
+    for (std::int64_t r = 0; r < kRows; ++r) row_top[r] = _mm512_set1_ps(-INFINITY);
     const __m512 scale = _mm512_set1_ps(st_.scores_scale);
     // acc - zk * rowsum(q) - zq * colsum(k) + d * zq * zk, by row and lane.
     std::int32_t row_term[kRows];
@@ -552,11 +572,12 @@ class Int8Head {
         for (std::int64_t r = 0; r < kRows; ++r) {
           const __m512i exact =
               _mm512_add_epi32(_mm512_add_epi32(acc[r][c], col), _mm512_set1_epi32(row_term[r]));
-          _mm512_mask_storeu_ps(out + r * t_.n + j, live,
-                                _mm512_mul_ps(_mm512_cvtepi32_ps(exact), scale));
+          put_score(_mm512_mul_ps(_mm512_cvtepi32_ps(exact), scale),
+                    mr == nullptr ? nullptr : mr[r], j, live, out + r * t_.n + j, row_top[r]);
         }
       }
     }
+    for (std::int64_t r = 0; r < kRows; ++r) top[r] = _mm512_reduce_max_ps(row_top[r]);
   }
 
   // The products of the rows' codes pr with the values, written to y's rows
@@ -716,28 +737,29 @@ class F32Head {
         const std::int64_t row = i + std::min(r, rows - 1);  // extra rows repeat the last
         mr[r] = mask == nullptr ? nullptr : mask + row * t_.mask[2];
       }
+      float top[kBlockRows], inv[kBlockRows];
       for (std::int64_t h = 0; h < rows; h += kRows) {
         const float* qr[kRows];
         for (std::int64_t r = 0; r < kRows; ++r)
           qr[r] = q + (i + std::min(h + r, rows - 1)) * t_.q[2];
-        scores(qr, scores_ + h * t_.n);
+        scores(qr, mask == nullptr ? nullptr : mr + h, scores_ + h * t_.n, top + h);
       }
-      softmax_block(scores_, mask == nullptr ? nullptr : mr, rows, t_.n);
+      exp_block(scores_, top, rows, t_.n, inv);
       for (std::int64_t h = 0; h < rows; h += kRows) {
         const std::int64_t part = std::min(kRows, rows - h);
         const float* sr[kRows];
         for (std::int64_t r = 0; r < kRows; ++r)
           sr[r] = scores_ + (h + std::min(r, part - 1)) * t_.n;
-        mix(sr, y, i + h, part, v);
+        mix(sr, inv + h, y, i + h, part, v);
       }
     }
   }
 
  private:
-  // y's rows i .. i + rows: the probabilities sr times the values (rows of v
-  // dv apart).
-  QFUSE_ATTENTION_F32 void mix(const float* const* sr, float* y, std::int64_t i, std::int64_t rows,
-                               const float* v) {
+  // y's rows i .. i + rows: the exponentials sr times the values (rows of v
+  // dv apart), times inv[r], 1 / the row's sum.
+  QFUSE_ATTENTION_F32 void mix(const float* const* sr, const float* inv, float* y, std::int64_t i,
+                               std::int64_t rows, const float* v) {
     for (std::int64_t c0 = 0; c0 < t_.dv; c0 += 16 * kChunks) {
       const auto chunks = static_cast<int>(std::min<std::int64_t>(kChunks, (t_.dv - c0 + 15) / 16));
       const __mmask16 live = first_lanes(t_.dv - c0 - 16 * (chunks - 1));
@@ -746,14 +768,20 @@ class F32Head {
       for (std::int64_t r = 0; r < rows; ++r) {
         for (int c = 0; c < chunks; ++c) {
           _mm512_mask_storeu_ps(y + (i + r) * t_.y[2] + c0 + 16 * c,
-                                c + 1 < chunks ? __mmask16(0xffff) : live, acc[r][c]);
+                                c + 1 < chunks ? __mmask16(0xffff) : live,
+                                _mm512_mul_ps(acc[r][c], _mm512_set1_ps(inv[r])));
         }
       }
     }
   }
 
-  QFUSE_ATTENTION_F32 void scores(const float* const* qr, float* out) {
+  // The scores of the kRows rows qr into out (rows of n), plus their mask
+  // rows mr (null: none); top[r]: row r's maximum.
+  QFUSE_ATTENTION_F32 void scores(const float* const* qr, const float* const* mr, float* out,
+                                  float* top) {
     const __m512 by = _mm512_set1_ps(scale_.by);
+    __m512 row_top[kRows];
+    for (std::int64_t r = 0; r < kRows; ++r) row_top[r] = _mm512_set1_ps(-INFINITY);
     for (std::int64_t j0 = 0; j0 < t_.n; j0 += 16 * kChunks) {
       const auto chunks = static_cast<int>(std::min<std::int64_t>(kChunks, (t_.n - j0 + 15) / 16));
       __m512 acc[kRows][kChunks];
@@ -765,10 +793,11 @@ class F32Head {
           __m512 x = acc[r][c];
           if (scale_.divide) x = _mm512_div_ps(x, by);
           if (scale_.multiply) x = _mm512_mul_ps(x, by);
-          _mm512_mask_storeu_ps(out + r * t_.n + j, live, x);
+          put_score(x, mr == nullptr ? nullptr : mr[r], j, live, out + r * t_.n + j, row_top[r]);
         }
       }
     }
+    for (std::int64_t r = 0; r < kRows; ++r) top[r] = _mm512_reduce_max_ps(row_top[r]);
   }
 
   const Geometry& t_;
