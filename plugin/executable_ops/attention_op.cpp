@@ -703,6 +703,36 @@ QFUSE_ATTENTION_F32 inline void fma_tile_any(int chunks, __m512 (&acc)[kRows][kC
   }
 }
 
+// r[c] = column c of the 16 x 16 floats r[0..15] (rows): unpacks within
+// 128-bit lanes, then lanes across registers.
+QFUSE_ATTENTION_F32 inline void transpose_16x16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);      // per lane: a0 b0 a1 b1
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);  // a2 b2 a3 b3
+  }
+  for (int i = 0; i < 16; i += 4) {  // r[i + k]: per lane L, column 4L + k of rows i .. i + 3
+    const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+    const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  __m512 out[16];
+  for (int k = 0; k < 4; ++k) {
+    const __m512 u0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);  // lanes 0, 2 of each
+    const __m512 u1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);  // lanes 1, 3
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+    out[k] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+    out[8 + k] = _mm512_shuffle_f32x4(u0, u2, 0xdd);
+    out[4 + k] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+    out[12 + k] = _mm512_shuffle_f32x4(u1, u3, 0xdd);
+  }
+  for (int c = 0; c < 16; ++c) r[c] = out[c];
+}
+
 // One (batch, head) of the f32 form. scratch: the keys transposed ([d][n16])
 // and the rows' scores.
 class F32Head {
@@ -718,13 +748,22 @@ class F32Head {
 
   QFUSE_ATTENTION_F32 void run(const float* q, const float* k, const float* v, const float* mask,
                                float* y) {
-    // Keys transposed: keys_[f * n16 + j] = k[j][f].
+    // Keys transposed: keys_[f * n16 + j] = k[j][f]; 16 keys x 16 features
+    // through registers, the rest (the last keys, features past a multiple
+    // of 16) gathered.
     const __m512i lane =
         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                            _mm512_set1_epi32(static_cast<int>(t_.k[3])));
     for (std::int64_t j0 = 0; j0 < t_.n; j0 += 16) {
       const __mmask16 live = first_lanes(t_.n - j0);
-      for (std::int64_t f = 0; f < t_.d; ++f) {
+      std::int64_t f = 0;
+      for (; j0 + 16 <= t_.n && f + 16 <= t_.d; f += 16) {
+        __m512 r[16];
+        for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(k + (j0 + j) * t_.k[3] + f);
+        transpose_16x16(r);
+        for (int c = 0; c < 16; ++c) _mm512_storeu_ps(keys_ + (f + c) * n16_ + j0, r[c]);
+      }
+      for (; f < t_.d; ++f) {
         _mm512_storeu_ps(
             keys_ + f * n16_ + j0,
             _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, lane, k + j0 * t_.k[3] + f, 4));
