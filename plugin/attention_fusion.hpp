@@ -12,8 +12,7 @@
 //   f32 (ONNX Runtime's dynamic format): MatMul (q, k) [/ c or * c, a scalar
 //     post-op] -> Softmax [+ mask] -> MatMul (p, v), no post-ops.
 // Each value between them must have no other reader. A candidate the kernel
-// cannot run or would not speed up (its CPU, a head size, a layout, f32 heads
-// over L1 whose scores stay in cache) keeps its three ops, with the
+// cannot run (its CPU, a head size, a layout) keeps its three ops, with the
 // reason in the log.
 
 #include <string>

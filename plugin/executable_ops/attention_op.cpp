@@ -60,12 +60,6 @@ constexpr std::int64_t kBlockRows = 2 * kRows;
 // Key (scores) and value (products) lanes per step: 4 x 16.
 constexpr int kChunks = 4;
 
-// The f32 form runs where a head's keys and values take at most this many
-// bytes (in L1), or where the three ops' f32 scores take more than
-// kF32ScoresInCache (out of L2, through memory).
-constexpr std::int64_t kF32HeadBytes = 16 * 1024;
-constexpr std::int64_t kF32ScoresInCache = 1024 * 1024;
-
 std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
 // Element strides of a rank-4 operand's logical dims, read through `perm`
@@ -187,16 +181,6 @@ std::optional<std::string> refusal(const graph::Graph& g, const Node& node) {
     if (t.d % 4 != 0) return "a head size of " + std::to_string(t.d) + " (not a multiple of 4)";
   } else if (!has_avx512()) {
     return "qfuse's attention kernel needs AVX-512";
-  } else if (const std::int64_t bytes = 4 * t.n * (t.d + t.dv),
-             scores = 4 * t.batch * t.heads * t.m * t.n;
-             bytes > kF32HeadBytes && scores <= kF32ScoresInCache) {
-    // Its products run at the FMA units' rate while a head's keys and values
-    // stay in L1; past that it pays only where the three ops' scores leave
-    // the cache (qfuse_bench_attention, 1 thread: BERT-base's heads, 64 KiB,
-    // 697 against 646 us at 128 keys, 5854 against 6842 at 384).
-    return "a head's f32 keys and values take " + std::to_string(bytes / 1024) + " KiB, over the " +
-           std::to_string(kF32HeadBytes / 1024) + " KiB kept in L1, and the scores' " +
-           std::to_string(scores / 1024) + " KiB stay in cache between the three ops";
   }
   if (t.q[3] != 1 || t.k[2] != 1 || t.v[3] != 1 || t.y[3] != 1) {
     return "q, k, v and y must each be contiguous along the head's features";
