@@ -408,11 +408,11 @@ QFUSE_ATTENTION_F32 inline void put_score(__m512 x, const float* mask_row, std::
   top = _mm512_mask_max_ps(top, live, top, x);
 }
 
-// A softmax_rows Finish writing each probability's code instead of the
-// probability: the arithmetic of quantize_linear_span (x / s clamped to the
-// codes, rounded half to even, plus the zero point; quantize_spans.cpp) on
-// the same f32 value, so the same code; as u8 (s8 codes + 128) into
-// codes + row * stride.
+// A scale_rows Finish (softmax_kernel.hpp) writing each probability's code
+// instead of the probability: the arithmetic of quantize_linear_span (x / s
+// clamped to the codes, rounded half to even, plus the zero point;
+// quantize_spans.cpp) on the same f32 value, so the same code; as u8 (s8
+// codes + 128) into codes + row * stride.
 struct ProbabilityCodes {
   std::uint8_t* codes;
   std::int64_t stride;
