@@ -410,17 +410,21 @@ QFUSE_ATTENTION_F32 inline void put_score(__m512 x, const float* mask_row, std::
 
 // A scale_rows Finish (softmax_kernel.hpp) writing each probability's code
 // instead of the probability: the arithmetic of quantize_linear_span (x / s
-// clamped to the codes, rounded half to even, plus the zero point;
-// quantize_spans.cpp) on the same f32 value, so the same code; as u8 (s8
-// codes + 128) into codes + row * stride.
+// clamped to the codes, rounded half to even, plus the zero point, the
+// division as quotient_for_codes where the scale allows; quantize_spans.cpp)
+// on the same f32 value, so the same code; as u8 (s8 codes + 128) into
+// codes + row * stride.
 struct ProbabilityCodes {
   std::uint8_t* codes;
   std::int64_t stride;
   float scale, lo, hi;      // the quotient's bounds: the codes minus the zero point
   std::int32_t zero_point;  // plus 128 for s8 codes
+  float inv_scale;          // 1 / scale, or 0 where quotient_by_product(scale) is false
   __attribute__((target("avx512f"), always_inline)) void operator()(float*, int r, std::int64_t i,
                                                                     __mmask16 k, __m512 v) const {
-    __m512 q = _mm512_div_ps(v, _mm512_set1_ps(scale));
+    const __m512 s = _mm512_set1_ps(scale);
+    __m512 q = inv_scale != 0.0f ? quotient_for_codes(v, s, _mm512_set1_ps(inv_scale))
+                                 : _mm512_div_ps(v, s);
     q = _mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
     const __m512i c = _mm512_add_epi32(_mm512_cvtps_epi32(q), _mm512_set1_epi32(zero_point));
     _mm512_mask_cvtusepi32_storeu_epi8(codes + r * stride + i, k, c);
@@ -452,7 +456,8 @@ class Int8Head {
                           quantize.scale_,
                           static_cast<float>(type_lo - quantize.zero_point_),
                           static_cast<float>(quantize.code_max_ - quantize.zero_point_),
-                          quantize.zero_point_ + (quantize.signed_ ? 128 : 0)};
+                          quantize.zero_point_ + (quantize.signed_ ? 128 : 0),
+                          quotient_by_product(quantize.scale_) ? 1.0f / quantize.scale_ : 0.0f};
   }
   static std::size_t scratch_size(const Geometry& t) {
     const std::int64_t n16 = round_up(t.n, 16), n4 = round_up(t.n, 4), dv16 = round_up(t.dv, 16);

@@ -10,6 +10,8 @@
 #endif
 #if defined(QFUSE_AVX512_KERNELS)
 #include <immintrin.h>
+
+#include "plugin/executable_ops/avx512_math.hpp"
 #endif
 
 namespace qfuse::plugin {
@@ -46,7 +48,9 @@ __m128d fake_quantize_two(__m128d v, __m128d il, __m128d ih, __m128d ol, __m128d
 #endif
 // AVX-512 forms of quantize_linear_span and min_max_span, sixteen lanes, the
 // same f32 operations (divide, clamp with the NaN going to the low bound,
-// convert rounding half to even, add the zero point); the caller checks the CPU.
+// convert rounding half to even, add the zero point), the division as
+// quotient_for_codes (avx512_math.hpp) where the scale allows, so the same
+// codes; the caller checks the CPU.
 template <typename T>
 __attribute__((target("avx512f"))) std::int64_t quantize_linear_avx512(
     const float* x, T* y, std::int64_t n, float scale, std::int32_t zero_point, std::int32_t hi) {
@@ -55,9 +59,13 @@ __attribute__((target("avx512f"))) std::int64_t quantize_linear_avx512(
   const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo - zero_point));
   const __m512 vhi = _mm512_set1_ps(static_cast<float>(hi - zero_point));
   const __m512i vzp = _mm512_set1_epi32(zero_point);
+  static_assert(sizeof(T) == 1, "quotient_for_codes: bounds within 512");
+  const bool by_product = quotient_by_product(scale);
+  const __m512 inv = _mm512_set1_ps(by_product ? 1.0f / scale : 0.0f);
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), vs);
+    const __m512 v = _mm512_loadu_ps(x + i);
+    __m512 q = by_product ? quotient_for_codes(v, vs, inv) : _mm512_div_ps(v, vs);
     q = _mm512_min_ps(_mm512_max_ps(q, vlo), vhi);
     const __m512i c = _mm512_add_epi32(_mm512_cvtps_epi32(q), vzp);  // in [lo, hi]
     const __m128i b = std::is_same_v<T, std::uint8_t> ? _mm512_cvtusepi32_epi8(c)

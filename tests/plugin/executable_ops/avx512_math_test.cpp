@@ -4,13 +4,13 @@
 // for NaN, and no subnormal result anywhere (a subnormal costs Intel cores a
 // microcode assist in every instruction it enters), e^88.38 above the range.
 
+#include "plugin/executable_ops/avx512_math.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
-
-#include "plugin/executable_ops/avx512_math.hpp"
 
 namespace qfuse::plugin {
 namespace {
@@ -27,10 +27,10 @@ TEST(ExpAvx512, WithinTwoUlpsAndZeroBelowItsRange) {
   if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512F";
   std::vector<float> x;
   for (int i = -90 * 4096; i <= 89 * 4096; ++i) x.push_back(static_cast<float>(i) / 4096.0f);
-  for (const float far : {-1e4f, -3.4e38f, -std::numeric_limits<float>::infinity(), 1e4f,
-                          std::numeric_limits<float>::infinity(),
-                          std::numeric_limits<float>::quiet_NaN(), -87.0f, -86.99999f,
-                          -87.00001f, std::numeric_limits<float>::denorm_min()})
+  for (const float far :
+       {-1e4f, -3.4e38f, -std::numeric_limits<float>::infinity(), 1e4f,
+        std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), -87.0f,
+        -86.99999f, -87.00001f, std::numeric_limits<float>::denorm_min()})
     x.push_back(far);
   std::vector<float> y(x.size());
   exp_span(x.data(), y.data(), x.size());
