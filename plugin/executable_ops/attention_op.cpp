@@ -636,37 +636,39 @@ struct F32Scale {
 };
 
 // acc[r][c] = sum over s of a[r][s * a_step] * b[c * 16 + s * b_step ..] for R
-// rows and C 16-lane blocks (`live`: the last block's lanes).
-template <int R, int C>
-QFUSE_ATTENTION_F32 inline void fma_tile(__m512 (&out)[kRows][kChunks], const float* const* a,
+// rows and C 16-lane blocks (`live`: the last block's lanes), into out's
+// first R x C.
+template <int R, int C, int OutR, int OutC>
+QFUSE_ATTENTION_F32 inline void fma_tile(__m512 (&out)[OutR][OutC], const float* const* a,
                                          std::int64_t a_step, const float* b, std::int64_t b_step,
                                          std::int64_t steps, __mmask16 live) {
+  static_assert(R <= OutR && C <= OutC);
   __m512 acc[R][C];  // registers (see dot_tile)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   }
   const float* ar[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) ar[r] = a[r];
   for (std::int64_t s = 0; s < steps; ++s) {
     __m512 w[C];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       w[c] = c + 1 < C ? _mm512_loadu_ps(b + s * b_step + 16 * c)
                        : _mm512_maskz_loadu_ps(live, b + s * b_step + 16 * c);
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 x = _mm512_set1_ps(ar[r][s * a_step]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(x, w[c], acc[r][c]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int c = 0; c < C; ++c) out[r][c] = acc[r][c];
   }
 }
@@ -773,32 +775,53 @@ class F32Head {
         scores(qr, mask == nullptr ? nullptr : mr + h, scores_ + h * t_.n, top + h);
       }
       exp_block(scores_, top, rows, t_.n, inv);
-      for (std::int64_t h = 0; h < rows; h += kRows) {
-        const std::int64_t part = std::min(kRows, rows - h);
-        const float* sr[kRows];
-        for (std::int64_t r = 0; r < kRows; ++r)
-          sr[r] = scores_ + (h + std::min(r, part - 1)) * t_.n;
-        mix(sr, inv + h, y, i + h, part, v);
+      const float* sr[kBlockRows];
+      for (std::int64_t r = 0; r < kBlockRows; ++r) {
+        sr[r] = scores_ + std::min(r, rows - 1) * t_.n;  // extra rows repeat the last
       }
+      mix(sr, inv, y, i, rows, v);
     }
   }
 
  private:
-  // y's rows i .. i + rows: the exponentials sr times the values (rows of v
-  // dv apart), times inv[r], 1 / the row's sum.
+  // y's rows i .. i + rows (up to kBlockRows): the exponentials sr times the
+  // values (rows of v dv apart), times inv[r], 1 / the row's sum. One or two
+  // blocks of values (head sizes to 32) take all the rows in one tile: with
+  // four rows they would be four or eight chains of dependent FMAs, too few
+  // to keep two FMA units busy at a latency of four cycles (Intel cores).
   QFUSE_ATTENTION_F32 void mix(const float* const* sr, const float* inv, float* y, std::int64_t i,
                                std::int64_t rows, const float* v) {
     for (std::int64_t c0 = 0; c0 < t_.dv; c0 += 16 * kChunks) {
       const auto chunks = static_cast<int>(std::min<std::int64_t>(kChunks, (t_.dv - c0 + 15) / 16));
       const __mmask16 live = first_lanes(t_.dv - c0 - 16 * (chunks - 1));
-      __m512 acc[kRows][kChunks];
-      fma_tile_any<kRows>(chunks, acc, sr, 1, v + c0, t_.v[2], t_.n, live);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        for (int c = 0; c < chunks; ++c) {
-          _mm512_mask_storeu_ps(y + (i + r) * t_.y[2] + c0 + 16 * c,
-                                c + 1 < chunks ? __mmask16(0xffff) : live,
-                                _mm512_mul_ps(acc[r][c], _mm512_set1_ps(inv[r])));
+      if (chunks <= 2 && rows > kRows) {
+        __m512 acc[kBlockRows][2];
+        if (chunks == 2) {
+          fma_tile<kBlockRows, 2>(acc, sr, 1, v + c0, t_.v[2], t_.n, live);
+        } else {
+          fma_tile<kBlockRows, 1>(acc, sr, 1, v + c0, t_.v[2], t_.n, live);
         }
+        put(acc, inv, y, i, rows, c0, chunks, live);
+        continue;
+      }
+      for (std::int64_t h = 0; h < rows; h += kRows) {
+        __m512 acc[kRows][kChunks];
+        fma_tile_any<kRows>(chunks, acc, sr + h, 1, v + c0, t_.v[2], t_.n, live);
+        put(acc, inv + h, y, i + h, std::min(kRows, rows - h), c0, chunks, live);
+      }
+    }
+  }
+
+  // y's rows i .. i + rows, blocks c0 .. c0 + 16 * chunks: acc[r] * inv[r].
+  template <int R, int C>
+  QFUSE_ATTENTION_F32 void put(const __m512 (&acc)[R][C], const float* inv, float* y,
+                               std::int64_t i, std::int64_t rows, std::int64_t c0, int chunks,
+                               __mmask16 live) const {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (int c = 0; c < chunks; ++c) {
+        _mm512_mask_storeu_ps(y + (i + r) * t_.y[2] + c0 + 16 * c,
+                              c + 1 < chunks ? __mmask16(0xffff) : live,
+                              _mm512_mul_ps(acc[r][c], _mm512_set1_ps(inv[r])));
       }
     }
   }

@@ -321,6 +321,11 @@ TEST(OnnxAttention, DynamicFormatF32BlockIsOneOpWithinFloatRounding) {
   b.d = 24;  // features not a multiple of 16
   b.masked = false;
   expect_attention_matches(b, "f32, d 24, no mask");
+  // Query blocks of 8 and 4 rows with two full blocks of values.
+  b.s = 12;
+  b.d = 32;
+  b.masked = true;
+  expect_attention_matches(b, "f32, s 12, d 32");
 }
 
 // The log says why a block keeps its three ops; the graph computes the same.
