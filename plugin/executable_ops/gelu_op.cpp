@@ -232,9 +232,9 @@ class GeluQuantizeOp final : public ExecutableOp {
   }
 
  private:
-  static constexpr std::int64_t kChunk = 8192;
+  static constexpr std::int64_t kChunk = 4096;
   // Values from which the blocks are shared among the request's threads.
-  static constexpr std::int64_t kParallelFrom = 32768;
+  static constexpr std::int64_t kParallelFrom = 8192;
 
   bool y_read_ = true;  // y has a reader or is a graph output
   std::optional<CodesQuantizer> quantize_;  // GeluQuantize's
