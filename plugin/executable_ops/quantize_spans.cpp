@@ -75,6 +75,20 @@ __attribute__((target("avx512f"))) std::int64_t quantize_linear_avx512(
   return i;
 }
 
+__attribute__((target("avx512f"))) void add_to_rows_avx512(float* y, std::int64_t rows,
+                                                           std::int64_t channels,
+                                                           const float* bias) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = y + r * channels;
+    for (std::int64_t c = 0; c < channels; c += 16) {
+      const __mmask16 k = first_lanes(channels - c);
+      _mm512_mask_storeu_ps(row + c, k,
+                            _mm512_add_ps(_mm512_maskz_loadu_ps(k, row + c),
+                                          _mm512_maskz_loadu_ps(k, bias + c)));
+    }
+  }
+}
+
 __attribute__((target("avx512f"))) std::int64_t min_max_avx512(const float* x, std::int64_t n,
                                                                float& lo, float& hi) {
   __m512 mn = _mm512_set1_ps(lo), mx = _mm512_set1_ps(hi);
@@ -103,6 +117,19 @@ __attribute__((target("avx512f"))) std::int64_t min_max_avx512(const float* x, s
 bool has_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f") != 0;
   return yes;
+}
+
+void add_to_rows(float* y, std::int64_t rows, std::int64_t channels, const float* bias) {
+#if defined(QFUSE_AVX512_KERNELS)
+  if (has_avx512()) {
+    add_to_rows_avx512(y, rows, channels, bias);
+    return;
+  }
+#endif
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = y + r * channels;
+    for (std::int64_t c = 0; c < channels; ++c) row[c] += bias[c];
+  }
 }
 
 // FakeQuantize with per-tensor ranges il < ih over a contiguous span: the

@@ -22,6 +22,10 @@ namespace qfuse::plugin {
 // Whether the CPU runs AVX-512F (the kernels below check it themselves).
 bool has_avx512();
 
+// y[r * channels + c] += bias[c] for `rows` rows: one f32 addition each,
+// sixteen at a time with AVX-512 where the CPU has it.
+void add_to_rows(float* y, std::int64_t rows, std::int64_t channels, const float* bias);
+
 // FakeQuantize with per-tensor ranges il < ih over a contiguous span
 // (composer::fake_quantize_value in f64).
 void fake_quantize_span(const float* x, float* y, std::int64_t n, double il, double ih,
