@@ -55,8 +55,9 @@ inline bool quotient_by_product(float s) {
   const float a = s < 0.0f ? -s : s;
   return a >= 0x1p-100f && a <= 0x1p100f;
 }
-__attribute__((target("avx512f"), always_inline)) inline __m512 quotient_for_codes(
-    __m512 x, __m512 s, __m512 inv_s) {
+__attribute__((target("avx512f"), always_inline)) inline __m512 quotient_for_codes(__m512 x,
+                                                                                   __m512 s,
+                                                                                   __m512 inv_s) {
   const __m512 t = _mm512_mul_ps(x, inv_s);
   const __m512 frac =
       _mm512_sub_ps(t, _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));

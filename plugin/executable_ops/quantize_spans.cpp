@@ -82,9 +82,9 @@ __attribute__((target("avx512f"))) void add_to_rows_avx512(float* y, std::int64_
     float* row = y + r * channels;
     for (std::int64_t c = 0; c < channels; c += 16) {
       const __mmask16 k = first_lanes(channels - c);
-      _mm512_mask_storeu_ps(row + c, k,
-                            _mm512_add_ps(_mm512_maskz_loadu_ps(k, row + c),
-                                          _mm512_maskz_loadu_ps(k, bias + c)));
+      _mm512_mask_storeu_ps(
+          row + c, k,
+          _mm512_add_ps(_mm512_maskz_loadu_ps(k, row + c), _mm512_maskz_loadu_ps(k, bias + c)));
     }
   }
 }
