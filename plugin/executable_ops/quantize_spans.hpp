@@ -26,6 +26,11 @@ bool has_avx512();
 // sixteen at a time with AVX-512 where the CPU has it.
 void add_to_rows(float* y, std::int64_t rows, std::int64_t channels, const float* bias);
 
+// y[i] = (t[i] + bias[c]) + r[i] for `rows` rows of `channels` (c = i mod
+// channels): two f32 additions each, in that order. y may be r.
+void add_to_rows_then(const float* t, const float* r, float* y, std::int64_t rows,
+                      std::int64_t channels, const float* bias);
+
 // FakeQuantize with per-tensor ranges il < ih over a contiguous span
 // (composer::fake_quantize_value in f64).
 void fake_quantize_span(const float* x, float* y, std::int64_t n, double il, double ih,

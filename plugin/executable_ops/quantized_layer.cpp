@@ -92,6 +92,9 @@ struct Build {
   // whole plan.
   std::vector<float> bias_after;
   std::optional<composer::PostOpsPlan> reported_plan;
+  // ... followed by the residual's sum (scale 1): the primitive writes into
+  // scratch, and y = (t + bias) + residual after it.
+  bool residual_after = false;
   // Where the output channels lie in dst_dims; for a matmul of two run-time
   // tensors, whether its u8 weights are shifted to s8 each run.
   std::size_t channel_axis = 1;
@@ -453,15 +456,27 @@ void describe_buffers(Build& b, const graph::Graph& g, const Node& node, const S
 // high price: on a 64 x 64 x 256 u8 layer with run-time output scales, 9.5 us
 // with the add against 4.5 without (1.3 us more at 64 x 64 x 64; VNNI and AMX
 // alike). A dynamic layer's bias comes after its run-time scales, so it is
-// that post-op; where it is the last one and the output f32 rows of channels,
-// qfuse adds it after the primitive instead, the same f32 addition of the
-// same scaled value (one rounding), at the cost of one pass over the output.
+// that post-op; where it is the last one (or followed only by the residual's
+// sum) and the output f32 rows of channels, qfuse adds it after the primitive
+// instead, the same f32 additions of the same scaled value in the same order
+// (one rounding each), at the cost of one pass over the output.
 void take_bias_after(Build& b, const Node& node) {
   const auto& a = node.attr<QuantizedLayerAttrs>();
   if (!a.dynamic || b.integer || b.shuffle || b.spatial || b.plan.post_ops.empty()) return;
   if (b.plan.dst_type != composer::DataType::f32) return;
   if (b.channel_axis + 1 != b.dst_dims.size()) return;
-  const auto* add = std::get_if<composer::BinaryPostOp>(&b.plan.post_ops.back());
+  // The add may be followed by the residual's sum, which then follows it
+  // after the primitive too (the order of the two additions kept).
+  std::size_t last = b.plan.post_ops.size() - 1;
+  const auto* sum = std::get_if<composer::SumPostOp>(&b.plan.post_ops.back());
+  if (sum != nullptr) {
+    if (sum->scale != 1.0f || sum->data_type != composer::DataType::f32 || !b.sum_input ||
+        last == 0) {
+      return;
+    }
+    --last;
+  }
+  const auto* add = std::get_if<composer::BinaryPostOp>(&b.plan.post_ops[last]);
   if (add == nullptr || add->alg != composer::BinaryAlg::add ||
       add->broadcast != composer::Broadcast::per_channel) {
     return;
@@ -472,7 +487,8 @@ void take_bias_after(Build& b, const Node& node) {
   }
   b.reported_plan = b.plan;
   b.bias_after = values->values;
-  b.plan.post_ops.pop_back();
+  b.residual_after = sum != nullptr;
+  b.plan.post_ops.resize(last);
 }
 
 dnnl::primitive_attr layer_primitive_attr(Build& b, const graph::Graph& g, const Node& node) {
@@ -698,9 +714,13 @@ class QuantizedLayerOp final : public ExecutableOp {
       shifted_weights_offset_ = offset;
       offset = align(offset + b_.weights_md_plain.get_size());
     }
+    if (b_.residual_after) {
+      after_offset_ = offset;
+      offset = align(offset + b_.dst_md.get_size());
+    }
     prepare_constants(g, node, held);
     total_scratch_ = stage_binary_operands(g, node, layout_of, offset);
-    if (b_.sum_input && !sum_in_place_ && !b_.integer) prepare_residual_copy(g, node, layout_of);
+    if (copies_residual()) prepare_residual_copy(g, node, layout_of);
   }
 
   void execute(ExecContext& ctx) const override {
@@ -721,7 +741,10 @@ class QuantizedLayerOp final : public ExecutableOp {
     void* src = src_stage_ ? scratch + src_stage_->offset : user_src;
     void* dst = dst_stage_ ? scratch + dst_stage_->offset : user_dst;
     st.args.at(DNNL_ARG_SRC).set_data_handle(src);
-    st.args.at(DNNL_ARG_DST).set_data_handle(b_.integer ? scratch + acc_offset_ : dst);
+    void* primitive_dst = b_.integer          ? scratch + acc_offset_
+                          : b_.residual_after ? scratch + after_offset_
+                                              : dst;
+    st.args.at(DNNL_ARG_DST).set_data_handle(primitive_dst);
     bind_run_time_operands(ctx, st, scratch);
     if (!b_.weight_sums.empty()) bind_dynamic_quantization(ctx, st, scratch);
     stage_inputs(ctx, st, user_src, src, dst);
@@ -729,8 +752,14 @@ class QuantizedLayerOp final : public ExecutableOp {
     if (!b_.bias_after.empty()) {
       ctx.stream().wait();
       const auto channels = static_cast<std::int64_t>(b_.bias_after.size());
-      add_to_rows(static_cast<float*>(dst), element_count(b_.dst_dims) / channels, channels,
-                  b_.bias_after.data());
+      const std::int64_t rows = element_count(b_.dst_dims) / channels;
+      if (b_.residual_after) {
+        add_to_rows_then(reinterpret_cast<const float*>(scratch + after_offset_),
+                         ctx.in(n.inputs[*b_.sum_input]).data<float>().data(),
+                         static_cast<float*>(dst), rows, channels, b_.bias_after.data());
+      } else {
+        add_to_rows(static_cast<float*>(dst), rows, channels, b_.bias_after.data());
+      }
     }
     if (b_.integer) requantize(ctx, scratch, dst);
     if (dst_stage_) unstage_output(ctx, st, dst, user_dst);
@@ -776,7 +805,10 @@ class QuantizedLayerOp final : public ExecutableOp {
                                           "), src zero point (run time, as bias)");
       }
     }
-    if (!b_.bias_after.empty()) text += " (its last binary_add by qfuse after the primitive)";
+    if (!b_.bias_after.empty()) {
+      text += b_.residual_after ? " (its last binary_add and sum by qfuse after the primitive)"
+                                : " (its last binary_add by qfuse after the primitive)";
+    }
     if (!b_.integer_reason.empty()) text += " (float scales: " + b_.integer_reason + ")";
     return text;
   }
@@ -787,8 +819,7 @@ class QuantizedLayerOp final : public ExecutableOp {
   std::size_t scratchpad_size() const override { return total_scratch_; }
   int staged_reorders() const override {
     return (src_stage_ ? 1 : 0) + (dst_stage_ ? 1 : 0) + static_cast<int>(binary_stages_.size()) +
-           (b_.sum_input && !sum_in_place_ && !b_.integer ? 1 : 0) +
-           (integer_residual_stage_ ? 1 : 0);
+           (copies_residual() ? 1 : 0) + (integer_residual_stage_ ? 1 : 0);
   }
 
 
@@ -1126,6 +1157,11 @@ class QuantizedLayerOp final : public ExecutableOp {
 
   // The source staged channels last, and the residual the sum post-op reads
   // copied into the destination.
+  // The sum post-op's residual is copied into the destination first.
+  bool copies_residual() const {
+    return b_.sum_input && !sum_in_place_ && !b_.integer && !b_.residual_after;
+  }
+
   void stage_inputs(ExecContext& ctx, State& st, void* user_src, void* src, void* dst) const {
     const Node& n = node();
     if (src_stage_) {
@@ -1138,7 +1174,7 @@ class QuantizedLayerOp final : public ExecutableOp {
         }
       });
     }
-    if (b_.sum_input && !sum_in_place_ && !b_.integer) {
+    if (copies_residual()) {
       st.residual.set_data_handle(const_cast<void*>(ctx.in(n.inputs[*b_.sum_input]).raw_data()));
       st.residual_in_dst.set_data_handle(dst);
       ctx.staged([&] {
@@ -1216,7 +1252,7 @@ class QuantizedLayerOp final : public ExecutableOp {
       st.staged_view = memory(dst_stage_->staged_md, engine_, nullptr);
     }
     if (dst_stage_ && b_.integer) st.integer_out = memory(b_.out_md, engine_, nullptr);
-    if (b_.sum_input && !sum_in_place_ && !b_.integer) {
+    if (copies_residual()) {
       st.residual = memory(residual_md_, engine_, nullptr);
       st.residual_in_dst = memory(residual_dst_md_, engine_, nullptr);
     }
@@ -1242,6 +1278,7 @@ class QuantizedLayerOp final : public ExecutableOp {
   std::size_t total_scratch_ = 0;
   // A dynamic layer's bias and scales, made in the scratchpad each run.
   std::size_t dynamic_bias_offset_ = 0, dynamic_scales_offset_ = 0;
+  std::size_t after_offset_ = 0;  // Build::residual_after: the primitive's output
   // u8 run-time weights as s8 (w - 128), made in the scratchpad each run.
   std::size_t shifted_weights_offset_ = 0;
   // Integer-only mode.
