@@ -45,8 +45,8 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 exp_avx512(__m51
 // x * (1 / s) rounds to the same integer as the f32 quotient, it is that
 // product: the two differ by at most 2^-22 of the quotient (three roundings),
 // 2^-13 below 512, so only a lane within 2^-12 of a half-integer can round
-// otherwise, and a vector with such a lane takes the division (about one in
-// 250 of uniformly spread values). A division retires a vector every 5 cycles
+// otherwise, and a vector with such a lane takes the division (a lane in
+// 2048, a vector in 128, of uniformly spread values). A division retires a vector every 5 cycles
 // on AMD Zen 4 and every 8 or more on Intel cores; the product and the test
 // are six one-cycle operations. NaN and infinities give the same as the
 // division (NaN, +-inf). Needs a scale for which quotient_by_product(s):

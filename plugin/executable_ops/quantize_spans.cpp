@@ -75,31 +75,18 @@ __attribute__((target("avx512f"))) std::int64_t quantize_linear_avx512(
   return i;
 }
 
-__attribute__((target("avx512f"))) void add_to_rows_avx512(float* y, std::int64_t rows,
-                                                           std::int64_t channels,
-                                                           const float* bias) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* row = y + r * channels;
-    for (std::int64_t c = 0; c < channels; c += 16) {
-      const __mmask16 k = first_lanes(channels - c);
-      _mm512_mask_storeu_ps(
-          row + c, k,
-          _mm512_add_ps(_mm512_maskz_loadu_ps(k, row + c), _mm512_maskz_loadu_ps(k, bias + c)));
-    }
-  }
-}
-
-__attribute__((target("avx512f"))) void add_to_rows_then_avx512(const float* t, const float* r,
-                                                                float* y, std::int64_t rows,
-                                                                std::int64_t channels,
-                                                                const float* bias) {
+__attribute__((target("avx512f"))) void add_to_rows_avx512(const float* t, const float* bias,
+                                                           const float* r, float* y,
+                                                           std::int64_t rows,
+                                                           std::int64_t channels) {
   for (std::int64_t row = 0; row < rows; ++row) {
     const std::int64_t at = row * channels;
     for (std::int64_t c = 0; c < channels; c += 16) {
       const __mmask16 k = first_lanes(channels - c);
-      const __m512 v =
+      __m512 v =
           _mm512_add_ps(_mm512_maskz_loadu_ps(k, t + at + c), _mm512_maskz_loadu_ps(k, bias + c));
-      _mm512_mask_storeu_ps(y + at + c, k, _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, r + at + c)));
+      if (r != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, r + at + c));
+      _mm512_mask_storeu_ps(y + at + c, k, v);
     }
   }
 }
@@ -134,30 +121,17 @@ bool has_avx512() {
   return yes;
 }
 
-void add_to_rows(float* y, std::int64_t rows, std::int64_t channels, const float* bias) {
+void add_to_rows(const float* t, const float* bias, const float* r, float* y, std::int64_t rows,
+                 std::int64_t channels) {
 #if defined(QFUSE_AVX512_KERNELS)
   if (has_avx512()) {
-    add_to_rows_avx512(y, rows, channels, bias);
-    return;
-  }
-#endif
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* row = y + r * channels;
-    for (std::int64_t c = 0; c < channels; ++c) row[c] += bias[c];
-  }
-}
-
-void add_to_rows_then(const float* t, const float* r, float* y, std::int64_t rows,
-                      std::int64_t channels, const float* bias) {
-#if defined(QFUSE_AVX512_KERNELS)
-  if (has_avx512()) {
-    add_to_rows_then_avx512(t, r, y, rows, channels, bias);
+    add_to_rows_avx512(t, bias, r, y, rows, channels);
     return;
   }
 #endif
   for (std::int64_t i = 0; i < rows * channels; ++i) {
     const float v = t[i] + bias[i % channels];
-    y[i] = v + r[i];
+    y[i] = r != nullptr ? v + r[i] : v;
   }
 }
 

@@ -22,14 +22,11 @@ namespace qfuse::plugin {
 // Whether the CPU runs AVX-512F (the kernels below check it themselves).
 bool has_avx512();
 
-// y[r * channels + c] += bias[c] for `rows` rows: one f32 addition each,
-// sixteen at a time with AVX-512 where the CPU has it.
-void add_to_rows(float* y, std::int64_t rows, std::int64_t channels, const float* bias);
-
-// y[i] = (t[i] + bias[c]) + r[i] for `rows` rows of `channels` (c = i mod
-// channels): two f32 additions each, in that order. y may be r.
-void add_to_rows_then(const float* t, const float* r, float* y, std::int64_t rows,
-                      std::int64_t channels, const float* bias);
+// y[i] = t[i] + bias[c], then + r[i] where r is not null, for `rows` rows of
+// `channels` (c = i mod channels): one or two f32 additions each, in that
+// order, sixteen at a time with AVX-512 where the CPU has it. y may be t or r.
+void add_to_rows(const float* t, const float* bias, const float* r, float* y, std::int64_t rows,
+                 std::int64_t channels);
 
 // FakeQuantize with per-tensor ranges il < ih over a contiguous span
 // (composer::fake_quantize_value in f64).

@@ -450,8 +450,6 @@ void describe_buffers(Build& b, const graph::Graph& g, const Node& node, const S
   b.channel_axis = *graph::output_channel_axis(node.kind, b.dst_dims.size());
 }
 
-// The primitive's attributes: the plan's output scales, zero point and
-// post-ops (none in integer-only mode), and the source / weights zero points.
 // oneDNN 2.6's brgemm inner product takes a per-channel binary post-op at a
 // high price: on a 64 x 64 x 256 u8 layer with run-time output scales, 9.5 us
 // with the add against 4.5 without (1.3 us more at 64 x 64 x 64; VNNI and AMX
@@ -491,6 +489,8 @@ void take_bias_after(Build& b, const Node& node) {
   b.plan.post_ops.resize(last);
 }
 
+// The primitive's attributes: the plan's output scales, zero point and
+// post-ops (none in integer-only mode), and the source / weights zero points.
 dnnl::primitive_attr layer_primitive_attr(Build& b, const graph::Graph& g, const Node& node) {
   const auto& a = node.attr<QuantizedLayerAttrs>();
   take_bias_after(b, node);
@@ -753,13 +753,12 @@ class QuantizedLayerOp final : public ExecutableOp {
       ctx.stream().wait();
       const auto channels = static_cast<std::int64_t>(b_.bias_after.size());
       const std::int64_t rows = element_count(b_.dst_dims) / channels;
-      if (b_.residual_after) {
-        add_to_rows_then(reinterpret_cast<const float*>(scratch + after_offset_),
-                         ctx.in(n.inputs[*b_.sum_input]).data<float>().data(),
-                         static_cast<float*>(dst), rows, channels, b_.bias_after.data());
-      } else {
-        add_to_rows(static_cast<float*>(dst), rows, channels, b_.bias_after.data());
-      }
+      auto* y = static_cast<float*>(dst);
+      add_to_rows(
+          b_.residual_after ? reinterpret_cast<const float*>(scratch + after_offset_) : y,
+          b_.bias_after.data(),
+          b_.residual_after ? ctx.in(n.inputs[*b_.sum_input]).data<float>().data() : nullptr, y,
+          rows, channels);
     }
     if (b_.integer) requantize(ctx, scratch, dst);
     if (dst_stage_) unstage_output(ctx, st, dst, user_dst);
@@ -1155,13 +1154,13 @@ class QuantizedLayerOp final : public ExecutableOp {
     st.args.at(DNNL_ARG_ATTR_OUTPUT_SCALES).set_data_handle(scales);
   }
 
-  // The source staged channels last, and the residual the sum post-op reads
-  // copied into the destination.
   // The sum post-op's residual is copied into the destination first.
   bool copies_residual() const {
     return b_.sum_input && !sum_in_place_ && !b_.integer && !b_.residual_after;
   }
 
+  // The source staged channels last, and the residual the sum post-op reads
+  // copied into the destination.
   void stage_inputs(ExecContext& ctx, State& st, void* user_src, void* src, void* dst) const {
     const Node& n = node();
     if (src_stage_) {
